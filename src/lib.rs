@@ -4,4 +4,8 @@
 //! (see `FORMAT.md`), usable on their own by any LSM.
 #![deny(missing_docs)]
 
+pub mod error;
 pub mod filter;
+pub mod inspect;
+
+pub use error::{Error, Result};

@@ -1,0 +1,195 @@
+//! The frozen format-v1 fixtures, and what the reader does with damaged blocks.
+//!
+//! `fixtures/filter-v1/` holds the key list, one block per kind and shape, and the dump JSON
+//! of each. They are frozen: this test checks that today's builder reproduces them byte for
+//! byte. A missing fixture is written only when `LSM_BLOOM_WRITE_MISSING_FIXTURES=1`; an
+//! existing one is never overwritten.
+
+use std::path::PathBuf;
+
+use lsm_bloom::filter::{format, FilterBuilder, FilterError, FilterKind, FilterPolicy, FilterReader};
+use lsm_bloom::inspect::FilterReport;
+
+struct Fixture {
+    name: &'static str,
+    policy: FilterPolicy,
+    with_keys: bool,
+}
+
+fn fixtures() -> Vec<Fixture> {
+    use FilterKind::*;
+    vec![
+        Fixture { name: "standard-10bpk", policy: FilterPolicy::bits_per_key(Standard, 10.0), with_keys: true },
+        Fixture { name: "blocked-10bpk", policy: FilterPolicy::bits_per_key(Blocked, 10.0), with_keys: true },
+        Fixture {
+            name: "standard-9.5bpk-k5",
+            policy: FilterPolicy::bits_per_key(Standard, 9.5).with_num_probes(5),
+            with_keys: true,
+        },
+        Fixture { name: "standard-empty", policy: FilterPolicy::bits_per_key(Standard, 10.0), with_keys: false },
+        Fixture { name: "blocked-empty", policy: FilterPolicy::bits_per_key(Blocked, 10.0), with_keys: false },
+    ]
+}
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/filter-v1")
+}
+
+fn keys() -> Vec<String> {
+    let text = std::fs::read_to_string(dir().join("keys.txt")).expect("fixtures/filter-v1/keys.txt");
+    text.lines().map(str::to_owned).collect()
+}
+
+fn build(f: &Fixture) -> Vec<u8> {
+    let mut b = FilterBuilder::new(f.policy).unwrap();
+    if f.with_keys {
+        for k in keys() {
+            b.add_key(k.as_bytes());
+        }
+    }
+    b.finish()
+}
+
+fn load_or_write(name: &str, fresh: &[u8]) -> Vec<u8> {
+    let path = dir().join(name);
+    match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(_) if std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some() => {
+            std::fs::write(&path, fresh).unwrap();
+            fresh.to_vec()
+        }
+        Err(e) => panic!("missing fixture {}: {e}", path.display()),
+    }
+}
+
+fn fixture_blocks() -> Vec<(String, Vec<u8>)> {
+    fixtures()
+        .iter()
+        .map(|f| {
+            let name = format!("{}.filter", f.name);
+            let stored = load_or_write(&name, &build(f));
+            (name, stored)
+        })
+        .collect()
+}
+
+#[test]
+fn keys_fixture_has_enough_keys() {
+    assert!(keys().len() >= 1000);
+}
+
+#[test]
+fn builder_reproduces_every_fixture_byte_for_byte() {
+    for f in fixtures() {
+        let fresh = build(&f);
+        let stored = load_or_write(&format!("{}.filter", f.name), &fresh);
+        assert!(stored == fresh, "{}: builder output differs from the frozen fixture", f.name);
+    }
+}
+
+#[test]
+fn reader_decodes_fixtures_and_finds_every_key() {
+    let keys = keys();
+    for f in fixtures() {
+        let block = load_or_write(&format!("{}.filter", f.name), &build(&f));
+        let r = FilterReader::new(&block[..]).unwrap();
+        let info = r.info();
+        assert_eq!(info.kind, f.policy.kind, "{}", f.name);
+        assert_eq!(info.version, 1);
+        if f.with_keys {
+            assert_eq!(info.n, keys.len() as u64);
+            assert_eq!(info.k, f.policy.k());
+            for k in &keys {
+                assert!(r.may_contain(k.as_bytes()), "{}: false negative for {k}", f.name);
+            }
+        } else {
+            assert_eq!((info.n, info.m), (0, 0));
+            assert!(keys.iter().all(|k| !r.may_contain(k.as_bytes())));
+        }
+    }
+}
+
+#[test]
+fn dump_json_matches_fixture() {
+    for (name, block) in fixture_blocks() {
+        let report = lsm_bloom::inspect::Report::Filter(FilterReport::from_block(&block).unwrap());
+        let json = serde_json::to_string_pretty(&report).unwrap() + "\n";
+        let json_name = name.replace(".filter", ".json");
+        let stored = load_or_write(&json_name, json.as_bytes());
+        let stored: serde_json::Value = serde_json::from_slice(&stored).unwrap();
+        let fresh: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(stored, fresh, "{json_name}");
+    }
+}
+
+#[test]
+fn every_single_bit_flip_is_rejected() {
+    for (name, block) in fixture_blocks() {
+        let mut damaged = block.clone();
+        for bit in 0..block.len() * 8 {
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            assert!(FilterReader::new(&damaged[..]).is_err(), "{name}: flip of bit {bit} accepted");
+            damaged[bit / 8] ^= 1 << (bit % 8);
+        }
+    }
+}
+
+#[test]
+fn every_truncation_and_extension_is_rejected() {
+    for (name, block) in fixture_blocks() {
+        for len in 0..block.len() {
+            assert!(FilterReader::new(&block[..len]).is_err(), "{name}: truncation to {len} accepted");
+        }
+        let mut longer = block.clone();
+        longer.push(0);
+        assert!(FilterReader::new(&longer[..]).is_err(), "{name}: extra byte accepted");
+    }
+}
+
+/// Rewrites bytes `at..` with `value`, then fixes the CRC so only the field is wrong.
+fn patched(block: &[u8], at: usize, value: &[u8]) -> Vec<u8> {
+    let mut b = block.to_vec();
+    b[at..at + value.len()].copy_from_slice(value);
+    let body = b.len() - format::TRAILER_LEN;
+    let crc = crc32fast::hash(&b[..body]);
+    b[body..].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+#[test]
+fn each_kind_of_damage_gets_its_own_error() {
+    let (_, block) = fixture_blocks().into_iter().next().unwrap();
+    let err = |b: &[u8]| FilterReader::new(b).unwrap_err();
+
+    assert_eq!(err(&block[..10]), FilterError::TooShort { len: 10, min: 52 });
+    assert!(matches!(err(&patched(&block, 0, b"XBFB")), FilterError::BadMagic { found } if &found == b"XBFB"));
+    let v99 = patched(&block, 4, &99u16.to_le_bytes());
+    assert_eq!(err(&v99), FilterError::UnsupportedVersion { found: 99, supported: 1 });
+    // Unsupported version wins even when the CRC was not fixed up.
+    let mut v99_raw = block.clone();
+    v99_raw[4] = 99;
+    assert!(matches!(err(&v99_raw), FilterError::UnsupportedVersion { found: 99, .. }));
+    assert!(matches!(err(&patched(&block, 6, &[7])), FilterError::UnknownKind { found: 7 }));
+    assert!(matches!(err(&patched(&block, 7, &[9])), FilterError::UnknownHashFunction { found: 9 }));
+    assert!(matches!(err(&patched(&block, 20, &[1])), FilterError::ReservedNotZero { offset: 20, .. }));
+    assert!(matches!(err(&patched(&block, 40, &[1])), FilterError::ReservedNotZero { offset: 40, .. }));
+    assert!(matches!(err(&patched(&block, 16, &0u32.to_le_bytes())), FilterError::BadParameters { .. }));
+    assert!(matches!(err(&patched(&block, 16, &31u32.to_le_bytes())), FilterError::BadParameters { .. }));
+    let m = u64::from_le_bytes(block[24..32].try_into().unwrap());
+    assert!(matches!(err(&patched(&block, 24, &(m + 64).to_le_bytes())), FilterError::BadParameters { .. }));
+    assert!(matches!(err(&patched(&block, 24, &u64::MAX.to_le_bytes())), FilterError::BadParameters { .. }));
+    let mut bad_crc = block.clone();
+    let last = bad_crc.len() - 1;
+    bad_crc[last] ^= 0x80;
+    assert!(matches!(err(&bad_crc), FilterError::ChecksumMismatch { expected, actual } if expected != actual));
+    // Messages name what was found.
+    assert!(err(&v99).to_string().contains("99"));
+}
+
+#[test]
+fn blocked_m_must_be_whole_lines() {
+    let block = fixture_blocks().into_iter().find(|(n, _)| n == "blocked-10bpk.filter").unwrap().1;
+    let m = u64::from_le_bytes(block[24..32].try_into().unwrap());
+    let e = FilterReader::new(patched(&block, 24, &(m - 8).to_le_bytes())).unwrap_err();
+    assert!(matches!(e, FilterError::BadParameters { ref reason } if reason.contains("512")), "{e}");
+}
