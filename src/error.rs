@@ -46,12 +46,18 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 impl Error {
     /// An I/O error with what was being done.
     pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
-        Error::Io { context: context.into(), source }
+        Error::Io {
+            context: context.into(),
+            source,
+        }
     }
 
     /// A corruption error for `path`.
     pub fn corruption(path: impl Into<PathBuf>, reason: impl Into<String>) -> Self {
-        Error::Corruption { path: path.into(), reason: reason.into() }
+        Error::Corruption {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 }
 
@@ -63,7 +69,12 @@ impl fmt::Display for Error {
             Error::Corruption { path, reason } => {
                 write!(f, "corruption in {}: {reason}", path.display())
             }
-            Error::UnsupportedVersion { path, what, found, supported } => write!(
+            Error::UnsupportedVersion {
+                path,
+                what,
+                found,
+                supported,
+            } => write!(
                 f,
                 "{}: unsupported {what} version {found} (this build reads up to {supported})",
                 path.display()

@@ -32,13 +32,17 @@ impl FilterReport {
     /// Validates `block` and describes it.
     pub fn from_block(block: &[u8]) -> Result<Self> {
         let reader = FilterReader::new(block)?;
-        Ok(FilterReport { checksum: "ok", info: reader.info() })
+        Ok(FilterReport {
+            checksum: "ok",
+            info: reader.info(),
+        })
     }
 }
 
 /// Reads and describes the file at `path`.
 pub fn inspect_path(path: &Path) -> Result<Report> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     FilterReport::from_block(&bytes)
         .map(Report::Filter)
         .map_err(|e| match e {
@@ -54,14 +58,31 @@ impl fmt::Display for FilterReport {
         writeln!(f, "  kind            {}", i.kind)?;
         writeln!(f, "  hash            {} (seed {})", i.hash, i.seed)?;
         writeln!(f, "  k (probes)      {}", i.k)?;
-        writeln!(f, "  m (bits)        {}{}", i.m, if i.lines > 0 { format!(" ({} lines of 64 bytes)", i.lines) } else { String::new() })?;
+        writeln!(
+            f,
+            "  m (bits)        {}{}",
+            i.m,
+            if i.lines > 0 {
+                format!(" ({} lines of 64 bytes)", i.lines)
+            } else {
+                String::new()
+            }
+        )?;
         writeln!(f, "  n (keys)        {}", i.n)?;
         writeln!(f, "  bits/key        {:.3}", i.bits_per_key)?;
         writeln!(f, "  block bytes     {}", i.block_bytes)?;
         writeln!(f, "  fill ratio      {:.4}", i.fill_ratio)?;
         writeln!(f, "  expected FPR    {:.4}%", i.expected_fpr * 100.0)?;
-        writeln!(f, "  FPR from fill   {:.4}%", i.estimated_fpr_from_fill * 100.0)?;
-        writeln!(f, "  checksum        {} (crc32 {:#010x})", self.checksum, i.crc32)
+        writeln!(
+            f,
+            "  FPR from fill   {:.4}%",
+            i.estimated_fpr_from_fill * 100.0
+        )?;
+        writeln!(
+            f,
+            "  checksum        {} (crc32 {:#010x})",
+            self.checksum, i.crc32
+        )
     }
 }
 

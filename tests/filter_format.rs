@@ -7,7 +7,9 @@
 
 use std::path::PathBuf;
 
-use lsm_bloom::filter::{format, FilterBuilder, FilterError, FilterKind, FilterPolicy, FilterReader};
+use lsm_bloom::filter::{
+    format, FilterBuilder, FilterError, FilterKind, FilterPolicy, FilterReader,
+};
 use lsm_bloom::inspect::FilterReport;
 
 struct Fixture {
@@ -19,15 +21,31 @@ struct Fixture {
 fn fixtures() -> Vec<Fixture> {
     use FilterKind::*;
     vec![
-        Fixture { name: "standard-10bpk", policy: FilterPolicy::bits_per_key(Standard, 10.0), with_keys: true },
-        Fixture { name: "blocked-10bpk", policy: FilterPolicy::bits_per_key(Blocked, 10.0), with_keys: true },
+        Fixture {
+            name: "standard-10bpk",
+            policy: FilterPolicy::bits_per_key(Standard, 10.0),
+            with_keys: true,
+        },
+        Fixture {
+            name: "blocked-10bpk",
+            policy: FilterPolicy::bits_per_key(Blocked, 10.0),
+            with_keys: true,
+        },
         Fixture {
             name: "standard-9.5bpk-k5",
             policy: FilterPolicy::bits_per_key(Standard, 9.5).with_num_probes(5),
             with_keys: true,
         },
-        Fixture { name: "standard-empty", policy: FilterPolicy::bits_per_key(Standard, 10.0), with_keys: false },
-        Fixture { name: "blocked-empty", policy: FilterPolicy::bits_per_key(Blocked, 10.0), with_keys: false },
+        Fixture {
+            name: "standard-empty",
+            policy: FilterPolicy::bits_per_key(Standard, 10.0),
+            with_keys: false,
+        },
+        Fixture {
+            name: "blocked-empty",
+            policy: FilterPolicy::bits_per_key(Blocked, 10.0),
+            with_keys: false,
+        },
     ]
 }
 
@@ -36,7 +54,8 @@ fn dir() -> PathBuf {
 }
 
 fn keys() -> Vec<String> {
-    let text = std::fs::read_to_string(dir().join("keys.txt")).expect("fixtures/filter-v1/keys.txt");
+    let text =
+        std::fs::read_to_string(dir().join("keys.txt")).expect("fixtures/filter-v1/keys.txt");
     text.lines().map(str::to_owned).collect()
 }
 
@@ -83,7 +102,11 @@ fn builder_reproduces_every_fixture_byte_for_byte() {
     for f in fixtures() {
         let fresh = build(&f);
         let stored = load_or_write(&format!("{}.filter", f.name), &fresh);
-        assert!(stored == fresh, "{}: builder output differs from the frozen fixture", f.name);
+        assert!(
+            stored == fresh,
+            "{}: builder output differs from the frozen fixture",
+            f.name
+        );
     }
 }
 
@@ -100,7 +123,11 @@ fn reader_decodes_fixtures_and_finds_every_key() {
             assert_eq!(info.n, keys.len() as u64);
             assert_eq!(info.k, f.policy.k());
             for k in &keys {
-                assert!(r.may_contain(k.as_bytes()), "{}: false negative for {k}", f.name);
+                assert!(
+                    r.may_contain(k.as_bytes()),
+                    "{}: false negative for {k}",
+                    f.name
+                );
             }
         } else {
             assert_eq!((info.n, info.m), (0, 0));
@@ -128,7 +155,10 @@ fn every_single_bit_flip_is_rejected() {
         let mut damaged = block.clone();
         for bit in 0..block.len() * 8 {
             damaged[bit / 8] ^= 1 << (bit % 8);
-            assert!(FilterReader::new(&damaged[..]).is_err(), "{name}: flip of bit {bit} accepted");
+            assert!(
+                FilterReader::new(&damaged[..]).is_err(),
+                "{name}: flip of bit {bit} accepted"
+            );
             damaged[bit / 8] ^= 1 << (bit % 8);
         }
     }
@@ -138,11 +168,17 @@ fn every_single_bit_flip_is_rejected() {
 fn every_truncation_and_extension_is_rejected() {
     for (name, block) in fixture_blocks() {
         for len in 0..block.len() {
-            assert!(FilterReader::new(&block[..len]).is_err(), "{name}: truncation to {len} accepted");
+            assert!(
+                FilterReader::new(&block[..len]).is_err(),
+                "{name}: truncation to {len} accepted"
+            );
         }
         let mut longer = block.clone();
         longer.push(0);
-        assert!(FilterReader::new(&longer[..]).is_err(), "{name}: extra byte accepted");
+        assert!(
+            FilterReader::new(&longer[..]).is_err(),
+            "{name}: extra byte accepted"
+        );
     }
 }
 
@@ -161,35 +197,82 @@ fn each_kind_of_damage_gets_its_own_error() {
     let (_, block) = fixture_blocks().into_iter().next().unwrap();
     let err = |b: &[u8]| FilterReader::new(b).unwrap_err();
 
-    assert_eq!(err(&block[..10]), FilterError::TooShort { len: 10, min: 52 });
-    assert!(matches!(err(&patched(&block, 0, b"XBFB")), FilterError::BadMagic { found } if &found == b"XBFB"));
+    assert_eq!(
+        err(&block[..10]),
+        FilterError::TooShort { len: 10, min: 52 }
+    );
+    assert!(
+        matches!(err(&patched(&block, 0, b"XBFB")), FilterError::BadMagic { found } if &found == b"XBFB")
+    );
     let v99 = patched(&block, 4, &99u16.to_le_bytes());
-    assert_eq!(err(&v99), FilterError::UnsupportedVersion { found: 99, supported: 1 });
+    assert_eq!(
+        err(&v99),
+        FilterError::UnsupportedVersion {
+            found: 99,
+            supported: 1
+        }
+    );
     // Unsupported version wins even when the CRC was not fixed up.
     let mut v99_raw = block.clone();
     v99_raw[4] = 99;
-    assert!(matches!(err(&v99_raw), FilterError::UnsupportedVersion { found: 99, .. }));
-    assert!(matches!(err(&patched(&block, 6, &[7])), FilterError::UnknownKind { found: 7 }));
-    assert!(matches!(err(&patched(&block, 7, &[9])), FilterError::UnknownHashFunction { found: 9 }));
-    assert!(matches!(err(&patched(&block, 20, &[1])), FilterError::ReservedNotZero { offset: 20, .. }));
-    assert!(matches!(err(&patched(&block, 40, &[1])), FilterError::ReservedNotZero { offset: 40, .. }));
-    assert!(matches!(err(&patched(&block, 16, &0u32.to_le_bytes())), FilterError::BadParameters { .. }));
-    assert!(matches!(err(&patched(&block, 16, &31u32.to_le_bytes())), FilterError::BadParameters { .. }));
+    assert!(matches!(
+        err(&v99_raw),
+        FilterError::UnsupportedVersion { found: 99, .. }
+    ));
+    assert!(matches!(
+        err(&patched(&block, 6, &[7])),
+        FilterError::UnknownKind { found: 7 }
+    ));
+    assert!(matches!(
+        err(&patched(&block, 7, &[9])),
+        FilterError::UnknownHashFunction { found: 9 }
+    ));
+    assert!(matches!(
+        err(&patched(&block, 20, &[1])),
+        FilterError::ReservedNotZero { offset: 20, .. }
+    ));
+    assert!(matches!(
+        err(&patched(&block, 40, &[1])),
+        FilterError::ReservedNotZero { offset: 40, .. }
+    ));
+    assert!(matches!(
+        err(&patched(&block, 16, &0u32.to_le_bytes())),
+        FilterError::BadParameters { .. }
+    ));
+    assert!(matches!(
+        err(&patched(&block, 16, &31u32.to_le_bytes())),
+        FilterError::BadParameters { .. }
+    ));
     let m = u64::from_le_bytes(block[24..32].try_into().unwrap());
-    assert!(matches!(err(&patched(&block, 24, &(m + 64).to_le_bytes())), FilterError::BadParameters { .. }));
-    assert!(matches!(err(&patched(&block, 24, &u64::MAX.to_le_bytes())), FilterError::BadParameters { .. }));
+    assert!(matches!(
+        err(&patched(&block, 24, &(m + 64).to_le_bytes())),
+        FilterError::BadParameters { .. }
+    ));
+    assert!(matches!(
+        err(&patched(&block, 24, &u64::MAX.to_le_bytes())),
+        FilterError::BadParameters { .. }
+    ));
     let mut bad_crc = block.clone();
     let last = bad_crc.len() - 1;
     bad_crc[last] ^= 0x80;
-    assert!(matches!(err(&bad_crc), FilterError::ChecksumMismatch { expected, actual } if expected != actual));
+    assert!(
+        matches!(err(&bad_crc), FilterError::ChecksumMismatch { expected, actual } if expected != actual)
+    );
     // Messages name what was found.
     assert!(err(&v99).to_string().contains("99"));
 }
 
 #[test]
 fn blocked_m_must_be_whole_lines() {
-    let block = fixture_blocks().into_iter().find(|(n, _)| n == "blocked-10bpk.filter").unwrap().1;
+    let block = fixture_blocks()
+        .into_iter()
+        .find(|(n, _)| n == "blocked-10bpk.filter")
+        .unwrap()
+        .1;
     let m = u64::from_le_bytes(block[24..32].try_into().unwrap());
     let e = FilterReader::new(patched(&block, 24, &(m - 8).to_le_bytes())).unwrap_err();
-    assert!(matches!(e, FilterError::BadParameters { ref reason } if reason.contains("512")), "{e}");
+    assert!(
+        matches!(e, FilterError::BadParameters { ref reason } if reason.contains("512")),
+        "{e}"
+    );
 }

@@ -82,7 +82,10 @@ fn ten_million_member_probes_without_a_false_negative() {
             let block = b.finish();
             let r = FilterReader::new(&block[..]).unwrap();
             for i in 0..size {
-                assert!(r.may_contain(&(base + i).to_le_bytes()), "{kind} size {size} key {i}");
+                assert!(
+                    r.may_contain(&(base + i).to_le_bytes()),
+                    "{kind} size {size} key {i}"
+                );
             }
             probes += size;
         }

@@ -11,14 +11,14 @@ pub(crate) const LINE_BITS: u64 = 512;
 /// Bytes in one line.
 pub(crate) const LINE_BYTES: usize = 64;
 
-/// Calls `f` with the bit index (0..512) of each of the k probes of `h` (FORMAT.md §1):
-/// k distinct bits of the line, drawn as 9-bit fields of a SplitMix64 stream seeded by `h`,
-/// skipping a field that repeats an earlier probe of the same key.
-#[inline(always)]
-fn for_each_probe(h: u64, k: u32, mut f: impl FnMut(usize)) {
+/// The k probe bits of `h` as a 512-bit mask (8 little-endian words; FORMAT.md §1): k
+/// distinct bits drawn from 9-bit fields of a SplitMix64 stream seeded by `h`, a field that
+/// repeats an earlier probe being skipped.
+#[inline]
+fn probe_mask(h: u64, k: u32) -> [u64; 8] {
+    let mut mask = [0u64; 8];
     let mut x = super::hash::mix(h);
     let mut left = 7; // 9-bit fields left in x
-    let mut seen = [0u64; 8];
     let mut found = 0;
     let mut round = 0u64;
     while found < k {
@@ -31,12 +31,10 @@ fn for_each_probe(h: u64, k: u32, mut f: impl FnMut(usize)) {
         x >>= 9;
         left -= 1;
         let (w, b) = (bit >> 6, 1u64 << (bit & 63));
-        if seen[w] & b == 0 {
-            seen[w] |= b;
-            found += 1;
-            f(bit);
-        }
+        found += u32::from(mask[w] & b == 0);
+        mask[w] |= b;
     }
+    mask
 }
 
 /// The byte offset of the line hash `h` uses, among `lines` lines (`1..=2^32`).
@@ -49,22 +47,34 @@ fn line_start(h: u64, lines: u64) -> usize {
 #[inline]
 pub(crate) fn set(bits: &mut [u8], lines: u64, k: u32, h: u64) {
     let start = line_start(h, lines);
-    let line = &mut bits[start..start + LINE_BYTES];
-    for_each_probe(h, k, |bit| line[bit >> 3] |= 1 << (bit & 7));
+    let mask = probe_mask(h, k);
+    for (word, m) in bits[start..start + LINE_BYTES]
+        .chunks_exact_mut(8)
+        .zip(mask)
+    {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        word.copy_from_slice(&(u64::from_le_bytes(w) | m).to_le_bytes());
+    }
 }
 
-/// Tests the k probe bits of `h`; false as soon as one is clear.
+/// Tests the k probe bits of `h`: all of them set in the key's line.
 #[inline]
 pub(crate) fn test(bits: &[u8], lines: u64, k: u32, h: u64) -> bool {
     let start = line_start(h, lines);
     let Some(line) = bits.get(start..start + LINE_BYTES) else {
         return true; // unreachable for a validated block; "maybe" is the safe answer
     };
-    let mut all = true;
-    // Branch-free: all probes hit the same cache line, so testing every bit is cheaper than a
-    // mispredicted early exit.
-    for_each_probe(h, k, |bit| all &= line[bit >> 3] & (1 << (bit & 7)) != 0);
-    all
+    let mask = probe_mask(h, k);
+    // Branch-free over the 8 words: all probes share one cache line, so checking every word
+    // is cheaper than a mispredicted early exit.
+    let mut missing = 0u64;
+    for (word, m) in line.chunks_exact(8).zip(mask) {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        missing |= m & !u64::from_le_bytes(w);
+    }
+    missing == 0
 }
 
 #[cfg(test)]

@@ -37,9 +37,17 @@ pub(crate) fn test(bits: &[u8], m: u64, k: u32, h: u64) -> bool {
     true
 }
 
+/// First position and stride, both in `[0, m)`: multiply-shift range reduction of `h` and
+/// `mix(h)` (a multiplication instead of two 64-bit divisions).
 #[inline]
 fn start(m: u64, h: u64) -> (u64, u64) {
-    (h % m, mix(h) % m)
+    (reduce(h, m), reduce(mix(h), m))
+}
+
+/// `floor(x * m / 2^64)`: maps a uniform u64 onto `[0, m)`.
+#[inline]
+fn reduce(x: u64, m: u64) -> u64 {
+    ((u128::from(x) * u128::from(m)) >> 64) as u64
 }
 
 /// `(pos + delta) mod m` for `pos, delta < m`, without overflow and without a division.
@@ -76,7 +84,9 @@ mod tests {
         let mut bits = vec![0u8; array_len(m).unwrap() as usize];
         set(&mut bits, m, k, h);
         for i in 0..k as u128 {
-            let p = ((h as u128 % m as u128) + i * (mix(h) as u128 % m as u128)) % m as u128;
+            let h1 = (h as u128 * m as u128) >> 64;
+            let h2 = (mix(h) as u128 * m as u128) >> 64;
+            let p = (h1 + i * h2) % m as u128;
             assert_ne!(
                 bits[(p / 8) as usize] & (1 << (p % 8)),
                 0,

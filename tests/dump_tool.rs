@@ -1,0 +1,108 @@
+//! The `dump_filter` example as a user runs it: exit 0 and a report for valid files, exit 1 and
+//! one `error: ...` line on stderr for damaged ones.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The example binary `cargo test` built next to this test's own binary.
+fn dump_filter() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let bin = dir
+        .join("examples")
+        .join(format!("dump_filter{}", std::env::consts::EXE_SUFFIX));
+    if !bin.exists() {
+        let status = Command::new(env!("CARGO"))
+            .args(["build", "--example", "dump_filter"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    bin
+}
+
+fn run(args: &[&Path]) -> Output {
+    Command::new(dump_filter()).args(args).output().unwrap()
+}
+
+fn fixture_filters() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/filter-v1");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "filter"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 5);
+    v
+}
+
+#[test]
+fn dumps_every_fixture_as_text_and_json() {
+    for path in fixture_filters() {
+        let out = run(&[&path]);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        for field in [
+            "format version",
+            "kind",
+            "k (probes)",
+            "m (bits)",
+            "n (keys)",
+            "bits/key",
+            "fill ratio",
+            "expected FPR",
+            "FPR from fill",
+            "checksum        ok",
+        ] {
+            assert!(
+                text.contains(field),
+                "{}: no {field:?} in\n{text}",
+                path.display()
+            );
+        }
+        let out = run(&[&path, Path::new("--json")]);
+        assert!(out.status.success());
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let expected: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path.with_extension("json")).unwrap()).unwrap();
+        assert_eq!(json, expected, "{}", path.display());
+    }
+}
+
+#[test]
+fn damaged_copies_exit_1_with_one_error_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for path in fixture_filters() {
+        let block = std::fs::read(&path).unwrap();
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let mut flipped = block.clone();
+        flipped[block.len() / 2] ^= 0x10;
+        let mut v99 = block.clone();
+        v99[4] = 99;
+        for (what, bytes, expect) in [
+            ("flipped", flipped, "checksum mismatch"),
+            ("truncated", block[..block.len() - 1].to_vec(), ""),
+            ("version99", v99, "unsupported filter format version 99"),
+            ("empty", Vec::new(), "too short"),
+        ] {
+            let p = dir.path().join(format!("{what}-{name}"));
+            std::fs::write(&p, bytes).unwrap();
+            let out = run(&[&p]);
+            assert_eq!(out.status.code(), Some(1), "{what} {name}");
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(err.starts_with("error: "), "{err}");
+            assert!(err.contains(expect), "{what} {name}: {err}");
+            assert!(out.stdout.is_empty());
+        }
+    }
+    let out = run(&[&dir.path().join("no-such-file")]);
+    assert_eq!(out.status.code(), Some(1));
+}
