@@ -96,3 +96,11 @@ impl fmt::Display for Report {
         }
     }
 }
+
+/// A key as text: printable ASCII as is, other bytes as `\xNN`.
+pub fn printable(key: &[u8]) -> String {
+    key.iter()
+        .flat_map(|&b| std::ascii::escape_default(b))
+        .map(char::from)
+        .collect()
+}

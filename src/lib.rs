@@ -1,11 +1,38 @@
 //! # lsm-bloom
 //!
-//! Bloom filter blocks for SSTables, in a versioned, checksummed on-disk format
-//! (see `FORMAT.md`), usable on their own by any LSM.
+//! Bloom filter blocks for SSTables, and an embedded LSM key-value store whose point lookups
+//! skip every table whose filter says "absent" — so looking up a key that is not there costs
+//! almost no disk reads.
+//!
+//! - [`filter`]: the filter blocks on their own (standard and cache-local blocked Bloom),
+//!   usable by any table format. Depends on nothing else in this crate.
+//! - [`table`]: SSTables with data, index, filter and properties blocks.
+//! - [`db`]: the store — WAL, memtable, tables, manifest, leveled compaction, recovery.
+//! - [`inspect`]: what the `dump_filter` tool prints.
+//!
+//! Every on-disk byte is specified in `FORMAT.md`.
+//!
+//! ```
+//! use lsm_bloom::{Db, Options};
+//!
+//! let dir = tempfile::tempdir().expect("temporary directory");
+//! let db = Db::open(dir.path(), Options::default())?;
+//! db.put(b"url:https://example.com/", b"seen")?;
+//! db.flush()?; // now in a table with a filter block
+//! assert!(db.get(b"url:https://example.com/")?.is_some());
+//! assert!(db.get(b"url:https://example.com/other")?.is_none()); // filter skips the table
+//! assert_eq!(db.stats().total.data_block_reads, 1);
+//! # Ok::<(), lsm_bloom::Error>(())
+//! ```
 #![deny(missing_docs)]
 
+pub mod db;
 pub mod error;
 pub mod filter;
 pub mod inspect;
+pub mod table;
 
+pub use db::stats::DbStats;
+pub use db::{Db, DbIter, Options, WriteBatch};
 pub use error::{Error, Result};
+pub use filter::{FilterKind, FilterPolicy};

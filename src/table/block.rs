@@ -1,0 +1,184 @@
+//! Checksummed blocks and the entry encoding inside data and index blocks (FORMAT.md §3).
+//! Every function here takes bytes from disk and returns an error, never panics, on any
+//! malformed input.
+
+/// Where a block lives in a table file: offset and size, the size including the 4-byte CRC
+/// for data, index and properties blocks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockHandle {
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// Length in bytes.
+    pub size: u64,
+}
+
+/// One entry of a data block: a key and its value, or a tombstone (`None`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The user key.
+    pub key: Vec<u8>,
+    /// The value; `None` marks a deletion.
+    pub value: Option<Vec<u8>>,
+}
+
+pub(crate) const TAG_PUT: u8 = 1;
+pub(crate) const TAG_DELETE: u8 = 2;
+
+/// Appends one data-block entry.
+pub(crate) fn put_entry(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+    out.push(if value.is_some() { TAG_PUT } else { TAG_DELETE });
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(value.map_or(0, <[u8]>::len) as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    if let Some(v) = value {
+        out.extend_from_slice(v);
+    }
+}
+
+/// Appends the CRC-32 of everything in `out` from `start`.
+pub(crate) fn seal(out: &mut Vec<u8>, start: usize) {
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
+/// Checks a block's trailing CRC and returns its payload.
+pub(crate) fn unseal(block: &[u8]) -> Result<&[u8], String> {
+    if block.len() < 4 {
+        return Err(format!("block of {} bytes has no checksum", block.len()));
+    }
+    let (payload, crc) = block.split_at(block.len() - 4);
+    let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+    let actual = crc32fast::hash(payload);
+    if stored != actual {
+        return Err(format!(
+            "block checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
+        ));
+    }
+    Ok(payload)
+}
+
+/// A cursor over little-endian fields with bounds checks.
+pub(crate) struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Cursor { buf, pos: 0 }
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| {
+                format!(
+                    "field of {n} bytes at offset {} overruns a {}-byte block",
+                    self.pos,
+                    self.buf.len()
+                )
+            })?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    pub(crate) fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.bytes(1)?[0])
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, String> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.bytes(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+    /// A u32 length followed by that many bytes.
+    pub(crate) fn len_prefixed(&mut self) -> Result<&'a [u8], String> {
+        let n = self.u32()? as usize;
+        self.bytes(n)
+    }
+}
+
+/// One decoded entry borrowing from the block.
+pub(crate) struct RawEntry<'a> {
+    pub(crate) key: &'a [u8],
+    pub(crate) value: Option<&'a [u8]>,
+}
+
+/// Decodes the next entry of a data block payload.
+pub(crate) fn next_entry<'a>(c: &mut Cursor<'a>) -> Result<RawEntry<'a>, String> {
+    let tag = c.u8()?;
+    let key_len = c.u32()? as usize;
+    let value_len = c.u32()? as usize;
+    let key = c.bytes(key_len)?;
+    let value = c.bytes(value_len)?;
+    match tag {
+        TAG_PUT => Ok(RawEntry {
+            key,
+            value: Some(value),
+        }),
+        TAG_DELETE if value_len == 0 => Ok(RawEntry { key, value: None }),
+        TAG_DELETE => Err(format!("tombstone with a {value_len}-byte value")),
+        other => Err(format!("unknown entry tag {other}")),
+    }
+}
+
+/// Decodes a whole data block payload into owned entries, checking key order.
+pub(crate) fn decode_entries(payload: &[u8]) -> Result<Vec<Entry>, String> {
+    let mut c = Cursor::new(payload);
+    let mut out: Vec<Entry> = Vec::new();
+    while !c.is_empty() {
+        let e = next_entry(&mut c)?;
+        if out.last().is_some_and(|p| p.key.as_slice() >= e.key) {
+            return Err("data block keys out of order".to_string());
+        }
+        out.push(Entry {
+            key: e.key.to_vec(),
+            value: e.value.map(<[u8]>::to_vec),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_and_damage_is_an_error() {
+        let mut b = Vec::new();
+        put_entry(&mut b, b"a", Some(b"1"));
+        put_entry(&mut b, b"b", None);
+        put_entry(&mut b, b"c", Some(b""));
+        let e = decode_entries(&b).unwrap();
+        assert_eq!(e.len(), 3);
+        assert_eq!(e[1].value, None);
+        assert_eq!(e[2].value, Some(vec![]));
+        for len in 0..b.len() {
+            // Every strict prefix that cuts an entry is an error, never a panic.
+            let _ = decode_entries(&b[..len]);
+        }
+        let mut bad = b.clone();
+        bad[0] = 9;
+        assert!(decode_entries(&bad).is_err());
+        let mut huge = b.clone();
+        huge[1..5].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(decode_entries(&huge).is_err());
+    }
+
+    #[test]
+    fn seal_and_unseal() {
+        let mut b = b"payload".to_vec();
+        seal(&mut b, 0);
+        assert_eq!(unseal(&b).unwrap(), b"payload");
+        b[0] ^= 1;
+        assert!(unseal(&b).unwrap_err().contains("checksum"));
+        assert!(unseal(&[1, 2]).is_err());
+    }
+}

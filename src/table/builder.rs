@@ -1,0 +1,175 @@
+//! Writes one table file: `TableBuilder::create` → `(add)*` in strictly increasing key order →
+//! `finish`. Data blocks are cut when they reach the block size; the filter is built over
+//! every key, tombstones included (a tombstone must be found to hide older values in deeper
+//! tables, so its key has to pass the filter).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::block::{put_entry, seal, BlockHandle};
+use super::footer::{Footer, Properties};
+use crate::error::{Error, Result};
+use crate::filter::{hash_key, FilterBuilder, FilterPolicy};
+
+/// How to write a table.
+#[derive(Clone, Debug)]
+pub struct TableBuilderOptions {
+    /// Target data block size in bytes (a block is cut once it reaches this).
+    pub block_size: usize,
+    /// Filter to build; `None` writes a table without a filter.
+    pub filter: Option<FilterPolicy>,
+    /// Level the table is written for (recorded in its properties).
+    pub level: u32,
+}
+
+/// Builds a table file.
+pub struct TableBuilder {
+    path: PathBuf,
+    out: BufWriter<File>,
+    opts: TableBuilderOptions,
+    offset: u64,
+    block: Vec<u8>,
+    index: Vec<u8>,
+    last_key: Option<Vec<u8>>,
+    min_key: Option<Vec<u8>>,
+    filter: Option<FilterBuilder>,
+    entries: u64,
+    tombstones: u64,
+    data_blocks: u64,
+}
+
+impl TableBuilder {
+    /// Creates (truncates) the file at `path`.
+    pub fn create(path: &Path, opts: TableBuilderOptions) -> Result<Self> {
+        let file =
+            File::create(path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        let filter = opts.filter.map(FilterBuilder::new).transpose()?;
+        Ok(TableBuilder {
+            path: path.to_path_buf(),
+            out: BufWriter::with_capacity(1 << 16, file),
+            opts,
+            offset: 0,
+            block: Vec::new(),
+            index: Vec::new(),
+            last_key: None,
+            min_key: None,
+            filter,
+            entries: 0,
+            tombstones: 0,
+            data_blocks: 0,
+        })
+    }
+
+    /// Adds an entry; `value == None` is a tombstone. Keys must strictly increase.
+    pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if self.last_key.as_deref().is_some_and(|last| last >= key) {
+            return Err(Error::InvalidArgument(
+                "table keys must be added in strictly increasing order".into(),
+            ));
+        }
+        if self.min_key.is_none() {
+            self.min_key = Some(key.to_vec());
+        }
+        put_entry(&mut self.block, key, value);
+        if let Some(f) = &mut self.filter {
+            f.add_hash(hash_key(key));
+        }
+        self.entries += 1;
+        self.tombstones += u64::from(value.is_none());
+        self.last_key = Some(key.to_vec());
+        if self.block.len() >= self.opts.block_size {
+            self.cut_block()?;
+        }
+        Ok(())
+    }
+
+    /// Entries added so far.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Approximate file size so far.
+    pub fn estimated_size(&self) -> u64 {
+        self.offset + self.block.len() as u64
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<BlockHandle> {
+        self.out
+            .write_all(bytes)
+            .map_err(|e| Error::io(format!("writing {}", self.path.display()), e))?;
+        let h = BlockHandle {
+            offset: self.offset,
+            size: bytes.len() as u64,
+        };
+        self.offset += bytes.len() as u64;
+        Ok(h)
+    }
+
+    fn cut_block(&mut self) -> Result<()> {
+        if self.block.is_empty() {
+            return Ok(());
+        }
+        let mut block = std::mem::take(&mut self.block);
+        seal(&mut block, 0);
+        let h = self.write(&block)?;
+        let last = self.last_key.as_deref().unwrap_or_default();
+        self.index
+            .extend_from_slice(&(last.len() as u32).to_le_bytes());
+        self.index.extend_from_slice(last);
+        self.index.extend_from_slice(&h.offset.to_le_bytes());
+        self.index.extend_from_slice(&h.size.to_le_bytes());
+        self.data_blocks += 1;
+        block.clear();
+        self.block = block;
+        Ok(())
+    }
+
+    /// Writes the filter, index and properties blocks and the footer, and syncs the file.
+    pub fn finish(mut self) -> Result<Properties> {
+        self.cut_block()?;
+        let data_bytes = self.offset;
+        let filter_policy = self.filter.as_ref().map(|f| *f.policy());
+        let filter = match self.filter.take() {
+            Some(f) => self.write(&f.finish())?,
+            None => BlockHandle {
+                offset: self.offset,
+                size: 0,
+            },
+        };
+        let mut index = std::mem::take(&mut self.index);
+        seal(&mut index, 0);
+        let index = self.write(&index)?;
+        let props = Properties {
+            entries: self.entries,
+            tombstones: self.tombstones,
+            data_blocks: self.data_blocks,
+            data_bytes,
+            min_key: self.min_key.take().unwrap_or_default(),
+            max_key: self.last_key.take().unwrap_or_default(),
+            filter_kind: filter_policy.map(|p| p.kind),
+            filter_bits_per_key: filter_policy.map_or(0.0, |p| p.bits_per_key_value()),
+            level: self.opts.level,
+            created_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            writer: concat!("lsm-bloom ", env!("CARGO_PKG_VERSION")).to_string(),
+        };
+        let properties = self.write(&props.encode())?;
+        self.write(
+            &Footer {
+                index,
+                filter,
+                properties,
+            }
+            .encode(),
+        )?;
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::io(format!("flushing {}", self.path.display()), e.into_error()))?;
+        file.sync_all()
+            .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
+        Ok(props)
+    }
+}

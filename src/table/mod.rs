@@ -1,0 +1,18 @@
+//! SSTables: immutable sorted files of (key, value-or-tombstone) entries, each carrying a
+//! filter block over its keys. Layout: FORMAT.md §3.
+//!
+//! Write: `TableBuilder::create(path, options)` → `(add)*` in strictly increasing key order →
+//! `finish()`. Read: `Table::open(path, id)` validates the footer, loads the index, properties
+//! and filter blocks into memory (a filter that fails validation is dropped and reported, never
+//! trusted), and `Table::get` reads one data block from the file per call, on demand.
+
+mod block;
+mod builder;
+mod footer;
+mod reader;
+
+pub use block::{BlockHandle, Entry};
+pub(crate) use block::{Cursor, TAG_DELETE, TAG_PUT};
+pub use builder::{TableBuilder, TableBuilderOptions};
+pub use footer::{Footer, Properties, FOOTER_LEN, TABLE_MAGIC, TABLE_VERSION};
+pub use reader::{FilterState, Table, TableIter, TableReadStats};

@@ -1,0 +1,321 @@
+//! An open table: index, properties and filter in memory; data blocks read on demand with
+//! positional reads (`pread`), so every data-block read is a real, countable file read.
+
+use std::fs::File;
+use std::ops::Bound;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::block::{decode_entries, next_entry, unseal, BlockHandle, Cursor, Entry};
+use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, TABLE_VERSION};
+use crate::error::{Error, Result};
+use crate::filter::{FilterError, FilterReader};
+
+/// The table's filter as loaded at open.
+#[derive(Debug)]
+pub enum FilterState {
+    /// A validated filter block.
+    Valid(FilterReader<Vec<u8>>),
+    /// The table was written without a filter.
+    None,
+    /// The filter block failed validation; the table is read as if it had no filter.
+    Invalid(FilterError),
+}
+
+/// Data-block reads done by one operation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TableReadStats {
+    /// Data blocks read from the file.
+    pub blocks: u64,
+    /// Bytes read from the file.
+    pub bytes: u64,
+}
+
+struct IndexEntry {
+    last_key: Vec<u8>,
+    handle: BlockHandle,
+}
+
+/// An open, validated table file.
+pub struct Table {
+    id: u64,
+    path: PathBuf,
+    file: File,
+    file_size: u64,
+    index: Vec<IndexEntry>,
+    props: Properties,
+    filter: FilterState,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("id", &self.id)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn read_at(file: &File, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
+    let len = usize::try_from(h.size)
+        .map_err(|_| Error::corruption(path, "block size overflows usize"))?;
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, h.offset).map_err(|e| {
+        Error::io(
+            format!(
+                "reading {} bytes at {} of {}",
+                h.size,
+                h.offset,
+                path.display()
+            ),
+            e,
+        )
+    })?;
+    Ok(buf)
+}
+
+impl Table {
+    /// Opens and validates `path`: footer, index and properties must be intact (else
+    /// `Error::Corruption` / `Error::UnsupportedVersion`); a damaged filter block is kept as
+    /// `FilterState::Invalid` and the table stays readable.
+    pub fn open(path: &Path, id: u64) -> Result<Table> {
+        let file =
+            File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        let file_size = file
+            .metadata()
+            .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
+            .len();
+        if file_size < FOOTER_LEN as u64 {
+            return Err(Error::corruption(
+                path,
+                format!(
+                    "table file is {file_size} bytes, shorter than its {FOOTER_LEN}-byte footer"
+                ),
+            ));
+        }
+        let footer_bytes = read_at(
+            &file,
+            path,
+            BlockHandle {
+                offset: file_size - FOOTER_LEN as u64,
+                size: FOOTER_LEN as u64,
+            },
+        )?;
+        let footer = Footer::decode(&footer_bytes, file_size).map_err(|e| match e {
+            FooterError::Version(found) => Error::UnsupportedVersion {
+                path: path.to_path_buf(),
+                what: "table format",
+                found,
+                supported: TABLE_VERSION,
+            },
+            FooterError::Invalid(reason) => Error::corruption(path, reason),
+        })?;
+        let props = Properties::decode(&read_at(&file, path, footer.properties)?)
+            .map_err(|r| Error::corruption(path, format!("properties block: {r}")))?;
+        let index = Self::decode_index(
+            &read_at(&file, path, footer.index)?,
+            footer.filter.offset.min(footer.index.offset),
+        )
+        .map_err(|r| Error::corruption(path, format!("index block: {r}")))?;
+        let filter = if footer.filter.size == 0 {
+            FilterState::None
+        } else {
+            match FilterReader::new(read_at(&file, path, footer.filter)?) {
+                Ok(r) => FilterState::Valid(r),
+                Err(e) => FilterState::Invalid(e),
+            }
+        };
+        Ok(Table {
+            id,
+            path: path.to_path_buf(),
+            file,
+            file_size,
+            index,
+            props,
+            filter,
+        })
+    }
+
+    fn decode_index(block: &[u8], data_end: u64) -> Result<Vec<IndexEntry>, String> {
+        let mut c = Cursor::new(unseal(block)?);
+        let mut out: Vec<IndexEntry> = Vec::new();
+        while !c.is_empty() {
+            let last_key = c.len_prefixed()?.to_vec();
+            let handle = BlockHandle {
+                offset: c.u64()?,
+                size: c.u64()?,
+            };
+            if handle
+                .offset
+                .checked_add(handle.size)
+                .is_none_or(|e| e > data_end)
+                || handle.size < 4
+            {
+                return Err(format!(
+                    "data block handle [{}, +{}) outside the data area",
+                    handle.offset, handle.size
+                ));
+            }
+            if out.last().is_some_and(|p| p.last_key >= last_key) {
+                return Err("index keys out of order".into());
+            }
+            out.push(IndexEntry { last_key, handle });
+        }
+        Ok(out)
+    }
+
+    /// The table's file number.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    /// The table's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// File size in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.file_size
+    }
+    /// The properties block.
+    pub fn properties(&self) -> &Properties {
+        &self.props
+    }
+    /// The filter as loaded.
+    pub fn filter(&self) -> &FilterState {
+        &self.filter
+    }
+    /// Smallest key.
+    pub fn min_key(&self) -> &[u8] {
+        &self.props.min_key
+    }
+    /// Largest key.
+    pub fn max_key(&self) -> &[u8] {
+        &self.props.max_key
+    }
+    /// True when `key` is inside [min, max].
+    pub fn covers(&self, key: &[u8]) -> bool {
+        self.props.entries > 0 && self.min_key() <= key && key <= self.max_key()
+    }
+    /// Bytes of filter held in memory.
+    pub fn filter_bytes(&self) -> u64 {
+        match &self.filter {
+            FilterState::Valid(r) => r.as_bytes().len() as u64,
+            _ => 0,
+        }
+    }
+
+    /// Reads, checks and returns the payload of one data block.
+    fn read_block(&self, h: BlockHandle, stats: &mut TableReadStats) -> Result<Vec<u8>> {
+        let mut buf = read_at(&self.file, &self.path, h)?;
+        stats.blocks += 1;
+        stats.bytes += h.size;
+        let payload_len = unseal(&buf)
+            .map_err(|r| Error::corruption(&self.path, format!("data block at {}: {r}", h.offset)))?
+            .len();
+        buf.truncate(payload_len);
+        Ok(buf)
+    }
+
+    /// Looks `key` up: `Some(Some(v))` a value, `Some(None)` a tombstone, `None` not in this
+    /// table. Reads at most one data block. Does not consult the filter.
+    pub fn get(&self, key: &[u8], stats: &mut TableReadStats) -> Result<Option<Option<Vec<u8>>>> {
+        let i = self.index.partition_point(|e| e.last_key.as_slice() < key);
+        let Some(entry) = self.index.get(i) else {
+            return Ok(None);
+        };
+        let payload = self.read_block(entry.handle, stats)?;
+        let mut c = Cursor::new(&payload);
+        while !c.is_empty() {
+            let e = next_entry(&mut c).map_err(|r| {
+                Error::corruption(
+                    &self.path,
+                    format!("data block at {}: {r}", entry.handle.offset),
+                )
+            })?;
+            match e.key.cmp(key) {
+                std::cmp::Ordering::Less => continue,
+                std::cmp::Ordering::Equal => return Ok(Some(e.value.map(<[u8]>::to_vec))),
+                std::cmp::Ordering::Greater => break,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Iterates entries with key ≥ `start` (or all), in order, reading blocks lazily.
+    pub fn iter(self: &Arc<Self>, start: Bound<&[u8]>) -> TableIter {
+        let block = match start {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => {
+                self.index.partition_point(|e| e.last_key.as_slice() < k)
+            }
+        };
+        TableIter {
+            table: Arc::clone(self),
+            next_block: block,
+            entries: Vec::new().into_iter(),
+            start: match start {
+                Bound::Unbounded => Bound::Unbounded,
+                Bound::Included(k) => Bound::Included(k.to_vec()),
+                Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
+            },
+            stats: TableReadStats::default(),
+            failed: false,
+        }
+    }
+}
+
+/// Entries of one table in key order, from a start bound; see `Table::iter`.
+pub struct TableIter {
+    table: Arc<Table>,
+    next_block: usize,
+    entries: std::vec::IntoIter<Entry>,
+    start: Bound<Vec<u8>>,
+    /// Reads done so far.
+    pub stats: TableReadStats,
+    failed: bool,
+}
+
+impl Iterator for TableIter {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.failed {
+                return None;
+            }
+            if let Some(e) = self.entries.next() {
+                let before_start = match &self.start {
+                    Bound::Unbounded => false,
+                    Bound::Included(s) => e.key < *s,
+                    Bound::Excluded(s) => e.key <= *s,
+                };
+                if before_start {
+                    continue;
+                }
+                self.start = Bound::Unbounded;
+                return Some(Ok(e));
+            }
+            let entry = self.table.index.get(self.next_block)?;
+            self.next_block += 1;
+            let decoded = self
+                .table
+                .read_block(entry.handle, &mut self.stats)
+                .and_then(|p| {
+                    decode_entries(&p).map_err(|r| {
+                        Error::corruption(
+                            &self.table.path,
+                            format!("data block at {}: {r}", entry.handle.offset),
+                        )
+                    })
+                });
+            match decoded {
+                Ok(entries) => self.entries = entries.into_iter(),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
