@@ -1,0 +1,39 @@
+//! Helpers shared by the store's integration tests.
+#![allow(dead_code)]
+
+use lsm_bloom::Options;
+
+/// xorshift64*: a small deterministic generator, so a failing seed replays exactly.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// Options with tiny sizes so a few thousand operations flush and compact many times.
+pub fn tiny_options() -> Options {
+    Options {
+        memtable_size: 4 * 1024,
+        block_size: 256,
+        target_file_size: 8 * 1024,
+        level1_max_bytes: 16 * 1024,
+        size_ratio: 4,
+        l0_compaction_trigger: 2,
+        l0_stop_writes_trigger: 6,
+        ..Options::default()
+    }
+}

@@ -1,0 +1,149 @@
+//! Model test: random sequences of put / delete / get / scan / write batch / flush / compact /
+//! reopen against a `BTreeMap`, with keys from a small space so overwrites and deletes of
+//! existing keys are common. Any divergence fails with the seed and step.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+use common::{tiny_options, Rng};
+use lsm_bloom::{Db, FilterKind, FilterPolicy, Options, WriteBatch};
+
+fn key(rng: &mut Rng) -> Vec<u8> {
+    format!("k{:04}", rng.below(400)).into_bytes()
+}
+
+fn value(rng: &mut Rng, step: usize) -> Vec<u8> {
+    let len = rng.below(60) as usize;
+    let mut v = format!("v{step}-").into_bytes();
+    v.resize(v.len() + len, b'x');
+    v
+}
+
+fn run(seed: u64, steps: usize, opts: Options) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(seed);
+    let mut db = Some(Db::open(dir.path(), opts.clone()).unwrap());
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let (mut flushes, mut compactions) = (0, 0);
+    for step in 0..steps {
+        let d = db.as_ref().unwrap();
+        let ctx = format!("seed {seed} step {step}");
+        match rng.below(100) {
+            0..=34 => {
+                let (k, v) = (key(&mut rng), value(&mut rng, step));
+                d.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            35..=44 => {
+                let k = key(&mut rng);
+                d.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            45..=74 => {
+                let k = key(&mut rng);
+                assert_eq!(d.get(&k).unwrap(), model.get(&k).cloned(), "{ctx}: get {}", String::from_utf8_lossy(&k));
+            }
+            75..=84 => {
+                let (mut a, mut b) = (key(&mut rng), key(&mut rng));
+                if a > b {
+                    std::mem::swap(&mut a, &mut b);
+                }
+                let got: Vec<(Vec<u8>, Vec<u8>)> = d.scan(a.clone()..b.clone()).unwrap().map(Result::unwrap).collect();
+                let want: Vec<(Vec<u8>, Vec<u8>)> =
+                    model.range::<Vec<u8>, _>((Bound::Included(&a), Bound::Excluded(&b))).map(|(k, v)| (k.clone(), v.clone())).collect();
+                assert_eq!(got, want, "{ctx}: scan");
+            }
+            85..=92 => {
+                let mut batch = WriteBatch::new();
+                for _ in 0..rng.below(8) + 1 {
+                    let k = key(&mut rng);
+                    if rng.chance(30) {
+                        batch.delete(k.clone());
+                        model.remove(&k);
+                    } else {
+                        let v = value(&mut rng, step);
+                        batch.put(k.clone(), v.clone());
+                        model.insert(k, v);
+                    }
+                }
+                d.write(batch).unwrap();
+            }
+            93..=95 => d.flush().unwrap(),
+            96..=97 => d.compact().unwrap(),
+            _ => {
+                let s = d.stats();
+                (flushes, compactions) = (flushes + s.flushes, compactions + s.compactions);
+                db.take().unwrap().close().unwrap();
+                db = Some(Db::open(dir.path(), opts.clone()).unwrap());
+            }
+        }
+    }
+    let d = db.unwrap();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = d.scan::<&[u8], _>(..).unwrap().map(Result::unwrap).collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+    assert_eq!(all, want, "seed {seed}: final full scan");
+    let s = d.stats();
+    (flushes, compactions) = (flushes + s.flushes, compactions + s.compactions);
+    assert!(flushes > 10 && compactions > 3, "seed {seed}: {flushes} flushes, {compactions} compactions");
+}
+
+#[test]
+fn model_blocked_filters() {
+    for seed in 1..=6 {
+        run(seed, 2500, tiny_options());
+    }
+}
+
+#[test]
+fn model_standard_filters_and_per_level_overrides() {
+    let mut opts = tiny_options();
+    opts.filter_policy = Some(FilterPolicy::bits_per_key(FilterKind::Standard, 7.5));
+    opts.filter_policy_per_level.insert(1, None); // level 1 without filters
+    opts.filter_policy_per_level.insert(2, Some(FilterPolicy::target_fpr(FilterKind::Blocked, 0.001)));
+    for seed in 100..=103 {
+        run(seed, 2500, opts.clone());
+    }
+}
+
+#[test]
+fn model_without_filters() {
+    let mut opts = tiny_options();
+    opts.filter_policy = None;
+    run(7, 2000, opts);
+}
+
+#[test]
+fn empty_keys_and_values_and_size_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    db.put(b"", b"empty key").unwrap();
+    db.put(b"k", b"").unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.get(b"").unwrap(), Some(b"empty key".to_vec()));
+    assert_eq!(db.get(b"k").unwrap(), Some(Vec::new()));
+    let big_key = vec![0u8; lsm_bloom::db::MAX_KEY_SIZE + 1];
+    let e = db.put(&big_key, b"v").unwrap_err();
+    assert!(e.to_string().contains("key of 16385 bytes"), "{e}");
+    let big_value = vec![0u8; lsm_bloom::db::MAX_VALUE_SIZE + 1];
+    assert!(db.put(b"k", &big_value).unwrap_err().to_string().contains("value of"));
+    assert_eq!(db.get(b"k").unwrap(), Some(Vec::new()), "a rejected write changes nothing");
+}
+
+#[test]
+fn second_open_of_the_same_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _db = Db::open(dir.path(), Options::default()).unwrap();
+    let e = Db::open(dir.path(), Options::default()).err().expect("second open must fail");
+    assert!(e.to_string().contains("already open"), "{e}");
+}
+
+#[test]
+fn bad_options_are_rejected_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Db::open(dir.path(), Options { block_size: 1, ..Options::default() }).err().unwrap();
+    assert!(e.to_string().contains("block_size"), "{e}");
+    let bad_filter = Options { filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, -1.0)), ..Options::default() };
+    assert!(Db::open(dir.path(), bad_filter).err().unwrap().to_string().contains("bits per key"));
+}
