@@ -15,7 +15,10 @@ use lsm_bloom::{Db, Options};
 const CHILD_ENV: &str = "LSM_BLOOM_CRASH_CHILD_DIR";
 
 fn options() -> Options {
-    Options { sync_writes: true, ..tiny_options() }
+    Options {
+        sync_writes: true,
+        ..tiny_options()
+    }
 }
 
 fn value_for(key: &str) -> Vec<u8> {
@@ -26,8 +29,13 @@ fn value_for(key: &str) -> Vec<u8> {
 #[test]
 #[ignore = "run by crash_recovery_keeps_every_acknowledged_write as a child process"]
 fn crash_child_writer() {
-    let Ok(dir) = std::env::var(CHILD_ENV) else { return };
-    let cycle: u64 = std::env::var("LSM_BLOOM_CRASH_CYCLE").unwrap().parse().unwrap();
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let cycle: u64 = std::env::var("LSM_BLOOM_CRASH_CYCLE")
+        .unwrap()
+        .parse()
+        .unwrap();
     let db = Db::open(&dir, options()).unwrap();
     let mut rng = Rng::new(cycle);
     for i in 0.. {
@@ -56,7 +64,13 @@ fn crash_recovery_keeps_every_acknowledged_write() {
     let cycles = 25;
     for cycle in 0..cycles {
         let mut child = Command::new(&exe)
-            .args(["--exact", "crash_child_writer", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash_child_writer",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, dir.path())
             .env("LSM_BLOOM_CRASH_CYCLE", cycle.to_string())
             .stdout(Stdio::piped())
@@ -66,7 +80,10 @@ fn crash_recovery_keeps_every_acknowledged_write() {
         let stdout = child.stdout.take().unwrap();
         let kill_after = Duration::from_millis(50 + rng.below(400));
         let lines = std::thread::spawn(move || {
-            BufReader::new(stdout).lines().map_while(Result::ok).collect::<Vec<String>>()
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .collect::<Vec<String>>()
         });
         let start = Instant::now();
         while start.elapsed() < kill_after {
@@ -86,7 +103,8 @@ fn crash_recovery_keeps_every_acknowledged_write() {
             }
         }
         // Reopen in this process: every acknowledged write must be there.
-        let db = Db::open(dir.path(), options()).unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e}"));
+        let db = Db::open(dir.path(), options())
+            .unwrap_or_else(|e| panic!("cycle {cycle}: reopen failed: {e}"));
         if let Some(k) = in_flight_delete {
             if expected.contains_key(&k) {
                 let present = db.get(&k).unwrap().is_some();
@@ -96,11 +114,19 @@ fn crash_recovery_keeps_every_acknowledged_write() {
         for (k, live) in &expected {
             let got = db.get(k).unwrap();
             if *live {
-                assert_eq!(got, Some(value_for(k)), "cycle {cycle}: acknowledged write of {k} lost");
+                assert_eq!(
+                    got,
+                    Some(value_for(k)),
+                    "cycle {cycle}: acknowledged write of {k} lost"
+                );
             } else {
                 assert_eq!(got, None, "cycle {cycle}: acknowledged delete of {k} lost");
             }
         }
     }
-    assert!(expected.len() > 200, "children acknowledged only {} writes", expected.len());
+    assert!(
+        expected.len() > 200,
+        "children acknowledged only {} writes",
+        expected.len()
+    );
 }

@@ -43,16 +43,27 @@ fn run(seed: u64, steps: usize, opts: Options) {
             }
             45..=74 => {
                 let k = key(&mut rng);
-                assert_eq!(d.get(&k).unwrap(), model.get(&k).cloned(), "{ctx}: get {}", String::from_utf8_lossy(&k));
+                assert_eq!(
+                    d.get(&k).unwrap(),
+                    model.get(&k).cloned(),
+                    "{ctx}: get {}",
+                    String::from_utf8_lossy(&k)
+                );
             }
             75..=84 => {
                 let (mut a, mut b) = (key(&mut rng), key(&mut rng));
                 if a > b {
                     std::mem::swap(&mut a, &mut b);
                 }
-                let got: Vec<(Vec<u8>, Vec<u8>)> = d.scan(a.clone()..b.clone()).unwrap().map(Result::unwrap).collect();
-                let want: Vec<(Vec<u8>, Vec<u8>)> =
-                    model.range::<Vec<u8>, _>((Bound::Included(&a), Bound::Excluded(&b))).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let got: Vec<(Vec<u8>, Vec<u8>)> = d
+                    .scan(a.clone()..b.clone())
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+                let want: Vec<(Vec<u8>, Vec<u8>)> = model
+                    .range::<Vec<u8>, _>((Bound::Included(&a), Bound::Excluded(&b)))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 assert_eq!(got, want, "{ctx}: scan");
             }
             85..=92 => {
@@ -81,12 +92,19 @@ fn run(seed: u64, steps: usize, opts: Options) {
         }
     }
     let d = db.unwrap();
-    let all: Vec<(Vec<u8>, Vec<u8>)> = d.scan::<&[u8], _>(..).unwrap().map(Result::unwrap).collect();
+    let all: Vec<(Vec<u8>, Vec<u8>)> = d
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
     assert_eq!(all, want, "seed {seed}: final full scan");
     let s = d.stats();
     (flushes, compactions) = (flushes + s.flushes, compactions + s.compactions);
-    assert!(flushes > 10 && compactions > 3, "seed {seed}: {flushes} flushes, {compactions} compactions");
+    assert!(
+        flushes > 10 && compactions > 3,
+        "seed {seed}: {flushes} flushes, {compactions} compactions"
+    );
 }
 
 #[test]
@@ -101,7 +119,10 @@ fn model_standard_filters_and_per_level_overrides() {
     let mut opts = tiny_options();
     opts.filter_policy = Some(FilterPolicy::bits_per_key(FilterKind::Standard, 7.5));
     opts.filter_policy_per_level.insert(1, None); // level 1 without filters
-    opts.filter_policy_per_level.insert(2, Some(FilterPolicy::target_fpr(FilterKind::Blocked, 0.001)));
+    opts.filter_policy_per_level.insert(
+        2,
+        Some(FilterPolicy::target_fpr(FilterKind::Blocked, 0.001)),
+    );
     for seed in 100..=103 {
         run(seed, 2500, opts.clone());
     }
@@ -127,23 +148,48 @@ fn empty_keys_and_values_and_size_limits() {
     let e = db.put(&big_key, b"v").unwrap_err();
     assert!(e.to_string().contains("key of 16385 bytes"), "{e}");
     let big_value = vec![0u8; lsm_bloom::db::MAX_VALUE_SIZE + 1];
-    assert!(db.put(b"k", &big_value).unwrap_err().to_string().contains("value of"));
-    assert_eq!(db.get(b"k").unwrap(), Some(Vec::new()), "a rejected write changes nothing");
+    assert!(db
+        .put(b"k", &big_value)
+        .unwrap_err()
+        .to_string()
+        .contains("value of"));
+    assert_eq!(
+        db.get(b"k").unwrap(),
+        Some(Vec::new()),
+        "a rejected write changes nothing"
+    );
 }
 
 #[test]
 fn second_open_of_the_same_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let _db = Db::open(dir.path(), Options::default()).unwrap();
-    let e = Db::open(dir.path(), Options::default()).err().expect("second open must fail");
+    let e = Db::open(dir.path(), Options::default())
+        .err()
+        .expect("second open must fail");
     assert!(e.to_string().contains("already open"), "{e}");
 }
 
 #[test]
 fn bad_options_are_rejected_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Db::open(dir.path(), Options { block_size: 1, ..Options::default() }).err().unwrap();
+    let e = Db::open(
+        dir.path(),
+        Options {
+            block_size: 1,
+            ..Options::default()
+        },
+    )
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("block_size"), "{e}");
-    let bad_filter = Options { filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, -1.0)), ..Options::default() };
-    assert!(Db::open(dir.path(), bad_filter).err().unwrap().to_string().contains("bits per key"));
+    let bad_filter = Options {
+        filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, -1.0)),
+        ..Options::default()
+    };
+    assert!(Db::open(dir.path(), bad_filter)
+        .err()
+        .unwrap()
+        .to_string()
+        .contains("bits per key"));
 }

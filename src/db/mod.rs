@@ -205,6 +205,8 @@ struct State {
 struct Signal {
     pending: bool,
     shutdown: bool,
+    /// The worker is running jobs.
+    busy: bool,
 }
 
 struct Inner {
@@ -357,6 +359,7 @@ impl Db {
             signal: Mutex::new(Signal {
                 pending: true,
                 shutdown: false,
+                busy: false,
             }),
             wake_worker: Condvar::new(),
             progress: Condvar::new(),
@@ -601,6 +604,26 @@ impl Db {
         }
     }
 
+    /// Waits until no flush or compaction is pending: the table set has settled into the shape
+    /// the compaction policy wants (benchmarks call this after a bulk load).
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut sig = lock(&inner.signal);
+        sig.pending = true;
+        inner.wake_worker.notify_all();
+        loop {
+            inner.check_bg_error()?;
+            if !sig.pending && !sig.busy {
+                return Ok(());
+            }
+            sig = inner
+                .progress
+                .wait_timeout(sig, Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
     /// Flushes, then merges every table into one level (the deepest in use), dropping
     /// tombstones and rebuilding every filter. Returns when done.
     pub fn compact(&self) -> Result<()> {
@@ -800,6 +823,7 @@ impl Inner {
                     return;
                 }
                 sig.pending = false;
+                sig.busy = true;
             }
             loop {
                 match self.one_job() {
@@ -814,6 +838,7 @@ impl Inner {
                     return;
                 }
             }
+            lock(&self.signal).busy = false;
             self.progress.notify_all();
         }
     }

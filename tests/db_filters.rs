@@ -1,0 +1,156 @@
+//! Filter effectiveness: on a store with several tables, absent-key lookups read data blocks
+//! at no more than ~1.5x the sum of the tables' expected false-positive rates, and present
+//! keys cost about one read.
+
+mod common;
+
+use common::Rng;
+use lsm_bloom::{Db, FilterKind, FilterPolicy, Options};
+
+fn loaded(dir: &std::path::Path, policy: FilterPolicy, keys: u64) -> Db {
+    let opts = Options {
+        memtable_size: 256 * 1024,
+        target_file_size: 256 * 1024,
+        level1_max_bytes: 1 << 20,
+        filter_policy: Some(policy),
+        ..Options::default()
+    };
+    let db = Db::open(dir, opts).unwrap();
+    let mut rng = Rng::new(42);
+    for i in 0..keys {
+        let _ = rng.next();
+        db.put(
+            format!("key{:012}", i * 7919 % keys),
+            format!("value{i}").repeat(4),
+        )
+        .unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    db
+}
+
+fn check(policy: FilterPolicy) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = loaded(dir.path(), policy, 60_000);
+    let before = db.stats();
+    assert!(
+        before.total.tables >= 4,
+        "want at least 4 tables: {:?}",
+        before.levels.iter().map(|l| l.tables).collect::<Vec<_>>()
+    );
+    let lookups = 100_000u64;
+    for i in 0..lookups {
+        assert_eq!(db.get(format!("absent{i:012}")).unwrap(), None);
+    }
+    let after = db.stats();
+    let reads =
+        (after.total.data_block_reads - before.total.data_block_reads) as f64 / lookups as f64;
+    // Those sort before every table's range, so no filter was even needed. Keys interleaved
+    // with the real ones land inside ranges and must be stopped by the filters:
+    let b2 = db.stats();
+    for i in 0..lookups {
+        assert_eq!(db.get(format!("key{:012}x", i % 60_000)).unwrap(), None);
+    }
+    let a2 = db.stats();
+    let interleaved_reads = a2.total.data_block_reads - b2.total.data_block_reads;
+    let probes = a2.tables_probed - b2.tables_probed;
+    let per_get = interleaved_reads as f64 / lookups as f64;
+    // Every probed table costs its filter's FPR in expectation: compare with the expected FPR
+    // of the tables actually probed (per level: probes x that level's mean table FPR).
+    let mut expected = 0.0;
+    for (a, b) in a2.levels.iter().zip(&b2.levels) {
+        assert_eq!(
+            a.tables, b.tables,
+            "table set changed during the measurement"
+        );
+        if a.tables > 0 {
+            let checks = (a.filter_checks - b.filter_checks) as f64;
+            expected += checks * a.expected_fpr_sum / a.tables as f64 / lookups as f64;
+        }
+    }
+    assert!(
+        reads <= 0.001,
+        "absent keys outside every range cost {reads} reads per get"
+    );
+    assert!(
+        probes as f64 / lookups as f64 >= 1.0,
+        "each interleaved key should reach at least one filter"
+    );
+    assert!(
+        per_get <= 1.5 * expected,
+        "{policy:?}: {per_get:.5} data-block reads per absent get, expected FPR sum {expected:.5}"
+    );
+    let fpr = a2.total.observed_fpr();
+    assert!(fpr > 0.0 && fpr < 0.03, "observed FPR {fpr}");
+
+    // Present keys: one data-block read each (the filter never hides them).
+    let b3 = db.stats();
+    for i in 0..10_000u64 {
+        assert!(db
+            .get(format!("key{:012}", i * 13 % 60_000))
+            .unwrap()
+            .is_some());
+    }
+    let a3 = db.stats();
+    let present_reads = (a3.total.data_block_reads - b3.total.data_block_reads) as f64 / 10_000.0;
+    assert!(
+        (1.0..1.1).contains(&present_reads),
+        "present-key reads per get {present_reads}"
+    );
+    assert_eq!(
+        a3.total.filter_true_positive - b3.total.filter_true_positive,
+        10_000
+    );
+}
+
+#[test]
+fn absent_lookups_read_at_most_1_5x_expected_fpr_blocked() {
+    check(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0));
+}
+
+#[test]
+fn absent_lookups_read_at_most_1_5x_expected_fpr_standard() {
+    check(FilterPolicy::bits_per_key(FilterKind::Standard, 8.0));
+}
+
+#[test]
+fn sum_of_expected_fprs_bounds_reads_across_all_l0_tables() {
+    // Overlapping L0 tables only (no compaction): every absent key probes every table.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        memtable_size: 64 * 1024,
+        l0_compaction_trigger: 50,
+        l0_stop_writes_trigger: 60,
+        filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    for t in 0..8u64 {
+        for i in 0..2_000u64 {
+            db.put(format!("k{:08}", i * 8 + t), b"v").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    let s0 = db.stats();
+    assert!(
+        s0.levels[0].tables >= 8,
+        "{} L0 tables",
+        s0.levels[0].tables
+    );
+    let n = 50_000u64;
+    for i in 0..n {
+        assert_eq!(db.get(format!("k{:08}-absent", i % 16_000)).unwrap(), None);
+    }
+    let s1 = db.stats();
+    let per_get = (s1.total.data_block_reads - s0.total.data_block_reads) as f64 / n as f64;
+    let expected = s1.levels[0].expected_fpr_sum;
+    assert!(
+        per_get <= 1.5 * expected,
+        "{per_get} reads per absent get vs sum of expected FPRs {expected}"
+    );
+    assert!(
+        per_get > 0.3 * expected,
+        "suspiciously few false positives: {per_get} vs {expected}"
+    );
+}
