@@ -1,14 +1,19 @@
 //! Decoding files for people: what the `dump_filter` example prints. `inspect_path` looks at a
 //! path and returns a [`Report`] that serialises to JSON (`serde`) and prints as text
-//! (`Display`). Each kind of file gets one variant; the path decides which.
+//! (`Display`). Each kind of file gets one variant: a directory is a database, a file opening
+//! with the filter magic is a filter block, a file closing with the table magic is an SSTable.
+//! `Report::problems` lists what was invalid (a damaged filter inside a table does not stop
+//! the rest of the report).
 
 use std::fmt;
 use std::path::Path;
 
 use serde::Serialize;
 
+use crate::db::manifest;
 use crate::error::{Error, Result};
 use crate::filter::{FilterInfo, FilterReader};
+use crate::table::{FilterState, Properties, Table, TABLE_MAGIC};
 
 /// What `inspect_path` found.
 #[derive(Clone, Debug, Serialize)]
@@ -16,6 +21,183 @@ use crate::filter::{FilterInfo, FilterReader};
 pub enum Report {
     /// A stand-alone filter block file.
     Filter(FilterReport),
+    /// One SSTable.
+    Table(TableReport),
+    /// A database directory.
+    Database(DatabaseReport),
+}
+
+/// An SSTable: its properties and its filter.
+#[derive(Clone, Debug, Serialize)]
+pub struct TableReport {
+    /// File name.
+    pub file: String,
+    /// Level (from the manifest; for a lone file, the level it was written for).
+    pub level: u32,
+    /// File size in bytes.
+    pub file_bytes: u64,
+    /// The properties block.
+    pub properties: Properties,
+    /// "valid", "none" (written without a filter) or "invalid".
+    pub filter_status: &'static str,
+    /// Why the filter is invalid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_error: Option<String>,
+    /// The filter, when valid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<FilterReport>,
+    /// FPR measured by probing the filter with 100,000 random hashes (valid filters only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_fpr_random_probes: Option<f64>,
+}
+
+/// Totals for one level or the whole database.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Totals {
+    /// Tables.
+    pub tables: u64,
+    /// Entries in them.
+    pub entries: u64,
+    /// Keys covered by valid filters.
+    pub filter_keys: u64,
+    /// Bytes of valid filter blocks (what the store holds in memory).
+    pub filter_bytes: u64,
+    /// Filter bits per covered key.
+    pub bits_per_key: f64,
+    /// Sum of the filters' expected FPRs (expected wasted reads for an absent key that
+    /// reaches every table).
+    pub expected_fpr_sum: f64,
+    /// Sum of the filters' FPRs measured with random probes.
+    pub observed_fpr_sum: f64,
+    /// Tables whose filter failed validation.
+    pub invalid_filters: u64,
+}
+
+/// A database directory: every live table, per level, and totals.
+#[derive(Clone, Debug, Serialize)]
+pub struct DatabaseReport {
+    /// Tables per level, level 0 first.
+    pub levels: Vec<Vec<TableReport>>,
+    /// Totals per level.
+    pub level_totals: Vec<Totals>,
+    /// Totals over all levels.
+    pub totals: Totals,
+}
+
+impl Report {
+    /// Everything found invalid, one line each (empty when all is well).
+    pub fn problems(&self) -> Vec<String> {
+        let table_problem = |t: &TableReport| {
+            t.filter_error
+                .as_ref()
+                .map(|e| format!("{}: filter block: {e}", t.file))
+        };
+        match self {
+            Report::Filter(_) => Vec::new(),
+            Report::Table(t) => table_problem(t).into_iter().collect(),
+            Report::Database(d) => d
+                .levels
+                .iter()
+                .flatten()
+                .filter_map(table_problem)
+                .collect(),
+        }
+    }
+}
+
+const RANDOM_PROBES: u64 = 100_000;
+
+fn random_probe_fpr<B: AsRef<[u8]>>(r: &FilterReader<B>) -> f64 {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let hits = (0..RANDOM_PROBES)
+        .filter(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            r.may_contain_hash(x)
+        })
+        .count();
+    hits as f64 / RANDOM_PROBES as f64
+}
+
+impl TableReport {
+    fn new(t: &Table, level: Option<u32>) -> Self {
+        let (filter_status, filter_error, filter, observed) = match t.filter() {
+            FilterState::Valid(r) => (
+                "valid",
+                None,
+                Some(FilterReport {
+                    checksum: "ok",
+                    info: r.info(),
+                }),
+                Some(random_probe_fpr(r)),
+            ),
+            FilterState::None => ("none", None, None, None),
+            FilterState::Invalid(e) => ("invalid", Some(e.to_string()), None, None),
+        };
+        TableReport {
+            file: t
+                .path()
+                .file_name()
+                .map_or_else(String::new, |f| f.to_string_lossy().into_owned()),
+            level: level.unwrap_or(t.properties().level),
+            file_bytes: t.file_size(),
+            properties: t.properties().clone(),
+            filter_status,
+            filter_error,
+            filter,
+            observed_fpr_random_probes: observed,
+        }
+    }
+}
+
+impl Totals {
+    fn add(&mut self, t: &TableReport) {
+        self.tables += 1;
+        self.entries += t.properties.entries;
+        if let Some(f) = &t.filter {
+            self.filter_keys += f.info.n;
+            self.filter_bytes += f.info.block_bytes;
+            self.expected_fpr_sum += f.info.expected_fpr;
+            self.observed_fpr_sum += t.observed_fpr_random_probes.unwrap_or(0.0);
+        }
+        self.invalid_filters += u64::from(t.filter_status == "invalid");
+        self.bits_per_key = if self.filter_keys == 0 {
+            0.0
+        } else {
+            self.filter_bytes as f64 * 8.0 / self.filter_keys as f64
+        };
+    }
+}
+
+fn inspect_database(dir: &Path) -> Result<DatabaseReport> {
+    let data = manifest::read(dir)?.ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{} is a directory without a MANIFEST: not an lsm-bloom database",
+            dir.display()
+        ))
+    })?;
+    let mut levels = Vec::new();
+    let mut level_totals = Vec::new();
+    let mut totals = Totals::default();
+    for (level, metas) in data.levels.iter().enumerate() {
+        let mut tables = Vec::new();
+        let mut lt = Totals::default();
+        for meta in metas {
+            let t = Table::open(&crate::db::table_path(dir, meta.id), meta.id)?;
+            let r = TableReport::new(&t, Some(level as u32));
+            lt.add(&r);
+            totals.add(&r);
+            tables.push(r);
+        }
+        levels.push(tables);
+        level_totals.push(lt);
+    }
+    Ok(DatabaseReport {
+        levels,
+        level_totals,
+        totals,
+    })
 }
 
 /// A valid filter block.
@@ -39,10 +221,18 @@ impl FilterReport {
     }
 }
 
-/// Reads and describes the file at `path`.
+/// Reads and describes the filter block file, SSTable or database directory at `path`.
 pub fn inspect_path(path: &Path) -> Result<Report> {
+    if path.is_dir() {
+        return inspect_database(path).map(Report::Database);
+    }
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    let filter_magic = bytes.starts_with(&crate::filter::format::MAGIC);
+    if !filter_magic && bytes.len() >= crate::table::FOOTER_LEN && bytes.ends_with(&TABLE_MAGIC) {
+        let t = Table::open(path, 0)?;
+        return Ok(Report::Table(TableReport::new(&t, None)));
+    }
     FilterReport::from_block(&bytes)
         .map(Report::Filter)
         .map_err(|e| match e {
@@ -86,12 +276,89 @@ impl fmt::Display for FilterReport {
     }
 }
 
+impl fmt::Display for TableReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.properties;
+        writeln!(
+            f,
+            "table {} (level {}, {} bytes)",
+            self.file, self.level, self.file_bytes
+        )?;
+        writeln!(
+            f,
+            "  entries         {} ({} tombstones) in {} data blocks",
+            p.entries, p.tombstones, p.data_blocks
+        )?;
+        writeln!(
+            f,
+            "  key range       {} .. {}",
+            printable(&p.min_key),
+            printable(&p.max_key)
+        )?;
+        writeln!(
+            f,
+            "  written by      {} at {} ms since epoch",
+            p.writer, p.created_unix_ms
+        )?;
+        match (&self.filter, &self.filter_error) {
+            (Some(r), _) => {
+                writeln!(
+                    f,
+                    "  filter block (policy {} bits/key)",
+                    p.filter_bits_per_key
+                )?;
+                write!(f, "{r}")?;
+                writeln!(
+                    f,
+                    "  FPR, 100k random probes {:.4}%",
+                    self.observed_fpr_random_probes.unwrap_or(0.0) * 100.0
+                )
+            }
+            (None, Some(e)) => writeln!(
+                f,
+                "  filter block    INVALID: {e} (table is read without a filter)"
+            ),
+            (None, None) => writeln!(f, "  filter block    none"),
+        }
+    }
+}
+
+impl fmt::Display for Totals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} tables, {} entries, filter memory {} bytes ({:.2} bits/key), expected FPR sum {:.4}%, observed (random probes) {:.4}%, invalid filters {}",
+            self.tables,
+            self.entries,
+            self.filter_bytes,
+            self.bits_per_key,
+            self.expected_fpr_sum * 100.0,
+            self.observed_fpr_sum * 100.0,
+            self.invalid_filters
+        )
+    }
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Report::Filter(r) => {
                 writeln!(f, "filter block")?;
                 write!(f, "{r}")
+            }
+            Report::Table(t) => write!(f, "{t}"),
+            Report::Database(d) => {
+                writeln!(f, "database")?;
+                for (level, (tables, totals)) in d.levels.iter().zip(&d.level_totals).enumerate() {
+                    if tables.is_empty() {
+                        continue;
+                    }
+                    write!(f, "level {level}: {totals}")?;
+                    for t in tables {
+                        write!(f, "{t}")?;
+                    }
+                }
+                write!(f, "total: {}", d.totals)
             }
         }
     }
