@@ -36,3 +36,8 @@ pub use db::stats::DbStats;
 pub use db::{Db, DbIter, Options, WriteBatch};
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -106,3 +106,93 @@ fn damaged_copies_exit_1_with_one_error_line() {
     let out = run(&[&dir.path().join("no-such-file")]);
     assert_eq!(out.status.code(), Some(1));
 }
+
+fn small_db(dir: &Path) {
+    let opts = lsm_bloom::Options {
+        memtable_size: 64 * 1024,
+        ..lsm_bloom::Options::default()
+    };
+    let db = lsm_bloom::Db::open(dir, opts).unwrap();
+    for i in 0..20_000u32 {
+        db.put(format!("key{i:08}"), b"value").unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+}
+
+fn ssts(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sst"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn dumps_tables_and_database_directories() {
+    let dir = tempfile::tempdir().unwrap();
+    small_db(dir.path());
+    let out = run(&[dir.path(), Path::new("--json")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["type"], "database");
+    assert_eq!(json["totals"]["entries"], 20_000);
+    assert_eq!(
+        json["totals"]["tables"].as_u64().unwrap() as usize,
+        ssts(dir.path()).len()
+    );
+    assert_eq!(json["totals"]["invalid_filters"], 0);
+    let expected = json["totals"]["expected_fpr_sum"].as_f64().unwrap();
+    let observed = json["totals"]["observed_fpr_sum"].as_f64().unwrap();
+    assert!(
+        expected > 0.0 && (observed - expected).abs() < 0.5 * expected,
+        "{observed} vs {expected}"
+    );
+    let text = String::from_utf8(run(&[dir.path()]).stdout).unwrap();
+    assert!(
+        text.contains("total:") && text.contains("filter memory"),
+        "{text}"
+    );
+
+    let sst = &ssts(dir.path())[0];
+    let out = run(&[sst, Path::new("--json")]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["type"], "table");
+    assert_eq!(json["filter_status"], "valid");
+    assert!(json["properties"]["entries"].as_u64().unwrap() > 0);
+    assert_eq!(json["filter"]["kind"], "blocked");
+}
+
+#[test]
+fn damaged_filter_inside_a_database_is_reported_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    small_db(dir.path());
+    let sst = ssts(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&sst).unwrap();
+    let footer = bytes.len() - 64;
+    let off = u64::from_le_bytes(bytes[footer + 16..footer + 24].try_into().unwrap()) as usize;
+    bytes[off + 60] ^= 0xFF;
+    std::fs::write(&sst, &bytes).unwrap();
+    for target in [dir.path(), sst.as_path()] {
+        let out = run(&[target]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("error: ") && err.contains("checksum mismatch"),
+            "{err}"
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            text.contains("INVALID"),
+            "the report still shows the table: {text}"
+        );
+    }
+}
