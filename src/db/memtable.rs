@@ -29,12 +29,12 @@ impl Memtable {
     }
 
     /// Applies all of `ops` under one lock, so readers see all or none of a batch.
-    pub(crate) fn apply(&self, ops: &[(Vec<u8>, Option<Vec<u8>>)]) {
+    pub(crate) fn apply(&self, ops: Vec<(Vec<u8>, Option<Vec<u8>>)>) {
         let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
         let mut added = 0;
         for (k, v) in ops {
             added += k.len() + v.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD;
-            map.insert(k.clone(), v.clone());
+            map.insert(k, v);
         }
         self.size.fetch_add(added, Ordering::Relaxed);
     }

@@ -330,7 +330,7 @@ impl Db {
         for &id in wal_ids.iter().filter(|&&id| id >= manifest.log_number) {
             let replay = wal::replay(&wal::wal_path(&dir, id))?;
             add(&counters.wal_bytes_dropped, replay.dropped_bytes);
-            for ops in &replay.batches {
+            for ops in replay.batches {
                 recovered.apply(ops);
             }
         }
@@ -471,7 +471,7 @@ impl Db {
             mem = inner.rotate(&mut writer)?;
         }
         writer.append(&record, inner.opts.sync_writes)?;
-        mem.apply(&ops);
+        mem.apply(ops);
         Ok(())
     }
 
