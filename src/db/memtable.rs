@@ -80,11 +80,11 @@ mod tests {
     #[test]
     fn latest_write_wins_and_tombstones_are_kept() {
         let m = Memtable::new(1);
-        m.apply(&[
+        m.apply(vec![
             (b"a".to_vec(), Some(b"1".to_vec())),
             (b"a".to_vec(), Some(b"2".to_vec())),
         ]);
-        m.apply(&[(b"b".to_vec(), None)]);
+        m.apply(vec![(b"b".to_vec(), None)]);
         assert_eq!(m.get(b"a"), Some(Some(b"2".to_vec())));
         assert_eq!(m.get(b"b"), Some(None));
         assert_eq!(m.get(b"c"), None);
