@@ -66,7 +66,12 @@ const ABSENT: u64 = 1 << 40;
 fn read_syscalls() -> u64 {
     std::fs::read_to_string("/proc/self/io")
         .ok()
-        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("syscr: ").and_then(|v| v.trim().parse().ok())))
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("syscr: ")
+                    .and_then(|v| v.trim().parse().ok())
+            })
+        })
         .unwrap_or(0)
 }
 
@@ -105,7 +110,12 @@ impl Engine for Ours {
     }
     fn filter_counters(&self) -> (u64, u64, u64, u64) {
         let s: DbStats = self.0.stats();
-        (s.total.filter_checks, s.total.filter_positive, s.total.filter_true_positive, s.total.data_block_reads)
+        (
+            s.total.filter_checks,
+            s.total.filter_positive,
+            s.total.filter_true_positive,
+            s.total.data_block_reads,
+        )
     }
 }
 
@@ -127,9 +137,24 @@ impl Engine for Rocks {
     fn settle(&self) {
         self.db.flush().expect("flush");
         loop {
-            let pending = self.db.property_int_value("rocksdb.compaction-pending").ok().flatten().unwrap_or(0);
-            let running = self.db.property_int_value("rocksdb.num-running-compactions").ok().flatten().unwrap_or(0);
-            let flushing = self.db.property_int_value("rocksdb.num-running-flushes").ok().flatten().unwrap_or(0);
+            let pending = self
+                .db
+                .property_int_value("rocksdb.compaction-pending")
+                .ok()
+                .flatten()
+                .unwrap_or(0);
+            let running = self
+                .db
+                .property_int_value("rocksdb.num-running-compactions")
+                .ok()
+                .flatten()
+                .unwrap_or(0);
+            let flushing = self
+                .db
+                .property_int_value("rocksdb.num-running-flushes")
+                .ok()
+                .flatten()
+                .unwrap_or(0);
             if pending + running + flushing == 0 {
                 return;
             }
@@ -142,13 +167,21 @@ impl Engine for Rocks {
     }
     fn tables_per_level(&self) -> Vec<u64> {
         (0..7)
-            .map(|l| self.db.property_int_value(format!("rocksdb.num-files-at-level{l}")).ok().flatten().unwrap_or(0))
+            .map(|l| {
+                self.db
+                    .property_int_value(&format!("rocksdb.num-files-at-level{l}"))
+                    .ok()
+                    .flatten()
+                    .unwrap_or(0)
+            })
             .collect()
     }
     fn filter_counters(&self) -> (u64, u64, u64, u64) {
         let useful = self.opts.get_ticker_count(Ticker::BloomFilterUseful);
         let positive = self.opts.get_ticker_count(Ticker::BloomFilterFullPositive);
-        let true_positive = self.opts.get_ticker_count(Ticker::BloomFilterFullTruePositive);
+        let true_positive = self
+            .opts
+            .get_ticker_count(Ticker::BloomFilterFullTruePositive);
         (useful + positive, positive, true_positive, 0)
     }
 }
@@ -220,7 +253,9 @@ fn median_sample(v: &[Sample]) -> Sample {
     Sample {
         ops_per_sec: median(v.iter().map(|s| s.ops_per_sec).collect()),
         read_syscalls_per_op: median(v.iter().map(|s| s.read_syscalls_per_op).collect()),
-        data_block_reads_per_op: v[0].data_block_reads_per_op.map(|_| median(v.iter().filter_map(|s| s.data_block_reads_per_op).collect())),
+        data_block_reads_per_op: v[0]
+            .data_block_reads_per_op
+            .map(|_| median(v.iter().filter_map(|s| s.data_block_reads_per_op).collect())),
         observed_fpr: median(v.iter().map(|s| s.observed_fpr).collect()),
     }
 }
@@ -242,7 +277,13 @@ fn read_phase(e: &dyn Engine, args: &Args, absent_pct: u64, seed: u64) -> Sample
     let t = Instant::now();
     for (k, present) in &keys {
         let found = e.get(k);
-        assert_eq!(found, *present, "{}: wrong answer for a {} key", e.name(), if *present { "present" } else { "absent" });
+        assert_eq!(
+            found,
+            *present,
+            "{}: wrong answer for a {} key",
+            e.name(),
+            if *present { "present" } else { "absent" }
+        );
     }
     let secs = t.elapsed().as_secs_f64();
     let syscalls = read_syscalls() - s0;
@@ -253,7 +294,11 @@ fn read_phase(e: &dyn Engine, args: &Args, absent_pct: u64, seed: u64) -> Sample
         ops_per_sec: n / secs,
         read_syscalls_per_op: syscalls as f64 / n,
         data_block_reads_per_op: (e.name() == "lsm-bloom").then_some((d1 - d0) as f64 / n),
-        observed_fpr: if negatives == 0 { 0.0 } else { (p1 - p0).saturating_sub(t1 - t0) as f64 / negatives as f64 },
+        observed_fpr: if negatives == 0 {
+            0.0
+        } else {
+            (p1 - p0).saturating_sub(t1 - t0) as f64 / negatives as f64
+        },
     }
 }
 
@@ -284,8 +329,11 @@ fn main() {
     let mut load_rates: [Vec<f64>; 2] = Default::default();
     let mut engines: Option<(tempfile::TempDir, Ours, tempfile::TempDir, Rocks)> = None;
     for round in 0..args.rounds {
-        engines = None; // drop the previous round's databases and directories first
-        let (od, rd) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+        drop(engines.take()); // drop the previous round's databases and directories first
+        let (od, rd) = (
+            tempfile::tempdir().expect("tempdir"),
+            tempfile::tempdir().expect("tempdir"),
+        );
         let ours = open_ours(od.path(), &args);
         let r = load(&ours, &args);
         load_rates[0].push(r);
@@ -300,7 +348,10 @@ fn main() {
     let load_ours = median(load_rates[0].clone());
     let load_rocks = median(load_rates[1].clone());
     let shape_settled = (ours.tables_per_level(), rocks.tables_per_level());
-    say(format!("tables per level after load: lsm-bloom {:?}, rocksdb {:?}", shape_settled.0, shape_settled.1));
+    say(format!(
+        "tables per level after load: lsm-bloom {:?}, rocksdb {:?}",
+        shape_settled.0, shape_settled.1
+    ));
 
     let mut results = Vec::new();
     let mut shapes = vec![("settled", shape_settled)];
@@ -309,16 +360,31 @@ fn main() {
             ours.compact_all();
             rocks.compact_all();
             let s = (ours.tables_per_level(), rocks.tables_per_level());
-            say(format!("tables per level after full compaction: lsm-bloom {:?}, rocksdb {:?}", s.0, s.1));
+            say(format!(
+                "tables per level after full compaction: lsm-bloom {:?}, rocksdb {:?}",
+                s.0, s.1
+            ));
             shapes.push(("compacted", s));
         }
-        for (phase, absent_pct) in [("present get", 0u64), ("absent get", 100), ("mixed 90% absent", 90)] {
+        for (phase, absent_pct) in [
+            ("present get", 0u64),
+            ("absent get", 100),
+            ("mixed 90% absent", 90),
+        ] {
             let mut samples: [Vec<Sample>; 2] = Default::default();
             for round in 0..args.rounds {
                 let seed = round as u64 * 7919 + absent_pct;
-                for (i, e) in [&ours as &dyn Engine, &rocks as &dyn Engine].iter().enumerate() {
+                for (i, e) in [&ours as &dyn Engine, &rocks as &dyn Engine]
+                    .iter()
+                    .enumerate()
+                {
                     let s = read_phase(*e, &args, absent_pct, seed);
-                    say(format!("  {shape} {phase} round {round} {}: {:.0} ops/s, {:.4} syscr/op", e.name(), s.ops_per_sec, s.read_syscalls_per_op));
+                    say(format!(
+                        "  {shape} {phase} round {round} {}: {:.0} ops/s, {:.4} syscr/op",
+                        e.name(),
+                        s.ops_per_sec,
+                        s.read_syscalls_per_op
+                    ));
                     samples[i].push(s);
                 }
             }
@@ -327,7 +393,11 @@ fn main() {
                 phase: phase.to_string(),
                 shape: shape.to_string(),
                 throughput_ratio: a.ops_per_sec / b.ops_per_sec,
-                read_syscall_ratio: if b.read_syscalls_per_op > 0.0 { a.read_syscalls_per_op / b.read_syscalls_per_op } else { 0.0 },
+                read_syscall_ratio: if b.read_syscalls_per_op > 0.0 {
+                    a.read_syscalls_per_op / b.read_syscalls_per_op
+                } else {
+                    0.0
+                },
                 lsm_bloom: a,
                 rocksdb: b,
             });
@@ -354,7 +424,10 @@ fn main() {
     }
     println!("\n| phase | shape | lsm-bloom ops/s | RocksDB ops/s | ratio | syscr/op ours | syscr/op RocksDB | data-block reads/op ours | FPR ours | FPR RocksDB |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    println!("| bulk load | - | {load_ours:.0} | {load_rocks:.0} | {:.2} | | | | | |", load_ours / load_rocks);
+    println!(
+        "| bulk load | - | {load_ours:.0} | {load_rocks:.0} | {:.2} | | | | | |",
+        load_ours / load_rocks
+    );
     for r in &results {
         println!(
             "| {} | {} | {:.0} | {:.0} | {:.2} | {:.4} | {:.4} | {:.4} | {:.3}% | {:.3}% |",

@@ -36,7 +36,14 @@ fn gen(rng: &mut Rng, step: usize) -> Op {
             (0..rng.below(6) + 1)
                 .map(|_| {
                     let k = key(rng);
-                    (k, if rng.chance(30) { None } else { Some(value(rng)) })
+                    (
+                        k,
+                        if rng.chance(30) {
+                            None
+                        } else {
+                            Some(value(rng))
+                        },
+                    )
                 })
                 .collect(),
         ),
@@ -69,7 +76,12 @@ impl Engines {
         let (ours_dir, rocks_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let ours = lsm_bloom::Db::open(ours_dir.path(), tiny_options()).unwrap();
         let rocks = DB::open(&rocks_options(), rocks_dir.path()).unwrap();
-        Engines { ours: Some(ours), rocks: Some(rocks), ours_dir, rocks_dir }
+        Engines {
+            ours: Some(ours),
+            rocks: Some(rocks),
+            ours_dir,
+            rocks_dir,
+        }
     }
 
     /// Applies `op` to both; returns a description of the difference, if any.
@@ -87,7 +99,12 @@ impl Engines {
             Op::Get(k) => {
                 let (a, b) = (ours.get(k).unwrap(), rocks.get(k).unwrap());
                 if a != b {
-                    return Some(format!("get {:?}: ours {:?}, rocksdb {:?}", lossy(k), a.as_deref().map(lossy), b.as_deref().map(lossy)));
+                    return Some(format!(
+                        "get {:?}: ours {:?}, rocksdb {:?}",
+                        lossy(k),
+                        a.as_deref().map(lossy),
+                        b.as_deref().map(lossy)
+                    ));
                 }
             }
             Op::Batch(ops) => {
@@ -109,7 +126,11 @@ impl Engines {
                 rocks.write(b).unwrap();
             }
             Op::Scan(from, to) => {
-                let a: Vec<(Vec<u8>, Vec<u8>)> = ours.scan(from.clone()..to.clone()).unwrap().map(Result::unwrap).collect();
+                let a: Vec<(Vec<u8>, Vec<u8>)> = ours
+                    .scan(from.clone()..to.clone())
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
                 let b: Vec<(Vec<u8>, Vec<u8>)> = rocks
                     .iterator(IteratorMode::From(from, rocksdb::Direction::Forward))
                     .map(Result::unwrap)
@@ -117,7 +138,13 @@ impl Engines {
                     .map(|(k, v)| (k.to_vec(), v.to_vec()))
                     .collect();
                 if a != b {
-                    return Some(format!("scan {:?}..{:?}: ours {} entries, rocksdb {}", lossy(from), lossy(to), a.len(), b.len()));
+                    return Some(format!(
+                        "scan {:?}..{:?}: ours {} entries, rocksdb {}",
+                        lossy(from),
+                        lossy(to),
+                        a.len(),
+                        b.len()
+                    ));
                 }
             }
             Op::Flush => {
@@ -131,7 +158,8 @@ impl Engines {
             Op::Reopen => {
                 self.ours.take().unwrap().close().unwrap();
                 drop(self.rocks.take());
-                self.ours = Some(lsm_bloom::Db::open(self.ours_dir.path(), tiny_options()).unwrap());
+                self.ours =
+                    Some(lsm_bloom::Db::open(self.ours_dir.path(), tiny_options()).unwrap());
                 self.rocks = Some(DB::open(&rocks_options(), self.rocks_dir.path()).unwrap());
             }
         }
@@ -151,7 +179,13 @@ fn run_seed(seed: u64, steps: usize) -> usize {
         let op = gen(&mut rng, step);
         log.push(op.clone());
         if let Some(diff) = engines.apply(&op) {
-            let tail: Vec<String> = log.iter().rev().take(15).rev().map(|o| format!("{o:?}")).collect();
+            let tail: Vec<String> = log
+                .iter()
+                .rev()
+                .take(15)
+                .rev()
+                .map(|o| format!("{o:?}"))
+                .collect();
             panic!(
                 "divergence: seed {seed}, shortest failing prefix = first {} operations; {diff}\nlast operations:\n  {}",
                 step + 1,
