@@ -1,0 +1,320 @@
+//! The `kv_server` example end to end: started on a free loopback port, driven over raw
+//! sockets (round trips, binary-safe values, malformed / oversized / truncated requests), by
+//! `redis-cli` and `redis-benchmark` when `redis-tools` is installed (required when
+//! `LSM_BLOOM_REQUIRE_REDIS_TOOLS=1`, as `.ci/run` sets), then stopped with SIGTERM and
+//! restarted on the same directory to check the data is still there.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let bin = dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if !bin.exists() {
+        let ok = Command::new(env!("CARGO"))
+            .args(["build", "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running server; killed if the test fails before `stop`.
+struct Server(Option<Child>);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn start(dir: &Path, port: u16) -> Server {
+    let mut child = Command::new(example("kv_server"))
+        .args([
+            "--dir",
+            dir.to_str().unwrap(),
+            "--port",
+            &port.to_string(),
+            "--max-request-mib",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let server = Server(Some(child));
+    assert!(
+        line.contains(&format!("listening on 127.0.0.1:{port}")),
+        "{line}"
+    );
+    server
+}
+
+fn stop(mut server: Server) {
+    let mut child = server.0.take().unwrap();
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "server exit status {status}");
+}
+
+fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+fn command(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for a in args {
+        out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+        out.extend_from_slice(a);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// Reads one complete reply (simple, error, integer, bulk or array of those).
+fn reply(s: &mut TcpStream) -> Vec<u8> {
+    fn line(s: &mut TcpStream) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut b = [0u8; 1];
+        while !out.ends_with(b"\r\n") {
+            assert_eq!(s.read(&mut b).unwrap(), 1, "connection closed mid-reply");
+            out.push(b[0]);
+        }
+        out
+    }
+    let head = line(s);
+    let n: i64 = std::str::from_utf8(&head[1..head.len() - 2])
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or(0);
+    let mut out = head.clone();
+    match head[0] {
+        b'$' if n >= 0 => {
+            let mut body = vec![0u8; n as usize + 2];
+            s.read_exact(&mut body).unwrap();
+            out.extend_from_slice(&body);
+        }
+        b'*' => {
+            for _ in 0..n.max(0) {
+                out.extend_from_slice(&reply(s));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+fn call(s: &mut TcpStream, args: &[&[u8]]) -> Vec<u8> {
+    s.write_all(&command(args)).unwrap();
+    reply(s)
+}
+
+fn redis_tools() -> bool {
+    let have = Command::new("redis-cli")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+        && Command::new("redis-benchmark")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+    if !have && std::env::var_os("LSM_BLOOM_REQUIRE_REDIS_TOOLS").is_some() {
+        panic!("redis-cli / redis-benchmark not installed (apt-get install redis-tools)");
+    }
+    if !have {
+        eprintln!(
+            "note: redis-tools not installed; skipping the redis-cli and redis-benchmark part"
+        );
+    }
+    have
+}
+
+fn cli(port: u16, args: &[&str], stdin: Option<&[u8]>) -> String {
+    let mut c = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.unwrap_or_default())
+        .unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
+#[test]
+fn kv_server_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(dir.path(), port);
+    let binary: Vec<u8> = (0..=255u8).chain(*b"\r\n$-1\r\n*0\r\n").collect();
+
+    // Round trips over a raw socket, pipelined.
+    let mut s = connect(port);
+    assert_eq!(call(&mut s, &[b"PING"]), b"+PONG\r\n");
+    assert_eq!(call(&mut s, &[b"ECHO", b"hi"]), b"$2\r\nhi\r\n");
+    assert_eq!(call(&mut s, &[b"SET", b"bin", &binary]), b"+OK\r\n");
+    let mut want = format!("${}\r\n", binary.len()).into_bytes();
+    want.extend_from_slice(&binary);
+    want.extend_from_slice(b"\r\n");
+    assert_eq!(call(&mut s, &[b"GET", b"bin"]), want, "binary-safe value");
+    let mut pipeline = Vec::new();
+    for i in 0..100 {
+        pipeline.extend(command(&[
+            b"SET",
+            format!("p{i}").as_bytes(),
+            format!("v{i}").as_bytes(),
+        ]));
+    }
+    s.write_all(&pipeline).unwrap();
+    for _ in 0..100 {
+        assert_eq!(reply(&mut s), b"+OK\r\n");
+    }
+    assert_eq!(call(&mut s, &[b"EXISTS", b"p1", b"p2", b"nope"]), b":2\r\n");
+    assert_eq!(
+        call(&mut s, &[b"MSET", b"m1", b"a", b"m2", b"b"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(
+        call(&mut s, &[b"MGET", b"m1", b"nope", b"m2"]),
+        b"*3\r\n$1\r\na\r\n$-1\r\n$1\r\nb\r\n"
+    );
+    assert_eq!(call(&mut s, &[b"DEL", b"m1", b"m2", b"nope"]), b":2\r\n");
+    assert_eq!(call(&mut s, &[b"GET", b"m1"]), b"$-1\r\n");
+    assert!(call(&mut s, &[b"SET", b"k", b"v", b"EX", b"10"]).starts_with(b"-ERR syntax error"));
+    assert!(call(&mut s, &[b"FLUSHALL"]).starts_with(b"-ERR unknown command"));
+    assert!(call(&mut s, &[b"DBSIZE"]).starts_with(b"-ERR DBSIZE is not supported"));
+    assert!(call(&mut s, &[b"GET"]).starts_with(b"-ERR wrong number of arguments"));
+    let info = call(&mut s, &[b"INFO"]);
+    assert!(String::from_utf8_lossy(&info).contains("filter_checks:"));
+    assert_eq!(call(&mut s, &[b"QUIT"]), b"+OK\r\n");
+
+    // Bad input: each gets an error reply or a closed connection; the server keeps serving.
+    let bad: Vec<Vec<u8>> = vec![
+        b"*abc\r\n".to_vec(),
+        b"*1\r\n$99999999999\r\n".to_vec(),
+        b"*1\r\n$2000000\r\n".to_vec(), // over --max-request-mib 1
+        b"*2\r\n:1\r\n".to_vec(),
+        (0..4096u32).map(|i| (i * 37 % 256) as u8).collect(),
+        vec![b'x'; 100 * 1024], // inline request without a newline
+    ];
+    for b in &bad {
+        let mut c = connect(port);
+        let _ = c.write_all(b);
+        let _ = c.shutdown(std::net::Shutdown::Write);
+        let mut got = Vec::new();
+        let _ = c.read_to_end(&mut got);
+        assert!(
+            got.is_empty()
+                || got.starts_with(b"-ERR")
+                || got.starts_with(b"+")
+                || got.starts_with(b"$"),
+            "{:?}",
+            String::from_utf8_lossy(&got)
+        );
+        let mut ok = connect(port);
+        assert_eq!(
+            call(&mut ok, &[b"PING"]),
+            b"+PONG\r\n",
+            "server stopped answering after bad input"
+        );
+    }
+    // A client that disconnects mid-request: nothing is applied.
+    {
+        let mut c = connect(port);
+        c.write_all(b"*3\r\n$3\r\nSET\r\n$4\r\nhalf\r\n$10\r\nabc")
+            .unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(call(&mut connect(port), &[b"GET", b"half"]), b"$-1\r\n");
+
+    if redis_tools() {
+        assert_eq!(cli(port, &["set", "cli-key", "cli value"], None), "OK");
+        assert_eq!(cli(port, &["get", "cli-key"], None), "cli value");
+        assert_eq!(cli(port, &["exists", "cli-key", "missing"], None), "1");
+        assert_eq!(cli(port, &["-x", "set", "cli-bin"], Some(&binary)), "OK");
+        let mut c = connect(port);
+        assert_eq!(
+            call(&mut c, &[b"GET", b"cli-bin"]),
+            want,
+            "binary value written by redis-cli -x"
+        );
+        assert_eq!(cli(port, &["del", "cli-key"], None), "1");
+        assert_eq!(cli(port, &["get", "cli-key"], None), "");
+
+        let out = Command::new("redis-benchmark")
+            .args([
+                "-p",
+                &port.to_string(),
+                "-t",
+                "set,get",
+                "-n",
+                "100000",
+                "-c",
+                "50",
+                "-P",
+                "16",
+                "-q",
+            ])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).replace('\r', "\n");
+        assert!(out.status.success(), "redis-benchmark failed: {text}");
+        let finals: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("requests per second"))
+            .collect();
+        println!("redis-benchmark: {finals:?}");
+        assert!(
+            finals.iter().any(|l| l.starts_with("SET:"))
+                && finals.iter().any(|l| l.starts_with("GET:")),
+            "{text}"
+        );
+        assert!(!text.to_lowercase().contains("error"), "{text}");
+    }
+
+    // Restart: SIGTERM, then the same directory serves the same data.
+    stop(server);
+    let server = start(dir.path(), port);
+    let mut s = connect(port);
+    assert_eq!(call(&mut s, &[b"GET", b"bin"]), want);
+    assert_eq!(call(&mut s, &[b"GET", b"p99"]), b"$3\r\nv99\r\n");
+    assert_eq!(call(&mut s, &[b"EXISTS", b"m1"]), b":0\r\n");
+    stop(server);
+}
