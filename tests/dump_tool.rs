@@ -1,25 +1,13 @@
 //! The `dump_filter` example as a user runs it: exit 0 and a report for valid files, exit 1 and
 //! one `error: ...` line on stderr for damaged ones.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The example binary `cargo test` built next to this test's own binary.
 fn dump_filter() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let bin = dir
-        .join("examples")
-        .join(format!("dump_filter{}", std::env::consts::EXE_SUFFIX));
-    if !bin.exists() {
-        let status = Command::new(env!("CARGO"))
-            .args(["build", "--example", "dump_filter"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-    bin
+    common::example("dump_filter")
 }
 
 fn run(args: &[&Path]) -> Output {

@@ -4,29 +4,13 @@
 //! `LSM_BLOOM_REQUIRE_REDIS_TOOLS=1`, as `.ci/run` sets), then stopped with SIGTERM and
 //! restarted on the same directory to check the data is still there.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let bin = dir
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    if !bin.exists() {
-        let ok = Command::new(env!("CARGO"))
-            .args(["build", "--example", name])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    }
-    bin
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -49,7 +33,7 @@ impl Drop for Server {
 }
 
 fn start(dir: &Path, port: u16) -> Server {
-    let mut child = Command::new(example("kv_server"))
+    let mut child = Command::new(common::example("kv_server"))
         .args([
             "--dir",
             dir.to_str().unwrap(),

@@ -1,7 +1,29 @@
 //! Helpers shared by the store's integration tests.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
+use std::process::Command;
+
 use lsm_bloom::Options;
+
+/// The example binary `cargo test` built next to this test's binary (built on demand if not).
+pub fn example(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let bin = dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if !bin.exists() {
+        let ok = Command::new(env!("CARGO"))
+            .args(["build", "--example", name])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "building example {name}");
+    }
+    bin
+}
 
 /// xorshift64*: a small deterministic generator, so a failing seed replays exactly.
 pub struct Rng(u64);
