@@ -461,12 +461,7 @@ impl Db {
         let inner = &self.inner;
         let mut writer = lock(&inner.writer);
         inner.check_bg_error()?;
-        let mut mem = inner
-            .state
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .mem
-            .clone();
+        let mut mem = inner.read_state().mem.clone();
         if mem.approximate_size() >= inner.opts.memtable_size {
             mem = inner.rotate(&mut writer)?;
         }
@@ -572,12 +567,7 @@ impl Db {
         {
             let mut writer = lock(&inner.writer);
             inner.check_bg_error()?;
-            let empty = inner
-                .state
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .mem
-                .is_empty();
+            let empty = inner.read_state().mem.is_empty();
             if !empty {
                 inner.rotate(&mut writer)?;
             }
@@ -585,22 +575,12 @@ impl Db {
         let mut sig = lock(&inner.signal);
         loop {
             inner.check_bg_error()?;
-            if inner
-                .state
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .imm
-                .is_empty()
-            {
+            if inner.read_state().imm.is_empty() {
                 return Ok(());
             }
             sig.pending = true;
             inner.wake_worker.notify_all();
-            sig = inner
-                .progress
-                .wait_timeout(sig, Duration::from_millis(50))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            sig = inner.wait_progress(sig, Duration::from_millis(50));
         }
     }
 
@@ -616,11 +596,7 @@ impl Db {
             if !sig.pending && !sig.busy {
                 return Ok(());
             }
-            sig = inner
-                .progress
-                .wait_timeout(sig, Duration::from_millis(50))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            sig = inner.wait_progress(sig, Duration::from_millis(50));
         }
     }
 
@@ -630,7 +606,7 @@ impl Db {
         self.flush()?;
         let inner = &self.inner;
         let _work = lock(&inner.work);
-        let version = inner.snapshot().2;
+        let version = inner.version();
         if let Some(job) = compaction::full(&version) {
             inner.run_compaction(&job)?;
         }
@@ -640,7 +616,7 @@ impl Db {
     /// Counters and per-level figures.
     pub fn stats(&self) -> DbStats {
         let inner = &self.inner;
-        let version = inner.snapshot().2;
+        let version = inner.version();
         let c = &inner.counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mut s = DbStats {
@@ -711,8 +687,30 @@ impl Drop for Db {
 }
 
 impl Inner {
+    /// The current state, read-locked (briefly: clone what you need and drop the guard).
+    fn read_state(&self) -> std::sync::RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The current table set.
+    fn version(&self) -> Arc<Version> {
+        self.read_state().version.clone()
+    }
+
+    /// Waits on `progress` for at most `timeout` (flushes and compactions notify it).
+    fn wait_progress<'a>(
+        &self,
+        sig: MutexGuard<'a, Signal>,
+        timeout: Duration,
+    ) -> MutexGuard<'a, Signal> {
+        self.progress
+            .wait_timeout(sig, timeout)
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+    }
+
     fn snapshot(&self) -> (Arc<Memtable>, Vec<Arc<Memtable>>, Arc<Version>) {
-        let s = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let s = self.read_state();
         (s.mem.clone(), s.imm.clone(), s.version.clone())
     }
 
@@ -776,7 +774,7 @@ impl Inner {
         loop {
             self.check_bg_error()?;
             let behind = {
-                let s = self.state.read().unwrap_or_else(|p| p.into_inner());
+                let s = self.read_state();
                 s.imm.len() >= self.opts.max_immutable_memtables
                     || s.version.levels[0].len() >= self.opts.l0_stop_writes_trigger
             };
@@ -790,10 +788,7 @@ impl Inner {
             let mut sig = lock(&self.signal);
             sig.pending = true;
             self.wake_worker.notify_all();
-            let _ = self
-                .progress
-                .wait_timeout(sig, Duration::from_millis(20))
-                .unwrap_or_else(|p| p.into_inner());
+            drop(self.wait_progress(sig, Duration::from_millis(20)));
         }
         let id = self.next_file.fetch_add(1, Ordering::SeqCst);
         *writer = WalWriter::create(&self.dir, id)?;
@@ -863,7 +858,7 @@ impl Inner {
 
     /// Oldest WAL still needed once `flushed` is in a table.
     fn log_number_after(&self, flushed: Option<&Arc<Memtable>>) -> u64 {
-        let s = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let s = self.read_state();
         s.imm
             .iter()
             .filter(|m| flushed.is_none_or(|f| !Arc::ptr_eq(m, f)))
@@ -880,7 +875,7 @@ impl Inner {
             let id = self.next_file.fetch_add(1, Ordering::SeqCst);
             Some(Arc::new(Db::write_l0(&self.dir, &self.opts, mem, id)?))
         };
-        let mut version = (*self.snapshot().2).clone();
+        let mut version = (*self.version()).clone();
         if let Some(t) = &table {
             version.levels[0].push(t.clone());
         }
@@ -903,7 +898,7 @@ impl Inner {
     fn run_compaction(&self, job: &Job) -> Result<()> {
         let next_id = || self.next_file.fetch_add(1, Ordering::SeqCst);
         let out = compaction::run(job, &self.dir, &self.opts, &next_id)?;
-        let mut version = (*self.snapshot().2).clone();
+        let mut version = (*self.version()).clone();
         let gone: std::collections::HashSet<u64> = job.inputs.iter().map(|(_, t)| t.id()).collect();
         for tables in &mut version.levels {
             tables.retain(|t| !gone.contains(&t.id()));
