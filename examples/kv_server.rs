@@ -233,7 +233,13 @@ fn execute(db: &Db, args: &[Vec<u8>], out: &mut Vec<u8>) -> bool {
         "DEL" | "EXISTS" if !rest.is_empty() => {
             let mut count = 0u64;
             let mut batch = WriteBatch::new();
+            // DEL counts distinct keys removed (`DEL k k` is 1, as in Redis); EXISTS counts
+            // every argument that exists (`EXISTS k k` is 2).
+            let mut seen = std::collections::HashSet::new();
             for k in rest {
+                if cmd == "DEL" && !seen.insert(k.as_slice()) {
+                    continue;
+                }
                 match db.get(k) {
                     Ok(Some(_)) => {
                         count += 1;

@@ -171,11 +171,8 @@ impl Totals {
 }
 
 fn inspect_database(dir: &Path) -> Result<DatabaseReport> {
-    let data = manifest::read(dir)?.ok_or_else(|| {
-        Error::InvalidArgument(format!(
-            "{} is a directory without a MANIFEST: not an lsm-bloom database",
-            dir.display()
-        ))
+    let data = manifest::read(dir)?.ok_or_else(|| Error::NotFound {
+        path: dir.to_path_buf(),
     })?;
     let mut levels = Vec::new();
     let mut level_totals = Vec::new();

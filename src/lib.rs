@@ -9,6 +9,8 @@
 //! - [`table`]: SSTables with data, index, filter and properties blocks.
 //! - [`db`]: the store — WAL, memtable, tables, manifest, leveled compaction, recovery.
 //! - [`inspect`]: what the `dump_filter` tool prints.
+//! - [`fs`]: the file operations the write path makes, and a fault-injecting file system
+//!   for testing what happens when they fail.
 //!
 //! Every on-disk byte is specified in `FORMAT.md`.
 //!
@@ -26,9 +28,11 @@
 //! ```
 #![deny(missing_docs)]
 
+mod coding;
 pub mod db;
 pub mod error;
 pub mod filter;
+pub mod fs;
 pub mod inspect;
 pub mod table;
 

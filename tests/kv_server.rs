@@ -201,6 +201,11 @@ fn kv_server_end_to_end() {
     );
     assert_eq!(call(&mut s, &[b"DEL", b"m1", b"m2", b"nope"]), b":2\r\n");
     assert_eq!(call(&mut s, &[b"GET", b"m1"]), b"$-1\r\n");
+    // DEL counts distinct keys removed, as Redis does; EXISTS counts every argument.
+    assert_eq!(call(&mut s, &[b"SET", b"d", b"1"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"EXISTS", b"d", b"d"]), b":2\r\n");
+    assert_eq!(call(&mut s, &[b"DEL", b"d", b"d"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"DEL", b"d", b"d"]), b":0\r\n");
     assert!(call(&mut s, &[b"SET", b"k", b"v", b"EX", b"10"]).starts_with(b"-ERR syntax error"));
     assert!(call(&mut s, &[b"FLUSHALL"]).starts_with(b"-ERR unknown command"));
     assert!(call(&mut s, &[b"DBSIZE"]).starts_with(b"-ERR DBSIZE is not supported"));

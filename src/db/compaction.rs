@@ -140,12 +140,13 @@ pub(crate) struct Output {
     pub(crate) bytes_written: u64,
 }
 
-/// Merges the job's inputs into new tables; `next_id` hands out file numbers.
+/// Merges the job's inputs into new tables; `next_id` hands out (reserved) file numbers. On
+/// error, outputs already written are left for the next open to remove as obsolete.
 pub(crate) fn run(
     job: &Job,
     dir: &Path,
     opts: &Options,
-    next_id: &dyn Fn() -> u64,
+    next_id: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Output> {
     // Newest first: L0 newest to oldest, then each deeper level (disjoint within a level).
     let mut ordered: Vec<&(usize, Arc<Table>)> = job.inputs.iter().collect();
@@ -185,10 +186,10 @@ pub(crate) fn run(
             continue;
         }
         if current.is_none() {
-            let id = next_id();
+            let id = next_id()?;
             current = Some((
                 id,
-                TableBuilder::create(&table_path(dir, id), builder_opts.clone())?,
+                TableBuilder::create_in(&*opts.fs, &table_path(dir, id), builder_opts.clone())?,
             ));
         }
         if let Some((_, b)) = current.as_mut() {

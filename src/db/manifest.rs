@@ -1,17 +1,22 @@
 //! The manifest: which tables are live on which level, the next file number, and the oldest
 //! WAL still needed (FORMAT.md §4). It is rewritten whole for every change — to
-//! `MANIFEST.tmp`, synced, then renamed over `MANIFEST` — so a crash mid-update leaves the
-//! previous manifest in place. The payload is `bincode` 2 inside our own magic, version,
-//! length and CRC framing.
+//! `MANIFEST.tmp`, synced, then renamed over `MANIFEST`, then the directory synced — so a
+//! crash mid-update leaves the previous manifest in place. The payload is `bincode` 2 inside
+//! our own magic, version, length and CRC framing.
+//!
+//! `next_file` is a reservation: no file numbered at or above it exists when the manifest is
+//! written, and the store writes a new manifest before it creates a table numbered at or
+//! above it. So a table file the manifest does not list is obsolete if its number is below
+//! `next_file` (a compaction input, or the output of a job that never committed) and
+//! unexplained otherwise (left in place, never deleted).
 
-use std::fs::File;
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::wal::sync_dir;
+use super::stats::MAX_LEVELS;
 use crate::error::{Error, Result};
+use crate::fs::{CreateMode, FileSystem};
 
 const MAGIC: [u8; 4] = *b"LBMF";
 /// Manifest format version this build writes and reads.
@@ -45,26 +50,42 @@ fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
-/// Writes `data` as the new manifest, atomically.
-pub fn write(dir: &Path, data: &ManifestData) -> Result<()> {
+/// The manifest file's bytes for `data`.
+pub fn encode(data: &ManifestData) -> Result<Vec<u8>> {
     let payload = bincode::serde::encode_to_vec(data, config())
-        .map_err(|e| Error::InvalidArgument(format!("encoding manifest: {e}")))?;
+        .map_err(|e| Error::io("encoding the manifest", std::io::Error::other(e)))?;
     let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    crate::coding::put_u32_len(&mut out, payload.len(), "manifest payload")?;
     out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
     out.extend_from_slice(&payload);
-    let tmp = dir.join(TEMP_FILE);
-    let io = |what: &str, e| Error::io(format!("{what} {}", tmp.display()), e);
-    let mut f = File::create(&tmp).map_err(|e| io("creating", e))?;
-    f.write_all(&out).map_err(|e| io("writing", e))?;
-    f.sync_all().map_err(|e| io("syncing", e))?;
-    std::fs::rename(&tmp, dir.join(MANIFEST_FILE)).map_err(|e| io("renaming", e))?;
-    sync_dir(dir)
+    Ok(out)
 }
 
-/// Reads and validates the manifest; `Ok(None)` when there is none (a new database).
+/// Writes `data` as the new manifest, atomically, through `fs`.
+pub fn write(fs: &dyn FileSystem, dir: &Path, data: &ManifestData) -> Result<()> {
+    let out = encode(data)?;
+    let tmp = dir.join(TEMP_FILE);
+    let io = |what: &str, e| Error::io(format!("{what} {}", tmp.display()), e);
+    let mut f = fs
+        .create(&tmp, CreateMode::Truncate)
+        .map_err(|e| io("creating", e))?;
+    f.write_all(&out).map_err(|e| io("writing", e))?;
+    f.sync().map_err(|e| io("syncing", e))?;
+    drop(f);
+    fs.rename(&tmp, &dir.join(MANIFEST_FILE))
+        .map_err(|e| io("renaming", e))?;
+    fs.sync_dir(dir)
+        .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
+}
+
+/// The name of the temporary file a manifest is written to before its rename.
+pub(crate) fn temp_path(dir: &Path) -> std::path::PathBuf {
+    dir.join(TEMP_FILE)
+}
+
+/// Reads and validates the manifest; `Ok(None)` when there is none.
 pub fn read(dir: &Path) -> Result<Option<ManifestData>> {
     let path = dir.join(MANIFEST_FILE);
     let bytes = match std::fs::read(&path) {
@@ -72,7 +93,14 @@ pub fn read(dir: &Path) -> Result<Option<ManifestData>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
     };
-    let bad = |r: String| Err(Error::corruption(&path, r));
+    decode(&path, &bytes).map(Some)
+}
+
+/// Validates and decodes the bytes of the manifest file at `path` (named in errors): framing,
+/// checksum, payload, and the payload's own consistency (level count, every table number
+/// distinct and below `next_file`).
+pub fn decode(path: &Path, bytes: &[u8]) -> Result<ManifestData> {
+    let bad = |r: String| Err(Error::corruption(path, r));
     if bytes.len() < HEADER_LEN {
         return bad(format!(
             "manifest is {} bytes, shorter than its header",
@@ -86,7 +114,7 @@ pub fn read(dir: &Path) -> Result<Option<ManifestData>> {
     let version = word(4);
     if version != MANIFEST_VERSION {
         return Err(Error::UnsupportedVersion {
-            path,
+            path: path.to_path_buf(),
             what: "manifest",
             found: version,
             supported: MANIFEST_VERSION,
@@ -114,7 +142,24 @@ pub fn read(dir: &Path) -> Result<Option<ManifestData>> {
     if used != payload.len() {
         return bad("trailing bytes after the manifest payload".into());
     }
-    Ok(Some(data))
+    if data.levels.len() > MAX_LEVELS {
+        return bad(format!("{} levels, at most {MAX_LEVELS}", data.levels.len()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (level, tables) in data.levels.iter().enumerate() {
+        for t in tables {
+            if t.id >= data.next_file {
+                return bad(format!(
+                    "level {level} names table {} but next_file is {}",
+                    t.id, data.next_file
+                ));
+            }
+            if !seen.insert(t.id) {
+                return bad(format!("table {} is listed twice", t.id));
+            }
+        }
+    }
+    Ok(data)
 }
 
 #[cfg(test)]
@@ -134,7 +179,7 @@ mod tests {
                 vec![TableMeta { id: 5, size: 9 }],
             ],
         };
-        write(dir.path(), &data).unwrap();
+        write(&crate::fs::StdFs, dir.path(), &data).unwrap();
         assert_eq!(read(dir.path()).unwrap(), Some(data));
         let path = dir.path().join(MANIFEST_FILE);
         let good = std::fs::read(&path).unwrap();
@@ -143,6 +188,22 @@ mod tests {
             bad[i] ^= 0x01;
             std::fs::write(&path, &bad).unwrap();
             assert!(read(dir.path()).is_err(), "flip at byte {i} accepted");
+        }
+        for (bad, why) in [
+            (vec![vec![TableMeta { id: 9, size: 1 }]], "next_file"),
+            (
+                vec![vec![TableMeta { id: 3, size: 1 }], vec![TableMeta { id: 3, size: 1 }]],
+                "twice",
+            ),
+            (vec![vec![]; MAX_LEVELS + 1], "levels"),
+        ] {
+            let d = ManifestData {
+                next_file: 9,
+                log_number: 1,
+                levels: bad,
+            };
+            let e = decode(&path, &encode(&d).unwrap()).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
         }
         let mut future = good.clone();
         future[4] = 2;

@@ -60,16 +60,32 @@ impl Memtable {
             .is_empty()
     }
 
-    /// A sorted copy of the entries in `range` (for scans and flushes).
+    /// A sorted copy of the entries in `range` (for scans and flushes); empty for an empty or
+    /// reversed range (which `BTreeMap::range` would panic on).
     pub(crate) fn range(
         &self,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        if range_is_empty(start, end) {
+            return Vec::new();
+        }
         let map = self.map.read().unwrap_or_else(|p| p.into_inner());
         map.range::<[u8], _>((start, end))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
+    }
+}
+
+/// True when no key lies between `start` and `end`: reversed bounds, or equal bounds that are
+/// not both inclusive.
+pub(crate) fn range_is_empty(start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+    match (start, end) {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) => {
+            a >= b
+        }
+        _ => false,
     }
 }
 
@@ -90,5 +106,11 @@ mod tests {
         assert_eq!(m.get(b"c"), None);
         assert_eq!(m.range(Bound::Unbounded, Bound::Unbounded).len(), 2);
         assert!(m.approximate_size() > 0);
+        // Equal excluded bounds and reversed bounds are empty ranges, not panics.
+        let (a, b): (&[u8], &[u8]) = (b"a", b"b");
+        assert!(m.range(Bound::Excluded(a), Bound::Excluded(a)).is_empty());
+        assert!(m.range(Bound::Included(b), Bound::Excluded(a)).is_empty());
+        assert!(m.range(Bound::Excluded(a), Bound::Included(a)).is_empty());
+        assert_eq!(m.range(Bound::Included(a), Bound::Included(a)).len(), 1);
     }
 }

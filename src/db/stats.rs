@@ -11,6 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 
+use super::compaction::Version;
+use crate::table::FilterState;
+
 /// Levels the store uses (0..MAX_LEVELS).
 pub const MAX_LEVELS: usize = 7;
 
@@ -97,28 +100,36 @@ impl LevelStats {
     }
 
     pub(crate) fn add_counters(&mut self, c: &LevelCounters) {
-        self.filter_checks += c.filter_checks.load(Relaxed);
-        self.filter_useful += c.filter_useful.load(Relaxed);
-        self.filter_positive += c.filter_positive.load(Relaxed);
-        self.filter_true_positive += c.filter_true_positive.load(Relaxed);
-        self.unfiltered_probes += c.unfiltered_probes.load(Relaxed);
-        self.data_block_reads += c.data_block_reads.load(Relaxed);
-        self.bytes_read += c.bytes_read.load(Relaxed);
+        self.add(&LevelStats {
+            filter_checks: c.filter_checks.load(Relaxed),
+            filter_useful: c.filter_useful.load(Relaxed),
+            filter_positive: c.filter_positive.load(Relaxed),
+            filter_true_positive: c.filter_true_positive.load(Relaxed),
+            unfiltered_probes: c.unfiltered_probes.load(Relaxed),
+            data_block_reads: c.data_block_reads.load(Relaxed),
+            bytes_read: c.bytes_read.load(Relaxed),
+            ..LevelStats::default()
+        });
     }
 
+    /// Adds `o` in (saturating: table and filter sizes come from disk).
     pub(crate) fn add(&mut self, o: &LevelStats) {
-        self.tables += o.tables;
-        self.table_bytes += o.table_bytes;
-        self.filter_keys += o.filter_keys;
-        self.filter_bytes += o.filter_bytes;
+        for (a, b) in [
+            (&mut self.tables, o.tables),
+            (&mut self.table_bytes, o.table_bytes),
+            (&mut self.filter_keys, o.filter_keys),
+            (&mut self.filter_bytes, o.filter_bytes),
+            (&mut self.filter_checks, o.filter_checks),
+            (&mut self.filter_useful, o.filter_useful),
+            (&mut self.filter_positive, o.filter_positive),
+            (&mut self.filter_true_positive, o.filter_true_positive),
+            (&mut self.unfiltered_probes, o.unfiltered_probes),
+            (&mut self.data_block_reads, o.data_block_reads),
+            (&mut self.bytes_read, o.bytes_read),
+        ] {
+            *a = a.saturating_add(b);
+        }
         self.expected_fpr_sum += o.expected_fpr_sum;
-        self.filter_checks += o.filter_checks;
-        self.filter_useful += o.filter_useful;
-        self.filter_positive += o.filter_positive;
-        self.filter_true_positive += o.filter_true_positive;
-        self.unfiltered_probes += o.unfiltered_probes;
-        self.data_block_reads += o.data_block_reads;
-        self.bytes_read += o.bytes_read;
     }
 }
 
@@ -143,10 +154,51 @@ pub struct DbStats {
     pub compaction_bytes_written: u64,
     /// Tables opened whose filter block failed validation (read without a filter).
     pub filter_validation_failures: u64,
-    /// Bytes of torn WAL tail dropped at open.
+    /// Log bytes not replayed at open (`Db::recovery()` says where and why).
     pub wal_bytes_dropped: u64,
     /// Writes that waited for a flush or compaction to catch up.
     pub write_stalls: u64,
+    /// The error that made the store read-only, if one did (writes fail until reopened).
+    pub read_only_error: Option<String>,
+}
+
+/// A snapshot of `c` and the per-level figures of `version`.
+pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
+    let load = |a: &AtomicU64| a.load(Relaxed);
+    let mut s = DbStats {
+        gets: load(&c.gets),
+        tables_probed: load(&c.tables_probed),
+        flushes: load(&c.flushes),
+        compactions: load(&c.compactions),
+        compaction_bytes_read: load(&c.compaction_bytes_read),
+        compaction_bytes_written: load(&c.compaction_bytes_written),
+        filter_validation_failures: load(&c.filter_validation_failures),
+        wal_bytes_dropped: load(&c.wal_bytes_dropped),
+        write_stalls: load(&c.write_stalls),
+        ..DbStats::default()
+    };
+    let mut total = LevelStats::default();
+    for (level, tables) in version.levels.iter().enumerate() {
+        let mut l = LevelStats {
+            level: Some(level),
+            tables: tables.len() as u64,
+            ..LevelStats::default()
+        };
+        for t in tables {
+            l.table_bytes = l.table_bytes.saturating_add(t.file_size());
+            if let FilterState::Valid(f) = t.filter() {
+                let h = f.header();
+                l.filter_keys = l.filter_keys.saturating_add(h.n);
+                l.filter_bytes = l.filter_bytes.saturating_add(t.filter_bytes());
+                l.expected_fpr_sum += h.kind.expected_fpr(h.m, h.n, h.k);
+            }
+        }
+        l.add_counters(&c.levels[level]);
+        total.add(&l);
+        s.levels.push(l);
+    }
+    s.total = total;
+    s
 }
 
 impl DbStats {

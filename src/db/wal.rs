@@ -1,58 +1,83 @@
 //! The write-ahead log: one file per memtable (`NNNNNN.wal`), one record per write batch
-//! (FORMAT.md §2). Writers append a record before touching the memtable; `open` replays every
-//! log newer than the manifest's `log_number`. Replay stops at the first record that is
-//! incomplete or fails its checksum — the torn tail of a crash — and keeps everything before.
+//! (FORMAT.md §2). Writers append a record before touching the memtable; `open` replays the
+//! logs the manifest does not cover (`recovery.rs` applies the rules across logs).
+//!
+//! Use: `WalWriter::create` → `(append)*` → `sync` when retired. An append that fails part way
+//! cuts the file back to its last whole record, so the failed write can never be replayed and
+//! nothing is ever appended behind a partial record; the caller then stops accepting writes.
+//! `scan` decodes a log's bytes up to the first record that is incomplete or damaged and says
+//! whether that damage is a torn tail (what a crash mid-append leaves) or lies in the middle.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::coding::{put_u32_len, Cursor};
 use crate::error::{Error, Result};
+use crate::fs::{CreateMode, FileSystem, WritableFile};
 use crate::table::{TAG_DELETE, TAG_PUT};
 
 /// A batch as a list of (key, value-or-tombstone).
 pub(crate) type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
-/// Largest record accepted on replay (a larger length field is treated as a torn tail).
+/// Largest record payload accepted on replay (a larger length field is damage).
 pub(crate) const MAX_RECORD: usize = 1 << 30;
+/// Record header: payload length (u32) and CRC-32 (u32).
+pub(crate) const HEADER_LEN: usize = 8;
+
+/// Encoded payload bytes of one operation (FORMAT.md §2): tag, key length, key, and for a put
+/// the value length and value.
+pub(crate) fn op_encoded_len(key: usize, value: Option<usize>) -> usize {
+    1 + 4 + key + value.map_or(0, |v| 4 + v)
+}
+
+/// Payload bytes of a batch before its operations (the operation count).
+pub(crate) const BATCH_HEADER_LEN: usize = 4;
 
 /// An open log being appended to.
 pub(crate) struct WalWriter {
-    file: File,
+    file: Box<dyn WritableFile>,
     path: PathBuf,
+    /// Bytes of whole records written (where a failed append is cut back to).
+    len: u64,
 }
 
 pub(crate) fn wal_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:06}.wal"))
 }
 
-/// Encodes a batch payload.
-pub(crate) fn encode_batch(ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
+/// Encodes a batch as one record (header included). Every length is checked, never truncated.
+pub(crate) fn encode_batch(ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<Vec<u8>> {
     let size: usize = ops
         .iter()
-        .map(|(k, v)| 13 + k.len() + v.as_ref().map_or(0, Vec::len))
+        .map(|(k, v)| op_encoded_len(k.len(), v.as_ref().map(Vec::len)))
         .sum();
-    let mut out = Vec::with_capacity(8 + 4 + size);
-    out.extend_from_slice(&[0u8; 8]); // length and CRC, filled below
-    out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
+    if BATCH_HEADER_LEN + size > MAX_RECORD {
+        return Err(Error::InvalidArgument(format!(
+            "write batch encodes to {} bytes, more than a log record may hold ({MAX_RECORD})",
+            BATCH_HEADER_LEN + size
+        )));
+    }
+    let mut out = Vec::with_capacity(HEADER_LEN + BATCH_HEADER_LEN + size);
+    out.extend_from_slice(&[0u8; HEADER_LEN]); // length and CRC, filled below
+    put_u32_len(&mut out, ops.len(), "operation count of a write batch")?;
     for (k, v) in ops {
         out.push(if v.is_some() { TAG_PUT } else { TAG_DELETE });
-        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        put_u32_len(&mut out, k.len(), "key")?;
         out.extend_from_slice(k);
         if let Some(v) = v {
-            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+            put_u32_len(&mut out, v.len(), "value")?;
             out.extend_from_slice(v);
         }
     }
-    let len = (out.len() - 8) as u32;
-    let crc = crc32fast::hash(&out[8..]);
+    let len = crate::coding::u32_len(out.len() - HEADER_LEN, "log record")?;
+    let crc = crc32fast::hash(&out[HEADER_LEN..]);
     out[..4].copy_from_slice(&len.to_le_bytes());
     out[4..8].copy_from_slice(&crc.to_le_bytes());
-    out
+    Ok(out)
 }
 
-fn decode_batch(payload: &[u8]) -> Option<Ops> {
-    let mut c = crate::table::Cursor::new(payload);
+/// Decodes one record payload; `None` if it is not a well-formed batch.
+pub(crate) fn decode_batch(payload: &[u8]) -> Option<Ops> {
+    let mut c = Cursor::new(payload);
     let count = c.u32().ok()?;
     let mut ops = Vec::with_capacity(count.min(1 << 16) as usize);
     for _ in 0..count {
@@ -68,83 +93,124 @@ fn decode_batch(payload: &[u8]) -> Option<Ops> {
     c.is_empty().then_some(ops)
 }
 
-/// What a replay recovered.
-pub(crate) struct Replay {
-    pub(crate) batches: Vec<Ops>,
-    /// Bytes after the last good record (a torn or corrupt tail), dropped.
-    pub(crate) dropped_bytes: u64,
+/// The first record of a log that could not be used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Damage {
+    /// Byte offset of the record in the log.
+    pub(crate) offset: usize,
+    /// What is wrong with it.
+    pub(crate) reason: String,
+    /// The damage runs to the end of the file (the record is cut off, ends exactly at the end
+    /// of the file, or only zero bytes follow): what a crash during an append leaves.
+    pub(crate) torn_tail: bool,
 }
 
-/// Reads every intact record of the log at `path`, in order.
-pub(crate) fn replay(path: &Path) -> Result<Replay> {
-    let data =
-        std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+/// What `scan` found in a log.
+pub(crate) struct Scan {
+    /// Every batch before the first unusable record, in order.
+    pub(crate) batches: Vec<Ops>,
+    /// The first unusable record, if any.
+    pub(crate) damage: Option<Damage>,
+}
+
+/// Decodes `data` (a whole log) up to its first incomplete or damaged record.
+pub(crate) fn scan(data: &[u8]) -> Scan {
     let mut pos = 0usize;
     let mut batches = Vec::new();
-    while data.len() - pos >= 8 {
-        let len =
-            u32::from_le_bytes([data[pos], data[pos + 1], data[pos + 2], data[pos + 3]]) as usize;
-        let crc = u32::from_le_bytes([data[pos + 4], data[pos + 5], data[pos + 6], data[pos + 7]]);
-        if len > MAX_RECORD || data.len() - pos - 8 < len {
-            break;
+    let damage = loop {
+        let rest = &data[pos..];
+        if rest.is_empty() {
+            break None;
         }
-        let payload = &data[pos + 8..pos + 8 + len];
-        if crc32fast::hash(payload) != crc {
-            break;
+        let zeros_to_end = rest.iter().all(|&b| b == 0);
+        let bad = |reason: String, record_end: Option<usize>| Damage {
+            offset: pos,
+            reason,
+            torn_tail: zeros_to_end || record_end.is_none_or(|e| e >= rest.len()),
+        };
+        if rest.len() < HEADER_LEN {
+            break Some(bad(
+                format!("{} bytes, too few for a record header", rest.len()),
+                None,
+            ));
+        }
+        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let crc = u32::from_le_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        if len > MAX_RECORD {
+            break Some(bad(
+                format!("record length {len} over the {MAX_RECORD}-byte limit"),
+                Some(usize::MAX),
+            ));
+        }
+        let end = HEADER_LEN + len;
+        if rest.len() < end {
+            break Some(bad(
+                format!("record of {len} bytes cut off after {}", rest.len() - HEADER_LEN),
+                None,
+            ));
+        }
+        let payload = &rest[HEADER_LEN..end];
+        let actual = crc32fast::hash(payload);
+        if actual != crc {
+            break Some(bad(
+                format!("record checksum mismatch: stored {crc:#010x}, computed {actual:#010x}"),
+                Some(end),
+            ));
         }
         let Some(ops) = decode_batch(payload) else {
-            break;
+            break Some(bad("record payload is not a valid batch".into(), Some(end)));
         };
         batches.push(ops);
-        pos += 8 + len;
-    }
-    Ok(Replay {
-        batches,
-        dropped_bytes: (data.len() - pos) as u64,
-    })
+        pos += end;
+    };
+    Scan { batches, damage }
 }
 
 impl WalWriter {
-    /// Creates a new, empty log.
-    pub(crate) fn create(dir: &Path, id: u64) -> Result<Self> {
+    /// Creates a new, empty log and makes its directory entry durable.
+    pub(crate) fn create(fs: &dyn FileSystem, dir: &Path, id: u64) -> Result<Self> {
         let path = wal_path(dir, id);
-        let file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
+        let file = fs
+            .create(&path, CreateMode::New)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        sync_dir(dir)?;
-        Ok(WalWriter { file, path })
+        fs.sync_dir(dir)
+            .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))?;
+        Ok(WalWriter { file, path, len: 0 })
     }
 
-    /// Appends one encoded record (from `encode_batch`); with `sync`, waits for the disk.
+    /// Appends one encoded record (from `encode_batch`); with `sync`, waits for the disk. On
+    /// failure the file is cut back to its last whole record (best effort) before returning
+    /// the error, so the failed record is never replayed.
     pub(crate) fn append(&mut self, record: &[u8], sync: bool) -> Result<()> {
-        self.file
+        let result = self
+            .file
             .write_all(record)
-            .map_err(|e| Error::io(format!("appending to {}", self.path.display()), e))?;
-        if sync {
-            self.sync()?;
+            .map_err(|e| Error::io(format!("appending to {}", self.path.display()), e))
+            .and_then(|()| if sync { self.sync() } else { Ok(()) });
+        match result {
+            Ok(()) => {
+                self.len += record.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                let _ = self.file.truncate(self.len);
+                Err(e)
+            }
         }
-        Ok(())
     }
 
-    pub(crate) fn sync(&self) -> Result<()> {
+    /// Makes every appended record durable.
+    pub(crate) fn sync(&mut self) -> Result<()> {
         self.file
-            .sync_data()
+            .sync()
             .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))
     }
-}
-
-/// Makes a directory's entries (created, renamed, removed files) durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fs::{Fault, FaultyFs, StdFs};
 
     fn ops(n: u8) -> Ops {
         (0..n)
@@ -162,36 +228,59 @@ mod tests {
     }
 
     #[test]
-    fn replay_recovers_every_record_and_drops_a_torn_tail() {
+    fn scan_recovers_every_record_and_classifies_damage() {
         let dir = tempfile::tempdir().unwrap();
-        let mut w = WalWriter::create(dir.path(), 1).unwrap();
+        let mut w = WalWriter::create(&StdFs, dir.path(), 1).unwrap();
         for n in 1..=5 {
-            w.append(&encode_batch(&ops(n)), false).unwrap();
+            w.append(&encode_batch(&ops(n)).unwrap(), false).unwrap();
         }
-        let path = wal_path(dir.path(), 1);
-        let full = std::fs::read(&path).unwrap();
-        let r = replay(&path).unwrap();
-        assert_eq!(r.batches.len(), 5);
-        assert_eq!(r.batches[4], ops(5));
-        assert_eq!(r.dropped_bytes, 0);
-        // Every truncation keeps exactly the records that are whole.
+        let full = std::fs::read(wal_path(dir.path(), 1)).unwrap();
+        let s = scan(&full);
+        assert_eq!(s.batches.len(), 5);
+        assert_eq!(s.batches[4], ops(5));
+        assert_eq!(s.damage, None);
+        // Every truncation keeps exactly the records that are whole, and is a torn tail.
         let ends: Vec<usize> = (1..=5)
-            .map(|n| (1..=n).map(|i| encode_batch(&ops(i)).len()).sum())
+            .map(|n| (1..=n).map(|i| encode_batch(&ops(i)).unwrap().len()).sum())
             .collect();
         for len in 0..full.len() {
-            std::fs::write(&path, &full[..len]).unwrap();
-            let r = replay(&path).unwrap();
-            assert_eq!(
-                r.batches.len(),
-                ends.iter().filter(|&&e| e <= len).count(),
-                "len {len}"
-            );
+            let s = scan(&full[..len]);
+            assert_eq!(s.batches.len(), ends.iter().filter(|&&e| e <= len).count());
+            assert!(s.damage.is_none_or(|d| d.torn_tail), "len {len}");
         }
-        // A flipped byte in the last record drops only that record.
+        // A flipped byte in the last record drops only that record: a torn tail.
         let mut bad = full.clone();
         let last = bad.len() - 1;
         bad[last] ^= 1;
-        std::fs::write(&path, &bad).unwrap();
-        assert_eq!(replay(&path).unwrap().batches.len(), 4);
+        let s = scan(&bad);
+        assert_eq!(s.batches.len(), 4);
+        assert!(s.damage.unwrap().torn_tail);
+        // A flipped byte in the first record, with whole records after it: damage in the middle.
+        let mut bad = full.clone();
+        bad[HEADER_LEN + 2] ^= 1;
+        let s = scan(&bad);
+        assert_eq!(s.batches.len(), 0);
+        let d = s.damage.unwrap();
+        assert!(!d.torn_tail && d.offset == 0 && d.reason.contains("checksum"), "{d:?}");
+        // Zeros after the last record (a file extended but never written) are a torn tail.
+        let mut zeros = full.clone();
+        zeros.extend_from_slice(&[0u8; 100]);
+        let s = scan(&zeros);
+        assert_eq!(s.batches.len(), 5);
+        assert!(s.damage.unwrap().torn_tail);
+    }
+
+    #[test]
+    fn a_failed_append_is_cut_back_and_later_appends_stay_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultyFs::new();
+        let mut w = WalWriter::create(&fs, dir.path(), 1).unwrap(); // ops 1-2
+        w.append(&encode_batch(&ops(2)).unwrap(), false).unwrap(); // op 3
+        fs.fail_once(4, Fault::PartialWrite);
+        assert!(w.append(&encode_batch(&ops(7)).unwrap(), false).is_err()); // op 4, cut back
+        w.append(&encode_batch(&ops(3)).unwrap(), false).unwrap();
+        let s = scan(&std::fs::read(wal_path(dir.path(), 1)).unwrap());
+        assert_eq!(s.batches, vec![ops(2), ops(3)]);
+        assert_eq!(s.damage, None);
     }
 }

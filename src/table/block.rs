@@ -2,6 +2,9 @@
 //! Every function here takes bytes from disk and returns an error, never panics, on any
 //! malformed input.
 
+pub(crate) use crate::coding::Cursor;
+use crate::coding::put_u32_len;
+
 /// Where a block lives in a table file: offset and size, the size including the 4-byte CRC
 /// for data, index and properties blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -24,15 +27,16 @@ pub struct Entry {
 pub(crate) const TAG_PUT: u8 = 1;
 pub(crate) const TAG_DELETE: u8 = 2;
 
-/// Appends one data-block entry.
-pub(crate) fn put_entry(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) {
+/// Appends one data-block entry; a key or value too long for its length field is an error.
+pub(crate) fn put_entry(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) -> crate::Result<()> {
     out.push(if value.is_some() { TAG_PUT } else { TAG_DELETE });
-    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(value.map_or(0, <[u8]>::len) as u32).to_le_bytes());
+    put_u32_len(out, key.len(), "key")?;
+    put_u32_len(out, value.map_or(0, <[u8]>::len), "value")?;
     out.extend_from_slice(key);
     if let Some(v) = value {
         out.extend_from_slice(v);
     }
+    Ok(())
 }
 
 /// Appends the CRC-32 of everything in `out` from `start`.
@@ -55,54 +59,6 @@ pub(crate) fn unseal(block: &[u8]) -> Result<&[u8], String> {
         ));
     }
     Ok(payload)
-}
-
-/// A cursor over little-endian fields with bounds checks.
-pub(crate) struct Cursor<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Cursor { buf, pos: 0 }
-    }
-    pub(crate) fn is_empty(&self) -> bool {
-        self.pos >= self.buf.len()
-    }
-    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| {
-                format!(
-                    "field of {n} bytes at offset {} overruns a {}-byte block",
-                    self.pos,
-                    self.buf.len()
-                )
-            })?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-    pub(crate) fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.bytes(1)?[0])
-    }
-    pub(crate) fn u32(&mut self) -> Result<u32, String> {
-        let b = self.bytes(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    pub(crate) fn u64(&mut self) -> Result<u64, String> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.bytes(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-    /// A u32 length followed by that many bytes.
-    pub(crate) fn len_prefixed(&mut self) -> Result<&'a [u8], String> {
-        let n = self.u32()? as usize;
-        self.bytes(n)
-    }
 }
 
 /// One decoded entry borrowing from the block.
@@ -153,9 +109,9 @@ mod tests {
     #[test]
     fn entries_round_trip_and_damage_is_an_error() {
         let mut b = Vec::new();
-        put_entry(&mut b, b"a", Some(b"1"));
-        put_entry(&mut b, b"b", None);
-        put_entry(&mut b, b"c", Some(b""));
+        put_entry(&mut b, b"a", Some(b"1")).unwrap();
+        put_entry(&mut b, b"b", None).unwrap();
+        put_entry(&mut b, b"c", Some(b"")).unwrap();
         let e = decode_entries(&b).unwrap();
         assert_eq!(e.len(), 3);
         assert_eq!(e[1].value, None);

@@ -3,14 +3,28 @@
 //! every key, tombstones included (a tombstone must be found to hide older values in deeper
 //! tables, so its key has to pass the filter).
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::block::{put_entry, seal, BlockHandle};
 use super::footer::{Footer, Properties};
+use crate::coding::put_len_prefixed;
 use crate::error::{Error, Result};
 use crate::filter::{hash_key, FilterBuilder, FilterPolicy};
+use crate::fs::{CreateMode, FileSystem, StdFs, WritableFile};
+
+/// Lets `BufWriter` batch small writes into one `WritableFile::write_all`.
+struct Sink(Box<dyn WritableFile>);
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write_all(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// How to write a table.
 #[derive(Clone, Debug)]
@@ -26,7 +40,7 @@ pub struct TableBuilderOptions {
 /// Builds a table file.
 pub struct TableBuilder {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<Sink>,
     opts: TableBuilderOptions,
     offset: u64,
     block: Vec<u8>,
@@ -42,12 +56,18 @@ pub struct TableBuilder {
 impl TableBuilder {
     /// Creates (truncates) the file at `path`.
     pub fn create(path: &Path, opts: TableBuilderOptions) -> Result<Self> {
-        let file =
-            File::create(path).map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+        Self::create_in(&StdFs, path, opts)
+    }
+
+    /// Creates (truncates) the file at `path` through `fs`.
+    pub fn create_in(fs: &dyn FileSystem, path: &Path, opts: TableBuilderOptions) -> Result<Self> {
         let filter = opts.filter.map(FilterBuilder::new).transpose()?;
+        let file = fs
+            .create(path, CreateMode::Truncate)
+            .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         Ok(TableBuilder {
             path: path.to_path_buf(),
-            out: BufWriter::with_capacity(1 << 16, file),
+            out: BufWriter::with_capacity(1 << 16, Sink(file)),
             opts,
             offset: 0,
             block: Vec::new(),
@@ -68,10 +88,10 @@ impl TableBuilder {
                 "table keys must be added in strictly increasing order".into(),
             ));
         }
+        put_entry(&mut self.block, key, value)?;
         if self.min_key.is_none() {
             self.min_key = Some(key.to_vec());
         }
-        put_entry(&mut self.block, key, value);
         if let Some(f) = &mut self.filter {
             f.add_hash(hash_key(key));
         }
@@ -114,9 +134,7 @@ impl TableBuilder {
         seal(&mut block, 0);
         let h = self.write(&block)?;
         let last = self.last_key.as_deref().unwrap_or_default();
-        self.index
-            .extend_from_slice(&(last.len() as u32).to_le_bytes());
-        self.index.extend_from_slice(last);
+        put_len_prefixed(&mut self.index, last, "key")?;
         self.index.extend_from_slice(&h.offset.to_le_bytes());
         self.index.extend_from_slice(&h.size.to_le_bytes());
         self.data_blocks += 1;
@@ -155,7 +173,7 @@ impl TableBuilder {
                 .map_or(0, |d| d.as_millis() as u64),
             writer: concat!("lsm-bloom ", env!("CARGO_PKG_VERSION")).to_string(),
         };
-        let properties = self.write(&props.encode())?;
+        let properties = self.write(&props.encode()?)?;
         self.write(
             &Footer {
                 index,
@@ -164,11 +182,12 @@ impl TableBuilder {
             }
             .encode(),
         )?;
-        let file = self
+        let mut file = self
             .out
             .into_inner()
-            .map_err(|e| Error::io(format!("flushing {}", self.path.display()), e.into_error()))?;
-        file.sync_all()
+            .map_err(|e| Error::io(format!("writing {}", self.path.display()), e.into_error()))?;
+        file.0
+            .sync()
             .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
         Ok(props)
     }

@@ -1,6 +1,7 @@
 //! The fixed-size table footer and the properties block (FORMAT.md §3).
 
 use super::block::{seal, unseal, BlockHandle, Cursor};
+use crate::coding::put_len_prefixed;
 use crate::filter::FilterKind;
 
 /// Magic bytes closing every table file.
@@ -139,8 +140,9 @@ fn ser_key<S: serde::Serializer>(k: &[u8], s: S) -> Result<S::Ok, S::Error> {
 }
 
 impl Properties {
-    /// The properties block, CRC included.
-    pub fn encode(&self) -> Vec<u8> {
+    /// The properties block, CRC included; a key or writer name too long for its u32 length
+    /// field is an error.
+    pub fn encode(&self) -> crate::Result<Vec<u8>> {
         let mut b = Vec::new();
         for v in [
             self.entries,
@@ -151,17 +153,15 @@ impl Properties {
             b.extend_from_slice(&v.to_le_bytes());
         }
         for k in [&self.min_key, &self.max_key] {
-            b.extend_from_slice(&(k.len() as u32).to_le_bytes());
-            b.extend_from_slice(k);
+            put_len_prefixed(&mut b, k, "key")?;
         }
         b.push(self.filter_kind.map_or(0, FilterKind::id));
         b.extend_from_slice(&self.filter_bits_per_key.to_le_bytes());
         b.extend_from_slice(&self.level.to_le_bytes());
         b.extend_from_slice(&self.created_unix_ms.to_le_bytes());
-        b.extend_from_slice(&(self.writer.len() as u32).to_le_bytes());
-        b.extend_from_slice(self.writer.as_bytes());
+        put_len_prefixed(&mut b, self.writer.as_bytes(), "writer name")?;
         seal(&mut b, 0);
-        b
+        Ok(b)
     }
 
     /// Validates and decodes a properties block (CRC included).
@@ -260,7 +260,7 @@ mod tests {
             created_unix_ms: 7,
             writer: "w".into(),
         };
-        let b = p.encode();
+        let b = p.encode().unwrap();
         assert_eq!(Properties::decode(&b).unwrap(), p);
         for len in 0..b.len() {
             assert!(Properties::decode(&b[..len]).is_err());

@@ -12,7 +12,7 @@ mod footer;
 mod reader;
 
 pub use block::{BlockHandle, Entry};
-pub(crate) use block::{Cursor, TAG_DELETE, TAG_PUT};
+pub(crate) use block::{TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use footer::{Footer, Properties, FOOTER_LEN, TABLE_MAGIC, TABLE_VERSION};
-pub use reader::{FilterState, Table, TableIter, TableReadStats};
+pub use reader::{FilterProblem, FilterState, Table, TableIter, TableReadStats};

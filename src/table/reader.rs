@@ -19,8 +19,39 @@ pub enum FilterState {
     Valid(FilterReader<Vec<u8>>),
     /// The table was written without a filter.
     None,
-    /// The filter block failed validation; the table is read as if it had no filter.
-    Invalid(FilterError),
+    /// The filter block failed validation or does not match its table; the table is read as
+    /// if it had no filter (counted in `DbStats::filter_validation_failures`).
+    Invalid(FilterProblem),
+}
+
+/// Why a table's filter block is not used.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FilterProblem {
+    /// The block itself is damaged or of an unknown kind or version.
+    Damaged(FilterError),
+    /// The block is intact but describes a different number of keys than the table holds:
+    /// it was not built over this table's keys, so an "absent" from it could be wrong.
+    KeyCountMismatch {
+        /// Keys the filter header says it holds.
+        filter_keys: u64,
+        /// Entries the table's properties say it holds.
+        table_entries: u64,
+    },
+}
+
+impl std::fmt::Display for FilterProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FilterProblem::Damaged(e) => write!(f, "{e}"),
+            FilterProblem::KeyCountMismatch {
+                filter_keys,
+                table_entries,
+            } => write!(
+                f,
+                "filter holds {filter_keys} keys but the table has {table_entries} entries"
+            ),
+        }
+    }
 }
 
 /// Data-block reads done by one operation.
@@ -122,8 +153,12 @@ impl Table {
             FilterState::None
         } else {
             match FilterReader::new(read_at(&file, path, footer.filter)?) {
-                Ok(r) => FilterState::Valid(r),
-                Err(e) => FilterState::Invalid(e),
+                Ok(r) if r.header().n == props.entries => FilterState::Valid(r),
+                Ok(r) => FilterState::Invalid(FilterProblem::KeyCountMismatch {
+                    filter_keys: r.header().n,
+                    table_entries: props.entries,
+                }),
+                Err(e) => FilterState::Invalid(FilterProblem::Damaged(e)),
             }
         };
         Ok(Table {

@@ -1,0 +1,100 @@
+//! Little-endian field helpers shared by every on-disk structure (table blocks, WAL records,
+//! the manifest header): a bounds-checked read cursor, and length fields that refuse to
+//! truncate. Nothing here panics on malformed input: every read returns an error instead.
+
+/// A cursor over little-endian fields with bounds checks.
+pub(crate) struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        Cursor { buf, pos: 0 }
+    }
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+    pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| {
+                format!(
+                    "field of {n} bytes at offset {} overruns a {}-byte block",
+                    self.pos,
+                    self.buf.len()
+                )
+            })?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    pub(crate) fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.bytes(1)?[0])
+    }
+    pub(crate) fn u32(&mut self) -> Result<u32, String> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    pub(crate) fn u64(&mut self) -> Result<u64, String> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.bytes(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+    /// A u32 length followed by that many bytes.
+    pub(crate) fn len_prefixed(&mut self) -> Result<&'a [u8], String> {
+        let n = self.u32()? as usize;
+        self.bytes(n)
+    }
+}
+
+/// `len` as a u32 length field, or an error naming `what` if it does not fit.
+pub(crate) fn u32_len(len: usize, what: &str) -> crate::Result<u32> {
+    u32::try_from(len).map_err(|_| {
+        crate::Error::InvalidArgument(format!(
+            "{what} is {len} bytes, more than a 32-bit length field holds"
+        ))
+    })
+}
+
+/// Appends `len` as a u32 length field (see [`u32_len`]).
+pub(crate) fn put_u32_len(out: &mut Vec<u8>, len: usize, what: &str) -> crate::Result<()> {
+    out.extend_from_slice(&u32_len(len, what)?.to_le_bytes());
+    Ok(())
+}
+
+/// Appends a u32 length and then `bytes`.
+pub(crate) fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8], what: &str) -> crate::Result<()> {
+    put_u32_len(out, bytes.len(), what)?;
+    out.extend_from_slice(bytes);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_reads_fields_and_rejects_overruns() {
+        let mut out = Vec::new();
+        put_len_prefixed(&mut out, b"key", "key").unwrap();
+        out.extend_from_slice(&7u64.to_le_bytes());
+        let mut c = Cursor::new(&out);
+        assert_eq!(c.len_prefixed().unwrap(), b"key");
+        assert_eq!(c.u64().unwrap(), 7);
+        assert!(c.is_empty());
+        assert!(c.u8().unwrap_err().contains("overruns"));
+        let huge = u32::MAX.to_le_bytes();
+        assert!(Cursor::new(&huge).len_prefixed().is_err());
+    }
+
+    #[test]
+    fn lengths_past_u32_are_refused_not_truncated() {
+        assert_eq!(u32_len(5, "x").unwrap(), 5);
+        let too_big = u32::MAX as usize + 1;
+        let e = u32_len(too_big, "value").unwrap_err().to_string();
+        assert!(e.contains("value is 4294967296 bytes"), "{e}");
+    }
+}

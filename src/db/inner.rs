@@ -1,0 +1,167 @@
+//! The state every part of the store shares (`Inner`), and the error state that stops writes.
+//!
+//! Locks, in the order they may be taken: `writer` (one writer appends to the WAL at a time)
+//! → `work` (one flush or compaction edits the table set at a time; every manifest write holds
+//! it) → `state` (the published memtables and table set: held only to read or swap pointers)
+//! → `signal` (worker wake-ups and progress). `get` and `scan` take only `state`, briefly.
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use super::compaction::Version;
+use super::memtable::Memtable;
+use super::recovery::RecoveryReport;
+use super::stats::Counters;
+use super::wal::WalWriter;
+use super::Options;
+use crate::error::{Error, Result};
+
+/// Tolerates poisoning: a panic elsewhere is reported through `ErrorState`, and the data each
+/// lock guards stays consistent because every update is a single assignment or push.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// What readers see: the mutable memtable, the immutable ones waiting for flush, the tables.
+pub(super) struct State {
+    pub(super) mem: Arc<Memtable>,
+    /// Oldest first.
+    pub(super) imm: Vec<Arc<Memtable>>,
+    pub(super) version: Arc<Version>,
+}
+
+#[derive(Default)]
+pub(super) struct Signal {
+    pub(super) pending: bool,
+    pub(super) shutdown: bool,
+    /// The worker is running jobs.
+    pub(super) busy: bool,
+}
+
+/// Guarded by `Inner::work`: what flushes and compactions need besides the table set.
+pub(super) struct Work {
+    /// Per level, the largest key of the last table compacted out of it (round robin).
+    pub(super) cursors: Vec<Vec<u8>>,
+    /// `next_file` in the manifest on disk: table numbers below it are reserved.
+    pub(super) reserved: u64,
+}
+
+/// Once set, every write fails with `Error::ReadOnly` carrying the first error; reads go on.
+#[derive(Default)]
+pub(super) struct ErrorState {
+    failed: AtomicBool,
+    first: Mutex<Option<Arc<Error>>>,
+}
+
+impl ErrorState {
+    /// `Err(ReadOnly)` once an error has been recorded.
+    pub(super) fn check(&self) -> Result<()> {
+        if !self.failed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        match lock(&self.first).as_ref() {
+            Some(first) => Err(Error::ReadOnly {
+                source: Arc::clone(first),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    pub(super) fn is_set(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Records `e` (if it is the first) and returns it, for the caller whose operation failed.
+    pub(super) fn set(&self, e: Error) -> Error {
+        let mut first = lock(&self.first);
+        if first.is_none() {
+            *first = Some(Arc::new(e.replicate()));
+            self.failed.store(true, Ordering::Release);
+        }
+        e
+    }
+}
+
+pub(super) struct Inner {
+    pub(super) dir: PathBuf,
+    pub(super) opts: Options,
+    pub(super) state: RwLock<State>,
+    pub(super) writer: Mutex<WalWriter>,
+    pub(super) work: Mutex<Work>,
+    pub(super) signal: Mutex<Signal>,
+    pub(super) wake_worker: Condvar,
+    pub(super) progress: Condvar,
+    pub(super) counters: Counters,
+    /// The next file number to hand out (tables and logs share one sequence).
+    pub(super) next_file: AtomicU64,
+    pub(super) errors: ErrorState,
+    pub(super) recovery: RecoveryReport,
+    pub(super) _lock: File,
+}
+
+impl Inner {
+    /// The current state, read-locked (briefly: clone what you need and drop the guard).
+    pub(super) fn read_state(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces parts of the published state.
+    pub(super) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        f(&mut self.state.write().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The current table set.
+    pub(super) fn version(&self) -> Arc<Version> {
+        self.read_state().version.clone()
+    }
+
+    pub(super) fn snapshot(&self) -> (Arc<Memtable>, Vec<Arc<Memtable>>, Arc<Version>) {
+        let s = self.read_state();
+        (s.mem.clone(), s.imm.clone(), s.version.clone())
+    }
+
+    /// Waits on `progress` for at most `timeout` (flushes and compactions notify it).
+    pub(super) fn wait_progress<'a>(
+        &self,
+        sig: MutexGuard<'a, Signal>,
+        timeout: Duration,
+    ) -> MutexGuard<'a, Signal> {
+        self.progress
+            .wait_timeout(sig, timeout)
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+    }
+
+    /// Asks the worker to look for work.
+    pub(super) fn wake(&self) {
+        lock(&self.signal).pending = true;
+        self.wake_worker.notify_all();
+    }
+
+    /// Best-effort removal of a file the manifest no longer needs: one left behind is proven
+    /// obsolete by the manifest and removed by the next open.
+    pub(super) fn remove_obsolete(&self, path: &std::path::Path) {
+        let _ = self.opts.fs.remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_error_wins_and_later_checks_carry_it() {
+        let s = ErrorState::default();
+        assert!(s.check().is_ok());
+        let e = s.set(Error::InvalidArgument("first".into()));
+        assert!(e.to_string().contains("first"));
+        s.set(Error::InvalidArgument("second".into()));
+        match s.check() {
+            Err(Error::ReadOnly { source }) => assert!(source.to_string().contains("first")),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! `Options`: how the store behaves, with defaults that suit most services, and their
+//! validation (`Db::open` refuses out-of-range options with `Error::InvalidArgument`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::stats::MAX_LEVELS;
+use crate::error::{Error, Result};
+use crate::filter::FilterPolicy;
+use crate::fs::{FileSystem, StdFs};
+
+/// What `Db::open` does with a write-ahead log that is damaged (README "What survives what",
+/// FORMAT.md §2 "Recovery rules").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WalRecovery {
+    /// Recover to the last intact record before the first damaged or incomplete one, across
+    /// all logs in order: everything after that point (the rest of that log and every later
+    /// log) is dropped, never a later write kept while an earlier one is lost. What was
+    /// dropped is in `Db::recovery()` and `DbStats::wal_bytes_dropped`. RocksDB's
+    /// `kPointInTimeRecovery`.
+    #[default]
+    PointInTime,
+    /// Tolerate only a torn tail — damage that runs to the end of the newest log with data,
+    /// which is what a crash in the middle of an append leaves — and refuse to open
+    /// (`Error::Corruption`) on damage anywhere else. RocksDB's
+    /// `kTolerateCorruptedTailRecords`.
+    TornTailOnly,
+}
+
+/// How the store behaves. `Options::default()` suits most services.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Create the database if the directory holds none (default true).
+    pub create_if_missing: bool,
+    /// Refuse to open a directory that already holds a database (default false).
+    pub error_if_exists: bool,
+    /// What to do with a damaged write-ahead log at open (default `PointInTime`).
+    pub wal_recovery: WalRecovery,
+    /// Memtable size that triggers a flush, in bytes (default 8 MiB).
+    pub memtable_size: usize,
+    /// Target data block size in bytes (default 4 KiB).
+    pub block_size: usize,
+    /// Filter for every level (default blocked Bloom, 10 bits/key); `None` disables filters.
+    pub filter_policy: Option<FilterPolicy>,
+    /// Per-level overrides of `filter_policy` (`None` disables the filter on that level).
+    pub filter_policy_per_level: BTreeMap<usize, Option<FilterPolicy>>,
+    /// `fdatasync` the WAL on every write (default false: a write survives a process crash,
+    /// not a power loss).
+    pub sync_writes: bool,
+    /// Size ratio between adjacent levels (default 10).
+    pub size_ratio: u32,
+    /// Bytes level 1 may hold before it is compacted into level 2 (default 64 MiB).
+    pub level1_max_bytes: u64,
+    /// Level-0 table count that triggers a compaction (default 4).
+    pub l0_compaction_trigger: usize,
+    /// Level-0 table count at which writes wait for compaction (default 12).
+    pub l0_stop_writes_trigger: usize,
+    /// Target size of compaction output tables (default 8 MiB).
+    pub target_file_size: u64,
+    /// Immutable memtables waiting for flush before writes wait (default 2).
+    pub max_immutable_memtables: usize,
+    /// The file system the write path uses (default the real one; tests pass a
+    /// [`crate::fs::FaultyFs`] to make operations fail).
+    pub fs: Arc<dyn FileSystem>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            wal_recovery: WalRecovery::PointInTime,
+            memtable_size: 8 << 20,
+            block_size: 4096,
+            filter_policy: Some(FilterPolicy::default()),
+            filter_policy_per_level: BTreeMap::new(),
+            sync_writes: false,
+            size_ratio: 10,
+            level1_max_bytes: 64 << 20,
+            l0_compaction_trigger: 4,
+            l0_stop_writes_trigger: 12,
+            target_file_size: 8 << 20,
+            max_immutable_memtables: 2,
+            fs: Arc::new(StdFs),
+        }
+    }
+}
+
+impl Options {
+    /// The filter policy for tables written to `level`.
+    pub fn filter_for_level(&self, level: usize) -> Option<FilterPolicy> {
+        self.filter_policy_per_level
+            .get(&level)
+            .copied()
+            .unwrap_or(self.filter_policy)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let bad = |s: &str| Err(Error::InvalidArgument(s.to_string()));
+        if self.memtable_size < 1024 {
+            return bad("memtable_size must be at least 1024 bytes");
+        }
+        if !(64..=1 << 24).contains(&self.block_size) {
+            return bad("block_size must be between 64 bytes and 16 MiB");
+        }
+        if self.size_ratio < 2 {
+            return bad("size_ratio must be at least 2");
+        }
+        if self.l0_compaction_trigger == 0
+            || self.l0_stop_writes_trigger <= self.l0_compaction_trigger
+        {
+            return bad("need 0 < l0_compaction_trigger < l0_stop_writes_trigger");
+        }
+        if self.max_immutable_memtables == 0
+            || self.target_file_size < 1024
+            || self.level1_max_bytes < 1024
+        {
+            return bad(
+                "max_immutable_memtables, target_file_size and level1_max_bytes must be positive",
+            );
+        }
+        for level in self.filter_policy_per_level.keys() {
+            if *level >= MAX_LEVELS {
+                return Err(Error::InvalidArgument(format!(
+                    "filter override for level {level}, levels are 0..{MAX_LEVELS}"
+                )));
+            }
+        }
+        for p in std::iter::once(&self.filter_policy)
+            .chain(self.filter_policy_per_level.values())
+            .flatten()
+        {
+            p.validate()?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,350 @@
+//! Opening a database: lock the directory, read and check the manifest, classify every file,
+//! replay the write-ahead logs by the recovery rules, and commit the result.
+//!
+//! Order (each step only after the one before succeeded):
+//! 1. Lock `LOCK` (`Error::Locked` if held). Read `MANIFEST`. No manifest: a directory that
+//!    holds tables or non-empty logs is refused (`Error::MissingManifest`, nothing touched);
+//!    otherwise it is a new database (`create_if_missing`).
+//! 2. Open every table the manifest names and check the table set: levels ≥ 1 sorted and
+//!    disjoint, else `Error::Corruption`.
+//! 3. Remove only what the manifest proves obsolete: tables it does not name whose number is
+//!    below its `next_file`, logs below its `log_number`, `MANIFEST.tmp`. A table numbered at
+//!    or above `next_file` is unexplained: left in place and reported.
+//! 4. Write a manifest that reserves file numbers, then replay the logs at or above
+//!    `log_number` in order. Replay stops at the first damaged or incomplete record across
+//!    all logs (`WalRecovery::PointInTime`), or refuses unless that damage is a torn tail of
+//!    the newest log (`WalRecovery::TornTailOnly`).
+//! 5. Create a new log, write what was replayed to a level-0 table, sync the directory,
+//!    write the manifest naming both, and only then remove the replayed logs.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+
+use super::compaction::Version;
+use super::inner::{ErrorState, Inner, Signal, State, Work};
+use super::manifest::{self, ManifestData};
+use super::memtable::Memtable;
+use super::stats::{add, Counters, MAX_LEVELS};
+use super::wal::{self, WalWriter};
+use super::worker::{manifest_data, write_l0, ID_RESERVATION};
+use super::{table_path, Options, WalRecovery};
+use crate::error::{Error, Result};
+use crate::table::{FilterState, Table};
+
+/// Where replay stopped early.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalDamage {
+    /// The log holding the first unusable record.
+    pub log: PathBuf,
+    /// Byte offset of that record.
+    pub offset: u64,
+    /// What was wrong with it.
+    pub reason: String,
+    /// Whether it was a torn tail (damage running to the end of the newest log with data).
+    pub torn_tail: bool,
+}
+
+/// What `Db::open` found and did (`Db::recovery()`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Logs replayed.
+    pub logs_replayed: u64,
+    /// Write batches recovered from them.
+    pub batches_replayed: u64,
+    /// The first damaged or incomplete log record, if replay stopped early.
+    pub wal_damage: Option<WalDamage>,
+    /// Log bytes not replayed: from that record to the end of its log, plus every later log.
+    pub wal_bytes_dropped: u64,
+    /// Files removed because the manifest proves them obsolete.
+    pub obsolete_files_removed: u64,
+    /// Table files the manifest neither names nor proves obsolete: left in place, unused.
+    pub unexplained_tables: Vec<PathBuf>,
+    /// Tables whose filter is damaged or does not match them (read without a filter).
+    pub filters_rejected: u64,
+}
+
+struct Inventory {
+    tables: Vec<u64>,
+    /// (number, size in bytes)
+    logs: Vec<(u64, u64)>,
+}
+
+fn numbered(name: &str, ext: &str) -> Option<u64> {
+    name.strip_suffix(ext)?.parse().ok()
+}
+
+fn inventory(dir: &Path) -> Result<Inventory> {
+    let listing = |e| Error::io(format!("listing {}", dir.display()), e);
+    let mut inv = Inventory {
+        tables: Vec::new(),
+        logs: Vec::new(),
+    };
+    for entry in std::fs::read_dir(dir).map_err(listing)? {
+        let entry = entry.map_err(listing)?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if let Some(id) = numbered(&name, ".sst") {
+            inv.tables.push(id);
+        } else if let Some(id) = numbered(&name, ".wal") {
+            let len = entry.metadata().map_err(listing)?.len();
+            inv.logs.push((id, len));
+        }
+    }
+    inv.tables.sort_unstable();
+    inv.logs.sort_unstable();
+    Ok(inv)
+}
+
+fn describe(inv: &Inventory) -> Option<String> {
+    let logs: Vec<u64> = inv.logs.iter().filter(|l| l.1 > 0).map(|l| l.0).collect();
+    if inv.tables.is_empty() && logs.is_empty() {
+        return None;
+    }
+    let first = |ids: &[u64], ext: &str| {
+        ids.iter()
+            .take(3)
+            .map(|id| format!("{id:06}.{ext}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "{} table file(s) ({}) and {} non-empty log(s) ({})",
+        inv.tables.len(),
+        first(&inv.tables, "sst"),
+        logs.len(),
+        first(&logs, "wal")
+    ))
+}
+
+/// Opens the tables `m` names and checks the table set.
+fn load_version(dir: &Path, m: &ManifestData, report: &mut RecoveryReport) -> Result<Version> {
+    let mut version = Version::empty();
+    for (level, metas) in m.levels.iter().enumerate().take(MAX_LEVELS) {
+        for meta in metas {
+            let t = Table::open(&table_path(dir, meta.id), meta.id)?;
+            if matches!(t.filter(), FilterState::Invalid(_)) {
+                report.filters_rejected += 1;
+            }
+            version.levels[level].push(Arc::new(t));
+        }
+    }
+    for (level, tables) in version.levels.iter().enumerate().skip(1) {
+        let live: Vec<&Arc<Table>> = tables.iter().filter(|t| t.properties().entries > 0).collect();
+        for pair in live.windows(2) {
+            if pair[0].max_key() >= pair[1].min_key() {
+                return Err(Error::corruption(
+                    dir.join(manifest::MANIFEST_FILE),
+                    format!(
+                        "level {level} tables {:06}.sst and {:06}.sst overlap or are out of order",
+                        pair[0].id(),
+                        pair[1].id()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(version)
+}
+
+/// Replays the logs numbered `log_number` and above into one memtable, by `mode`'s rules.
+fn replay(
+    dir: &Path,
+    logs: &[(u64, u64)],
+    log_number: u64,
+    mode: WalRecovery,
+    report: &mut RecoveryReport,
+) -> Result<Memtable> {
+    let recovered = Memtable::new(0);
+    for &(id, _) in logs.iter().filter(|l| l.0 >= log_number) {
+        let path = wal::wal_path(dir, id);
+        let data =
+            std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        if let Some(d) = &report.wal_damage {
+            if !data.is_empty() && mode == WalRecovery::TornTailOnly {
+                return Err(Error::corruption(
+                    &d.log,
+                    format!(
+                        "{} at offset {}, and the later log {} holds {} bytes: the damage is not \
+                         a torn tail (WalRecovery::TornTailOnly refuses; PointInTime would \
+                         recover up to offset {})",
+                        d.reason,
+                        d.offset,
+                        path.display(),
+                        data.len(),
+                        d.offset
+                    ),
+                ));
+            }
+            report.wal_bytes_dropped += data.len() as u64;
+            continue;
+        }
+        report.logs_replayed += 1;
+        let scan = wal::scan(&data);
+        report.batches_replayed += scan.batches.len() as u64;
+        for ops in scan.batches {
+            recovered.apply(ops);
+        }
+        if let Some(d) = scan.damage {
+            if !d.torn_tail && mode == WalRecovery::TornTailOnly {
+                return Err(Error::corruption(
+                    &path,
+                    format!(
+                        "{} at offset {}, with {} more bytes after it: damage in the middle of \
+                         the log (WalRecovery::TornTailOnly refuses)",
+                        d.reason,
+                        d.offset,
+                        data.len() - d.offset
+                    ),
+                ));
+            }
+            report.wal_bytes_dropped += (data.len() - d.offset) as u64;
+            report.wal_damage = Some(WalDamage {
+                log: path,
+                offset: d.offset as u64,
+                reason: d.reason,
+                torn_tail: d.torn_tail,
+            });
+        }
+    }
+    Ok(recovered)
+}
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    let lock_path = dir.join("LOCK");
+    let lock_file = File::create(&lock_path)
+        .map_err(|e| Error::io(format!("creating {}", lock_path.display()), e))?;
+    match lock_file.try_lock() {
+        Ok(()) => Ok(lock_file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::Locked {
+            path: dir.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::io(format!("locking {}", lock_path.display()), e))
+        }
+    }
+}
+
+/// Opens (or creates) the database in `dir`; see the module comment for the steps.
+pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
+    opts.validate()?;
+    if !dir.exists() {
+        if !opts.create_if_missing {
+            return Err(Error::NotFound {
+                path: dir.to_path_buf(),
+            });
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    }
+    let lock_file = lock_dir(dir)?;
+    let fs = &*opts.fs;
+    let inv = inventory(dir)?;
+    let mut report = RecoveryReport::default();
+    let m = match manifest::read(dir)? {
+        Some(_) if opts.error_if_exists => {
+            return Err(Error::AlreadyExists {
+                path: dir.to_path_buf(),
+            })
+        }
+        Some(m) => m,
+        None => {
+            if let Some(found) = describe(&inv) {
+                return Err(Error::MissingManifest {
+                    path: dir.to_path_buf(),
+                    found,
+                });
+            }
+            if !opts.create_if_missing {
+                return Err(Error::NotFound {
+                    path: dir.to_path_buf(),
+                });
+            }
+            ManifestData::default()
+        }
+    };
+    let mut version = load_version(dir, &m, &mut report)?;
+
+    let live: HashSet<u64> = m.levels.iter().flatten().map(|t| t.id).collect();
+    let mut obsolete: Vec<PathBuf> = Vec::new();
+    for &id in inv.tables.iter().filter(|id| !live.contains(id)) {
+        if id < m.next_file {
+            obsolete.push(table_path(dir, id));
+        } else {
+            report.unexplained_tables.push(table_path(dir, id));
+        }
+    }
+    obsolete.extend(
+        inv.logs
+            .iter()
+            .filter(|l| l.0 < m.log_number)
+            .map(|l| wal::wal_path(dir, l.0)),
+    );
+    if manifest::temp_path(dir).exists() {
+        obsolete.push(manifest::temp_path(dir));
+    }
+    for path in &obsolete {
+        if fs.remove_file(path).is_ok() {
+            report.obsolete_files_removed += 1;
+        }
+    }
+
+    let highest = inv
+        .tables
+        .iter()
+        .chain(inv.logs.iter().map(|l| &l.0))
+        .max()
+        .map_or(0, |id| id + 1);
+    let next_file = AtomicU64::new(m.next_file.max(highest).max(1));
+    let mut work = Work {
+        cursors: vec![Vec::new(); MAX_LEVELS],
+        reserved: next_file.load(Ordering::SeqCst) + ID_RESERVATION,
+    };
+    // Reserve the numbers this open may use before creating any file.
+    manifest::write(fs, dir, &manifest_data(&version, work.reserved, m.log_number))?;
+
+    let logs: Vec<(u64, u64)> = inv.logs.iter().copied().filter(|l| l.0 >= m.log_number).collect();
+    let recovered = replay(dir, &logs, m.log_number, opts.wal_recovery, &mut report)?;
+    let wal_id = next_file.fetch_add(1, Ordering::SeqCst);
+    let writer = WalWriter::create(fs, dir, wal_id)?;
+    if !recovered.is_empty() {
+        let id = next_file.fetch_add(1, Ordering::SeqCst);
+        version.levels[0].push(Arc::new(write_l0(fs, dir, &opts, &recovered, id)?));
+        fs.sync_dir(dir)
+            .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))?;
+    }
+    work.reserved = work.reserved.max(next_file.load(Ordering::SeqCst));
+    manifest::write(fs, dir, &manifest_data(&version, work.reserved, wal_id))?;
+    for (id, _) in logs {
+        let _ = fs.remove_file(&wal::wal_path(dir, id));
+    }
+
+    let counters = Counters::default();
+    add(&counters.filter_validation_failures, report.filters_rejected);
+    add(&counters.wal_bytes_dropped, report.wal_bytes_dropped);
+    Ok(Inner {
+        dir: dir.to_path_buf(),
+        state: RwLock::new(State {
+            mem: Arc::new(Memtable::new(wal_id)),
+            imm: Vec::new(),
+            version: Arc::new(version),
+        }),
+        writer: Mutex::new(writer),
+        work: Mutex::new(work),
+        signal: Mutex::new(Signal {
+            pending: true,
+            shutdown: false,
+            busy: false,
+        }),
+        wake_worker: Condvar::new(),
+        progress: Condvar::new(),
+        counters,
+        next_file,
+        errors: ErrorState::default(),
+        recovery: report,
+        opts,
+        _lock: lock_file,
+    })
+}

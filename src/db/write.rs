@@ -1,0 +1,147 @@
+//! The write path: `WriteBatch`, WAL append, memtable rotation, and how failures stop writes.
+//!
+//! A write takes the writer lock, checks the error state, rotates the memtable if it is full
+//! (waiting while flushes or level 0 are behind), appends its batch to the WAL as one record
+//! and only then applies it to the memtable and returns `Ok`. Any failure to append, sync,
+//! create or sync a log puts the store in the read-only error state: that write returns the
+//! I/O error, every later one `Error::ReadOnly`. The WAL writer has already cut the log back
+//! to its last whole record, so nothing acknowledged is lost and nothing that failed is
+//! replayed — and since nothing is ever appended after a failure, replay cannot stop early
+//! and drop an acknowledged write behind it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::inner::{lock, Inner};
+use super::memtable::Memtable;
+use super::wal::{self, Ops, WalWriter};
+use super::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
+use crate::error::{Error, Result};
+
+/// Writes applied together: all or none survive a crash, and readers see all or none.
+#[derive(Clone, Debug, Default)]
+pub struct WriteBatch {
+    pub(super) ops: Ops,
+    /// Size of the batch's WAL record payload (FORMAT.md §2).
+    encoded: usize,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
+        let (k, v) = (key.into(), value.into());
+        self.encoded += wal::op_encoded_len(k.len(), Some(v.len()));
+        self.ops.push((k, Some(v)));
+        self
+    }
+    /// Deletes `key`.
+    pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
+        let k = key.into();
+        self.encoded += wal::op_encoded_len(k.len(), None);
+        self.ops.push((k, None));
+        self
+    }
+    /// Operations in the batch.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+    /// True when the batch holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+    /// Bytes the batch takes in the write-ahead log (what `MAX_BATCH_SIZE` limits).
+    pub fn encoded_len(&self) -> usize {
+        wal::BATCH_HEADER_LEN + self.encoded
+    }
+
+    /// Checks every size limit, so a batch that would not replay is never acknowledged.
+    pub(super) fn validate(&self) -> Result<()> {
+        if self.encoded_len() > MAX_BATCH_SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "write batch of {} operations encodes to {} bytes, over the {MAX_BATCH_SIZE}-byte \
+                 limit (MAX_BATCH_SIZE): split it",
+                self.ops.len(),
+                self.encoded_len()
+            )));
+        }
+        for (k, v) in &self.ops {
+            if k.len() > MAX_KEY_SIZE {
+                return Err(Error::InvalidArgument(format!(
+                    "key of {} bytes exceeds the {MAX_KEY_SIZE}-byte limit",
+                    k.len()
+                )));
+            }
+            if let Some(v) = v.as_ref().filter(|v| v.len() > MAX_VALUE_SIZE) {
+                return Err(Error::InvalidArgument(format!(
+                    "value of {} bytes exceeds the {MAX_VALUE_SIZE}-byte limit",
+                    v.len()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Inner {
+    /// Appends `batch` to the WAL, then applies it to the memtable.
+    pub(super) fn write_batch(&self, batch: WriteBatch) -> Result<()> {
+        batch.validate()?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let record = wal::encode_batch(&batch.ops)?;
+        let mut writer = lock(&self.writer);
+        self.errors.check()?;
+        let mut mem = self.read_state().mem.clone();
+        if mem.approximate_size() >= self.opts.memtable_size {
+            self.rotate(&mut writer)?;
+            mem = self.read_state().mem.clone();
+        }
+        writer
+            .append(&record, self.opts.sync_writes)
+            .map_err(|e| self.errors.set(e))?;
+        mem.apply(batch.ops);
+        Ok(())
+    }
+
+    /// Makes the memtable immutable and starts a new one with a new WAL; returns the retired
+    /// memtable. Waits first while flushes or level 0 are behind. The retired log is synced
+    /// before the new one takes writes, so a power loss cannot keep a newer log's records
+    /// while losing an older one's. Called with the writer lock held.
+    pub(super) fn rotate(&self, writer: &mut WalWriter) -> Result<Arc<Memtable>> {
+        let mut stalled = false;
+        loop {
+            self.errors.check()?;
+            let behind = {
+                let s = self.read_state();
+                s.imm.len() >= self.opts.max_immutable_memtables
+                    || s.version.levels[0].len() >= self.opts.l0_stop_writes_trigger
+            };
+            if !behind {
+                break;
+            }
+            if !stalled {
+                super::stats::add(&self.counters.write_stalls, 1);
+                stalled = true;
+            }
+            self.wake();
+            drop(self.wait_progress(lock(&self.signal), Duration::from_millis(20)));
+        }
+        writer.sync().map_err(|e| self.errors.set(e))?;
+        let id = self.next_file.fetch_add(1, Ordering::SeqCst);
+        *writer = WalWriter::create(&*self.opts.fs, &self.dir, id).map_err(|e| self.errors.set(e))?;
+        let mem = Arc::new(Memtable::new(id));
+        let retired = self.update_state(|s| {
+            let old = std::mem::replace(&mut s.mem, mem);
+            s.imm.push(old.clone());
+            old
+        });
+        self.wake();
+        Ok(retired)
+    }
+}
