@@ -214,7 +214,10 @@ mod tests {
 
     #[test]
     fn read_only_carries_the_first_error_as_its_source() {
-        let first = Error::io("appending to 000003.wal", std::io::Error::from_raw_os_error(28));
+        let first = Error::io(
+            "appending to 000003.wal",
+            std::io::Error::from_raw_os_error(28),
+        );
         let e = Error::ReadOnly {
             source: Arc::new(first.replicate()),
         };

@@ -207,7 +207,7 @@ impl FaultyFs {
     fn error(op: FsOp) -> io::Error {
         match op {
             FsOp::Create | FsOp::Write => io::Error::from_raw_os_error(28), // ENOSPC
-            _ => io::Error::from_raw_os_error(5),                            // EIO
+            _ => io::Error::from_raw_os_error(5),                           // EIO
         }
     }
 
@@ -296,7 +296,10 @@ mod tests {
         fs.fail_from(6, Fault::Error);
         assert!(fs.sync_dir(dir.path()).is_err());
         assert!(fs.rename(&path, &dir.path().join("g")).is_err());
-        assert!(fs.create(&path, CreateMode::New).is_err(), "exists, and op 8 fails");
+        assert!(
+            fs.create(&path, CreateMode::New).is_err(),
+            "exists, and op 8 fails"
+        );
         assert_eq!(fs.ops(), 8);
     }
 }

@@ -135,6 +135,18 @@ impl Inner {
             .0
     }
 
+    /// Locks the writer or work mutex. If a thread panicked while holding it (mid-append or
+    /// mid-commit), what it guards may be half-changed: the store turns read-only, and the
+    /// caller's `errors.check()` reports it.
+    pub(super) fn lock_checked<'a, T>(&self, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
+        m.lock().unwrap_or_else(|p| {
+            self.errors.set(Error::Panicked {
+                message: "a thread panicked while writing the log or committing tables".into(),
+            });
+            p.into_inner()
+        })
+    }
+
     /// Asks the worker to look for work.
     pub(super) fn wake(&self) {
         lock(&self.signal).pending = true;

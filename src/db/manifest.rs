@@ -143,7 +143,10 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<ManifestData> {
         return bad("trailing bytes after the manifest payload".into());
     }
     if data.levels.len() > MAX_LEVELS {
-        return bad(format!("{} levels, at most {MAX_LEVELS}", data.levels.len()));
+        return bad(format!(
+            "{} levels, at most {MAX_LEVELS}",
+            data.levels.len()
+        ));
     }
     let mut seen = std::collections::HashSet::new();
     for (level, tables) in data.levels.iter().enumerate() {
@@ -192,7 +195,10 @@ mod tests {
         for (bad, why) in [
             (vec![vec![TableMeta { id: 9, size: 1 }]], "next_file"),
             (
-                vec![vec![TableMeta { id: 3, size: 1 }], vec![TableMeta { id: 3, size: 1 }]],
+                vec![
+                    vec![TableMeta { id: 3, size: 1 }],
+                    vec![TableMeta { id: 3, size: 1 }],
+                ],
                 "twice",
             ),
             (vec![vec![]; MAX_LEVELS + 1], "levels"),

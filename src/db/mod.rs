@@ -59,7 +59,10 @@ pub const MAX_VALUE_SIZE: usize = 64 * 1024 * 1024;
 /// Largest write batch accepted, measured as its write-ahead log record
 /// (`WriteBatch::encoded_len`: keys, values and 5–9 bytes per operation), in bytes.
 pub const MAX_BATCH_SIZE: usize = 256 * 1024 * 1024;
-const _: () = assert!(MAX_BATCH_SIZE <= wal::MAX_RECORD, "every batch written must replay");
+const _: () = assert!(
+    MAX_BATCH_SIZE <= wal::MAX_RECORD,
+    "every batch written must replay"
+);
 
 pub(crate) fn table_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:06}.sst"))
@@ -157,7 +160,7 @@ impl Db {
     pub fn flush(&self) -> Result<()> {
         let inner = &self.inner;
         let target = {
-            let mut writer = lock(&inner.writer);
+            let mut writer = inner.lock_checked(&inner.writer);
             inner.errors.check()?;
             let s = inner.read_state();
             if !s.mem.is_empty() {
@@ -172,7 +175,12 @@ impl Db {
         };
         let mut sig = lock(&inner.signal);
         loop {
-            if !inner.read_state().imm.iter().any(|m| Arc::ptr_eq(m, &target)) {
+            if !inner
+                .read_state()
+                .imm
+                .iter()
+                .any(|m| Arc::ptr_eq(m, &target))
+            {
                 return Ok(());
             }
             inner.errors.check()?;
@@ -204,15 +212,23 @@ impl Db {
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         let inner = &self.inner;
-        let mut work = lock(&inner.work);
+        let mut work = inner.lock_checked(&inner.work);
         inner.errors.check()?;
         let version = inner.version();
-        if let Some(job) = compaction::full(&version) {
-            inner
-                .run_compaction(&mut work, &job)
-                .map_err(|e| inner.errors.set(e))?;
+        let Some(job) = compaction::full(&version) else {
+            return Ok(());
+        };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            inner.run_compaction(&mut work, &job)
+        })) {
+            Ok(result) => result.map_err(|e| inner.errors.set(e)),
+            Err(panic) => {
+                inner.errors.set(Error::Panicked {
+                    message: "a compaction panicked".into(),
+                });
+                std::panic::resume_unwind(panic)
+            }
         }
-        Ok(())
     }
 
     /// Counters and per-level figures.
@@ -250,6 +266,8 @@ impl Db {
 
 impl Drop for Db {
     fn drop(&mut self) {
-        let _ = self.shutdown();
+        // A panic here (from a `FileSystem` implementation) must not abort a thread that is
+        // already unwinding; what matters is on disk already.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.shutdown()));
     }
 }

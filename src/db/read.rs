@@ -43,10 +43,15 @@ impl Inner {
         }
         let hash = hash_key(key);
         let level0 = version.levels[0].iter().rev().map(|t| (0, t));
-        let deeper = version.levels.iter().enumerate().skip(1).filter_map(|(level, tables)| {
-            let i = tables.partition_point(|t| t.max_key() < key);
-            tables.get(i).map(|t| (level, t))
-        });
+        let deeper = version
+            .levels
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(level, tables)| {
+                let i = tables.partition_point(|t| t.max_key() < key);
+                tables.get(i).map(|t| (level, t))
+            });
         for (level, t) in level0.chain(deeper) {
             match self.probe(level, t, key, hash)? {
                 Lookup::Value(v) => return Ok(Some(v)),

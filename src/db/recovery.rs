@@ -132,7 +132,10 @@ fn load_version(dir: &Path, m: &ManifestData, report: &mut RecoveryReport) -> Re
         }
     }
     for (level, tables) in version.levels.iter().enumerate().skip(1) {
-        let live: Vec<&Arc<Table>> = tables.iter().filter(|t| t.properties().entries > 0).collect();
+        let live: Vec<&Arc<Table>> = tables
+            .iter()
+            .filter(|t| t.properties().entries > 0)
+            .collect();
         for pair in live.windows(2) {
             if pair[0].max_key() >= pair[1].min_key() {
                 return Err(Error::corruption(
@@ -160,8 +163,8 @@ fn replay(
     let recovered = Memtable::new(0);
     for &(id, _) in logs.iter().filter(|l| l.0 >= log_number) {
         let path = wal::wal_path(dir, id);
-        let data =
-            std::fs::read(&path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        let data = std::fs::read(&path)
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         if let Some(d) = &report.wal_damage {
             if !data.is_empty() && mode == WalRecovery::TornTailOnly {
                 return Err(Error::corruption(
@@ -303,9 +306,18 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         reserved: next_file.load(Ordering::SeqCst) + ID_RESERVATION,
     };
     // Reserve the numbers this open may use before creating any file.
-    manifest::write(fs, dir, &manifest_data(&version, work.reserved, m.log_number))?;
+    manifest::write(
+        fs,
+        dir,
+        &manifest_data(&version, work.reserved, m.log_number),
+    )?;
 
-    let logs: Vec<(u64, u64)> = inv.logs.iter().copied().filter(|l| l.0 >= m.log_number).collect();
+    let logs: Vec<(u64, u64)> = inv
+        .logs
+        .iter()
+        .copied()
+        .filter(|l| l.0 >= m.log_number)
+        .collect();
     let recovered = replay(dir, &logs, m.log_number, opts.wal_recovery, &mut report)?;
     let wal_id = next_file.fetch_add(1, Ordering::SeqCst);
     let writer = WalWriter::create(fs, dir, wal_id)?;
@@ -322,7 +334,10 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     }
 
     let counters = Counters::default();
-    add(&counters.filter_validation_failures, report.filters_rejected);
+    add(
+        &counters.filter_validation_failures,
+        report.filters_rejected,
+    );
     add(&counters.wal_bytes_dropped, report.wal_bytes_dropped);
     Ok(Inner {
         dir: dir.to_path_buf(),

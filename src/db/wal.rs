@@ -145,7 +145,10 @@ pub(crate) fn scan(data: &[u8]) -> Scan {
         let end = HEADER_LEN + len;
         if rest.len() < end {
             break Some(bad(
-                format!("record of {len} bytes cut off after {}", rest.len() - HEADER_LEN),
+                format!(
+                    "record of {len} bytes cut off after {}",
+                    rest.len() - HEADER_LEN
+                ),
                 None,
             ));
         }
@@ -261,7 +264,10 @@ mod tests {
         let s = scan(&bad);
         assert_eq!(s.batches.len(), 0);
         let d = s.damage.unwrap();
-        assert!(!d.torn_tail && d.offset == 0 && d.reason.contains("checksum"), "{d:?}");
+        assert!(
+            !d.torn_tail && d.offset == 0 && d.reason.contains("checksum"),
+            "{d:?}"
+        );
         // Zeros after the last record (a file extended but never written) are a torn tail.
         let mut zeros = full.clone();
         zeros.extend_from_slice(&[0u8; 100]);

@@ -122,7 +122,8 @@ impl Inner {
 
     /// Runs one flush or compaction; false when there was nothing to do.
     fn one_job(&self) -> Result<bool> {
-        let mut work = lock(&self.work);
+        let mut work = self.lock_checked(&self.work);
+        self.errors.check()?;
         let (_, imm, version) = self.snapshot();
         if let Some(mem) = imm.first() {
             self.flush_memtable(&mut work, mem)?;
@@ -207,9 +208,7 @@ impl Inner {
 
     /// Runs `job` and installs its output. Called with the work lock held.
     pub(super) fn run_compaction(&self, work: &mut Work, job: &Job) -> Result<()> {
-        let out = compaction::run(job, &self.dir, &self.opts, &mut || {
-            self.new_table_id(work)
-        })?;
+        let out = compaction::run(job, &self.dir, &self.opts, &mut || self.new_table_id(work))?;
         let mut version = (*self.version()).clone();
         let gone: std::collections::HashSet<u64> = job.inputs.iter().map(|(_, t)| t.id()).collect();
         for tables in &mut version.levels {

@@ -95,7 +95,7 @@ impl Inner {
             return Ok(());
         }
         let record = wal::encode_batch(&batch.ops)?;
-        let mut writer = lock(&self.writer);
+        let mut writer = self.lock_checked(&self.writer);
         self.errors.check()?;
         let mut mem = self.read_state().mem.clone();
         if mem.approximate_size() >= self.opts.memtable_size {
@@ -134,7 +134,8 @@ impl Inner {
         }
         writer.sync().map_err(|e| self.errors.set(e))?;
         let id = self.next_file.fetch_add(1, Ordering::SeqCst);
-        *writer = WalWriter::create(&*self.opts.fs, &self.dir, id).map_err(|e| self.errors.set(e))?;
+        *writer =
+            WalWriter::create(&*self.opts.fs, &self.dir, id).map_err(|e| self.errors.set(e))?;
         let mem = Arc::new(Memtable::new(id));
         let retired = self.update_state(|s| {
             let old = std::mem::replace(&mut s.mem, mem);

@@ -2,8 +2,8 @@
 //! Every function here takes bytes from disk and returns an error, never panics, on any
 //! malformed input.
 
-pub(crate) use crate::coding::Cursor;
 use crate::coding::put_u32_len;
+pub(crate) use crate::coding::Cursor;
 
 /// Where a block lives in a table file: offset and size, the size including the 4-byte CRC
 /// for data, index and properties blocks.
