@@ -37,7 +37,7 @@ pub mod inspect;
 pub mod table;
 
 pub use db::stats::DbStats;
-pub use db::{Db, DbIter, Options, WriteBatch};
+pub use db::{Db, DbIter, Options, RecoveryReport, WalRecovery, WriteBatch};
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};
 
