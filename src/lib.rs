@@ -36,6 +36,9 @@ pub mod fs;
 pub mod inspect;
 pub mod table;
 
+#[cfg(test)]
+mod fuzz_tests;
+
 pub use db::stats::DbStats;
 pub use db::{Db, DbIter, Options, RecoveryReport, WalRecovery, WriteBatch};
 pub use error::{Error, Result};

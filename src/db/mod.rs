@@ -32,7 +32,7 @@ mod options;
 mod read;
 mod recovery;
 pub mod stats;
-mod wal;
+pub(crate) mod wal;
 mod worker;
 mod write;
 
@@ -235,6 +235,7 @@ impl Db {
     pub fn stats(&self) -> DbStats {
         let mut s = stats::collect(&self.inner.counters, &self.inner.version());
         s.read_only_error = self.inner.errors.check().err().map(|e| e.to_string());
+        s.immutable_memtables = self.inner.read_state().imm.len() as u64;
         s
     }
 

@@ -158,6 +158,8 @@ pub struct DbStats {
     pub wal_bytes_dropped: u64,
     /// Writes that waited for a flush or compaction to catch up.
     pub write_stalls: u64,
+    /// Immutable memtables waiting for their flush.
+    pub immutable_memtables: u64,
     /// The error that made the store read-only, if one did (writes fail until reopened).
     pub read_only_error: Option<String>,
 }

@@ -16,3 +16,10 @@ pub(crate) use block::{TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use footer::{Footer, Properties, FOOTER_LEN, TABLE_MAGIC, TABLE_VERSION};
 pub use reader::{FilterProblem, FilterState, Table, TableIter, TableReadStats};
+
+/// Decoders of the blocks inside a table, for the crate's decoder fuzz test.
+#[cfg(test)]
+pub(crate) mod decoders {
+    pub(crate) use super::block::{decode_entries, put_entry, seal, unseal};
+    pub(crate) use super::reader::Table;
+}

@@ -63,7 +63,7 @@ pub struct TableReadStats {
     pub bytes: u64,
 }
 
-struct IndexEntry {
+pub(crate) struct IndexEntry {
     last_key: Vec<u8>,
     handle: BlockHandle,
 }
@@ -172,7 +172,7 @@ impl Table {
         })
     }
 
-    fn decode_index(block: &[u8], data_end: u64) -> Result<Vec<IndexEntry>, String> {
+    pub(crate) fn decode_index(block: &[u8], data_end: u64) -> Result<Vec<IndexEntry>, String> {
         let mut c = Cursor::new(unseal(block)?);
         let mut out: Vec<IndexEntry> = Vec::new();
         while !c.is_empty() {
