@@ -154,10 +154,10 @@ impl TableReport {
 impl Totals {
     fn add(&mut self, t: &TableReport) {
         self.tables += 1;
-        self.entries += t.properties.entries;
+        self.entries = self.entries.saturating_add(t.properties.entries); // from disk
         if let Some(f) = &t.filter {
-            self.filter_keys += f.info.n;
-            self.filter_bytes += f.info.block_bytes;
+            self.filter_keys = self.filter_keys.saturating_add(f.info.n);
+            self.filter_bytes = self.filter_bytes.saturating_add(f.info.block_bytes);
             self.expected_fpr_sum += f.info.expected_fpr;
             self.observed_fpr_sum += t.observed_fpr_random_probes.unwrap_or(0.0);
         }

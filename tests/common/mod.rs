@@ -1,26 +1,38 @@
 //! Helpers shared by the store's integration tests.
 #![allow(dead_code)]
 
+pub mod kv;
+
 use std::path::PathBuf;
 use std::process::Command;
 
 use lsm_bloom::Options;
 
-/// The example binary `cargo test` built next to this test's binary (built on demand if not).
+/// The example binary, built now if it is missing or stale (`cargo test` builds examples
+/// with `test = true` only as test harnesses, not the binary the tests start).
 pub fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     let dir = exe.parent().unwrap().parent().unwrap();
     let bin = dir
         .join("examples")
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    if !bin.exists() {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if !built.iter().any(|b| b == name) {
+        let profile = if dir.ends_with("release") {
+            &["--release"][..]
+        } else {
+            &[]
+        };
         let ok = Command::new(env!("CARGO"))
             .args(["build", "--example", name])
+            .args(profile)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .unwrap()
             .success();
         assert!(ok, "building example {name}");
+        built.push(name.to_string());
     }
     bin
 }

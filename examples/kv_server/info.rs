@@ -1,0 +1,38 @@
+//! The `INFO` text: server version and the store's filter and storage statistics.
+
+use lsm_bloom::Db;
+
+use super::commands::REDIS_VERSION;
+
+pub fn info(db: &Db) -> String {
+    let s = db.stats();
+    let t = &s.total;
+    let mut text = format!(
+        "# Server\r\nredis_version:{REDIS_VERSION}\r\nlsm_bloom_version:{}\r\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    text += "\r\n# Filters\r\n";
+    text += &format!(
+        "gets:{}\r\nfilter_checks:{}\r\nfilter_useful:{}\r\nfilter_positive:{}\r\nfilter_true_positive:{}\r\nobserved_fpr:{:.6}\r\nexpected_fpr_sum:{:.6}\r\nfilter_bytes:{}\r\nfilter_validation_failures:{}\r\ndata_block_reads:{}\r\nbytes_read:{}\r\ntables_probed:{}\r\n",
+        s.gets, t.filter_checks, t.filter_useful, t.filter_positive, t.filter_true_positive, t.observed_fpr(), t.expected_fpr_sum,
+        t.filter_bytes, s.filter_validation_failures, t.data_block_reads, t.bytes_read, s.tables_probed
+    );
+    text += &format!(
+        "\r\n# Storage\r\ntables:{}\r\ntable_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_only_error:{}\r\n",
+        t.tables,
+        t.table_bytes,
+        s.flushes,
+        s.compactions,
+        s.read_only_error.as_deref().unwrap_or("none").replace(['\r', '\n'], " ")
+    );
+    for l in s.levels.iter().filter(|l| l.tables > 0) {
+        text += &format!(
+            "level{}:tables={},filter_checks={},filter_useful={}\r\n",
+            l.level.unwrap_or(0),
+            l.tables,
+            l.filter_checks,
+            l.filter_useful
+        );
+    }
+    text
+}

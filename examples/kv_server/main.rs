@@ -1,0 +1,201 @@
+//! A key-value service: a `Db` behind the Redis protocol, RESP2 and RESP3, so `redis-cli`,
+//! `redis-benchmark` and current Redis client libraries talk to it with their defaults.
+//!
+//! `cargo run --release --example kv_server -- --dir PATH [--port 6380] [--bind 127.0.0.1]
+//!  [--requirepass PASS | --requirepass-file FILE] [--protected-mode no]`
+//!
+//! Commands: PING, ECHO, QUIT, HELLO [2|3 [AUTH user pass] [SETNAME name]], AUTH,
+//! CLIENT SETINFO|SETNAME|GETNAME|ID, SELECT 0, CONFIG GET, GET, SET [NX|XX] [GET], SETNX,
+//! GETDEL, STRLEN, TYPE, DEL, EXISTS, MGET, MSET, SCAN [MATCH] [COUNT] [TYPE], INFO (the store's
+//! filter statistics), COMMAND; DBSIZE answers an honest error. Anything else, and every option
+//! not supported (key expiry, other databases, CONFIG SET), gets a precise `-ERR`.
+//!
+//! Modules: `resp.rs` (parser, reply encoding), `commands.rs` (execution, sessions, auth),
+//! `scan.rs` (SCAN cursors and glob), `conn.rs` (one connection, shared memory budget),
+//! `info.rs` (INFO text).
+//!
+//! Access: with a password every command but AUTH, HELLO and QUIT needs authentication first;
+//! passwords are compared as SHA-256 digests in constant time. Without a password the server
+//! refuses to listen on a non-loopback address unless `--protected-mode no` (Redis's protected
+//! mode). One thread per connection, at most `--max-clients`. Ctrl-C / SIGTERM stops accepting,
+//! lets connections finish their current request, and closes the store.
+
+mod commands;
+mod conn;
+mod info;
+mod resp;
+mod scan;
+
+use std::io::Write;
+use std::net::{TcpListener, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use lsm_bloom::{Db, Options};
+
+use commands::Server;
+use conn::Budget;
+use resp::Limits;
+
+#[derive(Parser)]
+#[command(about = "lsm-bloom behind the Redis protocol")]
+struct Args {
+    /// Database directory (created if missing).
+    #[arg(long)]
+    dir: PathBuf,
+    /// TCP port.
+    #[arg(long, default_value_t = 6380)]
+    port: u16,
+    /// Address to bind (loopback by default).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: String,
+    /// Concurrent connections accepted; more are refused with an error reply.
+    #[arg(long, default_value_t = 512)]
+    max_clients: usize,
+    /// Largest request (one command with its arguments) in MiB.
+    #[arg(long, default_value_t = 80)]
+    max_request_mib: usize,
+    /// Request bytes all connections together may buffer (beyond 64 KiB each), in MiB.
+    #[arg(long, default_value_t = 512)]
+    max_total_request_mib: usize,
+    /// Password clients must give (AUTH or HELLO ... AUTH default PASS). Visible in `ps`:
+    /// prefer --requirepass-file.
+    #[arg(long, conflicts_with = "requirepass_file")]
+    requirepass: Option<String>,
+    /// File holding the password (one line; a trailing newline is ignored).
+    #[arg(long)]
+    requirepass_file: Option<PathBuf>,
+    /// `no` allows serving a non-loopback address without a password.
+    #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
+    protected_mode: String,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args) {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn password(args: &Args) -> Result<Option<Vec<u8>>, String> {
+    let p = match (&args.requirepass, &args.requirepass_file) {
+        (Some(p), _) => p.as_bytes().to_vec(),
+        (None, Some(f)) => {
+            let mut p = std::fs::read(f).map_err(|e| format!("reading {}: {e}", f.display()))?;
+            while p.last().is_some_and(|b| *b == b'\n' || *b == b'\r') {
+                p.pop();
+            }
+            p
+        }
+        (None, None) => return Ok(None),
+    };
+    if p.is_empty() {
+        return Err("the password is empty".into());
+    }
+    Ok(Some(p))
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let password = password(&args)?;
+    let addrs: Vec<_> = (args.bind.as_str(), args.port).to_socket_addrs()?.collect();
+    if password.is_none() && args.protected_mode == "yes" {
+        if let Some(a) = addrs.iter().find(|a| !a.ip().is_loopback()) {
+            return Err(format!(
+                "refusing to listen on {a} without a password (protected mode): give \
+                 --requirepass-file (or --requirepass), bind a loopback address, or pass \
+                 --protected-mode no to serve unauthenticated clients on the network"
+            )
+            .into());
+        }
+    }
+    let db = Db::open(&args.dir, Options::default())?;
+    let config = vec![
+        ("save", String::new()),
+        ("appendonly", "yes".into()),
+        ("appendfsync", "no".into()),
+        ("databases", "1".into()),
+        ("maxclients", args.max_clients.to_string()),
+        ("port", args.port.to_string()),
+        ("bind", args.bind.clone()),
+        ("protected-mode", args.protected_mode.clone()),
+        ("dir", args.dir.display().to_string()),
+    ];
+    let server = Arc::new(Server::new(db, password.as_deref(), config));
+    let listener = TcpListener::bind(&addrs[..])?;
+    listener.set_nonblocking(true)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))?;
+    }
+    let limits = Limits {
+        max_request: args.max_request_mib << 20,
+        max_bulk: lsm_bloom::db::MAX_VALUE_SIZE.min(args.max_request_mib << 20),
+        max_args: 1 << 20,
+    };
+    let budget = Arc::new(Budget::new(args.max_total_request_mib << 20));
+    println!(
+        "lsm-bloom kv_server listening on {} (database {}{})",
+        listener.local_addr()?,
+        args.dir.display(),
+        if password.is_some() {
+            ", password required"
+        } else {
+            ""
+        }
+    );
+    std::io::stdout().flush()?;
+    let active = Arc::new(AtomicUsize::new(0));
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((mut stream, _)) => {
+                if active.load(Ordering::SeqCst) >= args.max_clients {
+                    let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
+                    continue;
+                }
+                stream.set_nonblocking(false)?;
+                active.fetch_add(1, Ordering::SeqCst);
+                let (server, stop, active, budget) =
+                    (server.clone(), stop.clone(), active.clone(), budget.clone());
+                std::thread::spawn(move || {
+                    if let Err(e) = conn::serve(stream, &server, &stop, limits, &budget) {
+                        if !matches!(
+                            e.kind(),
+                            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                        ) {
+                            eprintln!("connection error: {e}");
+                        }
+                    }
+                    active.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => eprintln!("accept failed: {e}"),
+        }
+    }
+    // The terminal or pipe may be gone by now: status lines are best effort.
+    let _ = writeln!(
+        std::io::stdout(),
+        "shutting down: waiting for {} connection(s)",
+        active.load(Ordering::SeqCst)
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.db.flush()?;
+    match Arc::try_unwrap(server) {
+        Ok(server) => server.db.close()?,
+        Err(_) => {
+            eprintln!("connections still open after 5 s; the WAL holds every acknowledged write")
+        }
+    }
+    let _ = writeln!(std::io::stdout(), "closed");
+    Ok(())
+}

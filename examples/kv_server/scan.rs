@@ -1,0 +1,307 @@
+//! `SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]` over the store's ordered keys.
+//!
+//! Cursors: clients parse the cursor as an unsigned 64-bit integer (`redis-cli` with
+//! `strtoull`, go-redis and node-redis as numbers), so it cannot carry the key to resume from.
+//! The server keeps that key in a bounded table (`Cursors`: at most 100,000 cursors and 64 MiB,
+//! oldest dropped first) under a number that is never 0 (0 means "done") and starts from a
+//! per-process random offset, so a cursor from an earlier server process is reported as
+//! expired rather than misread. A cursor resumes at the first key ≥ the one saved, so a full
+//! iteration returns every key present throughout it exactly once, in key order.
+//!
+//! `MATCH` uses Redis's glob syntax (`*`, `?`, `[a-z]`, `[^x]`, `\` escapes), matched in
+//! O(pattern × key) time whatever the pattern; a pattern that is a literal prefix followed by
+//! `*` scans only that prefix's key range. `COUNT` is how many keys one call examines
+//! (default 10), capped at 100,000 per call.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Bound;
+use std::sync::Mutex;
+
+use lsm_bloom::Db;
+
+use super::resp::Reply;
+
+const MAX_CURSORS: usize = 100_000;
+const MAX_CURSOR_BYTES: usize = 64 << 20;
+/// Most keys one SCAN call examines, whatever COUNT says.
+pub const MAX_COUNT: u64 = 100_000;
+
+/// Saved resume keys, by cursor number.
+pub struct Cursors {
+    inner: Mutex<CursorTable>,
+}
+
+struct CursorTable {
+    keys: HashMap<u64, Vec<u8>>,
+    order: VecDeque<u64>,
+    bytes: usize,
+    next: u64,
+}
+
+impl Cursors {
+    pub fn new() -> Self {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64);
+        Cursors {
+            inner: Mutex::new(CursorTable {
+                keys: HashMap::new(),
+                order: VecDeque::new(),
+                bytes: 0,
+                next: (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 2) | 1,
+            }),
+        }
+    }
+
+    fn save(&self, key: Vec<u8>) -> u64 {
+        let mut t = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let id = t.next;
+        t.next = t.next.wrapping_add(1).max(1);
+        t.bytes += key.len();
+        t.keys.insert(id, key);
+        t.order.push_back(id);
+        while t.order.len() > MAX_CURSORS || t.bytes > MAX_CURSOR_BYTES {
+            let Some(old) = t.order.pop_front() else {
+                break;
+            };
+            if let Some(k) = t.keys.remove(&old) {
+                t.bytes -= k.len();
+            }
+        }
+        id
+    }
+
+    fn get(&self, id: u64) -> Option<Vec<u8>> {
+        let t = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        t.keys.get(&id).cloned()
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Token {
+    Star,
+    Any,
+    Byte(u8),
+    Class {
+        negated: bool,
+        ranges: Vec<(u8, u8)>,
+    },
+}
+
+/// A compiled glob pattern.
+pub struct Glob(Vec<Token>);
+
+impl Glob {
+    pub fn new(pattern: &[u8]) -> Glob {
+        let mut tokens = Vec::new();
+        let mut i = 0;
+        while i < pattern.len() {
+            let c = pattern[i];
+            i += 1;
+            let t = match c {
+                b'*' => {
+                    if tokens.last() == Some(&Token::Star) {
+                        continue;
+                    }
+                    Token::Star
+                }
+                b'?' => Token::Any,
+                b'\\' if i < pattern.len() => {
+                    i += 1;
+                    Token::Byte(pattern[i - 1])
+                }
+                b'[' => {
+                    let negated = pattern.get(i) == Some(&b'^');
+                    i += usize::from(negated);
+                    let mut ranges = Vec::new();
+                    while i < pattern.len() && pattern[i] != b']' {
+                        let mut lo = pattern[i];
+                        if lo == b'\\' && i + 1 < pattern.len() {
+                            i += 1;
+                            lo = pattern[i];
+                        }
+                        if i + 2 < pattern.len() && pattern[i + 1] == b'-' && pattern[i + 2] != b']'
+                        {
+                            let hi = pattern[i + 2];
+                            ranges.push((lo.min(hi), lo.max(hi)));
+                            i += 3;
+                        } else {
+                            ranges.push((lo, lo));
+                            i += 1;
+                        }
+                    }
+                    i += 1; // the closing ']' (or the end: Redis treats it as closed)
+                    Token::Class { negated, ranges }
+                }
+                other => Token::Byte(other),
+            };
+            tokens.push(t);
+        }
+        Glob(tokens)
+    }
+
+    fn one(t: &Token, b: u8) -> bool {
+        match t {
+            Token::Any => true,
+            Token::Byte(x) => *x == b,
+            Token::Class { negated, ranges } => {
+                ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(&b)) != *negated
+            }
+            Token::Star => false,
+        }
+    }
+
+    /// Whether `s` matches: single-byte tokens advance together, and a mismatch after a `*`
+    /// retries with that `*` taking one more byte (each (token, byte) pair at most once).
+    pub fn matches(&self, s: &[u8]) -> bool {
+        let p = &self.0;
+        let (mut pi, mut si) = (0, 0);
+        let mut star: Option<(usize, usize)> = None;
+        while si < s.len() {
+            if pi < p.len() && p[pi] == Token::Star {
+                star = Some((pi, si));
+                pi += 1;
+            } else if pi < p.len() && Self::one(&p[pi], s[si]) {
+                pi += 1;
+                si += 1;
+            } else if let Some((sp, ss)) = star {
+                pi = sp + 1;
+                si = ss + 1;
+                star = Some((sp, ss + 1));
+            } else {
+                return false;
+            }
+        }
+        p[pi..].iter().all(|t| *t == Token::Star)
+    }
+
+    /// The literal prefix, if the pattern is exactly `prefix*` (or `prefix` alone).
+    pub fn literal_prefix(&self) -> Option<Vec<u8>> {
+        let body = match self.0.split_last() {
+            Some((Token::Star, body)) => body,
+            _ => &self.0[..],
+        };
+        body.iter()
+            .map(|t| match t {
+                Token::Byte(b) => Some(*b),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The first key after every key starting with `prefix`, if any.
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// Runs `SCAN` with its arguments after the command name.
+pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>]) -> Reply {
+    let Some(cursor) = args.first() else {
+        return Reply::err("wrong number of arguments for 'scan' command");
+    };
+    let Some(cursor) = std::str::from_utf8(cursor)
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    else {
+        return Reply::err("invalid cursor");
+    };
+    let mut glob = None;
+    let mut count = 10u64;
+    let mut only_strings = true;
+    let mut opts = args[1..].chunks(2);
+    for pair in &mut opts {
+        let [name, value] = pair else {
+            return Reply::err("syntax error");
+        };
+        match name.to_ascii_uppercase().as_slice() {
+            b"MATCH" => glob = Some(Glob::new(value)),
+            b"COUNT" => match std::str::from_utf8(value)
+                .ok()
+                .and_then(|s| s.parse::<i64>().ok())
+            {
+                Some(n) if n >= 1 => count = (n as u64).min(MAX_COUNT),
+                Some(_) => return Reply::err("syntax error: COUNT must be at least 1"),
+                None => return Reply::err("value is not an integer or out of range"),
+            },
+            b"TYPE" => only_strings = value.eq_ignore_ascii_case(b"string"),
+            _ => return Reply::err("syntax error"),
+        }
+    }
+    let prefix = glob
+        .as_ref()
+        .and_then(Glob::literal_prefix)
+        .unwrap_or_default();
+    let start = if cursor == 0 {
+        prefix.clone()
+    } else {
+        match cursors.get(cursor) {
+            Some(k) => k,
+            None => return Reply::err("invalid or expired SCAN cursor: start again from 0"),
+        }
+    };
+    let end = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
+    let mut iter = match db.scan((Bound::Included(start), end)) {
+        Ok(it) => it,
+        Err(e) => return Reply::err(e.to_string()),
+    };
+    let mut keys = Vec::new();
+    let mut next = None;
+    for (examined, item) in (&mut iter).enumerate() {
+        let key = match item {
+            Ok((k, _)) => k,
+            Err(e) => return Reply::err(e.to_string()),
+        };
+        if examined as u64 == count {
+            next = Some(key);
+            break;
+        }
+        if only_strings && glob.as_ref().is_none_or(|g| g.matches(&key)) {
+            keys.push(Reply::Bulk(key));
+        }
+    }
+    let cursor = next.map_or(0, |k| cursors.save(k));
+    Reply::Array(vec![
+        Reply::Bulk(cursor.to_string().into_bytes()),
+        Reply::Array(keys),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_follows_redis_syntax() {
+        let m = |p: &str, s: &str| Glob::new(p.as_bytes()).matches(s.as_bytes());
+        assert!(m("*", "") && m("*", "abc") && m("a*", "abc") && !m("a*", "bc"));
+        assert!(m("h?llo", "hello") && !m("h?llo", "hllo"));
+        assert!(m("h[ae]llo", "hallo") && !m("h[ae]llo", "hillo"));
+        assert!(m("h[^e]llo", "hallo") && !m("h[^e]llo", "hello"));
+        assert!(m("h[a-b]llo", "hbllo") && !m("h[a-b]llo", "hcllo"));
+        assert!(m("a\\*b", "a*b") && !m("a\\*b", "axb"));
+        assert!(m("*a*b*c", "xxaybzc") && !m("*a*b*c", "xxaybz"));
+        // No exponential blow-up on many stars.
+        let long = "a".repeat(5000);
+        assert!(!Glob::new(format!("{}b", "*a".repeat(50)).as_bytes()).matches(long.as_bytes()));
+    }
+
+    #[test]
+    fn literal_prefixes() {
+        let p = |s: &str| Glob::new(s.as_bytes()).literal_prefix();
+        assert_eq!(p("user:*"), Some(b"user:".to_vec()));
+        assert_eq!(p("*"), Some(Vec::new()));
+        assert_eq!(p("user:?*"), None);
+        assert_eq!(p("us\\*er*"), Some(b"us*er".to_vec()));
+        assert_eq!(p("exact"), Some(b"exact".to_vec()));
+        assert_eq!(prefix_end(b"ab\xff"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(b"\xff"), None);
+    }
+}
