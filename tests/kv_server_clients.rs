@@ -329,3 +329,35 @@ fn redis_cli_in_both_protocols_and_redis_benchmark_reads_the_config() {
     assert!(!text.contains("Could not fetch server CONFIG"), "{text}");
     stop(server);
 }
+
+#[test]
+fn conditional_writes_are_atomic_across_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(dir.path(), port);
+    for round in 0..20 {
+        let key = format!("race{round}");
+        let winners: i64 = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|t| {
+                    let key = key.clone();
+                    s.spawn(move || {
+                        let mut con = client(port, "");
+                        // Half plain SETs, half SETNX: exactly one SETNX may win, and only
+                        // if no plain SET came first.
+                        if t % 2 == 0 {
+                            let won: bool = con.set_nx(&key, t).unwrap();
+                            i64::from(won)
+                        } else {
+                            let _: () = con.set(format!("{key}-plain"), t).unwrap();
+                            0
+                        }
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(winners, 1, "round {round}: {winners} SETNX calls won");
+    }
+    stop(server);
+}

@@ -1,10 +1,12 @@
 //! Command execution: `Server` (the store and what all connections share) and `Session`
 //! (one connection's protocol, authentication and name); `execute` maps one request to one
-//! reply. Every mutating command holds `Server::writes`, so conditional writes (`SETNX`,
-//! `SET NX|XX|GET`, `GETDEL`, `DEL`'s count) are atomic with respect to every other write.
+//! reply. Writes go through `Server::writes`: a plain write (`SET`, `MSET`) holds it shared, a
+//! read-then-write (`SETNX`, `SET NX|XX|GET`, `GETDEL`, `DEL` and its count) exclusive, so a
+//! conditional write is atomic with respect to every other write while plain writes do not
+//! queue behind each other twice (the store already orders them).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use lsm_bloom::{Db, WriteBatch};
 use sha2::{Digest, Sha256};
@@ -21,7 +23,7 @@ pub struct Server {
     /// SHA-256 of the password, if one is required: compared in constant time, and the same
     /// time for every length of attempt.
     password: Option<[u8; 32]>,
-    writes: Mutex<()>,
+    writes: RwLock<()>,
     cursors: Cursors,
     next_id: AtomicU64,
     /// `CONFIG GET` answers.
@@ -64,7 +66,7 @@ impl Server {
         Server {
             db,
             password: password.map(digest),
-            writes: Mutex::new(()),
+            writes: RwLock::new(()),
             cursors: Cursors::new(),
             next_id: AtomicU64::new(1),
             config,
@@ -80,8 +82,14 @@ impl Server {
         }
     }
 
-    fn write_lock(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.writes.lock().unwrap_or_else(|p| p.into_inner())
+    /// Held by a read-then-write: no other write runs in between.
+    fn write_lock(&self) -> RwLockWriteGuard<'_, ()> {
+        self.writes.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Held by a plain write: excludes read-then-writes only.
+    fn plain_write_lock(&self) -> RwLockReadGuard<'_, ()> {
+        self.writes.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Checks a password attempt for user `user`.
@@ -240,8 +248,10 @@ impl Server {
         if nx && xx {
             return Reply::err("syntax error: NX and XX exclude each other");
         }
-        let _w = self.write_lock();
-        let old = if nx || xx || get {
+        let conditional = nx || xx || get;
+        let _exclusive = conditional.then(|| self.write_lock());
+        let _shared = (!conditional).then(|| self.plain_write_lock());
+        let old = if conditional {
             match self.db.get(k) {
                 Ok(old) => old,
                 Err(e) => return db_err(e),
@@ -380,12 +390,12 @@ impl Server {
                 }
                 Reply::Array(values)
             }
-            "MSET" if !rest.is_empty() && rest.len() % 2 == 0 => {
+            "MSET" if !rest.is_empty() && rest.len().is_multiple_of(2) => {
                 let mut batch = WriteBatch::new();
                 for pair in rest.chunks_exact(2) {
                     batch.put(pair[0].clone(), pair[1].clone());
                 }
-                let _w = self.write_lock();
+                let _w = self.plain_write_lock();
                 db.write(batch).map_or_else(db_err, |()| Reply::ok())
             }
             "DEL" | "EXISTS" | "MGET" | "MSET" => wrong_args(&cmd),

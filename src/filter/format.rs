@@ -144,7 +144,7 @@ pub fn decode(block: &[u8]) -> Result<Header, FilterError> {
         return bad(format!("m = 0 bits but n = {n} keys"));
     }
     if kind == FilterKind::Blocked {
-        if m % blocked::LINE_BITS != 0 {
+        if !m.is_multiple_of(blocked::LINE_BITS) {
             return bad(format!("blocked filter m = {m} is not a multiple of 512"));
         }
         if m / blocked::LINE_BITS > 1 << 32 {
@@ -164,7 +164,7 @@ pub fn decode(block: &[u8]) -> Result<Header, FilterError> {
         }
         None => return bad(format!("m = {m} bits is too large")),
     }
-    if kind == FilterKind::Standard && m % 8 != 0 {
+    if kind == FilterKind::Standard && !m.is_multiple_of(8) {
         // Padding bits past m must be zero (only the byte holding bit m can have any below
         // a byte boundary; whole padding bytes are checked next).
         let last = block[HEADER_LEN + (m / 8) as usize];
