@@ -343,8 +343,8 @@ fn conditional_writes_are_atomic_across_connections() {
                     let key = key.clone();
                     s.spawn(move || {
                         let mut con = client(port, "");
-                        // Half plain SETs, half SETNX: exactly one SETNX may win, and only
-                        // if no plain SET came first.
+                        // Four SETNX on one key race each other and four plain SETs on
+                        // another: exactly one SETNX wins.
                         if t % 2 == 0 {
                             let won: bool = con.set_nx(&key, t).unwrap();
                             i64::from(won)
