@@ -221,6 +221,19 @@ fn hello_and_auth_over_raw_sockets() {
         let _: () = con.set("authed", q).unwrap();
         let bad = format!("redis://:nope@127.0.0.1:{port}/{q}");
         assert!(redis::Client::open(bad).unwrap().get_connection().is_err());
+        // No password: RESP3's HELLO 3 is refused at connect, RESP2's first command after.
+        let none = format!("redis://127.0.0.1:{port}/{q}");
+        match redis::Client::open(none).unwrap().get_connection() {
+            Ok(mut con) => {
+                assert_eq!(q, "", "HELLO 3 without AUTH was accepted");
+                let r: RedisResult<Option<String>> = con.get("authed");
+                assert!(r.unwrap_err().to_string().contains("NOAUTH"));
+            }
+            Err(e) => {
+                assert_ne!(q, "", "RESP2 connects, then gets NOAUTH");
+                assert!(e.to_string().contains("NOAUTH"), "{e}");
+            }
+        }
     }
     // Without a password, AUTH is an error that says so.
     let open_port = free_port();
