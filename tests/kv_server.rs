@@ -135,7 +135,13 @@ fn kv_server_end_to_end() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).replace('\r', "\n");
+        let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "redis-benchmark failed: {text}");
+        // It fetches `save` and `appendonly` with CONFIG GET before it starts.
+        assert!(
+            !stderr.contains("Could not fetch server CONFIG"),
+            "{stderr}"
+        );
         let finals: Vec<&str> = text
             .lines()
             .filter(|l| l.contains("requests per second"))
