@@ -6,8 +6,9 @@
 //! Use: `Options::fs` holds an `Arc<dyn FileSystem>`; the default is [`StdFs`], the real file
 //! system. [`FaultyFs`] wraps it: it counts every operation and, from the Nth on, returns an
 //! error (or writes part of a buffer and then fails, as a full disk does, or panics).
-//! `FaultyFs::hold_table_creates` makes table creation wait until released, so a test can keep
-//! a memtable in the "immutable, not yet flushed" state for as long as it needs.
+//! `FaultyFs::hold_table_creates` makes table creation wait until released (or
+//! `allow_table_creates` admits a number of them), so a test can keep a memtable in the
+//! "immutable, not yet flushed" state for as long as it needs.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -126,7 +127,8 @@ struct FaultState {
     once: bool,
     /// Operations that failed, in order.
     failed: Vec<FsOp>,
-    hold_table_creates: bool,
+    /// Table files that may still be created (`None`: any number).
+    table_create_permits: Option<u64>,
 }
 
 /// A `FileSystem` over the real one that counts operations and fails the ones it is told to.
@@ -181,7 +183,15 @@ impl FaultyFs {
 
     /// While `hold` is true, creating a table file (`*.sst`) waits; false releases it.
     pub fn hold_table_creates(&self, hold: bool) {
-        self.lock().hold_table_creates = hold;
+        self.lock().table_create_permits = hold.then_some(0);
+        self.state.1.notify_all();
+    }
+
+    /// While holding, lets `n` more table files be created (then holds again).
+    pub fn allow_table_creates(&self, n: u64) {
+        let mut s = self.lock();
+        s.table_create_permits = s.table_create_permits.map(|p| p + n);
+        drop(s);
         self.state.1.notify_all();
     }
 
@@ -250,8 +260,11 @@ impl FileSystem for FaultyFs {
         if path.extension().is_some_and(|e| e == "sst") {
             let (lock, cv) = &*self.state;
             let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
-            while s.hold_table_creates {
+            while s.table_create_permits == Some(0) {
                 s = cv.wait(s).unwrap_or_else(|p| p.into_inner());
+            }
+            if let Some(p) = s.table_create_permits.as_mut() {
+                *p -= 1;
             }
         }
         self.check(FsOp::Create)?;

@@ -92,6 +92,11 @@ fn create_if_missing_error_if_exists_and_the_lock() {
         Db::open(&missing, no_create.clone()),
         Err(Error::NotFound { .. })
     ));
+    assert_eq!(
+        std::fs::read_dir(&missing).unwrap().count(),
+        0,
+        "open left a file"
+    );
     let db = Db::open(&missing, Options::default()).unwrap();
     assert!(matches!(
         Db::open(&missing, Options::default()),
@@ -496,4 +501,52 @@ fn only_tables_the_manifest_proves_obsolete_are_removed() {
     db.put(b"k2", b"v").unwrap();
     db.flush().unwrap(); // new tables never reuse the unexplained number
     assert!(unexplained.exists());
+}
+
+#[test]
+fn flush_waits_for_the_memtable_it_rotated_not_for_later_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultyFs::new();
+    let opts = Options {
+        fs: Arc::new(fs.clone()),
+        max_immutable_memtables: 4,
+        ..tiny_options()
+    };
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    fs.hold_table_creates(true);
+    db.put(b"first", b"1").unwrap();
+    let (done, flushed) = std::sync::mpsc::channel();
+    {
+        let db = Arc::clone(&db);
+        std::thread::spawn(move || done.send(db.flush()));
+    }
+    // Wait until the flush has rotated its memtable, then fill and rotate another.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while db.stats().immutable_memtables < 1 {
+        assert!(Instant::now() < deadline, "flush did not rotate");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut i = 0;
+    while db.stats().immutable_memtables < 2 {
+        db.put(key(i), vec![b'x'; 100]).unwrap();
+        i += 1;
+        assert!(Instant::now() < deadline, "second memtable did not rotate");
+    }
+    // One table may be written: the flush's own memtable. The later one stays held.
+    fs.allow_table_creates(1);
+    let flushed = flushed.recv_timeout(Duration::from_secs(10));
+    if flushed.is_err() {
+        fs.hold_table_creates(false);
+        panic!("flush still waiting with its own memtable written: it waits for later ones");
+    }
+    assert!(matches!(flushed, Ok(Ok(()))), "{flushed:?}");
+    assert_eq!(
+        db.stats().immutable_memtables,
+        1,
+        "the later memtable is still waiting"
+    );
+    assert_eq!(db.get(b"first").unwrap().as_deref(), Some(&b"1"[..]));
+    fs.hold_table_creates(false);
+    db.flush().unwrap();
+    assert_eq!(db.stats().immutable_memtables, 0);
 }

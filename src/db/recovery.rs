@@ -242,26 +242,34 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         std::fs::create_dir_all(dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
     }
+    let had_lock_file = dir.join("LOCK").exists();
     let lock_file = lock_dir(dir)?;
     let fs = &*opts.fs;
     let inv = inventory(dir)?;
     let mut report = RecoveryReport::default();
+    // Refusing to open leaves the directory as it was: no LOCK file of ours stays behind.
+    let refuse = |e: Error| {
+        if !had_lock_file {
+            let _ = std::fs::remove_file(dir.join("LOCK"));
+        }
+        Err(e)
+    };
     let m = match manifest::read(dir)? {
         Some(_) if opts.error_if_exists => {
-            return Err(Error::AlreadyExists {
+            return refuse(Error::AlreadyExists {
                 path: dir.to_path_buf(),
             })
         }
         Some(m) => m,
         None => {
             if let Some(found) = describe(&inv) {
-                return Err(Error::MissingManifest {
+                return refuse(Error::MissingManifest {
                     path: dir.to_path_buf(),
                     found,
                 });
             }
             if !opts.create_if_missing {
-                return Err(Error::NotFound {
+                return refuse(Error::NotFound {
                     path: dir.to_path_buf(),
                 });
             }
