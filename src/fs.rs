@@ -48,6 +48,12 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
+/// `fs.sync_dir(dir)` with the error naming the directory (what the store's write path calls).
+pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> crate::Result<()> {
+    fs.sync_dir(dir)
+        .map_err(|e| crate::Error::io(format!("syncing directory {}", dir.display()), e))
+}
+
 /// The real file system.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StdFs;

@@ -76,8 +76,7 @@ pub fn write(fs: &dyn FileSystem, dir: &Path, data: &ManifestData) -> Result<()>
     drop(f);
     fs.rename(&tmp, &dir.join(MANIFEST_FILE))
         .map_err(|e| io("renaming", e))?;
-    fs.sync_dir(dir)
-        .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))
+    crate::fs::sync_dir(fs, dir)
 }
 
 /// The name of the temporary file a manifest is written to before its rename.

@@ -10,12 +10,13 @@
 //! 3. Remove only what the manifest proves obsolete: tables it does not name whose number is
 //!    below its `next_file`, logs below its `log_number`, `MANIFEST.tmp`. A table numbered at
 //!    or above `next_file` is unexplained: left in place and reported.
-//! 4. Write a manifest that reserves file numbers, then replay the logs at or above
-//!    `log_number` in order. Replay stops at the first damaged or incomplete record across
-//!    all logs (`WalRecovery::PointInTime`), or refuses unless that damage is a torn tail of
-//!    the newest log (`WalRecovery::TornTailOnly`).
-//! 5. Create a new log, write what was replayed to a level-0 table, sync the directory,
-//!    write the manifest naming both, and only then remove the replayed logs.
+//! 4. Replay the logs at or above `log_number` in order (reading only). Replay stops at the
+//!    first damaged or incomplete record across all logs (`WalRecovery::PointInTime`), or
+//!    refuses unless that damage is a torn tail of the newest log (`WalRecovery::TornTailOnly`).
+//! 5. Create a new log. If anything was replayed: write a manifest reserving file numbers,
+//!    then the level-0 table, and sync the directory. Write the manifest naming the tables and
+//!    the new log, and only then remove the replayed logs. (A crash before that manifest in a
+//!    new directory leaves only an empty log, which the next open ignores.)
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -156,12 +157,11 @@ fn load_version(dir: &Path, m: &ManifestData, report: &mut RecoveryReport) -> Re
 fn replay(
     dir: &Path,
     logs: &[(u64, u64)],
-    log_number: u64,
     mode: WalRecovery,
     report: &mut RecoveryReport,
 ) -> Result<Memtable> {
     let recovered = Memtable::new(0);
-    for &(id, _) in logs.iter().filter(|l| l.0 >= log_number) {
+    for &(id, _) in logs {
         let path = wal::wal_path(dir, id);
         let data = std::fs::read(&path)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
@@ -313,27 +313,25 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         cursors: vec![Vec::new(); MAX_LEVELS],
         reserved: next_file.load(Ordering::SeqCst) + ID_RESERVATION,
     };
-    // Reserve the numbers this open may use before creating any file.
-    manifest::write(
-        fs,
-        dir,
-        &manifest_data(&version, work.reserved, m.log_number),
-    )?;
-
     let logs: Vec<(u64, u64)> = inv
         .logs
         .iter()
         .copied()
         .filter(|l| l.0 >= m.log_number)
         .collect();
-    let recovered = replay(dir, &logs, m.log_number, opts.wal_recovery, &mut report)?;
+    let recovered = replay(dir, &logs, opts.wal_recovery, &mut report)?;
     let wal_id = next_file.fetch_add(1, Ordering::SeqCst);
     let writer = WalWriter::create(fs, dir, wal_id)?;
     if !recovered.is_empty() {
+        // Reserve the table's number in a manifest before creating the table.
+        manifest::write(
+            fs,
+            dir,
+            &manifest_data(&version, work.reserved, m.log_number),
+        )?;
         let id = next_file.fetch_add(1, Ordering::SeqCst);
         version.levels[0].push(Arc::new(write_l0(fs, dir, &opts, &recovered, id)?));
-        fs.sync_dir(dir)
-            .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))?;
+        crate::fs::sync_dir(fs, dir)?;
     }
     work.reserved = work.reserved.max(next_file.load(Ordering::SeqCst));
     manifest::write(fs, dir, &manifest_data(&version, work.reserved, wal_id))?;

@@ -176,8 +176,7 @@ impl WalWriter {
         let file = fs
             .create(&path, CreateMode::New)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-        fs.sync_dir(dir)
-            .map_err(|e| Error::io(format!("syncing directory {}", dir.display()), e))?;
+        crate::fs::sync_dir(fs, dir)?;
         Ok(WalWriter { file, path, len: 0 })
     }
 

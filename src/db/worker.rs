@@ -166,10 +166,7 @@ impl Inner {
         log_number: u64,
         also: impl FnOnce(&mut super::inner::State),
     ) -> Result<()> {
-        self.opts
-            .fs
-            .sync_dir(&self.dir)
-            .map_err(|e| Error::io(format!("syncing directory {}", self.dir.display()), e))?;
+        crate::fs::sync_dir(&*self.opts.fs, &self.dir)?;
         self.write_manifest(work, &version, log_number)?;
         self.update_state(|s| {
             also(s);
