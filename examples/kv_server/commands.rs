@@ -92,20 +92,23 @@ impl Server {
         self.writes.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Checks a password attempt for user `user`.
-    fn check(&self, user: &[u8], pass: &[u8]) -> Reply {
+    /// Checks a password attempt for user `user` and, if it is right, authenticates `s`;
+    /// otherwise the error reply.
+    fn authenticate(&self, s: &mut Session, user: &[u8], pass: &[u8]) -> Result<(), Reply> {
         let Some(want) = &self.password else {
-            return Reply::err(
+            return Err(Reply::err(
                 "AUTH <password> called without any password configured for the default user. \
                  Are you sure your configuration is correct?",
-            );
+            ));
         };
         let same = constant_time_eq::constant_time_eq_32(&digest(pass), want);
-        if same && user == b"default" {
-            Reply::ok()
-        } else {
-            Reply::Error("WRONGPASS invalid username-password pair or user is disabled.".into())
+        if !(same && user == b"default") {
+            return Err(Reply::Error(
+                "WRONGPASS invalid username-password pair or user is disabled.".into(),
+            ));
         }
+        s.authed = true;
+        Ok(())
     }
 
     fn hello(&self, s: &mut Session, args: &[Vec<u8>]) -> Reply {
@@ -140,9 +143,8 @@ impl Server {
             }
         }
         if let Some((user, pass)) = auth {
-            match self.check(user, pass) {
-                Reply::Simple(_) => s.authed = true,
-                refused => return refused,
+            if let Err(refused) = self.authenticate(s, user, pass) {
+                return refused;
             }
         }
         if !s.authed {
@@ -326,13 +328,12 @@ impl Server {
             "QUIT" => return (Reply::ok(), false),
             "HELLO" => self.hello(s, rest),
             "AUTH" => {
-                let reply = match rest {
-                    [pass] => self.check(b"default", pass),
-                    [user, pass] => self.check(user, pass),
-                    _ => Reply::err("syntax error"),
+                let tried = match rest {
+                    [pass] => self.authenticate(s, b"default", pass),
+                    [user, pass] => self.authenticate(s, user, pass),
+                    _ => Err(Reply::err("syntax error")),
                 };
-                s.authed |= reply == Reply::ok();
-                reply
+                tried.map_or_else(|refused| refused, |()| Reply::ok())
             }
             "CLIENT" => self.client(s, rest),
             "SELECT" => match rest {
