@@ -344,8 +344,11 @@ fn fuzz_table_files(n: usize) {
             if let Ok(t) = Table::open(&path, 1) {
                 let t = std::sync::Arc::new(t);
                 let mut stats = Default::default();
+                // Fresh per input: every mutated file is table 1.
+                let cache = crate::table::BlockCache::new(1 << 20);
                 for k in ["key0000", "key0100", "key0199", "nope"] {
-                    let _ = t.get(k.as_bytes(), &mut stats);
+                    let _ = t.get(k.as_bytes(), &mut stats, None);
+                    let _ = t.get(k.as_bytes(), &mut stats, cache.as_ref());
                 }
                 for e in t.iter(std::ops::Bound::Unbounded) {
                     if e.is_err() {

@@ -3,12 +3,16 @@
 //! Locks, in the order they may be taken: `writer` (one writer appends to the WAL at a time)
 //! → `work` (one flush or compaction edits the table set at a time; every manifest write holds
 //! it) → `state` (the published memtables and table set: held only to read or swap pointers)
-//! → `signal` (worker wake-ups and progress). `get` and `scan` take only `state`, briefly.
+//! → `publish` (serialises replacing the published `State`) → `signal` (worker wake-ups and
+//! progress). `get` and `scan` take no lock: they load the published `State` through an
+//! `ArcSwap` (arc-swap's thread-local debt slots: no write to memory another reader writes).
 
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use arc_swap::{ArcSwap, Guard};
 use std::time::Duration;
 
 use super::compaction::Version;
@@ -26,6 +30,8 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// What readers see: the mutable memtable, the immutable ones waiting for flush, the tables.
+/// Never changed in place: a change publishes a new `State` (`Inner::update_state`).
+#[derive(Clone)]
 pub(super) struct State {
     pub(super) mem: Arc<Memtable>,
     /// Oldest first.
@@ -88,7 +94,11 @@ impl ErrorState {
 pub(super) struct Inner {
     pub(super) dir: PathBuf,
     pub(super) opts: Options,
-    pub(super) state: RwLock<State>,
+    pub(super) state: ArcSwap<State>,
+    /// Held while a new `State` is built from the current one and published.
+    pub(super) publish: Mutex<()>,
+    /// Verified, decoded data blocks (`None` when `Options::block_cache_bytes` is 0).
+    pub(super) cache: Option<crate::table::BlockCache>,
     pub(super) writer: Mutex<WalWriter>,
     pub(super) work: Mutex<Work>,
     pub(super) signal: Mutex<Signal>,
@@ -103,14 +113,20 @@ pub(super) struct Inner {
 }
 
 impl Inner {
-    /// The current state, read-locked (briefly: clone what you need and drop the guard).
-    pub(super) fn read_state(&self) -> RwLockReadGuard<'_, State> {
-        self.state.read().unwrap_or_else(|p| p.into_inner())
+    /// The published state. The guard is for one operation (a get, a check); hold an
+    /// `Arc` (`snapshot`, `version`) for anything longer.
+    pub(super) fn read_state(&self) -> Guard<Arc<State>> {
+        self.state.load()
     }
 
-    /// Replaces parts of the published state.
+    /// Publishes a copy of the state with `f` applied; concurrent readers keep the one they
+    /// loaded.
     pub(super) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        f(&mut self.state.write().unwrap_or_else(|p| p.into_inner()))
+        let _publishing = lock(&self.publish);
+        let mut next = State::clone(&self.state.load());
+        let r = f(&mut next);
+        self.state.store(Arc::new(next));
+        r
     }
 
     /// The current table set.

@@ -36,11 +36,17 @@ impl Memtable {
             added += k.len() + v.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD;
             map.insert(k, v);
         }
-        self.size.fetch_add(added, Ordering::Relaxed);
+        // Release: a reader that sees the new size sees the entries (see `get`).
+        self.size.fetch_add(added, Ordering::Release);
     }
 
-    /// `Some(Some(v))` value, `Some(None)` tombstone, `None` not here.
+    /// `Some(Some(v))` value, `Some(None)` tombstone, `None` not here. An empty memtable (the
+    /// common case right after a flush) answers without touching the lock, whose reader count
+    /// every reader would otherwise write.
     pub(crate) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
+        if self.size.load(Ordering::Acquire) == 0 {
+            return None;
+        }
         self.map
             .read()
             .unwrap_or_else(|p| p.into_inner())

@@ -236,6 +236,10 @@ impl Db {
         let mut s = stats::collect(&self.inner.counters, &self.inner.version());
         s.read_only_error = self.inner.errors.check().err().map(|e| e.to_string());
         s.immutable_memtables = self.inner.read_state().imm.len() as u64;
+        if let Some(c) = &self.inner.cache {
+            s.block_cache_bytes = c.bytes();
+            s.block_cache_capacity = c.capacity();
+        }
         s
     }
 

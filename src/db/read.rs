@@ -2,9 +2,14 @@
 //! per deeper level found by binary search. The key is hashed once; a table's data is read
 //! only if its key range holds the key and its filter says "maybe". A table whose filter was
 //! rejected at open is read without one (counted in `DbStats`).
+//!
+//! The hot path shares nothing writable with other readers: the published state is loaded
+//! through `ArcSwap` (no lock, no reference count), counters go to this thread's
+//! `ReadCounters`, and a key every filter excludes allocates nothing. Data blocks come from the
+//! block cache when they can (`table/cache.rs`).
 
 use super::inner::Inner;
-use super::stats::add;
+use super::stats::{bump, ReadCounters};
 use crate::error::Result;
 use crate::filter::hash_key;
 use crate::table::{FilterState, Table, TableReadStats};
@@ -32,9 +37,10 @@ impl From<Option<Option<Vec<u8>>>> for Lookup {
 impl Inner {
     /// The value of `key`, or `None`.
     pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        add(&self.counters.gets, 1);
-        let (mem, imm, version) = self.snapshot();
-        for m in std::iter::once(&mem).chain(imm.iter().rev()) {
+        let counters = self.counters.reader();
+        bump(&counters.gets, 1);
+        let state = self.read_state();
+        for m in std::iter::once(&state.mem).chain(state.imm.iter().rev()) {
             match Lookup::from(m.get(key)) {
                 Lookup::Value(v) => return Ok(Some(v)),
                 Lookup::Tombstone => return Ok(None),
@@ -42,6 +48,7 @@ impl Inner {
             }
         }
         let hash = hash_key(key);
+        let version = &state.version;
         let level0 = version.levels[0].iter().rev().map(|t| (0, t));
         let deeper = version
             .levels
@@ -53,7 +60,7 @@ impl Inner {
                 tables.get(i).map(|t| (level, t))
             });
         for (level, t) in level0.chain(deeper) {
-            match self.probe(level, t, key, hash)? {
+            match self.probe(counters, level, t, key, hash)? {
                 Lookup::Value(v) => return Ok(Some(v)),
                 Lookup::Tombstone => return Ok(None),
                 Lookup::Absent => {}
@@ -63,39 +70,50 @@ impl Inner {
     }
 
     /// Consults `t` for `key`: range, then filter, then one data block.
-    fn probe(&self, level: usize, t: &Table, key: &[u8], hash: u64) -> Result<Lookup> {
+    fn probe(
+        &self,
+        counters: &ReadCounters,
+        level: usize,
+        t: &Table,
+        key: &[u8],
+        hash: u64,
+    ) -> Result<Lookup> {
         if !t.covers(key) {
             return Ok(Lookup::Absent);
         }
-        add(&self.counters.tables_probed, 1);
-        let c = &self.counters.levels[level];
+        bump(&counters.tables_probed, 1);
+        let c = &counters.levels[level];
         let filtered = match t.filter() {
             FilterState::Valid(f) => {
-                add(&c.filter_checks, 1);
+                bump(&c.filter_checks, 1);
                 let maybe = if f.header().seed == crate::filter::hash::DEFAULT_SEED {
                     f.may_contain_hash(hash)
                 } else {
                     f.may_contain(key)
                 };
                 if !maybe {
-                    add(&c.filter_useful, 1);
+                    bump(&c.filter_useful, 1);
                     return Ok(Lookup::Absent);
                 }
-                add(&c.filter_positive, 1);
+                bump(&c.filter_positive, 1);
                 true
             }
             FilterState::None | FilterState::Invalid(_) => {
-                add(&c.unfiltered_probes, 1);
+                bump(&c.unfiltered_probes, 1);
                 false
             }
         };
         let mut reads = TableReadStats::default();
-        let found = t.get(key, &mut reads);
-        add(&c.data_block_reads, reads.blocks);
-        add(&c.bytes_read, reads.bytes);
+        let found = t.get(key, &mut reads, self.cache.as_ref());
+        bump(&c.data_block_reads, reads.blocks);
+        bump(&c.bytes_read, reads.bytes);
+        if self.cache.is_some() {
+            bump(&counters.block_cache_hits, reads.cache_hits);
+            bump(&counters.block_cache_misses, reads.blocks);
+        }
         let found = Lookup::from(found?);
         if filtered && !matches!(found, Lookup::Absent) {
-            add(&c.filter_true_positive, 1);
+            bump(&c.filter_true_positive, 1);
         }
         Ok(found)
     }

@@ -22,7 +22,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::compaction::Version;
 use super::inner::{ErrorState, Inner, Signal, State, Work};
@@ -347,11 +347,13 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     add(&counters.wal_bytes_dropped, report.wal_bytes_dropped);
     Ok(Inner {
         dir: dir.to_path_buf(),
-        state: RwLock::new(State {
+        state: arc_swap::ArcSwap::from_pointee(State {
             mem: Arc::new(Memtable::new(wal_id)),
             imm: Vec::new(),
             version: Arc::new(version),
         }),
+        publish: Mutex::new(()),
+        cache: crate::table::BlockCache::new(opts.block_cache_bytes),
         writer: Mutex::new(writer),
         work: Mutex::new(work),
         signal: Mutex::new(Signal {

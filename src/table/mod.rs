@@ -4,16 +4,19 @@
 //! Write: `TableBuilder::create(path, options)` → `(add)*` in strictly increasing key order →
 //! `finish()`. Read: `Table::open(path, id)` validates the footer, loads the index, properties
 //! and filter blocks into memory (a filter that fails validation is dropped and reported, never
-//! trusted), and `Table::get` reads one data block from the file per call, on demand.
+//! trusted), and `Table::get` finds one data block per call: in the store's `BlockCache` if
+//! given one, else read from the file (and then cached).
 
 mod block;
 mod builder;
+mod cache;
 mod footer;
 mod reader;
 
 pub use block::{BlockHandle, Entry};
 pub(crate) use block::{TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
+pub use cache::BlockCache;
 pub use footer::{Footer, Properties, FOOTER_LEN, TABLE_MAGIC, TABLE_VERSION};
 pub use reader::{FilterProblem, FilterState, Table, TableIter, TableReadStats};
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::block::{decode_entries, next_entry, unseal, BlockHandle, Cursor, Entry};
+use super::cache::{Block, BlockCache};
 use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, TABLE_VERSION};
 use crate::error::{Error, Result};
 use crate::filter::{FilterError, FilterReader};
@@ -61,6 +62,8 @@ pub struct TableReadStats {
     pub blocks: u64,
     /// Bytes read from the file.
     pub bytes: u64,
+    /// Data blocks found in the block cache.
+    pub cache_hits: u64,
 }
 
 pub(crate) struct IndexEntry {
@@ -253,20 +256,50 @@ impl Table {
     }
 
     /// Looks `key` up: `Some(Some(v))` a value, `Some(None)` a tombstone, `None` not in this
-    /// table. Reads at most one data block. Does not consult the filter.
-    pub fn get(&self, key: &[u8], stats: &mut TableReadStats) -> Result<Option<Option<Vec<u8>>>> {
+    /// table. Finds at most one data block: in `cache` if given (a miss reads, verifies and
+    /// inserts it), else read from the file. Does not consult the filter.
+    pub fn get(
+        &self,
+        key: &[u8],
+        stats: &mut TableReadStats,
+        cache: Option<&BlockCache>,
+    ) -> Result<Option<Option<Vec<u8>>>> {
         let i = self.index.partition_point(|e| e.last_key.as_slice() < key);
         let Some(entry) = self.index.get(i) else {
             return Ok(None);
         };
-        let payload = self.read_block(entry.handle, stats)?;
+        let h = entry.handle;
+        let damaged = |r: String| Error::corruption(&self.path, format!("data block at {}: {r}", h.offset));
+        let Some(cache) = cache else {
+            return self.scan_block(key, h, stats);
+        };
+        let block = match cache.get(self.id, h.offset) {
+            Some(b) => {
+                stats.cache_hits += 1;
+                b
+            }
+            None => {
+                let b = Arc::new(Block::decode(self.read_block(h, stats)?).map_err(damaged)?);
+                cache.insert(self.id, h.offset, Arc::clone(&b));
+                b
+            }
+        };
+        let found = block.get(key).map_err(damaged)?;
+        Ok(found.map(|v| v.map(<[u8]>::to_vec)))
+    }
+
+    /// `get` without a cache: reads the block and decodes entries only up to `key`.
+    fn scan_block(
+        &self,
+        key: &[u8],
+        h: BlockHandle,
+        stats: &mut TableReadStats,
+    ) -> Result<Option<Option<Vec<u8>>>> {
+        let payload = self.read_block(h, stats)?;
         let mut c = Cursor::new(&payload);
         while !c.is_empty() {
             let e = next_entry(&mut c).map_err(|r| {
-                Error::corruption(
-                    &self.path,
-                    format!("data block at {}: {r}", entry.handle.offset),
-                )
+                Error::corruption(&self.path, format!("data block at {}: {r}", h.offset))
             })?;
             match e.key.cmp(key) {
                 std::cmp::Ordering::Less => continue,
