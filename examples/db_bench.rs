@@ -1,29 +1,43 @@
-//! lsm-bloom against RocksDB, same data, same process, interleaved rounds, medians reported.
+//! lsm-bloom against RocksDB and fjall: same keys, same process, interleaved rounds, at 1 and
+//! more threads, medians reported.
 //!
 //! `cargo run --release --features rocksdb --example db_bench -- [--keys N] [--value-size B]
-//!  [--ops M] [--rounds R] [--json]`
+//!  [--ops M] [--rounds R] [--threads 1,2] [--block-cache-mib C] [--json]`
 //!
-//! Both engines: 10 bits/key Bloom filters (RocksDB `set_bloom_filter(10.0, false)`, its default
-//! format_version; ours the default blocked filter), 4 KiB blocks, no compression, the same
-//! memtable size, WAL on without fsync, index and filter blocks held in memory, RocksDB's block
-//! cache 8 MiB (ours has none), so data-block reads reach the file system (its page cache).
+//! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
+//! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
+//! every level), 4 KiB blocks, no compression, the same memtable size, a write-ahead log
+//! written to the OS on every write without fsync, index and filter blocks held in memory
+//! (pinned, unpartitioned), the same block cache size (default 32 MiB, what RocksDB and fjall
+//! give a store by default), leveled compaction with the same L0 trigger. RocksDB's statistics
+//! object exists but is switched off (`StatsLevel::DisableAll`) in timed phases; its Bloom
+//! tickers are read in a separate untimed pass.
 //!
-//! Phases: bulk load (then flush and wait for compactions), then present gets, absent gets and
-//! a 90% absent / 10% present mix — first on the shape each engine settled into, then again
-//! after a full manual compaction of both. Per phase and engine: ops/s, read syscalls per op
-//! (`/proc/self/io` `syscr`), our data-block reads per op, and the observed filter FPR (ours
-//! from `Db::stats`, RocksDB's from its Bloom tickers). Ratios are ours / RocksDB throughput.
+//! Phases: bulk load (T threads share the key range; then flush and wait until compactions
+//! are done), then present gets, absent gets and a 90% absent / 10% present mix, first on the
+//! shape each engine settled into, then after a full manual compaction of all three. Each
+//! read round runs `--ops` gets split over T threads started together. Per phase and thread
+//! count: ops/s per engine, ours / best peer, read syscalls per op (`/proc/self/io` `syscr`),
+//! our data-block reads per op, observed FPR; and per engine the 2T/1T scaling.
+//!
+//! The overhead figure: in the same run, the absent phase's keys are also run through the bare
+//! filter probes a `get` makes (hash once; every level-0 table whose range holds the key, then
+//! one table per deeper level by binary search; `may_contain_hash`), with no store around them.
+//! Absent-get time ÷ bare-probe time says how close the read path is to that limit.
 
 use std::path::Path;
-use std::time::Instant;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 use clap::Parser;
-use lsm_bloom::{Db, DbStats, Options};
-use rocksdb::statistics::Ticker;
+use lsm_bloom::filter::hash::DEFAULT_SEED;
+use lsm_bloom::table::{FilterState, Table};
+use lsm_bloom::{Db, Options};
+use rocksdb::statistics::{StatsLevel, Ticker};
 use serde::Serialize;
 
 #[derive(Parser, Clone)]
-#[command(about = "lsm-bloom vs RocksDB")]
+#[command(about = "lsm-bloom vs RocksDB vs fjall")]
 struct Args {
     /// Keys to load.
     #[arg(long, default_value_t = 2_000_000)]
@@ -31,21 +45,69 @@ struct Args {
     /// Value size in bytes.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
-    /// Operations per read phase and round.
-    #[arg(long, default_value_t = 200_000)]
+    /// Gets per read phase, round and thread count (split over the threads).
+    #[arg(long, default_value_t = 400_000)]
     ops: u64,
     /// Interleaved rounds (at least 3 for a median worth quoting).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
-    /// Memtable (write buffer) size in MiB, both engines.
+    /// Thread counts to run every phase at.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// Memtable (write buffer) size in MiB, all engines.
     #[arg(long, default_value_t = 64)]
-    memtable_mib: usize,
-    /// RocksDB block cache in MiB.
-    #[arg(long, default_value_t = 8)]
-    block_cache_mib: usize,
+    memtable_mib: u64,
+    /// Block cache in MiB, all engines.
+    #[arg(long, default_value_t = 32)]
+    block_cache_mib: u64,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Profiling mode: load lsm-bloom only, then run this phase ("absent" or "present") for
+    /// `--hold-secs` on `--hold-threads` threads, printing the pid first, so that
+    /// `perf record -e cpu-clock -g -p PID` sees nothing but gets.
+    #[arg(long)]
+    hold: Option<String>,
+    /// Seconds to run the held phase.
+    #[arg(long, default_value_t = 20)]
+    hold_secs: u64,
+    /// Threads for the held phase.
+    #[arg(long, default_value_t = 1)]
+    hold_threads: usize,
+    /// Fully compact before the held phase.
+    #[arg(long)]
+    hold_compacted: bool,
+}
+
+/// `--hold`: see `Args::hold`.
+fn hold(args: &Args, phase: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ours = open_ours(dir.path(), args);
+    let rate = load(&ours, args, 1);
+    if args.hold_compacted {
+        ours.compact_all();
+    }
+    let absent_pct = if phase == "absent" { 100 } else { 0 };
+    let keys = phase_keys(args, absent_pct, 1);
+    eprintln!(
+        "loaded at {rate:.0} puts/s; tables {:?}; pid {}: {phase} gets on {} thread(s) for {} s",
+        ours.tables_per_level(),
+        std::process::id(),
+        args.hold_threads,
+        args.hold_secs
+    );
+    let until = Instant::now() + Duration::from_secs(args.hold_secs);
+    let mut done = 0u64;
+    let mut secs = 0.0;
+    while Instant::now() < until {
+        secs += timed_parallel(&keys, args.hold_threads, |part| {
+            for (k, present) in part {
+                assert_eq!(ours.get(k), *present);
+            }
+        });
+        done += keys.len() as u64;
+    }
+    println!("{phase}: {:.0} gets/s on {} thread(s)", done as f64 / secs, args.hold_threads);
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -75,15 +137,20 @@ fn read_syscalls() -> u64 {
         .unwrap_or(0)
 }
 
-trait Engine {
+trait Engine: Sync {
     fn name(&self) -> &'static str;
     fn put(&self, k: &[u8], v: &[u8]);
     fn get(&self, k: &[u8]) -> bool;
     fn settle(&self);
     fn compact_all(&self);
     fn tables_per_level(&self) -> Vec<u64>;
-    /// (filter checks, positives, true positives, data-block reads) so far.
-    fn filter_counters(&self) -> (u64, u64, u64, u64);
+    /// Observed FPR over `keys` (all absent), measured in an untimed pass, if the engine
+    /// reports one.
+    fn observed_fpr(&self, keys: &[[u8; 16]]) -> Option<f64>;
+    /// Data-block reads from the file so far (ours only).
+    fn data_block_reads(&self) -> Option<u64> {
+        None
+    }
 }
 
 struct Ours(Db);
@@ -108,14 +175,17 @@ impl Engine for Ours {
     fn tables_per_level(&self) -> Vec<u64> {
         self.0.stats().levels.iter().map(|l| l.tables).collect()
     }
-    fn filter_counters(&self) -> (u64, u64, u64, u64) {
-        let s: DbStats = self.0.stats();
-        (
-            s.total.filter_checks,
-            s.total.filter_positive,
-            s.total.filter_true_positive,
-            s.total.data_block_reads,
-        )
+    fn observed_fpr(&self, keys: &[[u8; 16]]) -> Option<f64> {
+        let before = self.0.stats().total;
+        for k in keys {
+            assert!(!self.get(k));
+        }
+        let after = self.0.stats().total;
+        let checks = after.filter_checks - before.filter_checks;
+        Some((after.filter_positive - before.filter_positive) as f64 / checks.max(1) as f64)
+    }
+    fn data_block_reads(&self) -> Option<u64> {
+        Some(self.0.stats().total.data_block_reads)
     }
 }
 
@@ -136,29 +206,19 @@ impl Engine for Rocks {
     }
     fn settle(&self) {
         self.db.flush().expect("flush");
-        loop {
-            let pending = self
-                .db
-                .property_int_value("rocksdb.compaction-pending")
+        let busy = |p: &str| {
+            self.db
+                .property_int_value(p)
                 .ok()
                 .flatten()
-                .unwrap_or(0);
-            let running = self
-                .db
-                .property_int_value("rocksdb.num-running-compactions")
-                .ok()
-                .flatten()
-                .unwrap_or(0);
-            let flushing = self
-                .db
-                .property_int_value("rocksdb.num-running-flushes")
-                .ok()
-                .flatten()
-                .unwrap_or(0);
-            if pending + running + flushing == 0 {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+                .unwrap_or(0)
+        };
+        while busy("rocksdb.compaction-pending")
+            + busy("rocksdb.num-running-compactions")
+            + busy("rocksdb.num-running-flushes")
+            > 0
+        {
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
     fn compact_all(&self) {
@@ -176,24 +236,76 @@ impl Engine for Rocks {
             })
             .collect()
     }
-    fn filter_counters(&self) -> (u64, u64, u64, u64) {
-        let useful = self.opts.get_ticker_count(Ticker::BloomFilterUseful);
-        let positive = self.opts.get_ticker_count(Ticker::BloomFilterFullPositive);
-        let true_positive = self
-            .opts
-            .get_ticker_count(Ticker::BloomFilterFullTruePositive);
-        (useful + positive, positive, true_positive, 0)
+    fn observed_fpr(&self, keys: &[[u8; 16]]) -> Option<f64> {
+        let t = |x| self.opts.get_ticker_count(x);
+        self.opts
+            .set_statistics_level(StatsLevel::ExceptDetailedTimers);
+        let (u0, p0) = (
+            t(Ticker::BloomFilterUseful),
+            t(Ticker::BloomFilterFullPositive),
+        );
+        for k in keys {
+            assert!(!self.get(k));
+        }
+        let (u1, p1) = (
+            t(Ticker::BloomFilterUseful),
+            t(Ticker::BloomFilterFullPositive),
+        );
+        self.opts.set_statistics_level(StatsLevel::DisableAll);
+        Some((p1 - p0) as f64 / ((u1 - u0) + (p1 - p0)).max(1) as f64)
+    }
+}
+
+struct Fjall {
+    db: fjall::Database,
+    ks: fjall::Keyspace,
+}
+
+impl Engine for Fjall {
+    fn name(&self) -> &'static str {
+        "fjall"
+    }
+    fn put(&self, k: &[u8], v: &[u8]) {
+        self.ks.insert(k, v).expect("put");
+    }
+    fn get(&self, k: &[u8]) -> bool {
+        self.ks.get(k).expect("get").is_some()
+    }
+    fn settle(&self) {
+        self.ks.rotate_memtable_and_wait().expect("flush");
+        // Compactions are scheduled after flushes: settled once nothing ran for 300 ms.
+        let mut quiet = 0;
+        while quiet < 6 {
+            std::thread::sleep(Duration::from_millis(50));
+            if self.db.outstanding_flushes() == 0 && self.db.active_compactions() == 0 {
+                quiet += 1;
+            } else {
+                quiet = 0;
+            }
+        }
+    }
+    fn compact_all(&self) {
+        self.ks.major_compact().expect("compact");
+        self.settle();
+    }
+    fn tables_per_level(&self) -> Vec<u64> {
+        let (l0, all) = (self.ks.l0_table_count(), self.ks.table_count());
+        vec![l0 as u64, (all - l0) as u64]
+    }
+    fn observed_fpr(&self, _keys: &[[u8; 16]]) -> Option<f64> {
+        None // fjall reports filter counts only with its `metrics` feature
     }
 }
 
 fn open_ours(dir: &Path, args: &Args) -> Ours {
     let opts = Options {
-        memtable_size: args.memtable_mib << 20,
+        memtable_size: (args.memtable_mib << 20) as usize,
         block_size: 4096,
         target_file_size: 64 << 20,
         level1_max_bytes: 256 << 20,
         size_ratio: 10,
         l0_compaction_trigger: 4,
+        block_cache_bytes: args.block_cache_mib << 20,
         ..Options::default()
     };
     Ours(Db::open(dir, opts).expect("open lsm-bloom"))
@@ -204,20 +316,53 @@ fn open_rocks(dir: &Path, args: &Args) -> Rocks {
     table.set_bloom_filter(10.0, false);
     table.set_block_size(4096);
     table.set_cache_index_and_filter_blocks(false); // held by the table readers, in memory
-    table.set_block_cache(&rocksdb::Cache::new_lru_cache(args.block_cache_mib << 20));
+    table.set_block_cache(&rocksdb::Cache::new_lru_cache(
+        (args.block_cache_mib << 20) as usize,
+    ));
     let mut opts = rocksdb::Options::default();
     opts.create_if_missing(true);
     opts.set_block_based_table_factory(&table);
     opts.set_compression_type(rocksdb::DBCompressionType::None);
     opts.set_bottommost_compression_type(rocksdb::DBCompressionType::None);
-    opts.set_write_buffer_size(args.memtable_mib << 20);
+    opts.set_write_buffer_size((args.memtable_mib << 20) as usize);
     opts.set_target_file_size_base(64 << 20);
     opts.set_max_bytes_for_level_base(256 << 20);
     opts.set_max_bytes_for_level_multiplier(10.0);
     opts.set_level_zero_file_num_compaction_trigger(4);
     opts.enable_statistics();
+    opts.set_statistics_level(StatsLevel::DisableAll);
     let db = rocksdb::DB::open(&opts, dir).expect("open rocksdb");
     Rocks { db, opts }
+}
+
+fn open_fjall(dir: &Path, args: &Args) -> Fjall {
+    use fjall::config::{
+        BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy,
+        FilterPolicyEntry, PartitioningPolicy, PinningPolicy,
+    };
+    let db = fjall::Database::builder(dir)
+        .cache_size(args.block_cache_mib << 20)
+        .open()
+        .expect("open fjall");
+    let memtable = args.memtable_mib << 20;
+    let ks = db
+        .keyspace("bench", || {
+            fjall::KeyspaceCreateOptions::default()
+                .max_memtable_size(memtable)
+                .data_block_size_policy(BlockSizePolicy::all(4096))
+                .data_block_compression_policy(CompressionPolicy::all(
+                    fjall::CompressionType::None,
+                ))
+                .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
+                    BloomConstructionPolicy::BitsPerKey(10.0),
+                )))
+                .filter_block_pinning_policy(PinningPolicy::all(true))
+                .index_block_pinning_policy(PinningPolicy::all(true))
+                .filter_block_partitioning_policy(PartitioningPolicy::all(false))
+                .index_block_partitioning_policy(PartitioningPolicy::all(false))
+        })
+        .expect("fjall keyspace");
+    Fjall { db, ks }
 }
 
 #[derive(Serialize, Clone, Default)]
@@ -225,44 +370,27 @@ struct Sample {
     ops_per_sec: f64,
     read_syscalls_per_op: f64,
     data_block_reads_per_op: Option<f64>,
-    observed_fpr: f64,
-}
-
-#[derive(Serialize)]
-struct PhaseResult {
-    phase: String,
-    shape: String,
-    lsm_bloom: Sample,
-    rocksdb: Sample,
-    /// ours / RocksDB throughput (> 1 means ours is faster).
-    throughput_ratio: f64,
-    /// ours / RocksDB read syscalls per op.
-    read_syscall_ratio: f64,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        0.0
-    } else {
-        v[v.len() / 2]
-    }
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 fn median_sample(v: &[Sample]) -> Sample {
     Sample {
         ops_per_sec: median(v.iter().map(|s| s.ops_per_sec).collect()),
         read_syscalls_per_op: median(v.iter().map(|s| s.read_syscalls_per_op).collect()),
-        data_block_reads_per_op: v[0]
-            .data_block_reads_per_op
+        data_block_reads_per_op: v
+            .first()
+            .and_then(|s| s.data_block_reads_per_op)
             .map(|_| median(v.iter().filter_map(|s| s.data_block_reads_per_op).collect())),
-        observed_fpr: median(v.iter().map(|s| s.observed_fpr).collect()),
     }
 }
 
-/// Runs `ops` gets: `absent_pct`% of absent keys, the rest present.
-fn read_phase(e: &dyn Engine, args: &Args, absent_pct: u64, seed: u64) -> Sample {
-    let keys: Vec<([u8; 16], bool)> = (0..args.ops)
+/// `ops` keys: `absent_pct`% absent, the rest present.
+fn phase_keys(args: &Args, absent_pct: u64, seed: u64) -> Vec<([u8; 16], bool)> {
+    (0..args.ops)
         .map(|i| {
             let r = mix(i ^ seed);
             if r % 100 < absent_pct {
@@ -271,176 +399,319 @@ fn read_phase(e: &dyn Engine, args: &Args, absent_pct: u64, seed: u64) -> Sample
                 (key((r >> 8) % args.keys), true)
             }
         })
-        .collect();
-    let (c0, p0, t0, d0) = e.filter_counters();
+        .collect()
+}
+
+/// Runs `f` on each of `threads` chunks of `items` at once; returns the wall time from the
+/// first thread's start to the last thread's end.
+fn timed_parallel<T: Sync>(items: &[T], threads: usize, f: impl Fn(&[T]) + Sync) -> f64 {
+    let chunk = items.len().div_ceil(threads.max(1)).max(1);
+    let start = Barrier::new(threads + 1);
+    let spans: Vec<(Instant, Instant)> = std::thread::scope(|s| {
+        let workers: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| {
+                let (start, f) = (&start, &f);
+                s.spawn(move || {
+                    start.wait();
+                    let t0 = Instant::now();
+                    f(part);
+                    (t0, Instant::now())
+                })
+            })
+            .collect();
+        start.wait();
+        workers.into_iter().map(|w| w.join().expect("worker")).collect()
+    });
+    // From the first thread's start to the last one's end.
+    let first = spans.iter().map(|s| s.0).min();
+    let last = spans.iter().map(|s| s.1).max();
+    first
+        .zip(last)
+        .map_or(0.0, |(a, b)| b.saturating_duration_since(a).as_secs_f64())
+        .max(1e-9)
+}
+
+fn read_phase(e: &dyn Engine, keys: &[([u8; 16], bool)], threads: usize) -> Sample {
+    let d0 = e.data_block_reads();
     let s0 = read_syscalls();
-    let t = Instant::now();
-    for (k, present) in &keys {
-        let found = e.get(k);
-        assert_eq!(
-            found,
-            *present,
-            "{}: wrong answer for a {} key",
-            e.name(),
-            if *present { "present" } else { "absent" }
-        );
-    }
-    let secs = t.elapsed().as_secs_f64();
-    let syscalls = read_syscalls() - s0;
-    let (c1, p1, t1, d1) = e.filter_counters();
-    let negatives = (c1 - c0).saturating_sub(t1 - t0);
-    let n = args.ops as f64;
+    let secs = timed_parallel(keys, threads, |part| {
+        for (k, present) in part {
+            let found = e.get(k);
+            assert_eq!(found, *present, "{}: wrong answer (present = {present})", e.name());
+        }
+    });
+    let n = keys.len() as f64;
     Sample {
         ops_per_sec: n / secs,
-        read_syscalls_per_op: syscalls as f64 / n,
-        data_block_reads_per_op: (e.name() == "lsm-bloom").then_some((d1 - d0) as f64 / n),
-        observed_fpr: if negatives == 0 {
-            0.0
-        } else {
-            (p1 - p0).saturating_sub(t1 - t0) as f64 / negatives as f64
-        },
+        read_syscalls_per_op: (read_syscalls() - s0) as f64 / n,
+        data_block_reads_per_op: d0
+            .zip(e.data_block_reads())
+            .map(|(a, b)| (b - a) as f64 / n),
     }
 }
 
-fn load(e: &dyn Engine, args: &Args) -> f64 {
+/// The filter probes an absent `get` makes, and nothing else: returns probes per second.
+fn bare_probes(levels: &[Vec<Arc<Table>>], keys: &[([u8; 16], bool)], threads: usize) -> f64 {
+    let may_contain = |t: &Table, key: &[u8], hash: u64| match t.filter() {
+        FilterState::Valid(f) if f.header().seed == DEFAULT_SEED => f.may_contain_hash(hash),
+        FilterState::Valid(f) => f.may_contain(key),
+        _ => true,
+    };
+    let secs = timed_parallel(keys, threads, |part| {
+        let mut maybe = 0u64;
+        for (k, _) in part {
+            let key = k.as_slice();
+            let hash = lsm_bloom::filter::hash_key(key);
+            for t in levels[0].iter().rev() {
+                if t.covers(key) && may_contain(t, key, hash) {
+                    maybe += 1;
+                }
+            }
+            for tables in &levels[1..] {
+                let i = tables.partition_point(|t| t.max_key() < key);
+                if let Some(t) = tables.get(i) {
+                    if t.covers(key) && may_contain(t, key, hash) {
+                        maybe += 1;
+                    }
+                }
+            }
+        }
+        std::hint::black_box(maybe);
+    });
+    keys.len() as f64 / secs
+}
+
+fn load(e: &dyn Engine, args: &Args, threads: usize) -> f64 {
     let value = vec![b'v'; args.value_size];
+    let ids: Vec<u64> = (0..args.keys).collect();
     let t = Instant::now();
-    for i in 0..args.keys {
-        e.put(&key(i), &value);
-    }
+    timed_parallel(&ids, threads, |part| {
+        for i in part {
+            e.put(&key(*i), &value);
+        }
+    });
     e.settle();
     args.keys as f64 / t.elapsed().as_secs_f64()
 }
 
+const PEERS: [&str; 2] = ["rocksdb", "fjall"];
+
+#[derive(Serialize)]
+struct Row {
+    phase: String,
+    shape: String,
+    threads: usize,
+    lsm_bloom: Sample,
+    rocksdb: Sample,
+    fjall: Sample,
+    /// ours / the faster of RocksDB and fjall.
+    ratio_to_best_peer: f64,
+    /// absent phases: absent-get time / bare filter-probe time (1 = at the limit).
+    overhead_vs_bare_probes: Option<f64>,
+    bare_probes_per_sec: Option<f64>,
+}
+
+struct Engines {
+    _dirs: Vec<tempfile::TempDir>,
+    ours: Ours,
+    rocks: Rocks,
+    fjall: Fjall,
+}
+
+impl Engines {
+    fn all(&self) -> [&dyn Engine; 3] {
+        [&self.ours, &self.rocks, &self.fjall]
+    }
+}
+
 fn main() {
     let args = Args::parse();
+    if let Some(phase) = args.hold.clone() {
+        return hold(&args, &phase);
+    }
     let say = |s: String| {
         if !args.json {
             eprintln!("{s}");
         }
     };
     let config = format!(
-        "keys {} x ({}-byte key, {}-byte value); 10 bits/key Bloom (ours: blocked; RocksDB: set_bloom_filter(10.0, false), default format_version); 4 KiB blocks; no compression; memtable {} MiB; WAL on, no fsync; index+filter in memory; RocksDB block cache {} MiB, ours none; target file 64 MiB, L1 256 MiB, ratio 10, L0 trigger 4; {} ops per read phase; {} rounds",
-        args.keys, 16, args.value_size, args.memtable_mib, args.block_cache_mib, args.ops, args.rounds
+        "keys {} x ({}-byte key, {}-byte value); threads {:?}; 10 bits/key Bloom (ours: blocked; RocksDB: set_bloom_filter(10.0, false), default format_version; fjall: BitsPerKey(10.0) all levels); 4 KiB blocks; no compression; memtable {} MiB; WAL on, no fsync; index+filter pinned in memory, unpartitioned; block cache {} MiB each; RocksDB statistics off in timed phases; target file 64 MiB, L1 256 MiB, ratio 10, L0 trigger 4 (ours, RocksDB; fjall: its leveled defaults); {} gets per read phase and round; {} rounds",
+        args.keys, 16, args.value_size, args.threads, args.memtable_mib, args.block_cache_mib, args.ops, args.rounds
     );
     say(config.clone());
 
-    // Phase 1: bulk load, interleaved; the last round's databases serve the read phases.
-    let mut load_rates: [Vec<f64>; 2] = Default::default();
-    let mut engines: Option<(tempfile::TempDir, Ours, tempfile::TempDir, Rocks)> = None;
+    // Bulk load, interleaved; the last load's databases serve the read phases.
+    let mut load_rates: Vec<(usize, [Vec<f64>; 3])> =
+        args.threads.iter().map(|&t| (t, Default::default())).collect();
+    let mut engines: Option<Engines> = None;
     for round in 0..args.rounds {
-        drop(engines.take()); // drop the previous round's databases and directories first
-        let (od, rd) = (
-            tempfile::tempdir().expect("tempdir"),
-            tempfile::tempdir().expect("tempdir"),
-        );
-        let ours = open_ours(od.path(), &args);
-        let r = load(&ours, &args);
-        load_rates[0].push(r);
-        say(format!("round {round}: lsm-bloom loaded at {r:.0} puts/s"));
-        let rocks = open_rocks(rd.path(), &args);
-        let r = load(&rocks, &args);
-        load_rates[1].push(r);
-        say(format!("round {round}: rocksdb loaded at {r:.0} puts/s"));
-        engines = Some((od, ours, rd, rocks));
+        for (threads, rates) in &mut load_rates {
+            drop(engines.take()); // the previous databases and directories go first
+            let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+            let e = Engines {
+                ours: open_ours(dirs[0].path(), &args),
+                rocks: open_rocks(dirs[1].path(), &args),
+                fjall: open_fjall(dirs[2].path(), &args),
+                _dirs: dirs,
+            };
+            for (i, engine) in e.all().into_iter().enumerate() {
+                let r = load(engine, &args, *threads);
+                rates[i].push(r);
+                say(format!(
+                    "round {round}, {threads} thread(s): {} loaded at {r:.0} puts/s",
+                    engine.name()
+                ));
+            }
+            engines = Some(e);
+        }
     }
-    let (_od, ours, _rd, rocks) = engines.expect("at least one round");
-    let load_ours = median(load_rates[0].clone());
-    let load_rocks = median(load_rates[1].clone());
-    let shape_settled = (ours.tables_per_level(), rocks.tables_per_level());
-    say(format!(
-        "tables per level after load: lsm-bloom {:?}, rocksdb {:?}",
-        shape_settled.0, shape_settled.1
-    ));
+    let e = engines.expect("at least one round and thread count");
 
-    let mut results = Vec::new();
-    let mut shapes = vec![("settled", shape_settled)];
+    let mut rows = Vec::new();
+    let mut shapes = Vec::new();
     for shape in ["settled", "compacted"] {
         if shape == "compacted" {
-            ours.compact_all();
-            rocks.compact_all();
-            let s = (ours.tables_per_level(), rocks.tables_per_level());
-            say(format!(
-                "tables per level after full compaction: lsm-bloom {:?}, rocksdb {:?}",
-                s.0, s.1
-            ));
-            shapes.push(("compacted", s));
+            for engine in e.all() {
+                engine.compact_all();
+            }
         }
+        let per_level: Vec<(&str, Vec<u64>)> =
+            e.all().iter().map(|x| (x.name(), x.tables_per_level())).collect();
+        say(format!("tables per level ({shape}): {per_level:?}"));
+        let absent_keys: Vec<[u8; 16]> =
+            phase_keys(&args, 100, 99).into_iter().map(|(k, _)| k).collect();
+        let fprs: Vec<Option<f64>> = e.all().iter().map(|x| x.observed_fpr(&absent_keys)).collect();
+        shapes.push(serde_json::json!({
+            "shape": shape, "tables_per_level": per_level, "observed_fpr": fprs,
+        }));
+        let levels = e.ours.0.levels();
         for (phase, absent_pct) in [
             ("present get", 0u64),
             ("absent get", 100),
             ("mixed 90% absent", 90),
         ] {
-            let mut samples: [Vec<Sample>; 2] = Default::default();
-            for round in 0..args.rounds {
-                let seed = round as u64 * 7919 + absent_pct;
-                for (i, e) in [&ours as &dyn Engine, &rocks as &dyn Engine]
-                    .iter()
-                    .enumerate()
-                {
-                    let s = read_phase(*e, &args, absent_pct, seed);
-                    say(format!(
-                        "  {shape} {phase} round {round} {}: {:.0} ops/s, {:.4} syscr/op",
-                        e.name(),
-                        s.ops_per_sec,
-                        s.read_syscalls_per_op
-                    ));
-                    samples[i].push(s);
+            for &threads in &args.threads {
+                let mut samples: [Vec<Sample>; 3] = Default::default();
+                let mut bare = Vec::new();
+                let mut overhead = Vec::new();
+                for round in 0..args.rounds {
+                    let keys = phase_keys(&args, absent_pct, round as u64 * 7919 + absent_pct);
+                    for (i, engine) in e.all().into_iter().enumerate() {
+                        let s = read_phase(engine, &keys, threads);
+                        say(format!(
+                            "  {shape} {phase} {threads}T round {round} {}: {:.0} ops/s, {:.4} syscr/op",
+                            engine.name(),
+                            s.ops_per_sec,
+                            s.read_syscalls_per_op
+                        ));
+                        if i == 0 && absent_pct == 100 {
+                            let b = bare_probes(&levels, &keys, threads);
+                            overhead.push(b / s.ops_per_sec);
+                            bare.push(b);
+                        }
+                        samples[i].push(s);
+                    }
                 }
+                let [ours, rocks, fjall] = samples.map(|s| median_sample(&s));
+                let best = rocks.ops_per_sec.max(fjall.ops_per_sec);
+                rows.push(Row {
+                    phase: phase.into(),
+                    shape: shape.into(),
+                    threads,
+                    ratio_to_best_peer: ours.ops_per_sec / best,
+                    overhead_vs_bare_probes: (!overhead.is_empty()).then(|| median(overhead)),
+                    bare_probes_per_sec: (!bare.is_empty()).then(|| median(bare)),
+                    lsm_bloom: ours,
+                    rocksdb: rocks,
+                    fjall,
+                });
             }
-            let (a, b) = (median_sample(&samples[0]), median_sample(&samples[1]));
-            results.push(PhaseResult {
-                phase: phase.to_string(),
-                shape: shape.to_string(),
-                throughput_ratio: a.ops_per_sec / b.ops_per_sec,
-                read_syscall_ratio: if b.read_syscalls_per_op > 0.0 {
-                    a.read_syscalls_per_op / b.read_syscalls_per_op
-                } else {
-                    0.0
-                },
-                lsm_bloom: a,
-                rocksdb: b,
-            });
         }
     }
 
+    let loads: Vec<serde_json::Value> = load_rates
+        .iter()
+        .map(|(t, r)| {
+            let m = [0, 1, 2].map(|i| median(r[i].clone()));
+            serde_json::json!({"threads": t, "lsm_bloom": m[0], "rocksdb": m[1], "fjall": m[2],
+                "ratio_to_best_peer": m[0] / m[1].max(m[2])})
+        })
+        .collect();
+    let scaling = scaling(&rows, &args);
     if args.json {
-        let shapes_json: Vec<serde_json::Value> = shapes
-            .iter()
-            .map(|(name, (o, r))| serde_json::json!({"shape": name, "lsm_bloom_tables_per_level": o, "rocksdb_tables_per_level": r}))
-            .collect();
         let out = serde_json::json!({
-            "config": config,
-            "bulk_load": {"lsm_bloom_puts_per_sec": load_ours, "rocksdb_puts_per_sec": load_rocks, "throughput_ratio": load_ours / load_rocks},
-            "shapes": shapes_json,
-            "phases": results,
+            "config": config, "peers": PEERS, "bulk_load": loads, "shapes": shapes,
+            "phases": rows, "scaling": scaling,
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
         return;
     }
     println!("{config}");
-    for (name, (o, r)) in &shapes {
-        println!("tables per level ({name}): lsm-bloom {o:?}, rocksdb {r:?}");
+    for s in &shapes {
+        println!("{s}");
     }
-    println!("\n| phase | shape | lsm-bloom ops/s | RocksDB ops/s | ratio | syscr/op ours | syscr/op RocksDB | data-block reads/op ours | FPR ours | FPR RocksDB |");
+    println!("\n| phase | shape | threads | lsm-bloom ops/s | RocksDB ops/s | fjall ops/s | ours / best peer | syscr/op ours / RocksDB / fjall | data-block reads/op ours | absent get ÷ bare probes |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    println!(
-        "| bulk load | - | {load_ours:.0} | {load_rocks:.0} | {:.2} | | | | | |",
-        load_ours / load_rocks
-    );
-    for r in &results {
+    for l in &loads {
         println!(
-            "| {} | {} | {:.0} | {:.0} | {:.2} | {:.4} | {:.4} | {:.4} | {:.3}% | {:.3}% |",
-            r.phase,
-            r.shape,
-            r.lsm_bloom.ops_per_sec,
-            r.rocksdb.ops_per_sec,
-            r.throughput_ratio,
-            r.lsm_bloom.read_syscalls_per_op,
-            r.rocksdb.read_syscalls_per_op,
-            r.lsm_bloom.data_block_reads_per_op.unwrap_or(0.0),
-            r.lsm_bloom.observed_fpr * 100.0,
-            r.rocksdb.observed_fpr * 100.0
+            "| bulk load | - | {} | {:.0} | {:.0} | {:.0} | {:.2} | | | |",
+            l["threads"], l["lsm_bloom"].as_f64().unwrap_or(0.0), l["rocksdb"].as_f64().unwrap_or(0.0),
+            l["fjall"].as_f64().unwrap_or(0.0), l["ratio_to_best_peer"].as_f64().unwrap_or(0.0)
         );
     }
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.4} / {:.4} / {:.4} | {:.4} | {} |",
+            r.phase,
+            r.shape,
+            r.threads,
+            r.lsm_bloom.ops_per_sec,
+            r.rocksdb.ops_per_sec,
+            r.fjall.ops_per_sec,
+            r.ratio_to_best_peer,
+            r.lsm_bloom.read_syscalls_per_op,
+            r.rocksdb.read_syscalls_per_op,
+            r.fjall.read_syscalls_per_op,
+            r.lsm_bloom.data_block_reads_per_op.unwrap_or(0.0),
+            r.overhead_vs_bare_probes
+                .map_or(String::new(), |o| format!("{o:.2} (bare {:.0}/s)", r.bare_probes_per_sec.unwrap_or(0.0)))
+        );
+    }
+    if !scaling.is_empty() {
+        println!("\n| phase | shape | scaling | lsm-bloom | RocksDB | fjall |");
+        println!("|---|---|---|---|---|---|");
+        for s in &scaling {
+            println!("{}", s["markdown"].as_str().unwrap_or(""));
+        }
+    }
+}
+
+/// Throughput at the largest thread count ÷ at 1 thread, per phase, shape and engine.
+fn scaling(rows: &[Row], args: &Args) -> Vec<serde_json::Value> {
+    let max = args.threads.iter().copied().max().unwrap_or(1);
+    if max <= 1 || !args.threads.contains(&1) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for one in rows.iter().filter(|r| r.threads == 1) {
+        let Some(many) = rows
+            .iter()
+            .find(|r| r.threads == max && r.phase == one.phase && r.shape == one.shape)
+        else {
+            continue;
+        };
+        let f = |a: &Sample, b: &Sample| b.ops_per_sec / a.ops_per_sec;
+        let v = [
+            f(&one.lsm_bloom, &many.lsm_bloom),
+            f(&one.rocksdb, &many.rocksdb),
+            f(&one.fjall, &many.fjall),
+        ];
+        out.push(serde_json::json!({
+            "phase": one.phase, "shape": one.shape, "threads": max,
+            "lsm_bloom": v[0], "rocksdb": v[1], "fjall": v[2],
+            "markdown": format!("| {} | {} | {max}T/1T | {:.2} | {:.2} | {:.2} |", one.phase, one.shape, v[0], v[1], v[2]),
+        }));
+    }
+    out
 }

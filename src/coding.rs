@@ -15,10 +15,6 @@ impl<'a> Cursor<'a> {
     pub(crate) fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }
-    /// Bytes not yet consumed.
-    pub(crate) fn remaining(&self) -> usize {
-        self.buf.len().saturating_sub(self.pos)
-    }
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self
             .pos

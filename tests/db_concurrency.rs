@@ -101,3 +101,66 @@ fn db_is_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<Db>();
 }
+
+/// Gets from several threads while a writer forces flushes and compactions, so the published
+/// table set is swapped under the readers again and again (and a small block cache evicts
+/// constantly): a key that was there all along is always found with its value, a key never
+/// written is never found, and `stats()` sums every thread's counters exactly.
+#[test]
+fn gets_stay_right_while_flushes_and_compactions_swap_versions() {
+    const STABLE: u64 = 2_000;
+    let dir = tempfile::tempdir().unwrap();
+    let opts = lsm_bloom::Options {
+        block_cache_bytes: 64 << 10, // a few dozen blocks: hits, misses and evictions
+        ..tiny_options()
+    };
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    let stable = |i: u64| format!("stable{i:05}").into_bytes();
+    let stable_value = |i: u64| format!("value-of-{i}-{}", "s".repeat((i % 50) as usize));
+    for i in 0..STABLE {
+        db.put(stable(i), stable_value(i)).unwrap();
+    }
+    db.flush().unwrap();
+    let before = db.stats();
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..3)
+        .map(|r| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = Rng::new(r + 11);
+                let mut gets = 0u64;
+                while !stop.load(Ordering::Relaxed) || gets < 5_000 {
+                    let i = rng.below(STABLE);
+                    let got = db.get(stable(i)).unwrap();
+                    assert_eq!(got.as_deref(), Some(stable_value(i).as_bytes()), "stable key {i}");
+                    let absent = format!("stable{i:05}x");
+                    assert_eq!(db.get(absent.as_bytes()).unwrap(), None, "{absent}");
+                    gets += 2;
+                }
+                gets
+            })
+        })
+        .collect();
+    let mut rng = Rng::new(5);
+    for seq in 1..=30_000u64 {
+        let k = rng.below(KEYS);
+        db.put(key(k), value(k, seq)).unwrap();
+        if seq % 10_000 == 0 {
+            db.compact().unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let gets: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    let s = db.stats();
+    assert_eq!(s.gets - before.gets, gets, "per-thread get counters summed");
+    assert!(
+        s.flushes - before.flushes > 10 && s.compactions - before.compactions > 3,
+        "versions swapped only {} + {} times",
+        s.flushes - before.flushes,
+        s.compactions - before.compactions
+    );
+    assert!(s.block_cache_hits > 0 && s.block_cache_misses > 0, "{s:?}");
+    assert!(s.block_cache_bytes <= s.block_cache_capacity);
+    // Every block read from a file came through the cache as a miss.
+    assert_eq!(s.block_cache_misses, s.total.data_block_reads);
+}

@@ -231,6 +231,12 @@ impl Db {
         }
     }
 
+    /// The live tables per level, as a `get` consults them: level 0 oldest first, deeper
+    /// levels in key order. For tools and benchmarks that look at the filters themselves.
+    pub fn levels(&self) -> Vec<Vec<Arc<crate::table::Table>>> {
+        self.inner.version().levels.clone()
+    }
+
     /// Counters and per-level figures.
     pub fn stats(&self) -> DbStats {
         let mut s = stats::collect(&self.inner.counters, &self.inner.version());

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::block::{decode_entries, next_entry, unseal, BlockHandle, Cursor, Entry};
+use super::block::{decode_entries, unseal, BlockHandle, Cursor, Entry};
 use super::cache::{Block, BlockCache};
 use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, TABLE_VERSION};
 use crate::error::{Error, Result};
@@ -78,6 +78,11 @@ pub struct Table {
     file: File,
     file_size: u64,
     index: Vec<IndexEntry>,
+    /// `key_prefix` of each index entry's last key, contiguous: the binary search for a
+    /// key's block compares these first and touches a key only when prefixes are equal.
+    /// Measured on present-key gets (2M keys, 64 MiB tables, ~16k index entries): the search
+    /// over `Vec<u8>` keys was 30% of the profile (a cache miss and a `memcmp` per step).
+    index_prefixes: Vec<u64>,
     props: Properties,
     filter: FilterState,
 }
@@ -107,6 +112,15 @@ fn read_at(file: &File, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
         )
     })?;
     Ok(buf)
+}
+
+/// The first 8 bytes of `key`, big-endian, zero-padded: order-preserving (a < b implies
+/// prefix(a) <= prefix(b)), so unequal prefixes decide a comparison without the keys.
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
 }
 
 impl Table {
@@ -169,6 +183,7 @@ impl Table {
             path: path.to_path_buf(),
             file,
             file_size,
+            index_prefixes: index.iter().map(|e| key_prefix(&e.last_key)).collect(),
             index,
             props,
             filter,
@@ -255,6 +270,27 @@ impl Table {
         Ok(buf)
     }
 
+    /// The first block whose last key is ≥ `key` (`index.len()` if none).
+    fn block_for(&self, key: &[u8]) -> usize {
+        let p = key_prefix(key);
+        let mut lo = 0;
+        let mut hi = self.index_prefixes.len();
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let before = match self.index_prefixes.get(mid).map(|q| q.cmp(&p)) {
+                Some(std::cmp::Ordering::Less) => true,
+                Some(std::cmp::Ordering::Greater) => false,
+                _ => self.index.get(mid).is_some_and(|e| e.last_key.as_slice() < key),
+            };
+            if before {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// Looks `key` up: `Some(Some(v))` a value, `Some(None)` a tombstone, `None` not in this
     /// table. Finds at most one data block: in `cache` if given (a miss reads, verifies and
     /// inserts it), else read from the file. Does not consult the filter.
@@ -264,50 +300,29 @@ impl Table {
         stats: &mut TableReadStats,
         cache: Option<&BlockCache>,
     ) -> Result<Option<Option<Vec<u8>>>> {
-        let i = self.index.partition_point(|e| e.last_key.as_slice() < key);
+        let i = self.block_for(key);
         let Some(entry) = self.index.get(i) else {
             return Ok(None);
         };
         let h = entry.handle;
-        let damaged = |r: String| Error::corruption(&self.path, format!("data block at {}: {r}", h.offset));
-        let Some(cache) = cache else {
-            return self.scan_block(key, h, stats);
-        };
-        let block = match cache.get(self.id, h.offset) {
+        let cached = cache.and_then(|c| c.get(self.id, h.offset));
+        let block = match cached {
             Some(b) => {
                 stats.cache_hits += 1;
                 b
             }
             None => {
-                let b = Arc::new(Block::decode(self.read_block(h, stats)?).map_err(damaged)?);
-                cache.insert(self.id, h.offset, Arc::clone(&b));
+                let b = Arc::new(Block::new(self.read_block(h, stats)?));
+                if let Some(c) = cache {
+                    c.insert(self.id, h.offset, Arc::clone(&b));
+                }
                 b
             }
         };
-        let found = block.get(key).map_err(damaged)?;
+        let found = block.get(key).map_err(|r| {
+            Error::corruption(&self.path, format!("data block at {}: {r}", h.offset))
+        })?;
         Ok(found.map(|v| v.map(<[u8]>::to_vec)))
-    }
-
-    /// `get` without a cache: reads the block and decodes entries only up to `key`.
-    fn scan_block(
-        &self,
-        key: &[u8],
-        h: BlockHandle,
-        stats: &mut TableReadStats,
-    ) -> Result<Option<Option<Vec<u8>>>> {
-        let payload = self.read_block(h, stats)?;
-        let mut c = Cursor::new(&payload);
-        while !c.is_empty() {
-            let e = next_entry(&mut c).map_err(|r| {
-                Error::corruption(&self.path, format!("data block at {}: {r}", h.offset))
-            })?;
-            match e.key.cmp(key) {
-                std::cmp::Ordering::Less => continue,
-                std::cmp::Ordering::Equal => return Ok(Some(e.value.map(<[u8]>::to_vec))),
-                std::cmp::Ordering::Greater => break,
-            }
-        }
-        Ok(None)
     }
 
     /// Iterates entries with key ≥ `start` (or all), in order, reading blocks lazily.
@@ -315,7 +330,7 @@ impl Table {
         let block = match start {
             Bound::Unbounded => 0,
             Bound::Included(k) | Bound::Excluded(k) => {
-                self.index.partition_point(|e| e.last_key.as_slice() < k)
+                self.block_for(k)
             }
         };
         TableIter {
@@ -384,6 +399,56 @@ impl Iterator for TableIter {
                     return Some(Err(e));
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{TableBuilder, TableBuilderOptions};
+
+    /// The prefix-first index search agrees with a plain search over the keys, for keys
+    /// shorter than, equal to and longer than 8 bytes, with shared prefixes and zero bytes.
+    #[test]
+    fn block_search_by_prefix_matches_the_plain_search() {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for a in [&b""[..], b"\0", b"a", b"a\0", b"ab", b"abcdefgh", b"abcdefgh\0", b"abcdefghi"] {
+            for i in 0..40u8 {
+                let mut k = a.to_vec();
+                k.push(i);
+                keys.push(k.clone());
+                k.extend_from_slice(b"12345678");
+                keys.push(k);
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let opts = TableBuilderOptions {
+            block_size: 64,
+            filter: None,
+            level: 0,
+        };
+        let mut b = TableBuilder::create(&path, opts).unwrap();
+        for k in &keys {
+            b.add(k, Some(b"v")).unwrap();
+        }
+        b.finish().unwrap();
+        let t = Table::open(&path, 1).unwrap();
+        assert!(t.index.len() > 50);
+        let mut probes = keys.clone();
+        probes.extend(keys.iter().map(|k| [k.as_slice(), b"\0"].concat()));
+        probes.extend(keys.iter().map(|k| k[..k.len() - 1].to_vec()));
+        probes.push(vec![0xff; 12]);
+        for k in &probes {
+            let plain = t.index.partition_point(|e| e.last_key.as_slice() < k.as_slice());
+            assert_eq!(t.block_for(k), plain, "{k:?}");
+        }
+        let mut stats = TableReadStats::default();
+        for k in &keys {
+            assert_eq!(t.get(k, &mut stats, None).unwrap(), Some(Some(b"v".to_vec())));
         }
     }
 }
