@@ -1,57 +1,176 @@
-//! The in-memory write buffer: a sorted map from key to value-or-tombstone, filled by writes
-//! (after their WAL record is written) and flushed to an L0 table when it reaches
-//! `Options::memtable_size`. Readers take the lock only for the lookup itself.
+//! The in-memory write buffer: a lock-free skip list (`crossbeam-skiplist`) of versioned
+//! entries, filled by writes (after their WAL record is written) and flushed to an L0 table
+//! when it reaches `Options::memtable_size`.
+//!
+//! Use: the one writer (holding the store's writer lock) calls `apply(batch)`; readers call
+//! `get` and `range` at any time, without a lock. Each applied batch gets the next sequence
+//! number and every entry of it is stored as (key, seq); `visible` is raised to that number
+//! only once the whole batch is in, and readers ignore entries above the `visible` they read,
+//! so a reader sees all of a batch or none of it. Entries sort by key, then newest first, so a
+//! lookup is one `lower_bound(key, visible)`. Overwritten versions stay until the flush, which
+//! writes only the newest of each key (`range`).
+//!
+//! Why not `RwLock<BTreeMap>` (the first version): every reader's `read()` writes the lock's
+//! reader count, one cache line all reader threads write (issue 9). A reader here writes only
+//! its own thread's epoch slot (`crossbeam_epoch::pin`).
 
-use std::collections::BTreeMap;
+use std::borrow::Borrow;
+use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use crossbeam_epoch as epoch;
+use crossbeam_skiplist::base::SkipList;
 
 /// Bytes charged per entry on top of key and value, for the size estimate.
-const ENTRY_OVERHEAD: usize = 48;
+const ENTRY_OVERHEAD: usize = 64;
+
+/// A key and the sequence number of the batch that wrote it.
+trait VersionedKey {
+    fn key(&self) -> &[u8];
+    fn seq(&self) -> u64;
+}
+
+/// Stored keys.
+struct Versioned {
+    key: Box<[u8]>,
+    seq: u64,
+}
+
+/// Lookup keys (borrowed, no allocation).
+struct Probe<'a> {
+    key: &'a [u8],
+    seq: u64,
+}
+
+impl VersionedKey for Versioned {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl VersionedKey for Probe<'_> {
+    fn key(&self) -> &[u8] {
+        self.key
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+/// By key, then by sequence number descending (newest first).
+fn order(a: &dyn VersionedKey, b: &dyn VersionedKey) -> CmpOrdering {
+    a.key().cmp(b.key()).then(b.seq().cmp(&a.seq()))
+}
+
+impl PartialEq for dyn VersionedKey + '_ {
+    fn eq(&self, o: &Self) -> bool {
+        order(self, o) == CmpOrdering::Equal
+    }
+}
+impl Eq for dyn VersionedKey + '_ {}
+impl PartialOrd for dyn VersionedKey + '_ {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for dyn VersionedKey + '_ {
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        order(self, o)
+    }
+}
+
+impl PartialEq for Versioned {
+    fn eq(&self, o: &Self) -> bool {
+        order(self, o) == CmpOrdering::Equal
+    }
+}
+impl Eq for Versioned {}
+impl PartialOrd for Versioned {
+    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Versioned {
+    fn cmp(&self, o: &Self) -> CmpOrdering {
+        order(self, o)
+    }
+}
+
+impl<'a> Borrow<dyn VersionedKey + 'a> for Versioned {
+    fn borrow(&self) -> &(dyn VersionedKey + 'a) {
+        self
+    }
+}
 
 /// A memtable and the WAL file that backs it.
-#[derive(Debug)]
 pub(crate) struct Memtable {
-    map: RwLock<BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
+    list: SkipList<Versioned, Option<Vec<u8>>>,
     size: AtomicUsize,
+    /// Sequence number of the newest batch applied whole (0: none yet).
+    visible: AtomicU64,
     /// File number of the WAL holding this memtable's writes.
     pub(crate) wal_id: u64,
+}
+
+impl std::fmt::Debug for Memtable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memtable")
+            .field("wal_id", &self.wal_id)
+            .field("entries", &self.list.len())
+            .finish()
+    }
 }
 
 impl Memtable {
     pub(crate) fn new(wal_id: u64) -> Self {
         Memtable {
-            map: RwLock::new(BTreeMap::new()),
+            list: SkipList::new(epoch::default_collector().clone()),
             size: AtomicUsize::new(0),
+            visible: AtomicU64::new(0),
             wal_id,
         }
     }
 
-    /// Applies all of `ops` under one lock, so readers see all or none of a batch.
+    /// Applies `ops` as one batch: readers see all of it or none. One writer at a time (the
+    /// store's writer lock; recovery is single-threaded).
     pub(crate) fn apply(&self, ops: Vec<(Vec<u8>, Option<Vec<u8>>)>) {
-        let mut map = self.map.write().unwrap_or_else(|p| p.into_inner());
+        let seq = self.visible.load(Ordering::Relaxed) + 1;
+        let guard = epoch::pin();
         let mut added = 0;
         for (k, v) in ops {
             added += k.len() + v.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD;
-            map.insert(k, v);
+            // A key twice in one batch: the later op replaces the earlier (same seq).
+            self.list.insert(
+                Versioned {
+                    key: k.into_boxed_slice(),
+                    seq,
+                },
+                v,
+                &guard,
+            );
         }
-        // Release: a reader that sees the new size sees the entries (see `get`).
-        self.size.fetch_add(added, Ordering::Release);
+        self.size.fetch_add(added, Ordering::Relaxed);
+        // Release: a reader that sees `seq` sees every entry inserted above.
+        self.visible.store(seq, Ordering::Release);
     }
 
     /// `Some(Some(v))` value, `Some(None)` tombstone, `None` not here. An empty memtable (the
-    /// common case right after a flush) answers without touching the lock, whose reader count
-    /// every reader would otherwise write.
+    /// common case right after a flush) answers without pinning.
     pub(crate) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        if self.size.load(Ordering::Acquire) == 0 {
+        let seen = self.visible.load(Ordering::Acquire);
+        if seen == 0 {
             return None;
         }
-        self.map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(key)
-            .cloned()
+        let guard = epoch::pin();
+        let probe = Probe { key, seq: seen };
+        let e = self
+            .list
+            .lower_bound(Bound::Included(&probe as &dyn VersionedKey), &guard)?;
+        (*e.key().key == *key).then(|| e.value().clone())
     }
 
     /// Approximate bytes held.
@@ -60,26 +179,47 @@ impl Memtable {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.map
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
+        self.visible.load(Ordering::Acquire) == 0
     }
 
-    /// A sorted copy of the entries in `range` (for scans and flushes); empty for an empty or
-    /// reversed range (which `BTreeMap::range` would panic on).
+    /// The newest visible entry of each key in `range`, sorted (for scans and flushes); empty
+    /// for an empty or reversed range.
     pub(crate) fn range(
         &self,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        if range_is_empty(start, end) {
+        let seen = self.visible.load(Ordering::Acquire);
+        if seen == 0 || range_is_empty(start, end) {
             return Vec::new();
         }
-        let map = self.map.read().unwrap_or_else(|p| p.into_inner());
-        map.range::<[u8], _>((start, end))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        // Versions of one key run from seq u64::MAX (first) down to 0 (last).
+        let first = |key| Probe { key, seq: u64::MAX };
+        let last = |key| Probe { key, seq: 0 };
+        let (lo, hi) = (
+            start.map(|k| match start {
+                Bound::Excluded(_) => last(k),
+                _ => first(k),
+            }),
+            end.map(|k| match end {
+                Bound::Excluded(_) => first(k),
+                _ => last(k),
+            }),
+        );
+        let bounds = (
+            lo.as_ref().map(|p| p as &dyn VersionedKey),
+            hi.as_ref().map(|p| p as &dyn VersionedKey),
+        );
+        let guard = epoch::pin();
+        let mut out: Vec<(Vec<u8>, Option<Vec<u8>>)> = Vec::new();
+        for e in self.list.range::<dyn VersionedKey, _>(bounds, &guard) {
+            let k = e.key();
+            if k.seq > seen || out.last().is_some_and(|(prev, _)| **prev == *k.key) {
+                continue; // not yet visible, or an older version of the key just taken
+            }
+            out.push((k.key.to_vec(), e.value().clone()));
+        }
+        out
     }
 }
 
@@ -118,5 +258,36 @@ mod tests {
         assert!(m.range(Bound::Included(b), Bound::Excluded(a)).is_empty());
         assert!(m.range(Bound::Excluded(a), Bound::Included(a)).is_empty());
         assert_eq!(m.range(Bound::Included(a), Bound::Included(a)).len(), 1);
+    }
+
+    #[test]
+    fn versions_and_bounds() {
+        let m = Memtable::new(1);
+        assert!(m.is_empty());
+        for round in 0..3u8 {
+            m.apply(
+                (0..10u8)
+                    .map(|i| (vec![b'k', i], (i % 4 != round).then(|| vec![round, i])))
+                    .collect(),
+            );
+        }
+        // A key twice in one batch: the later op wins.
+        m.apply(vec![(b"dup".to_vec(), Some(b"1".to_vec())), (b"dup".to_vec(), None)]);
+        assert_eq!(m.get(b"dup"), Some(None));
+        for i in 0..10u8 {
+            let want = (i % 4 != 2).then(|| vec![2, i]);
+            assert_eq!(m.get(&[b'k', i]), Some(want.clone()), "k{i}");
+        }
+        assert_eq!(m.get(b"k"), None);
+        assert_eq!(m.get(&[b'k', 10]), None);
+        let all = m.range(Bound::Unbounded, Bound::Unbounded);
+        assert_eq!(all.len(), 11);
+        assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
+        let (k3, k6): (&[u8], &[u8]) = (&[b'k', 3], &[b'k', 6]);
+        let keys = |s, e| -> Vec<u8> { m.range(s, e).iter().map(|(k, _)| k[1]).collect() };
+        assert_eq!(keys(Bound::Included(k3), Bound::Excluded(k6)), vec![3, 4, 5]);
+        assert_eq!(keys(Bound::Excluded(k3), Bound::Included(k6)), vec![4, 5, 6]);
+        assert_eq!(keys(Bound::Excluded(k3), Bound::Excluded(k6)), vec![4, 5]);
+        assert_eq!(keys(Bound::Included(k3), Bound::Included(k3)), vec![3]);
     }
 }
