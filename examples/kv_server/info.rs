@@ -18,9 +18,13 @@ pub fn info(db: &Db) -> String {
         t.filter_bytes, s.filter_validation_failures, t.data_block_reads, t.bytes_read, s.tables_probed
     );
     text += &format!(
-        "\r\n# Storage\r\ntables:{}\r\ntable_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_only_error:{}\r\n",
+        "\r\n# Storage\r\ntables:{}\r\ntable_bytes:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_bytes:{}\r\nblock_cache_capacity:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_only_error:{}\r\n",
         t.tables,
         t.table_bytes,
+        s.block_cache_hits,
+        s.block_cache_misses,
+        s.block_cache_bytes,
+        s.block_cache_capacity,
         s.flushes,
         s.compactions,
         s.read_only_error.as_deref().unwrap_or("none").replace(['\r', '\n'], " ")

@@ -15,32 +15,10 @@ use std::sync::Arc;
 
 use super::merge::{MergeIter, Source};
 use super::stats::MAX_LEVELS;
+use super::version::Version;
 use super::{table_path, Options};
 use crate::error::Result;
 use crate::table::{Table, TableBuilder, TableBuilderOptions};
-
-/// Live tables per level: level 0 oldest first, other levels sorted by key.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Version {
-    pub(crate) levels: Vec<Vec<Arc<Table>>>,
-}
-
-impl Version {
-    pub(crate) fn empty() -> Self {
-        Version {
-            levels: vec![Vec::new(); MAX_LEVELS],
-        }
-    }
-
-    fn level_bytes(&self, level: usize) -> u64 {
-        self.levels[level].iter().map(|t| t.file_size()).sum()
-    }
-
-    /// Deepest level holding any table.
-    pub(crate) fn deepest_nonempty(&self) -> Option<usize> {
-        (0..MAX_LEVELS).rev().find(|&l| !self.levels[l].is_empty())
-    }
-}
 
 /// A compaction to run: inputs (level, table) and where the output goes.
 pub(crate) struct Job {

@@ -12,13 +12,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use arc_swap::{ArcSwap, Guard};
+use arc_swap::ArcSwap;
 use std::time::Duration;
 
-use super::compaction::Version;
-use super::memtable::Memtable;
 use super::recovery::RecoveryReport;
 use super::stats::Counters;
+use super::version::State;
 use super::wal::WalWriter;
 use super::Options;
 use crate::error::{Error, Result};
@@ -27,16 +26,6 @@ use crate::error::{Error, Result};
 /// lock guards stays consistent because every update is a single assignment or push.
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// What readers see: the mutable memtable, the immutable ones waiting for flush, the tables.
-/// Never changed in place: a change publishes a new `State` (`Inner::update_state`).
-#[derive(Clone)]
-pub(super) struct State {
-    pub(super) mem: Arc<Memtable>,
-    /// Oldest first.
-    pub(super) imm: Vec<Arc<Memtable>>,
-    pub(super) version: Arc<Version>,
 }
 
 #[derive(Default)]
@@ -113,32 +102,6 @@ pub(super) struct Inner {
 }
 
 impl Inner {
-    /// The published state. The guard is for one operation (a get, a check); hold an
-    /// `Arc` (`snapshot`, `version`) for anything longer.
-    pub(super) fn read_state(&self) -> Guard<Arc<State>> {
-        self.state.load()
-    }
-
-    /// Publishes a copy of the state with `f` applied; concurrent readers keep the one they
-    /// loaded.
-    pub(super) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        let _publishing = lock(&self.publish);
-        let mut next = State::clone(&self.state.load());
-        let r = f(&mut next);
-        self.state.store(Arc::new(next));
-        r
-    }
-
-    /// The current table set.
-    pub(super) fn version(&self) -> Arc<Version> {
-        self.read_state().version.clone()
-    }
-
-    pub(super) fn snapshot(&self) -> (Arc<Memtable>, Vec<Arc<Memtable>>, Arc<Version>) {
-        let s = self.read_state();
-        (s.mem.clone(), s.imm.clone(), s.version.clone())
-    }
-
     /// Waits on `progress` for at most `timeout` (flushes and compactions notify it).
     pub(super) fn wait_progress<'a>(
         &self,

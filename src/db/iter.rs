@@ -6,7 +6,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::compaction::Version;
+use super::version::Version;
 use super::memtable::{range_is_empty, Memtable};
 use super::merge::{MergeIter, Source};
 use crate::error::Result;

@@ -32,6 +32,7 @@ mod options;
 mod read;
 mod recovery;
 pub mod stats;
+mod version;
 pub(crate) mod wal;
 mod worker;
 mod write;

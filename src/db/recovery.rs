@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::compaction::Version;
-use super::inner::{ErrorState, Inner, Signal, State, Work};
+use super::version::Version;
+use super::inner::{ErrorState, Inner, Signal, Work};
+use super::version::State;
 use super::manifest::{self, ManifestData};
 use super::memtable::Memtable;
 use super::stats::{add, Counters, MAX_LEVELS};

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use serde::Serialize;
 use thread_local::ThreadLocal;
 
-use super::compaction::Version;
+use super::version::Version;
 use crate::table::FilterState;
 
 /// Levels the store uses (0..MAX_LEVELS).

@@ -16,7 +16,8 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::compaction::{self, Job, Version};
+use super::compaction::{self, Job};
+use super::version::Version;
 use super::inner::{lock, Inner, Work};
 use super::manifest::{self, ManifestData, TableMeta};
 use super::memtable::Memtable;
@@ -164,7 +165,7 @@ impl Inner {
         work: &mut Work,
         version: Version,
         log_number: u64,
-        also: impl FnOnce(&mut super::inner::State),
+        also: impl FnOnce(&mut super::version::State),
     ) -> Result<()> {
         crate::fs::sync_dir(&*self.opts.fs, &self.dir)?;
         self.write_manifest(work, &version, log_number)?;

@@ -1,0 +1,81 @@
+//! The published read state: the immutable table set (`Version`) and the memtables, and how a
+//! new one reaches readers.
+//!
+//! Nothing here is changed in place. A flush, compaction or memtable rotation builds a new
+//! `State` from the current one (`Inner::update_state`, serialised by `Inner::publish`) and
+//! stores it in the `ArcSwap`; a reader loads whichever is current (`Inner::read_state`) and
+//! keeps using it, tables included, for the whole operation even if a newer one is published
+//! meanwhile (a replaced table's file may be deleted: its open handle still reads). The load
+//! is arc-swap's: it borrows a per-thread debt slot rather than writing the shared reference
+//! count, so concurrent `get`s write no common cache line.
+
+use std::sync::Arc;
+
+use arc_swap::Guard;
+
+use super::inner::{lock, Inner};
+use super::memtable::Memtable;
+use super::stats::MAX_LEVELS;
+use crate::table::Table;
+
+/// Live tables per level: level 0 oldest first, other levels sorted by key.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Version {
+    pub(crate) levels: Vec<Vec<Arc<Table>>>,
+}
+
+impl Version {
+    pub(crate) fn empty() -> Self {
+        Version {
+            levels: vec![Vec::new(); MAX_LEVELS],
+        }
+    }
+
+    pub(crate) fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|t| t.file_size()).sum()
+    }
+
+    /// Deepest level holding any table.
+    pub(crate) fn deepest_nonempty(&self) -> Option<usize> {
+        (0..MAX_LEVELS).rev().find(|&l| !self.levels[l].is_empty())
+    }
+}
+
+/// What readers see: the mutable memtable, the immutable ones waiting for flush, the tables.
+/// Never changed in place: a change publishes a new `State` (`Inner::update_state`).
+#[derive(Clone)]
+pub(super) struct State {
+    pub(super) mem: Arc<Memtable>,
+    /// Oldest first.
+    pub(super) imm: Vec<Arc<Memtable>>,
+    pub(super) version: Arc<Version>,
+}
+
+impl Inner {
+    /// The published state. The guard is for one operation (a get, a check); hold an
+    /// `Arc` (`snapshot`, `version`) for anything longer.
+    pub(super) fn read_state(&self) -> Guard<Arc<State>> {
+        self.state.load()
+    }
+
+    /// Publishes a copy of the state with `f` applied; concurrent readers keep the one they
+    /// loaded.
+    pub(super) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let _publishing = lock(&self.publish);
+        let mut next = State::clone(&self.state.load());
+        let r = f(&mut next);
+        self.state.store(Arc::new(next));
+        r
+    }
+
+    /// The current table set.
+    pub(super) fn version(&self) -> Arc<Version> {
+        self.read_state().version.clone()
+    }
+
+    pub(super) fn snapshot(&self) -> (Arc<Memtable>, Vec<Arc<Memtable>>, Arc<Version>) {
+        let s = self.read_state();
+        (s.mem.clone(), s.imm.clone(), s.version.clone())
+    }
+
+}
