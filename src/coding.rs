@@ -72,6 +72,15 @@ pub(crate) fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8], what: &str) -> c
     Ok(())
 }
 
+/// The first 8 bytes of `key`, big-endian, zero-padded: order-preserving (a < b implies
+/// prefix(a) <= prefix(b)), so unequal prefixes decide a comparison without the keys.
+pub(crate) fn key_prefix(key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = key.len().min(8);
+    b[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,28 +22,49 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use crossbeam_epoch as epoch;
 use crossbeam_skiplist::base::SkipList;
 
+use crate::coding::key_prefix;
+
 /// Bytes charged per entry on top of key and value, for the size estimate.
 const ENTRY_OVERHEAD: usize = 64;
 
 /// A key and the sequence number of the batch that wrote it.
 trait VersionedKey {
+    /// `key_prefix(key)`, kept beside the key so most comparisons never load the key bytes.
+    fn prefix(&self) -> u64;
     fn key(&self) -> &[u8];
     fn seq(&self) -> u64;
 }
 
-/// Stored keys.
+/// Stored keys. The prefix sits in the skip-list node itself; the key bytes are a separate
+/// allocation. Measured on a 2M-key bulk load: without the prefix, the skip-list search (a
+/// cache miss for the node, another for its key, at every step) was a third of the profile.
 struct Versioned {
-    key: Box<[u8]>,
+    prefix: u64,
     seq: u64,
+    key: Box<[u8]>,
 }
 
 /// Lookup keys (borrowed, no allocation).
 struct Probe<'a> {
-    key: &'a [u8],
+    prefix: u64,
     seq: u64,
+    key: &'a [u8],
+}
+
+impl<'a> Probe<'a> {
+    fn new(key: &'a [u8], seq: u64) -> Self {
+        Probe {
+            prefix: key_prefix(key),
+            seq,
+            key,
+        }
+    }
 }
 
 impl VersionedKey for Versioned {
+    fn prefix(&self) -> u64 {
+        self.prefix
+    }
     fn key(&self) -> &[u8] {
         &self.key
     }
@@ -53,6 +74,9 @@ impl VersionedKey for Versioned {
 }
 
 impl VersionedKey for Probe<'_> {
+    fn prefix(&self) -> u64 {
+        self.prefix
+    }
     fn key(&self) -> &[u8] {
         self.key
     }
@@ -61,9 +85,13 @@ impl VersionedKey for Probe<'_> {
     }
 }
 
-/// By key, then by sequence number descending (newest first).
+/// By key (its order-preserving prefix first), then by sequence number descending (newest
+/// first).
 fn order(a: &dyn VersionedKey, b: &dyn VersionedKey) -> CmpOrdering {
-    a.key().cmp(b.key()).then(b.seq().cmp(&a.seq()))
+    a.prefix()
+        .cmp(&b.prefix())
+        .then_with(|| a.key().cmp(b.key()))
+        .then(b.seq().cmp(&a.seq()))
 }
 
 impl PartialEq for dyn VersionedKey + '_ {
@@ -146,8 +174,9 @@ impl Memtable {
             // A key twice in one batch: the later op replaces the earlier (same seq).
             self.list.insert(
                 Versioned {
-                    key: k.into_boxed_slice(),
+                    prefix: key_prefix(&k),
                     seq,
+                    key: k.into_boxed_slice(),
                 },
                 v,
                 &guard,
@@ -166,7 +195,7 @@ impl Memtable {
             return None;
         }
         let guard = epoch::pin();
-        let probe = Probe { key, seq: seen };
+        let probe = Probe::new(key, seen);
         let e = self
             .list
             .lower_bound(Bound::Included(&probe as &dyn VersionedKey), &guard)?;
@@ -182,6 +211,25 @@ impl Memtable {
         self.visible.load(Ordering::Acquire) == 0
     }
 
+    /// Calls `f` with the newest entry of each key, in key order, without copying (flushes).
+    pub(crate) fn for_each_newest<E>(
+        &self,
+        mut f: impl FnMut(&[u8], Option<&[u8]>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let seen = self.visible.load(Ordering::Acquire);
+        let guard = epoch::pin();
+        let mut prev: Option<&[u8]> = None;
+        for e in self.list.iter(&guard) {
+            let k = e.key();
+            if k.seq > seen || prev == Some(&*k.key) {
+                continue;
+            }
+            f(&k.key, e.value().as_deref())?;
+            prev = Some(&k.key);
+        }
+        Ok(())
+    }
+
     /// The newest visible entry of each key in `range`, sorted (for scans and flushes); empty
     /// for an empty or reversed range.
     pub(crate) fn range(
@@ -194,8 +242,8 @@ impl Memtable {
             return Vec::new();
         }
         // Versions of one key run from seq u64::MAX (first) down to 0 (last).
-        let first = |key| Probe { key, seq: u64::MAX };
-        let last = |key| Probe { key, seq: 0 };
+        let first = |key| Probe::new(key, u64::MAX);
+        let last = |key| Probe::new(key, 0);
         let (lo, hi) = (
             start.map(|k| match start {
                 Bound::Excluded(_) => last(k),

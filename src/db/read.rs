@@ -56,7 +56,7 @@ impl Inner {
             .enumerate()
             .skip(1)
             .filter_map(|(level, tables)| {
-                let i = tables.partition_point(|t| t.max_key() < key);
+                let i = tables.partition_point(|t| t.ends_before(key));
                 tables.get(i).map(|t| (level, t))
             });
         for (level, t) in level0.chain(deeper) {

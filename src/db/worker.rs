@@ -48,9 +48,7 @@ pub(super) fn write_l0(
             level: 0,
         },
     )?;
-    for (k, v) in mem.range(std::ops::Bound::Unbounded, std::ops::Bound::Unbounded) {
-        b.add(&k, v.as_deref())?;
-    }
+    mem.for_each_newest(|k, v| b.add(k, v))?;
     b.finish()?;
     Table::open(&path, id)
 }
