@@ -1,6 +1,7 @@
 //! The state every part of the store shares (`Inner`), and the error state that stops writes.
 //!
-//! Locks, in the order they may be taken: `writer` (one writer appends to the WAL at a time)
+//! Locks, in the order they may be taken: `queue` (writes waiting for group commit; released
+//! before the leader takes `writer`) → `writer` (one writer appends to the WAL at a time)
 //! → `work` (one flush or compaction edits the table set at a time; every manifest write holds
 //! it) → `state` (the published memtables and table set: held only to read or swap pointers)
 //! → `publish` (serialises replacing the published `State`) → `signal` (worker wake-ups and
@@ -88,6 +89,11 @@ pub(super) struct Inner {
     pub(super) publish: Mutex<()>,
     /// Verified, decoded data blocks (`None` when `Options::block_cache_bytes` is 0).
     pub(super) cache: Option<crate::table::BlockCache>,
+    /// Writes waiting for group commit (`write.rs`); taken before `writer`, never while
+    /// holding it.
+    pub(super) queue: Mutex<super::write::WriteQueue>,
+    /// Signalled when a group's results are in `queue`.
+    pub(super) queue_done: Condvar,
     pub(super) writer: Mutex<WalWriter>,
     pub(super) work: Mutex<Work>,
     pub(super) signal: Mutex<Signal>,

@@ -58,6 +58,7 @@ pub(crate) struct Counters {
     pub(crate) filter_validation_failures: AtomicU64,
     pub(crate) wal_bytes_dropped: AtomicU64,
     pub(crate) write_stalls: AtomicU64,
+    pub(crate) writes_grouped: AtomicU64,
 }
 
 impl Counters {
@@ -190,6 +191,9 @@ pub struct DbStats {
     pub wal_bytes_dropped: u64,
     /// Writes that waited for a flush or compaction to catch up.
     pub write_stalls: u64,
+    /// Write batches committed by another thread's group commit (appended to the log in the
+    /// same write as the leader's own batch; RocksDB's `WRITE_DONE_BY_OTHER`).
+    pub writes_grouped: u64,
     /// Data blocks found in the block cache by `get` (no read, no checksum).
     pub block_cache_hits: u64,
     /// Data blocks `get` looked for in the block cache and read from the file instead.
@@ -215,6 +219,7 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
         filter_validation_failures: load(&c.filter_validation_failures),
         wal_bytes_dropped: load(&c.wal_bytes_dropped),
         write_stalls: load(&c.write_stalls),
+        writes_grouped: load(&c.writes_grouped),
         ..DbStats::default()
     };
     let mut per_level: [LevelStats; MAX_LEVELS] = Default::default();

@@ -1,8 +1,16 @@
-//! The write path: `WriteBatch`, WAL append, memtable rotation, and how failures stop writes.
+//! The write path: `WriteBatch`, group commit, WAL append, memtable rotation, and how failures
+//! stop writes.
 //!
-//! A write takes the writer lock, checks the error state, rotates the memtable if it is full
-//! (waiting while flushes or level 0 are behind), appends its batch to the WAL as one record
-//! and only then applies it to the memtable and returns `Ok`. Any failure to append, sync,
+//! Group commit (LevelDB's write queue): a write encodes its batch as one WAL record and joins
+//! the queue. If no leader is running, the oldest waiting write's thread becomes leader: it
+//! takes the queued records (up to `MAX_GROUP_BYTES`), takes the writer lock, checks the error
+//! state, rotates the memtable if it is full (waiting while flushes or level 0 are behind),
+//! appends all the records with one write (and one sync with `sync_writes`), applies each
+//! batch to the memtable in order (each visible whole, `memtable.rs`), then hands every write
+//! of the group its result. Only then does a write return `Ok`. Each batch stays its own
+//! record, so recovery is unchanged. Measured through kv_server (50 connections, SET): one
+//! thread at a time on the writer lock queued the others in the kernel (half the profile was
+//! context switches). Any failure to append, sync,
 //! create or sync a log puts the store in the read-only error state: that write returns the
 //! I/O error, every later one `Error::ReadOnly`. The WAL writer has already cut the log back
 //! to its last whole record, so nothing acknowledged is lost and nothing that failed is
@@ -14,6 +22,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::inner::{lock, Inner};
+
+/// The first waiting writes, up to `MAX_GROUP_BYTES` of records (always at least one).
+fn take_group(pending: &mut std::collections::VecDeque<Queued>) -> Vec<Queued> {
+    let mut group = Vec::new();
+    let mut bytes = 0;
+    while let Some(w) = pending.front() {
+        if !group.is_empty() && bytes + w.record.len() > MAX_GROUP_BYTES {
+            break;
+        }
+        bytes += w.record.len();
+        group.extend(pending.pop_front());
+    }
+    group
+}
 use super::memtable::Memtable;
 use super::wal::{self, Ops, WalWriter};
 use super::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
@@ -87,14 +109,110 @@ impl WriteBatch {
     }
 }
 
+/// Records one leader appends with one write, at most (a single larger record goes alone).
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+/// A write waiting for a leader: its ticket, WAL record and operations.
+struct Queued {
+    ticket: u64,
+    record: Vec<u8>,
+    ops: Ops,
+}
+
+/// Writes waiting to be committed, and the results of committed ones not yet collected.
+#[derive(Default)]
+pub(super) struct WriteQueue {
+    next_ticket: u64,
+    pending: std::collections::VecDeque<Queued>,
+    results: std::collections::HashMap<u64, Result<()>>,
+    leader_active: bool,
+}
+
+/// Hands out the group's results when the leader is done, or `Error::Panicked` to every write
+/// of the group if the leader unwinds (a panicking file system), so no writer waits forever.
+struct Leader<'a> {
+    inner: &'a Inner,
+    tickets: Vec<u64>,
+    results: Option<Vec<Result<()>>>,
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        let mut q = lock(&self.inner.queue);
+        let results = self.results.take();
+        for (i, t) in self.tickets.iter().enumerate() {
+            let r = match &results {
+                Some(rs) => rs.get(i).map_or(Ok(()), |r| match r {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.replicate()),
+                }),
+                None => Err(Error::Panicked {
+                    message: "the thread writing this batch's group panicked".into(),
+                }),
+            };
+            q.results.insert(*t, r);
+        }
+        q.leader_active = false;
+        drop(q);
+        self.inner.queue_done.notify_all();
+    }
+}
+
 impl Inner {
-    /// Appends `batch` to the WAL, then applies it to the memtable.
+    /// Commits `batch` (see the module comment): `Ok` once it is in the WAL and the memtable.
     pub(super) fn write_batch(&self, batch: WriteBatch) -> Result<()> {
         batch.validate()?;
         if batch.is_empty() {
             return Ok(());
         }
         let record = wal::encode_batch(&batch.ops)?;
+        let mut q = lock(&self.queue);
+        let ticket = q.next_ticket;
+        q.next_ticket += 1;
+        q.pending.push_back(Queued {
+            ticket,
+            record,
+            ops: batch.ops,
+        });
+        loop {
+            if let Some(r) = q.results.remove(&ticket) {
+                return r;
+            }
+            if !q.leader_active {
+                q.leader_active = true;
+                let group = take_group(&mut q.pending);
+                drop(q);
+                self.lead(group);
+                q = lock(&self.queue);
+                continue;
+            }
+            q = self
+                .queue_done
+                .wait(q)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Commits `group` as its leader; results go to the queue (also if this panics).
+    fn lead(&self, group: Vec<Queued>) {
+        let mut leader = Leader {
+            inner: self,
+            tickets: group.iter().map(|w| w.ticket).collect(),
+            results: None,
+        };
+        let n = group.len();
+        leader.results = Some(match self.commit_group(group) {
+            Ok(()) => (0..n).map(|_| Ok(())).collect(),
+            Err(e) => {
+                let mut rs: Vec<Result<()>> = (1..n).map(|_| Err(e.replicate())).collect();
+                rs.insert(0, Err(e));
+                rs
+            }
+        });
+    }
+
+    /// Appends the group's records with one write, then applies each batch in order.
+    fn commit_group(&self, group: Vec<Queued>) -> Result<()> {
         let mut writer = self.lock_checked(&self.writer);
         self.errors.check()?;
         let mut mem = self.read_state().mem.clone();
@@ -102,10 +220,21 @@ impl Inner {
             self.rotate(&mut writer)?;
             mem = self.read_state().mem.clone();
         }
-        writer
-            .append(&record, self.opts.sync_writes)
-            .map_err(|e| self.errors.set(e))?;
-        mem.apply(batch.ops);
+        let appended = match group.as_slice() {
+            [one] => writer.append(&one.record, self.opts.sync_writes),
+            _ => {
+                let mut all = Vec::with_capacity(group.iter().map(|w| w.record.len()).sum());
+                for w in &group {
+                    all.extend_from_slice(&w.record);
+                }
+                writer.append(&all, self.opts.sync_writes)
+            }
+        };
+        appended.map_err(|e| self.errors.set(e))?;
+        super::stats::add(&self.counters.writes_grouped, group.len() as u64 - 1);
+        for w in group {
+            mem.apply(w.ops);
+        }
         Ok(())
     }
 
