@@ -358,3 +358,43 @@ fn conditional_writes_are_atomic_across_connections() {
     }
     stop(server);
 }
+
+/// A pipeline's plain SETs are committed together: replies keep their order, a GET between
+/// SETs sees the ones before it, a later SET of a key wins, and a SET the store refuses (a
+/// key over the limit) gets its own error without failing its neighbours.
+#[test]
+fn pipelined_sets_are_committed_together_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(&dir.path().join("db"), port);
+    let mut s = connect(port);
+    let big_key = vec![b'k'; lsm_bloom::db::MAX_KEY_SIZE + 1];
+    let mut pipeline = Vec::new();
+    for args in [
+        &[&b"SET"[..], b"a", b"1"][..],
+        &[b"SET", b"b", b"2"],
+        &[b"GET", b"a"],
+        &[b"SET", b"a", b"3"],
+        &[b"set", &big_key, b"x"],
+        &[b"SET", b"c", b"4"],
+        &[b"SET", b"a", b"5"],
+        &[b"GET", b"a"],
+        &[b"MGET", b"a", b"b", b"c"],
+    ] {
+        pipeline.extend(command(args));
+    }
+    s.write_all(&pipeline).unwrap();
+    let replies: Vec<Vec<u8>> = (0..9).map(|_| reply(&mut s)).collect();
+    let text: Vec<String> = replies.iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
+    assert_eq!(text[0], "+OK\r\n");
+    assert_eq!(text[1], "+OK\r\n");
+    assert_eq!(text[2], "$1\r\n1\r\n");
+    assert_eq!(text[3], "+OK\r\n");
+    assert!(text[4].starts_with("-ERR") && text[4].contains("key"), "{}", text[4]);
+    assert_eq!(text[5], "+OK\r\n");
+    assert_eq!(text[6], "+OK\r\n");
+    assert_eq!(text[7], "$1\r\n5\r\n");
+    assert_eq!(text[8], "*3\r\n$1\r\n5\r\n$1\r\n2\r\n$1\r\n4\r\n");
+    drop(s);
+    stop(server);
+}

@@ -305,6 +305,34 @@ impl Server {
     }
 
     /// Executes one request. Returns the reply and whether the connection stays open.
+    /// True when `args` is a plain `SET key value` this session may run: such requests in one
+    /// pipeline may be committed together (`set_many`).
+    pub fn is_plain_set(s: &Session, args: &[Vec<u8>]) -> bool {
+        s.authed
+            && args.len() == 3
+            && args[0].eq_ignore_ascii_case(b"SET")
+            // One that the store would refuse runs alone, so its error is its own.
+            && args[1].len() <= lsm_bloom::db::MAX_KEY_SIZE
+            && args[2].len() <= lsm_bloom::db::MAX_VALUE_SIZE
+    }
+
+    /// Runs plain SETs of one pipeline as one write batch (one log append, one memtable
+    /// update visible at once), in their order (a later SET of a key wins, as it would one by
+    /// one). Redis runs a pipeline's commands one after the other with no other client's in
+    /// between only if nothing else arrives; committing them together is one of the orders a
+    /// client could observe. The reply, `+OK` or the error, is for each of them.
+    pub fn set_many(&self, sets: &[Vec<Vec<u8>>]) -> Reply {
+        let _shared = self.plain_write_lock();
+        let mut batch = WriteBatch::new();
+        for args in sets {
+            batch.put(args[1].as_slice(), args[2].as_slice());
+        }
+        match self.db.write(batch) {
+            Ok(()) => Reply::ok(),
+            Err(e) => db_err(e),
+        }
+    }
+
     pub fn execute(&self, s: &mut Session, args: &[Vec<u8>]) -> (Reply, bool) {
         let Some(name) = args.first() else {
             return (Reply::Array(Vec::new()), true); // never sent: empty requests are skipped

@@ -92,8 +92,6 @@ pub(super) struct Inner {
     /// Writes waiting for group commit (`write.rs`); taken before `writer`, never while
     /// holding it.
     pub(super) queue: Mutex<super::write::WriteQueue>,
-    /// Signalled when a group's results are in `queue`.
-    pub(super) queue_done: Condvar,
     pub(super) writer: Mutex<WalWriter>,
     pub(super) work: Mutex<Work>,
     pub(super) signal: Mutex<Signal>,

@@ -356,7 +356,6 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         publish: Mutex::new(()),
         cache: crate::table::BlockCache::new(opts.block_cache_bytes),
         queue: Mutex::default(),
-        queue_done: Condvar::new(),
         writer: Mutex::new(writer),
         work: Mutex::new(work),
         signal: Mutex::new(Signal {
