@@ -60,7 +60,7 @@ pub struct Options {
     /// Immutable memtables waiting for flush before writes wait (default 2).
     pub max_immutable_memtables: usize,
     /// Bytes of verified, decoded data blocks kept for `get` (default 32 MiB; 0 for none).
-    /// 32 MiB is what RocksDB (since 8.x) and fjall 3 give a store by default, so the three
+    /// 32 MiB is what recent RocksDB and fjall 3 give a store by default, so the three
     /// compare alike untuned; it is small next to the page cache, which still holds the files:
     /// the cache saves the system call, checksum and decode on a hit, not a disk read. Filters
     /// and indexes are not charged to it (they live with each open table).
