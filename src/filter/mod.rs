@@ -13,6 +13,7 @@
 //! `format.rs`.
 
 pub mod blocked;
+pub mod budget;
 pub mod format;
 pub mod hash;
 pub mod math;
