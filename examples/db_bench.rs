@@ -107,7 +107,11 @@ fn hold(args: &Args, phase: &str) {
         });
         done += keys.len() as u64;
     }
-    println!("{phase}: {:.0} gets/s on {} thread(s)", done as f64 / secs, args.hold_threads);
+    println!(
+        "{phase}: {:.0} gets/s on {} thread(s)",
+        done as f64 / secs,
+        args.hold_threads
+    );
 }
 
 fn mix(mut x: u64) -> u64 {
@@ -206,13 +210,7 @@ impl Engine for Rocks {
     }
     fn settle(&self) {
         self.db.flush().expect("flush");
-        let busy = |p: &str| {
-            self.db
-                .property_int_value(p)
-                .ok()
-                .flatten()
-                .unwrap_or(0)
-        };
+        let busy = |p: &str| self.db.property_int_value(p).ok().flatten().unwrap_or(0);
         while busy("rocksdb.compaction-pending")
             + busy("rocksdb.num-running-compactions")
             + busy("rocksdb.num-running-flushes")
@@ -350,9 +348,7 @@ fn open_fjall(dir: &Path, args: &Args) -> Fjall {
             fjall::KeyspaceCreateOptions::default()
                 .max_memtable_size(memtable)
                 .data_block_size_policy(BlockSizePolicy::all(4096))
-                .data_block_compression_policy(CompressionPolicy::all(
-                    fjall::CompressionType::None,
-                ))
+                .data_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::None))
                 .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
                     BloomConstructionPolicy::BitsPerKey(10.0),
                 )))
@@ -421,7 +417,10 @@ fn timed_parallel<T: Sync>(items: &[T], threads: usize, f: impl Fn(&[T]) + Sync)
             })
             .collect();
         start.wait();
-        workers.into_iter().map(|w| w.join().expect("worker")).collect()
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("worker"))
+            .collect()
     });
     // From the first thread's start to the last one's end.
     let first = spans.iter().map(|s| s.0).min();
@@ -438,7 +437,12 @@ fn read_phase(e: &dyn Engine, keys: &[([u8; 16], bool)], threads: usize) -> Samp
     let secs = timed_parallel(keys, threads, |part| {
         for (k, present) in part {
             let found = e.get(k);
-            assert_eq!(found, *present, "{}: wrong answer (present = {present})", e.name());
+            assert_eq!(
+                found,
+                *present,
+                "{}: wrong answer (present = {present})",
+                e.name()
+            );
         }
     });
     let n = keys.len() as f64;
@@ -542,13 +546,18 @@ fn main() {
     say(config.clone());
 
     // Bulk load, interleaved; the last load's databases serve the read phases.
-    let mut load_rates: Vec<(usize, [Vec<f64>; 3])> =
-        args.threads.iter().map(|&t| (t, Default::default())).collect();
+    let mut load_rates: Vec<(usize, [Vec<f64>; 3])> = args
+        .threads
+        .iter()
+        .map(|&t| (t, Default::default()))
+        .collect();
     let mut engines: Option<Engines> = None;
     for round in 0..args.rounds {
         for (threads, rates) in &mut load_rates {
             drop(engines.take()); // the previous databases and directories go first
-            let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tempdir")).collect();
+            let dirs: Vec<_> = (0..3)
+                .map(|_| tempfile::tempdir().expect("tempdir"))
+                .collect();
             let e = Engines {
                 ours: open_ours(dirs[0].path(), &args),
                 rocks: open_rocks(dirs[1].path(), &args),
@@ -576,12 +585,21 @@ fn main() {
                 engine.compact_all();
             }
         }
-        let per_level: Vec<(&str, Vec<u64>)> =
-            e.all().iter().map(|x| (x.name(), x.tables_per_level())).collect();
+        let per_level: Vec<(&str, Vec<u64>)> = e
+            .all()
+            .iter()
+            .map(|x| (x.name(), x.tables_per_level()))
+            .collect();
         say(format!("tables per level ({shape}): {per_level:?}"));
-        let absent_keys: Vec<[u8; 16]> =
-            phase_keys(&args, 100, 99).into_iter().map(|(k, _)| k).collect();
-        let fprs: Vec<Option<f64>> = e.all().iter().map(|x| x.observed_fpr(&absent_keys)).collect();
+        let absent_keys: Vec<[u8; 16]> = phase_keys(&args, 100, 99)
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        let fprs: Vec<Option<f64>> = e
+            .all()
+            .iter()
+            .map(|x| x.observed_fpr(&absent_keys))
+            .collect();
         shapes.push(serde_json::json!({
             "shape": shape, "tables_per_level": per_level, "observed_fpr": fprs,
         }));
@@ -656,8 +674,11 @@ fn main() {
     for l in &loads {
         println!(
             "| bulk load | - | {} | {:.0} | {:.0} | {:.0} | {:.2} | | | |",
-            l["threads"], l["lsm_bloom"].as_f64().unwrap_or(0.0), l["rocksdb"].as_f64().unwrap_or(0.0),
-            l["fjall"].as_f64().unwrap_or(0.0), l["ratio_to_best_peer"].as_f64().unwrap_or(0.0)
+            l["threads"],
+            l["lsm_bloom"].as_f64().unwrap_or(0.0),
+            l["rocksdb"].as_f64().unwrap_or(0.0),
+            l["fjall"].as_f64().unwrap_or(0.0),
+            l["ratio_to_best_peer"].as_f64().unwrap_or(0.0)
         );
     }
     for r in &rows {
@@ -674,8 +695,10 @@ fn main() {
             r.rocksdb.read_syscalls_per_op,
             r.fjall.read_syscalls_per_op,
             r.lsm_bloom.data_block_reads_per_op.unwrap_or(0.0),
-            r.overhead_vs_bare_probes
-                .map_or(String::new(), |o| format!("{o:.2} (bare {:.0}/s)", r.bare_probes_per_sec.unwrap_or(0.0)))
+            r.overhead_vs_bare_probes.map_or(String::new(), |o| format!(
+                "{o:.2} (bare {:.0}/s)",
+                r.bare_probes_per_sec.unwrap_or(0.0)
+            ))
         );
     }
     if !scaling.is_empty() {

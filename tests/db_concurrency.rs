@@ -132,7 +132,11 @@ fn gets_stay_right_while_flushes_and_compactions_swap_versions() {
                 while !stop.load(Ordering::Relaxed) || gets < 5_000 {
                     let i = rng.below(STABLE);
                     let got = db.get(stable(i)).unwrap();
-                    assert_eq!(got.as_deref(), Some(stable_value(i).as_bytes()), "stable key {i}");
+                    assert_eq!(
+                        got.as_deref(),
+                        Some(stable_value(i).as_bytes()),
+                        "stable key {i}"
+                    );
                     let absent = format!("stable{i:05}x");
                     assert_eq!(db.get(absent.as_bytes()).unwrap(), None, "{absent}");
                     gets += 2;
@@ -222,7 +226,11 @@ fn concurrent_writers_are_grouped_and_lose_nothing_acknowledged() {
         for (w, i) in &acked {
             for part in ["a", "b"] {
                 let v = db.get(format!("w{w}-{i:05}-{part}")).unwrap();
-                assert_eq!(v, Some(format!("{w}:{i}").into_bytes()), "acknowledged {w}/{i} lost");
+                assert_eq!(
+                    v,
+                    Some(format!("{w}:{i}").into_bytes()),
+                    "acknowledged {w}/{i} lost"
+                );
             }
         }
         // A batch is whole or absent: never one key of a pair without the other.

@@ -62,7 +62,10 @@ fn absent_gets_that_filters_answer_allocate_nothing() {
     }
     db.put(b"k-in-memtable", b"v").unwrap();
     let levels: Vec<u64> = db.stats().levels.iter().map(|l| l.tables).collect();
-    assert!(levels[0] >= 1 && levels.iter().skip(1).sum::<u64>() >= 1, "{levels:?}");
+    assert!(
+        levels[0] >= 1 && levels.iter().skip(1).sum::<u64>() >= 1,
+        "{levels:?}"
+    );
 
     assert_eq!(db.get(b"k0000001").unwrap().as_deref(), Some(&b"value"[..])); // warm this thread
     let (mut zero_read_gets, mut reads) = (0, 0);
@@ -76,11 +79,19 @@ fn absent_gets_that_filters_answer_allocate_nothing() {
         assert_eq!(found, None);
         let after = db.stats().total.data_block_reads + db.stats().block_cache_hits;
         if after == before {
-            assert_eq!(a1 - a0, 0, "absent get of {key} allocated {} times", a1 - a0);
+            assert_eq!(
+                a1 - a0,
+                0,
+                "absent get of {key} allocated {} times",
+                a1 - a0
+            );
             zero_read_gets += 1;
         } else {
             reads += 1; // a false positive: a block was read or looked up
         }
     }
-    assert!(zero_read_gets > 4_500, "only {zero_read_gets} gets answered by filters ({reads} read)");
+    assert!(
+        zero_read_gets > 4_500,
+        "only {zero_read_gets} gets answered by filters ({reads} read)"
+    );
 }

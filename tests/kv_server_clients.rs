@@ -385,12 +385,19 @@ fn pipelined_sets_are_committed_together_in_order() {
     }
     s.write_all(&pipeline).unwrap();
     let replies: Vec<Vec<u8>> = (0..9).map(|_| reply(&mut s)).collect();
-    let text: Vec<String> = replies.iter().map(|r| String::from_utf8_lossy(r).into_owned()).collect();
+    let text: Vec<String> = replies
+        .iter()
+        .map(|r| String::from_utf8_lossy(r).into_owned())
+        .collect();
     assert_eq!(text[0], "+OK\r\n");
     assert_eq!(text[1], "+OK\r\n");
     assert_eq!(text[2], "$1\r\n1\r\n");
     assert_eq!(text[3], "+OK\r\n");
-    assert!(text[4].starts_with("-ERR") && text[4].contains("key"), "{}", text[4]);
+    assert!(
+        text[4].starts_with("-ERR") && text[4].contains("key"),
+        "{}",
+        text[4]
+    );
     assert_eq!(text[5], "+OK\r\n");
     assert_eq!(text[6], "+OK\r\n");
     assert_eq!(text[7], "$1\r\n5\r\n");

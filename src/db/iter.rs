@@ -6,9 +6,9 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::version::Version;
 use super::memtable::{range_is_empty, Memtable};
 use super::merge::{MergeIter, Source};
+use super::version::Version;
 use crate::error::Result;
 use crate::table::{Entry, Table};
 

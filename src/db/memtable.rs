@@ -327,7 +327,10 @@ mod tests {
             );
         }
         // A key twice in one batch: the later op wins.
-        m.apply(vec![(b"dup".to_vec(), Some(b"1".to_vec())), (b"dup".to_vec(), None)]);
+        m.apply(vec![
+            (b"dup".to_vec(), Some(b"1".to_vec())),
+            (b"dup".to_vec(), None),
+        ]);
         assert_eq!(m.get(b"dup"), Some(None));
         for i in 0..10u8 {
             let want = (i % 4 != 2).then(|| vec![2, i]);
@@ -340,8 +343,14 @@ mod tests {
         assert!(all.windows(2).all(|w| w[0].0 < w[1].0));
         let (k3, k6): (&[u8], &[u8]) = (&[b'k', 3], &[b'k', 6]);
         let keys = |s, e| -> Vec<u8> { m.range(s, e).iter().map(|(k, _)| k[1]).collect() };
-        assert_eq!(keys(Bound::Included(k3), Bound::Excluded(k6)), vec![3, 4, 5]);
-        assert_eq!(keys(Bound::Excluded(k3), Bound::Included(k6)), vec![4, 5, 6]);
+        assert_eq!(
+            keys(Bound::Included(k3), Bound::Excluded(k6)),
+            vec![3, 4, 5]
+        );
+        assert_eq!(
+            keys(Bound::Excluded(k3), Bound::Included(k6)),
+            vec![4, 5, 6]
+        );
         assert_eq!(keys(Bound::Excluded(k3), Bound::Excluded(k6)), vec![4, 5]);
         assert_eq!(keys(Bound::Included(k3), Bound::Included(k3)), vec![3]);
     }

@@ -24,12 +24,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::version::Version;
 use super::inner::{ErrorState, Inner, Signal, Work};
-use super::version::State;
 use super::manifest::{self, ManifestData};
 use super::memtable::Memtable;
 use super::stats::{add, Counters, MAX_LEVELS};
+use super::version::State;
+use super::version::Version;
 use super::wal::{self, WalWriter};
 use super::worker::{manifest_data, write_l0, ID_RESERVATION};
 use super::{table_path, Options, WalRecovery};

@@ -77,5 +77,4 @@ impl Inner {
         let s = self.read_state();
         (s.mem.clone(), s.imm.clone(), s.version.clone())
     }
-
 }

@@ -17,11 +17,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::compaction::{self, Job};
-use super::version::Version;
 use super::inner::{lock, Inner, Work};
 use super::manifest::{self, ManifestData, TableMeta};
 use super::memtable::Memtable;
 use super::stats::add;
+use super::version::Version;
 use super::{table_path, wal, Options};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;

@@ -48,7 +48,9 @@ pub fn fpr_at(kind: FilterKind, bits_per_key: f64) -> f64 {
             let k = math::optimal_k(bits_per_key, 1.0);
             math::standard_fpr(bits_per_key, 1.0, k)
         }
-        FilterKind::Blocked => math::blocked_fpr(bits_per_key, math::blocked_default_k(bits_per_key)),
+        FilterKind::Blocked => {
+            math::blocked_fpr(bits_per_key, math::blocked_default_k(bits_per_key))
+        }
     }
 }
 
@@ -128,7 +130,10 @@ mod tests {
                 let budget = avg * total_keys(&RUNS);
                 let bits = allocate(kind, &RUNS, budget);
                 let spent: f64 = bits.iter().zip(RUNS).map(|(b, n)| b * n as f64).sum();
-                assert!(spent <= budget + 1e-6, "{kind:?} {avg}: spent {spent} > {budget}");
+                assert!(
+                    spent <= budget + 1e-6,
+                    "{kind:?} {avg}: spent {spent} > {budget}"
+                );
                 let uniform = expected_wasted_reads(kind, &[avg; 4]);
                 let optimised = expected_wasted_reads(kind, &bits);
                 assert!(
@@ -146,7 +151,10 @@ mod tests {
     fn textbook_rates_come_out_proportional_to_run_sizes() {
         let runs = [1_000_000u64, 10_000_000, 100_000_000];
         let bits = allocate(FilterKind::Standard, &runs, 10.0 * total_keys(&runs));
-        let p: Vec<f64> = bits.iter().map(|&b| fpr_at(FilterKind::Standard, b)).collect();
+        let p: Vec<f64> = bits
+            .iter()
+            .map(|&b| fpr_at(FilterKind::Standard, b))
+            .collect();
         for i in 1..runs.len() {
             // Monkey: p_i / p_j = n_i / n_j (here 10), within the grid's and k's steps.
             let ratio = p[i] / p[i - 1];

@@ -151,7 +151,10 @@ mod tests {
         let good = block(&[b"a", b"b"]);
         let first = block(&[b"a"]).len();
         for len in (first + 1)..good.len() {
-            assert!(Block::new(good[..len].to_vec()).get(b"b").is_err(), "cut at {len}");
+            assert!(
+                Block::new(good[..len].to_vec()).get(b"b").is_err(),
+                "cut at {len}"
+            );
         }
     }
 
@@ -164,7 +167,12 @@ mod tests {
         for off in 0..200 {
             c.insert(1, off, Arc::new(Block::new(block(&refs))));
         }
-        assert!(c.bytes() <= c.capacity(), "{} > {}", c.bytes(), c.capacity());
+        assert!(
+            c.bytes() <= c.capacity(),
+            "{} > {}",
+            c.bytes(),
+            c.capacity()
+        );
         assert!(c.bytes() > 0);
         assert!(c.get(1, 199).is_some() || c.get(1, 198).is_some());
     }

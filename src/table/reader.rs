@@ -287,7 +287,10 @@ impl Table {
             let before = match self.index_prefixes.get(mid).map(|q| q.cmp(&p)) {
                 Some(std::cmp::Ordering::Less) => true,
                 Some(std::cmp::Ordering::Greater) => false,
-                _ => self.index.get(mid).is_some_and(|e| e.last_key.as_slice() < key),
+                _ => self
+                    .index
+                    .get(mid)
+                    .is_some_and(|e| e.last_key.as_slice() < key),
             };
             if before {
                 lo = mid + 1;
@@ -336,9 +339,7 @@ impl Table {
     pub fn iter(self: &Arc<Self>, start: Bound<&[u8]>) -> TableIter {
         let block = match start {
             Bound::Unbounded => 0,
-            Bound::Included(k) | Bound::Excluded(k) => {
-                self.block_for(k)
-            }
+            Bound::Included(k) | Bound::Excluded(k) => self.block_for(k),
         };
         TableIter {
             table: Arc::clone(self),
@@ -420,7 +421,16 @@ mod tests {
     #[test]
     fn block_search_by_prefix_matches_the_plain_search() {
         let mut keys: Vec<Vec<u8>> = Vec::new();
-        for a in [&b""[..], b"\0", b"a", b"a\0", b"ab", b"abcdefgh", b"abcdefgh\0", b"abcdefghi"] {
+        for a in [
+            &b""[..],
+            b"\0",
+            b"a",
+            b"a\0",
+            b"ab",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefghi",
+        ] {
             for i in 0..40u8 {
                 let mut k = a.to_vec();
                 k.push(i);
@@ -451,15 +461,24 @@ mod tests {
         probes.push(vec![0xff; 12]);
         probes.push(Vec::new());
         for k in &probes {
-            let plain = t.index.partition_point(|e| e.last_key.as_slice() < k.as_slice());
+            let plain = t
+                .index
+                .partition_point(|e| e.last_key.as_slice() < k.as_slice());
             assert_eq!(t.block_for(k), plain, "{k:?}");
             let (min, max) = (t.min_key(), t.max_key());
-            assert_eq!(t.covers(k), min <= k.as_slice() && k.as_slice() <= max, "{k:?}");
+            assert_eq!(
+                t.covers(k),
+                min <= k.as_slice() && k.as_slice() <= max,
+                "{k:?}"
+            );
             assert_eq!(t.ends_before(k), max < k.as_slice(), "{k:?}");
         }
         let mut stats = TableReadStats::default();
         for k in &keys {
-            assert_eq!(t.get(k, &mut stats, None).unwrap(), Some(Some(b"v".to_vec())));
+            assert_eq!(
+                t.get(k, &mut stats, None).unwrap(),
+                Some(Some(b"v".to_vec()))
+            );
         }
     }
 }
