@@ -81,6 +81,12 @@ pub(crate) fn key_prefix(key: &[u8]) -> u64 {
     u64::from_be_bytes(b)
 }
 
+/// Compares keys `a` and `b` given their `key_prefix`es: the prefixes first, the key bytes
+/// only when those tie (same result as `a.cmp(b)`).
+pub(crate) fn cmp_prefixed(a_prefix: u64, a: &[u8], b_prefix: u64, b: &[u8]) -> std::cmp::Ordering {
+    a_prefix.cmp(&b_prefix).then_with(|| a.cmp(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
