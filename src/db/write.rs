@@ -22,20 +22,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::inner::{lock, Inner};
-
-/// The first waiting writes, up to `MAX_GROUP_BYTES` of records (always at least one).
-fn take_group(pending: &mut std::collections::VecDeque<Queued>) -> Vec<Queued> {
-    let mut group = Vec::new();
-    let mut bytes = 0;
-    while let Some(w) = pending.front() {
-        if !group.is_empty() && bytes + w.record.len() > MAX_GROUP_BYTES {
-            break;
-        }
-        bytes += w.record.len();
-        group.extend(pending.pop_front());
-    }
-    group
-}
 use super::memtable::Memtable;
 use super::wal::{self, Ops, WalWriter};
 use super::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
@@ -132,25 +118,37 @@ pub(super) struct WriteQueue {
     leader_active: bool,
 }
 
+/// The first waiting writes, up to `MAX_GROUP_BYTES` of records (always at least one).
+fn take_group(pending: &mut std::collections::VecDeque<Queued>) -> Vec<Queued> {
+    let mut group = Vec::new();
+    let mut bytes = 0;
+    while let Some(w) = pending.front() {
+        if !group.is_empty() && bytes + w.record.len() > MAX_GROUP_BYTES {
+            break;
+        }
+        bytes += w.record.len();
+        group.extend(pending.pop_front());
+    }
+    group
+}
+
 /// Hands out the group's results when the leader is done, or `Error::Panicked` to every write
 /// of the group if the leader unwinds (a panicking file system), so no writer waits forever.
 struct Leader<'a> {
     inner: &'a Inner,
     /// The group's tickets and threads.
     members: Vec<(u64, std::thread::Thread)>,
-    results: Option<Vec<Result<()>>>,
+    /// The group's outcome, once committed (`None` while running, or after a panic).
+    outcome: Option<Result<()>>,
 }
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
         let mut q = lock(&self.inner.queue);
-        let results = self.results.take();
-        for (i, (t, _)) in self.members.iter().enumerate() {
-            let r = match &results {
-                Some(rs) => rs.get(i).map_or(Ok(()), |r| match r {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(e.replicate()),
-                }),
+        for (t, _) in &self.members {
+            let r = match &self.outcome {
+                Some(Ok(())) => Ok(()),
+                Some(Err(e)) => Err(e.replicate()),
                 None => Err(Error::Panicked {
                     message: "the thread writing this batch's group panicked".into(),
                 }),
@@ -212,17 +210,9 @@ impl Inner {
         let mut leader = Leader {
             inner: self,
             members: group.iter().map(|w| (w.ticket, w.thread.clone())).collect(),
-            results: None,
+            outcome: None,
         };
-        let n = group.len();
-        leader.results = Some(match self.commit_group(group) {
-            Ok(()) => (0..n).map(|_| Ok(())).collect(),
-            Err(e) => {
-                let mut rs: Vec<Result<()>> = (1..n).map(|_| Err(e.replicate())).collect();
-                rs.insert(0, Err(e));
-                rs
-            }
-        });
+        leader.outcome = Some(self.commit_group(group));
     }
 
     /// Appends the group's records with one write, then applies each batch in order.
