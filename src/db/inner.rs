@@ -3,18 +3,18 @@
 //! Locks, in the order they may be taken: `queue` (writes waiting for group commit; released
 //! before the leader takes `writer`) → `writer` (one writer appends to the WAL at a time)
 //! → `work` (one flush or compaction edits the table set at a time; every manifest write holds
-//! it) → `state` (the published memtables and table set: held only to read or swap pointers)
-//! → `publish` (serialises replacing the published `State`) → `signal` (worker wake-ups and
-//! progress). `get` and `scan` take no lock: they load the published `State` through an
-//! `ArcSwap` (arc-swap's thread-local debt slots: no write to memory another reader writes).
+//! it) → `publish` (serialises replacing the published `State`, `version.rs`) → `signal`
+//! (worker wake-ups and progress). `get` and `scan` take no lock: they load the published
+//! `State` through an `ArcSwap` (arc-swap's thread-local debt slots: no write to memory
+//! another reader writes).
 
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use std::time::Duration;
 
 use super::recovery::RecoveryReport;
 use super::stats::Counters;
