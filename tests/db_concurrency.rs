@@ -171,13 +171,19 @@ fn gets_stay_right_while_flushes_and_compactions_swap_versions() {
 
 /// Group commit: eight threads write batches at once, so leaders append many batches with one
 /// write. Every acknowledged batch is readable whole and survives a reopen; a failure injected
-/// into one group's write (a half-written record, the disk then full) fails every write of
-/// that group and all later ones, none hangs, and nothing acknowledged is lost.
+/// into one group's write (a half-written record, the disk then full; or a panic in the
+/// leader) fails every write of that group and all later ones, none hangs, and nothing
+/// acknowledged is lost.
 #[test]
 fn concurrent_writers_are_grouped_and_lose_nothing_acknowledged() {
     use lsm_bloom::fs::{Fault, FaultyFs};
     use std::sync::Mutex;
-    for fail_at in [None, Some(400u64), Some(1_500)] {
+    for (fail_at, fault) in [
+        (None, Fault::Error),
+        (Some(400u64), Fault::PartialWrite),
+        (Some(1_500), Fault::PartialWrite),
+        (Some(700), Fault::Panic),
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let fs = FaultyFs::new();
         let opts = lsm_bloom::Options {
@@ -187,7 +193,7 @@ fn concurrent_writers_are_grouped_and_lose_nothing_acknowledged() {
         };
         let db = Arc::new(Db::open(dir.path(), opts.clone()).unwrap());
         if let Some(n) = fail_at {
-            fs.fail_from(fs.ops() + n, Fault::PartialWrite);
+            fs.fail_from(fs.ops() + n, fault);
         }
         let acked = Arc::new(Mutex::new(Vec::new()));
         let writers: Vec<_> = (0..8u64)
@@ -199,9 +205,13 @@ fn concurrent_writers_are_grouped_and_lose_nothing_acknowledged() {
                         let mut b = lsm_bloom::WriteBatch::new();
                         b.put(format!("w{w}-{i:05}-a"), format!("{w}:{i}"));
                         b.put(format!("w{w}-{i:05}-b"), format!("{w}:{i}"));
-                        match db.write(b) {
-                            Ok(()) => acked.lock().unwrap().push((w, i)),
-                            Err(_) => failures += 1,
+                        // A panicking file system panics the group's leader; its followers
+                        // get an error, and nobody waits forever.
+                        let wrote =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| db.write(b)));
+                        match wrote {
+                            Ok(Ok(())) => acked.lock().unwrap().push((w, i)),
+                            _ => failures += 1,
                         }
                     }
                     failures
