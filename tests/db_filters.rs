@@ -116,6 +116,11 @@ fn absent_lookups_read_at_most_1_5x_expected_fpr_standard() {
 }
 
 #[test]
+fn absent_lookups_read_at_most_1_5x_expected_fpr_ribbon() {
+    check(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5));
+}
+
+#[test]
 fn sum_of_expected_fprs_bounds_reads_across_all_l0_tables() {
     // Overlapping L0 tables only (no compaction): every absent key probes every table.
     let dir = tempfile::tempdir().unwrap();

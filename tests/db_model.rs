@@ -123,6 +123,10 @@ fn model_standard_filters_and_per_level_overrides() {
         2,
         Some(FilterPolicy::target_fpr(FilterKind::Blocked, 0.001)),
     );
+    opts.filter_policy_per_level.insert(
+        3,
+        Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5)),
+    );
     for seed in 100..=103 {
         run(seed, 2500, opts.clone());
     }

@@ -46,6 +46,22 @@ fn fixtures() -> Vec<Fixture> {
             policy: FilterPolicy::bits_per_key(Blocked, 10.0),
             with_keys: false,
         },
+        // Kind 3, added to format version 1 on 2026-11-22 (issue 10).
+        Fixture {
+            name: "ribbon-1pct",
+            policy: FilterPolicy::target_fpr(Ribbon, 0.01),
+            with_keys: true,
+        },
+        Fixture {
+            name: "ribbon-10bpk",
+            policy: FilterPolicy::bits_per_key(Ribbon, 10.0),
+            with_keys: true,
+        },
+        Fixture {
+            name: "ribbon-empty",
+            policy: FilterPolicy::bits_per_key(Ribbon, 10.0),
+            with_keys: false,
+        },
     ]
 }
 
@@ -121,7 +137,9 @@ fn reader_decodes_fixtures_and_finds_every_key() {
         assert_eq!(info.version, 1);
         if f.with_keys {
             assert_eq!(info.n, keys.len() as u64);
-            assert_eq!(info.k, f.policy.k());
+            if f.policy.kind != FilterKind::Ribbon {
+                assert_eq!(info.k, f.policy.k());
+            }
             for k in &keys {
                 assert!(
                     r.may_contain(k.as_bytes()),
@@ -275,4 +293,27 @@ fn blocked_m_must_be_whole_lines() {
         matches!(e, FilterError::BadParameters { ref reason } if reason.contains("512")),
         "{e}"
     );
+}
+
+#[test]
+fn ribbon_m_must_be_whole_blocks_of_r_columns() {
+    let block = fixture_blocks()
+        .into_iter()
+        .find(|(n, _)| n == "ribbon-1pct.filter")
+        .unwrap()
+        .1;
+    assert_eq!(block[6], 3, "kind id");
+    assert_eq!(u32::from_le_bytes(block[16..20].try_into().unwrap()), 7, "r");
+    let m = u64::from_le_bytes(block[24..32].try_into().unwrap());
+    // m 8 bits short: no longer whole 128-slot blocks of 7 columns.
+    let e = FilterReader::new(patched(&block, 24, &(m - 8).to_le_bytes())).unwrap_err();
+    assert!(
+        matches!(e, FilterError::BadParameters { ref reason } if reason.contains("128")),
+        "{e}"
+    );
+    // r changed to 5 with m unchanged: m (12 blocks × 128 slots × 7) is not a multiple of
+    // 128 × 5.
+    assert_eq!(m, 12 * 128 * 7);
+    let e = FilterReader::new(patched(&block, 16, &5u32.to_le_bytes())).unwrap_err();
+    assert!(matches!(e, FilterError::BadParameters { .. }), "{e}");
 }

@@ -90,8 +90,45 @@ fn blocked_at_10_bits_per_key_is_at_most_0_96_percent() {
 }
 
 #[test]
+fn ribbon_fpr_matches_two_to_the_minus_r_within_15_percent() {
+    // Sizes from one 128-slot block to a million keys; r from 4 (6.25%) to 10 (0.098%).
+    for (n, r) in [
+        (100u64, 7u32),
+        (10_000, 4),
+        (10_000, 7),
+        (100_000, 7),
+        (100_000, 10),
+        (1_000_000, 7),
+    ] {
+        let policy = FilterPolicy::bits_per_key(FilterKind::Ribbon, 10.0).with_num_probes(r);
+        let (measured, expected) = measured_fpr(policy, n);
+        assert_eq!(expected, math::ribbon_fpr(r));
+        let ratio = measured / expected;
+        assert!(
+            (0.85..=1.15).contains(&ratio),
+            "ribbon n {n} r {r}: measured {measured} expected {expected} (ratio {ratio:.3})"
+        );
+    }
+}
+
+#[test]
+fn ribbon_at_7_bits_per_key_or_less_stays_under_one_percent() {
+    // The goal for the small kind: ≤ 7.5 bits/key at ≤ 1% measured.
+    for n in [10_000u64, 100_000, 1_000_000] {
+        let mut b = FilterBuilder::new(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01)).unwrap();
+        for i in 0..n {
+            b.add_key(&i.to_le_bytes());
+        }
+        let info = FilterReader::new(b.finish()).unwrap().info();
+        assert!(info.bits_per_key <= 7.5, "n {n}: {} bits/key", info.bits_per_key);
+        let (measured, _) = measured_fpr(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01), n);
+        assert!(measured <= 0.01, "n {n}: measured {measured}");
+    }
+}
+
+#[test]
 fn target_fpr_policies_meet_their_target() {
-    for kind in [FilterKind::Standard, FilterKind::Blocked] {
+    for kind in [FilterKind::Standard, FilterKind::Blocked, FilterKind::Ribbon] {
         for p in [0.05, 0.01] {
             let (measured, _) = measured_fpr(FilterPolicy::target_fpr(kind, p), 100_000);
             assert!(

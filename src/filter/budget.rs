@@ -30,7 +30,7 @@
 //! The last level, holding 89% of the keys, gives up under one bit per key; the young runs
 //! get two to three times the average. Measured reads in a store are issue 10's benchmark.
 
-use super::{math, FilterKind};
+use super::{math, ribbon, FilterKind};
 
 /// Bits/key the grid goes up to: beyond this no rate is worth its memory here.
 const MAX_BITS_PER_KEY: f64 = 32.0;
@@ -51,6 +51,9 @@ pub fn fpr_at(kind: FilterKind, bits_per_key: f64) -> f64 {
         FilterKind::Blocked => {
             math::blocked_fpr(bits_per_key, math::blocked_default_k(bits_per_key))
         }
+        // Below one result bit's worth there is no Ribbon filter: every lookup passes.
+        FilterKind::Ribbon if bits_per_key < ribbon::MODEL_SLOTS_PER_KEY => 1.0,
+        FilterKind::Ribbon => math::ribbon_fpr(FilterKind::Ribbon.default_k(bits_per_key)),
     }
 }
 

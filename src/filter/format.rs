@@ -5,7 +5,7 @@
 //! reserved fields and the parameters against the length. Nothing past the header is trusted
 //! before the checksum matches.
 
-use super::{blocked, standard, FilterError, FilterKind};
+use super::{blocked, ribbon, standard, FilterError, FilterKind};
 
 /// Magic bytes opening every filter block.
 pub const MAGIC: [u8; 4] = *b"LBFB";
@@ -44,7 +44,7 @@ impl Header {
     pub fn array_len(kind: FilterKind, m: u64) -> Option<u64> {
         match kind {
             FilterKind::Standard => standard::array_len(m),
-            FilterKind::Blocked => Some(m / 8),
+            FilterKind::Blocked | FilterKind::Ribbon => Some(m / 8),
         }
     }
 }
@@ -153,6 +153,11 @@ pub fn decode(block: &[u8]) -> Result<Header, FilterError> {
                 m / 512
             ));
         }
+    }
+    if kind == FilterKind::Ribbon && !m.is_multiple_of(ribbon::WIDTH * u64::from(k)) {
+        return bad(format!(
+            "ribbon filter m = {m} is not a multiple of 128 slots × r = {k}"
+        ));
     }
     let array = body - HEADER_LEN;
     match Header::array_len(kind, m) {

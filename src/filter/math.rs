@@ -125,6 +125,26 @@ pub fn blocked_bits_per_key(p: f64) -> f64 {
     bpk
 }
 
+/// Result bits a Ribbon filter uses at `bits_per_key`, with `slots_per_key` slots per key:
+/// `floor(bits_per_key / slots_per_key)`, clamped to `[1, 30]`.
+pub fn ribbon_r(bits_per_key: f64, slots_per_key: f64) -> u32 {
+    // The 1e-9 keeps a quotient that is whole in decimal (7.35 / 1.05) from rounding down.
+    (bits_per_key / slots_per_key + 1e-9)
+        .floor()
+        .clamp(1.0, MAX_PROBES as f64) as u32
+}
+
+/// Expected false-positive rate of a Ribbon filter with r result bits: `2^-r`, whatever the
+/// number of keys (each column of an absent key's row matches with probability 1/2).
+pub fn ribbon_fpr(r: u32) -> f64 {
+    0.5f64.powi(r as i32)
+}
+
+/// Result bits a Ribbon filter needs for false-positive rate `p`: `ceil(log2(1/p))`.
+pub fn ribbon_r_for(p: f64) -> u32 {
+    (-p.log2()).ceil().clamp(1.0, MAX_PROBES as f64) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,6 +204,14 @@ mod tests {
         let k20 = blocked_default_k(20.0);
         assert!((9..=12).contains(&k20), "{k20}");
         assert!(blocked_fpr(20.0, k20) <= blocked_fpr(20.0, k20 + 1));
+    }
+
+    #[test]
+    fn ribbon_sizing() {
+        assert_eq!(ribbon_r_for(0.01), 7);
+        assert!(ribbon_fpr(7) <= 0.01 && ribbon_fpr(6) > 0.01);
+        assert_eq!(ribbon_r(7.35, 1.05), 7);
+        assert_eq!(ribbon_r(0.5, 1.05), 1);
     }
 
     #[test]

@@ -1,0 +1,232 @@
+//! The Ribbon filter (Dillinger & Walzer, "Ribbon filter: practically smaller than Bloom and
+//! Xor", 2021; RocksDB's Standard128Ribbon is the same construction): about 30% smaller than a
+//! Bloom filter at the same false-positive rate, for slower construction.
+//!
+//! Instead of setting bits, it stores the solution `Z` of a linear system over GF(2). Each key
+//! hash gives a row: a start slot `s`, a 128-bit coefficient `c` (bit 0 always set) covering
+//! slots `s..s+128`, and an r-bit result `x`. The filter stores `r` bits per slot, chosen so that
+//! for every added key `parity(c & Z[s..s+128])` equals `x` in each of the r columns. A key
+//! never added matches in all r columns with probability `2^-r`: that is the false-positive
+//! rate, whatever the number of keys, at `r × slots / n` bits per key. Slots exceed keys by a
+//! small factor (`slots_for`) so that the system is solvable; at r = 7 (0.78%) that is 7.2–7.4
+//! bits/key, against 9.6 (textbook) or 10+ (blocked) Bloom bits/key for 1%.
+//!
+//! Use: `slots_for(n)` → `build(&hashes, slots, r)` (returns `None` when banding fails, which at
+//! these sizes happens in about 1 build in 20; the caller retries with `grow(slots)`) →
+//! `test(&array, slots, r, h)`. Layout and derivation of `(s, c, x)` from the key hash: FORMAT.md
+//! §1, kind 3.
+//!
+//! Construction memory: the builder holds every key's 8-byte hash (as for every kind) and, while
+//! banding, 20 bytes per slot (a 128-bit coefficient and a 32-bit result): 8 + 20 × 1.05 ≈ 29
+//! bytes per key (≈ 232 bits/key, RocksDB's Ribbon quotes ~230), for one table at a time. A table
+//! is bounded by the memtable size (flush) or `target_file_size` (compaction), so the peak is
+//! bounded by those: an 8 MiB table of 100-byte entries (~75,000 keys) needs ~2.2 MiB.
+//!
+//! Query cost: three SplitMix64 finalisers and, per result column, two 128-bit ANDs and
+//! popcounts; an absent key stops at the first column that disagrees (half of them at the
+//! first). The words a query reads are 16·r bytes apart, within two 16·r-byte blocks.
+
+use super::hash::mix;
+
+/// Width of a coefficient row, in slots.
+pub(crate) const WIDTH: u64 = 128;
+/// Bytes of one 128-slot block per result column.
+const WORD_BYTES: usize = 16;
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// Slots per key the model assumes when turning bits/key into result bits: the most
+/// `slots_for` gives up to 10^7 keys (1.02 at 10^3 keys, 1.035 at 10^5, 1.06 at 10^7), so a
+/// table given `r × 1.06` bits/key gets at least r result bits and never more bits than that.
+pub const MODEL_SLOTS_PER_KEY: f64 = 1.06;
+
+/// Slots for `n` keys: a multiple of 128, at least 128. The factor grows with log2(slots), as
+/// the banding success rate of a 128-wide ribbon does: 0.9712 + 0.0038 × log2(n) slots per key
+/// gives about 1 failure in 20 (the constants of RocksDB's `ribbon_config.cc`, measured there
+/// by `FindOccupancy`; our own build tests and `filter_bench` see the same rate).
+pub fn slots_for(n: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let log2 = (n as f64).log2().max(1.0);
+    let want = (n as f64 * (0.9712 + 0.0038 * log2)).ceil() as u64;
+    want.div_ceil(WIDTH).max(1) * WIDTH
+}
+
+/// The next size to try after a banding failure: about 1.5% more, at least one more block.
+pub fn grow(slots: u64) -> u64 {
+    let blocks = slots / WIDTH;
+    (blocks + (blocks / 64).max(1)) * WIDTH
+}
+
+/// The row of key hash `h` among `slots` slots (`slots` ≥ 128, a multiple of 128): start slot,
+/// coefficient (bit 0 set), result (all 32 bits; the filter uses the low r).
+#[inline]
+fn row(h: u64, slots: u64) -> (u64, u128, u32) {
+    let starts = slots - WIDTH + 1;
+    let start = ((u128::from(h) * u128::from(starts)) >> 64) as u64;
+    let lo = mix(h);
+    let hi = mix(h ^ GOLDEN);
+    let coeff = (u128::from(hi) << 64) | u128::from(lo) | 1;
+    (start, coeff, h as u32)
+}
+
+#[inline]
+fn word(array: &[u8], index: usize) -> u128 {
+    let mut w = [0u8; WORD_BYTES];
+    w.copy_from_slice(&array[index * WORD_BYTES..(index + 1) * WORD_BYTES]);
+    u128::from_le_bytes(w)
+}
+
+/// Solves the system for `hashes` with `slots` slots and `r` result bits (1..=30) and returns
+/// the array (`slots × r / 8` bytes), or `None` when the rows are not independent (retry with
+/// `grow(slots)`). Identical hashes are the same row and cost nothing.
+pub(crate) fn build(hashes: &[u64], slots: u64, r: u32) -> Option<Vec<u8>> {
+    debug_assert!(slots >= WIDTH && slots.is_multiple_of(WIDTH) && (1..=30).contains(&r));
+    let n = slots as usize;
+    let mut coeffs = vec![0u128; n];
+    let mut results = vec![0u32; n];
+    // Banding: Gaussian elimination as the rows arrive; slot s keeps the row whose lowest set
+    // coefficient bit is s. Every row's coefficient stays inside slots..slots+128 ∩ [0, slots).
+    for &h in hashes {
+        let (mut s, mut c, mut x) = row(h, slots);
+        loop {
+            let i = s as usize;
+            if coeffs[i] == 0 {
+                coeffs[i] = c;
+                results[i] = x;
+                break;
+            }
+            c ^= coeffs[i];
+            x ^= results[i];
+            if c == 0 {
+                if x == 0 {
+                    break; // the same row again (a duplicate key)
+                }
+                return None;
+            }
+            let tz = c.trailing_zeros();
+            s += u64::from(tz);
+            c >>= tz;
+        }
+    }
+    // Back-substitution from the last slot: slot s's bit in column j makes its row's parity
+    // equal its result (its own bit is still 0 when the parity of the others is taken). Slots
+    // without a row are free; they keep 0.
+    let r = r as usize;
+    let blocks = n / WIDTH as usize;
+    let mut words = vec![0u128; blocks * r];
+    for s in (0..n).rev() {
+        let c = coeffs[s];
+        if c == 0 {
+            continue;
+        }
+        let x = results[s];
+        let (b, o) = (s / WIDTH as usize, s % WIDTH as usize);
+        for j in 0..r {
+            let mut window = words[b * r + j] >> o;
+            if o > 0 && b + 1 < blocks {
+                window |= words[(b + 1) * r + j] << (WIDTH as usize - o);
+            }
+            let bit = ((window & c).count_ones() ^ (x >> j)) & 1;
+            words[b * r + j] |= u128::from(bit) << o;
+        }
+    }
+    let mut out = Vec::with_capacity(words.len() * WORD_BYTES);
+    for w in words {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    Some(out)
+}
+
+/// False if the key with hash `h` was certainly not in the set `array` was built for. `array`
+/// holds `slots / 128 × r` words (checked by `format::decode`).
+#[inline]
+pub(crate) fn test(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
+    let (s, c, x) = row(h, slots);
+    let r = r as usize;
+    let (b, o) = ((s / WIDTH) as usize, (s % WIDTH) as u32);
+    // The row covers slots s..s+128: bits o.. of block b and, when o > 0, bits ..o of block
+    // b + 1 (which exists, since s ≤ slots - 128).
+    let c_lo = c << o;
+    let c_hi = if o == 0 { 0 } else { c >> (128 - o) };
+    for j in 0..r {
+        let lo = word(array, b * r + j) & c_lo;
+        let hi = if o == 0 {
+            0
+        } else {
+            word(array, (b + 1) * r + j) & c_hi
+        };
+        if ((lo.count_ones() ^ hi.count_ones() ^ (x >> j)) & 1) != 0 {
+            return false;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hashes(n: u64, salt: u64) -> Vec<u64> {
+        (0..n).map(|i| mix(i ^ salt.wrapping_mul(GOLDEN))).collect()
+    }
+
+    /// Builds, growing on failure as `FilterBuilder` does; returns the array and final slots.
+    fn build_grown(hs: &[u64], r: u32) -> (Vec<u8>, u64, u32) {
+        let mut slots = slots_for(hs.len() as u64);
+        let mut attempts = 1;
+        loop {
+            if let Some(a) = build(hs, slots, r) {
+                return (a, slots, attempts);
+            }
+            slots = grow(slots);
+            attempts += 1;
+        }
+    }
+
+    #[test]
+    fn every_added_key_passes_and_absent_keys_pass_at_2_pow_minus_r() {
+        for (n, r) in [(1u64, 7u32), (100, 7), (5_000, 1), (20_000, 7), (20_000, 10)] {
+            let hs = hashes(n, r.into());
+            let (array, slots, _) = build_grown(&hs, r);
+            assert_eq!(array.len() as u64, slots * u64::from(r) / 8);
+            assert!(hs.iter().all(|&h| test(&array, slots, r, h)), "n {n} r {r}");
+            let probes = 200_000u64;
+            let hits = hashes(probes, 999)
+                .iter()
+                .filter(|&&h| test(&array, slots, r, h))
+                .count() as f64;
+            let want = probes as f64 / f64::from(1u32 << r);
+            // Within 5 standard deviations of the binomial count.
+            let sd = (want * (1.0 - want / probes as f64)).sqrt();
+            assert!((hits - want).abs() < 5.0 * sd + 2.0, "n {n} r {r}: {hits} vs {want}");
+        }
+    }
+
+    #[test]
+    fn sizing_stays_within_the_stated_overhead_and_rarely_fails() {
+        let mut failures = 0;
+        let builds = 40;
+        for salt in 0..builds {
+            let hs = hashes(50_000, salt + 100);
+            let (_, slots, attempts) = build_grown(&hs, 7);
+            failures += attempts - 1;
+            let per_key = slots as f64 / 50_000.0;
+            assert!(per_key < 1.08, "{per_key}");
+        }
+        // About 1 in 20 expected; 10 of 40 would mean the sizing is wrong.
+        assert!(failures < 10, "{failures} banding failures in {builds} builds");
+        assert!((slots_for(1_000_000) as f64 / 1e6 - 1.047).abs() < 0.01);
+        assert_eq!(slots_for(0), 0);
+        assert_eq!(slots_for(1), 128);
+        assert!(grow(128) == 256 && grow(128 * 640) == 128 * 650);
+    }
+
+    #[test]
+    fn duplicate_hashes_are_one_row() {
+        let mut hs = hashes(3_000, 5);
+        hs.extend_from_within(..1_000);
+        let (array, slots, _) = build_grown(&hs, 8);
+        assert!(hs.iter().all(|&h| test(&array, slots, 8, h)));
+    }
+}
