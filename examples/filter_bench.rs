@@ -1,11 +1,14 @@
-//! Filter micro-benchmark: our standard and blocked filters against the `fastbloom` crate at
-//! the same bits/key, in one process, interleaved round by round; medians reported.
+//! Filter micro-benchmark: our standard, blocked and Ribbon filters against the `fastbloom`
+//! crate (a blocked Bloom) and `xorf`'s binary fuse filter, in one process, interleaved round by
+//! round; medians reported. The Bloom kinds and `ribbon` get the same bits/key; `ribbon-1%` is
+//! sized for a 1% false-positive rate (the "same rate, less memory" point), and `binfuse8` has
+//! the one size an 8-bit fingerprint gives (~9 bits/key, 0.39%).
 //!
 //! `cargo run --release --example filter_bench -- [--small-keys N] [--large-mib M]
 //!  [--queries Q] [--rounds R] [--json]`
 //!
-//! For each filter and size: build ns/key, positive and negative probe ns (random keys, so a
-//! large filter is out of cache), and measured false-positive rate. Every implementation is
+//! For each filter and size: bits/key actually used, build ns/key, positive and negative probe
+//! ns (random keys, so a large filter is out of cache), and measured false-positive rate. Every implementation is
 //! handed the same 64-bit XXH3 hash of each key, so the figures compare filter layouts, not
 //! hash functions.
 
@@ -62,48 +65,62 @@ fn random_indices(n: u64, count: u64, seed: u64) -> Vec<u64> {
 
 enum Filter {
     Ours(FilterReader<Vec<u8>>),
-    Fast(fastbloom::BloomFilter),
+    Fast(fastbloom::BloomFilter, u64),
+    Fuse(xorf::BinaryFuse8, u64),
 }
 
 impl Filter {
     fn build(which: &str, n: u64, bpk: f64) -> Filter {
-        match which {
+        let policy = match which {
             "fastbloom" => {
                 let bits = (n as f64 * bpk).ceil() as usize;
                 let mut f = fastbloom::BloomFilter::with_num_bits(bits).expected_items(n as usize);
                 for i in 0..n {
                     f.insert_hash(hash_key(&key(i)));
                 }
-                Filter::Fast(f)
+                return Filter::Fast(f, n);
             }
-            kind => {
-                let kind = if kind == "standard" {
-                    FilterKind::Standard
-                } else {
-                    FilterKind::Blocked
-                };
-                let mut b =
-                    FilterBuilder::new(FilterPolicy::bits_per_key(kind, bpk)).expect("policy");
-                for i in 0..n {
-                    b.add_key(&key(i));
-                }
-                Filter::Ours(FilterReader::new(b.finish()).expect("fresh block is valid"))
+            "binfuse8" => {
+                let hashes: Vec<u64> = (0..n).map(|i| hash_key(&key(i))).collect();
+                let f = xorf::BinaryFuse8::try_from(&hashes).expect("distinct keys");
+                return Filter::Fuse(f, n);
             }
+            "standard" => FilterPolicy::bits_per_key(FilterKind::Standard, bpk),
+            "blocked" => FilterPolicy::bits_per_key(FilterKind::Blocked, bpk),
+            "ribbon" => FilterPolicy::bits_per_key(FilterKind::Ribbon, bpk),
+            "ribbon-1%" => FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01),
+            other => unreachable!("unknown filter {other}"),
+        };
+        let mut b = FilterBuilder::new(policy).expect("policy");
+        for i in 0..n {
+            b.add_key(&key(i));
         }
+        Filter::Ours(FilterReader::new(b.finish()).expect("fresh block is valid"))
     }
 
     #[inline]
     fn contains(&self, k: &[u8]) -> bool {
         match self {
             Filter::Ours(r) => r.may_contain_hash(hash_key(k)),
-            Filter::Fast(f) => f.contains_hash(hash_key(k)),
+            Filter::Fast(f, _) => f.contains_hash(hash_key(k)),
+            Filter::Fuse(f, _) => xorf::Filter::contains(f, &hash_key(k)),
         }
     }
 
+    /// Probes (Bloom kinds) or result bits (Ribbon) or fingerprint bits (binary fuse).
     fn k(&self) -> u32 {
         match self {
             Filter::Ours(r) => r.header().k,
-            Filter::Fast(f) => f.num_hashes(),
+            Filter::Fast(f, _) => f.num_hashes(),
+            Filter::Fuse(..) => 8,
+        }
+    }
+
+    fn bits_per_key(&self) -> f64 {
+        match self {
+            Filter::Ours(r) => r.info().bits_per_key,
+            Filter::Fast(f, n) => f.num_bits() as f64 / *n as f64,
+            Filter::Fuse(f, n) => (f.fingerprints.len() * 8) as f64 / *n as f64,
         }
     }
 }
@@ -114,6 +131,7 @@ struct Row {
     filter: String,
     keys: u64,
     k: u32,
+    bits_per_key: f64,
     build_ns_per_key: f64,
     positive_ns: f64,
     negative_ns: f64,
@@ -134,7 +152,14 @@ fn probe_ns(f: &Filter, idx: &[u64], offset: u64) -> (f64, u64) {
     (t.elapsed().as_nanos() as f64 / idx.len() as f64, hits)
 }
 
-const FILTERS: [&str; 3] = ["standard", "blocked", "fastbloom"];
+const FILTERS: [&str; 6] = [
+    "standard",
+    "blocked",
+    "ribbon",
+    "ribbon-1%",
+    "fastbloom",
+    "binfuse8",
+];
 
 fn bench_size(label: &str, n: u64, args: &Args, rebuild_each_round: bool) -> Vec<Row> {
     let pos = random_indices(n, args.queries, 0x1234_5678);
@@ -173,6 +198,7 @@ fn bench_size(label: &str, n: u64, args: &Args, rebuild_each_round: bool) -> Vec
                 filter: which.to_string(),
                 keys: n,
                 k: built[i].as_ref().map_or(0, Filter::k),
+                bits_per_key: built[i].as_ref().map_or(0.0, Filter::bits_per_key),
                 build_ns_per_key: median(b),
                 positive_ns: median(p),
                 negative_ns: median(q),
@@ -213,9 +239,9 @@ fn main() {
             .find(|r| r.size == size && r.filter == "fastbloom")
             .expect("row")
             .clone();
-        for r in rows
-            .iter()
-            .filter(|r| r.size == size && r.filter != "fastbloom")
+        for r in rows.iter().filter(|r| {
+            r.size == size && r.filter != "fastbloom" && r.filter != "binfuse8"
+        })
         {
             ratios.push(Ratio {
                 size: size.to_string(),
@@ -244,19 +270,39 @@ fn main() {
         "bits/key {}, {} probes per measurement, median of {} interleaved rounds",
         summary.bits_per_key, summary.queries, summary.rounds
     );
-    println!("| size | filter | keys | k | build ns/key | positive ns | negative ns | FPR |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!(
+        "| size | filter | keys | k or r | bits/key | build ns/key | positive ns | negative ns | FPR |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for r in &summary.rows {
         println!(
-            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.3}% |",
+            "| {} | {} | {} | {} | {:.2} | {:.1} | {:.1} | {:.1} | {:.3}% |",
             r.size,
             r.filter,
             r.keys,
             r.k,
+            r.bits_per_key,
             r.build_ns_per_key,
             r.positive_ns,
             r.negative_ns,
             r.fpr * 100.0
+        );
+    }
+    for size in ["small", "large"] {
+        let row = |f: &str| {
+            summary
+                .rows
+                .iter()
+                .find(|r| r.size == size && r.filter == f)
+                .expect("row")
+        };
+        let (ribbon, blocked) = (row("ribbon-1%"), row("blocked"));
+        println!(
+            "{size}: ribbon-1% / blocked: bits/key {:.2}, build {:.2}, positive {:.2}, negative {:.2}",
+            ribbon.bits_per_key / blocked.bits_per_key,
+            ribbon.build_ns_per_key / blocked.build_ns_per_key,
+            ribbon.positive_ns / blocked.positive_ns,
+            ribbon.negative_ns / blocked.negative_ns
         );
     }
     println!("\nours / fastbloom (time; < 1 = ours faster)");

@@ -22,9 +22,9 @@
 //! is bounded by the memtable size (flush) or `target_file_size` (compaction), so the peak is
 //! bounded by those: an 8 MiB table of 100-byte entries (~75,000 keys) needs ~2.2 MiB.
 //!
-//! Query cost: three SplitMix64 finalisers and, per result column, two 128-bit ANDs and
-//! popcounts; an absent key stops at the first column that disagrees (half of them at the
-//! first). The words a query reads are 16·r bytes apart, within two 16·r-byte blocks.
+//! Query cost: two SplitMix64 finalisers and, per result column, two 128-bit ANDs and a parity;
+//! the parities of eight columns are taken at once in one 64-bit word (`byte_parities`), since
+//! the baseline x86-64 target has no `popcnt`. The query reads two adjacent 16·r-byte blocks.
 
 use super::hash::mix;
 
@@ -68,13 +68,6 @@ fn row(h: u64, slots: u64) -> (u64, u128, u32) {
     let hi = mix(h ^ GOLDEN);
     let coeff = (u128::from(hi) << 64) | u128::from(lo) | 1;
     (start, coeff, h as u32)
-}
-
-#[inline]
-fn word(array: &[u8], index: usize) -> u128 {
-    let mut w = [0u8; WORD_BYTES];
-    w.copy_from_slice(&array[index * WORD_BYTES..(index + 1) * WORD_BYTES]);
-    u128::from_le_bytes(w)
 }
 
 /// Solves the system for `hashes` with `slots` slots and `r` result bits (1..=30) and returns
@@ -138,29 +131,86 @@ pub(crate) fn build(hashes: &[u64], slots: u64, r: u32) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// `v`'s 64 bits xor-folded to 8 (same parity).
+#[inline]
+fn fold8(v: u64) -> u64 {
+    let v = v ^ (v >> 32);
+    let v = v ^ (v >> 16);
+    (v ^ (v >> 8)) & 0xFF
+}
+
+/// Bit j of the result is the parity of byte j of `y`: eight parities at once, without the
+/// `popcnt` instruction (not in the baseline x86-64 target this crate builds for).
+#[inline]
+fn byte_parities(y: u64) -> u32 {
+    let y = y ^ (y >> 4);
+    let y = y ^ (y >> 2);
+    let y = (y ^ (y >> 1)) & 0x0101_0101_0101_0101;
+    // Moves bit 8j to bit 56 + j; no two partial products share a bit, so nothing carries.
+    (y.wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
+}
+
 /// False if the key with hash `h` was certainly not in the set `array` was built for. `array`
-/// holds `slots / 128 × r` words (checked by `format::decode`).
+/// holds `slots / 128` blocks of r 16-byte words (checked by `format::decode`).
 #[inline]
 pub(crate) fn test(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
+    // The common widths get a copy with the column loop unrolled. filter_bench, 10,000 keys
+    // (in cache), r = 7 against the blocked Bloom at 10 bits/key, 3 runs: positive probes
+    // 1.68-1.82x its time with the loop, 1.24-1.55x unrolled; negative 1.66-2.03x, 1.28-1.86x.
+    match r {
+        4 => test_r::<4>(array, slots, h),
+        5 => test_r::<5>(array, slots, h),
+        6 => test_r::<6>(array, slots, h),
+        7 => test_r::<7>(array, slots, h),
+        8 => test_r::<8>(array, slots, h),
+        9 => test_r::<9>(array, slots, h),
+        10 => test_r::<10>(array, slots, h),
+        _ => test_any(array, slots, r, h),
+    }
+}
+
+#[inline]
+fn test_r<const R: u32>(array: &[u8], slots: u64, h: u64) -> bool {
+    test_any(array, slots, R, h)
+}
+
+#[inline(always)]
+fn test_any(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
     let (s, c, x) = row(h, slots);
-    let r = r as usize;
+    let width = r as usize * WORD_BYTES;
     let (b, o) = ((s / WIDTH) as usize, (s % WIDTH) as u32);
     // The row covers slots s..s+128: bits o.. of block b and, when o > 0, bits ..o of block
-    // b + 1 (which exists, since s ≤ slots - 128).
+    // b + 1 (which then exists, since s ≤ slots - 128). With o = 0 the second mask is empty.
     let c_lo = c << o;
-    let c_hi = if o == 0 { 0 } else { c >> (128 - o) };
-    for j in 0..r {
-        let lo = word(array, b * r + j) & c_lo;
-        let hi = if o == 0 {
-            0
-        } else {
-            word(array, (b + 1) * r + j) & c_hi
-        };
-        if ((lo.count_ones() ^ hi.count_ones() ^ (x >> j)) & 1) != 0 {
-            return false;
+    let c_hi = (c >> 1) >> (127 - o) & if o == 0 { 0 } else { u128::MAX };
+    let Some(lo_block) = array.get(b * width..(b + 1) * width) else {
+        return true; // unreachable for a decoded block; "maybe" is always a safe answer
+    };
+    let hi_block = array.get((b + 1) * width..(b + 2) * width).unwrap_or(lo_block);
+    let mut parities = 0u32;
+    let mut packed = 0u64;
+    for (j, (lw, hw)) in lo_block
+        .chunks_exact(WORD_BYTES)
+        .zip(hi_block.chunks_exact(WORD_BYTES))
+        .enumerate()
+    {
+        let mut l = [0u8; WORD_BYTES];
+        l.copy_from_slice(lw);
+        let mut h = [0u8; WORD_BYTES];
+        h.copy_from_slice(hw);
+        let v = (u128::from_le_bytes(l) & c_lo) ^ (u128::from_le_bytes(h) & c_hi);
+        packed |= fold8(v as u64 ^ (v >> 64) as u64) << (8 * (j % 8));
+        if j % 8 == 7 {
+            parities |= byte_parities(packed) << (j - 7);
+            packed = 0;
         }
     }
-    true
+    let r = r as usize;
+    if r % 8 != 0 {
+        parities |= byte_parities(packed) << (r - r % 8);
+    }
+    let mask = if r >= 32 { u32::MAX } else { (1u32 << r) - 1 };
+    parities == x & mask
 }
 
 #[cfg(test)]
