@@ -239,9 +239,9 @@ fn main() {
             .find(|r| r.size == size && r.filter == "fastbloom")
             .expect("row")
             .clone();
-        for r in rows.iter().filter(|r| {
-            r.size == size && r.filter != "fastbloom" && r.filter != "binfuse8"
-        })
+        for r in rows
+            .iter()
+            .filter(|r| r.size == size && r.filter != "fastbloom" && r.filter != "binfuse8")
         {
             ratios.push(Ratio {
                 size: size.to_string(),

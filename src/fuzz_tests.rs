@@ -107,7 +107,11 @@ fn reseal_trailing_crc(b: &mut Vec<u8>) {
 
 fn filter_target() -> Target {
     let mut seeds = Vec::new();
-    for kind in [FilterKind::Standard, FilterKind::Blocked, FilterKind::Ribbon] {
+    for kind in [
+        FilterKind::Standard,
+        FilterKind::Blocked,
+        FilterKind::Ribbon,
+    ] {
         for n in [0usize, 1, 37, 300] {
             let mut b = FilterBuilder::new(FilterPolicy::bits_per_key(kind, 10.0)).unwrap();
             for i in 0..n {

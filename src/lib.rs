@@ -40,7 +40,10 @@ pub mod table;
 mod fuzz_tests;
 
 pub use db::stats::DbStats;
-pub use db::{Db, DbIter, Options, RecoveryReport, WalRecovery, WriteBatch};
+pub use db::{
+    Allocation, Db, DbIter, FilterBudget, FilterMemory, LevelAllocation, Options, RecoveryReport,
+    WalRecovery, WriteBatch,
+};
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};
 

@@ -115,6 +115,24 @@ fn model_blocked_filters() {
 }
 
 #[test]
+fn model_filter_budgets() {
+    // An average that grows with the store, and a total it soon outgrows (tables then get
+    // few bits, or no filter at all on the deepest level).
+    for (seed, budget) in [
+        (200, lsm_bloom::FilterBudget::bits_per_key(6.0)),
+        (201, lsm_bloom::FilterBudget::total_bytes(2048)),
+        (
+            202,
+            lsm_bloom::FilterBudget::total_bytes(2048).with_kind(FilterKind::Standard),
+        ),
+    ] {
+        let mut opts = tiny_options();
+        opts.filter_budget = Some(budget);
+        run(seed, 2500, opts);
+    }
+}
+
+#[test]
 fn model_standard_filters_and_per_level_overrides() {
     let mut opts = tiny_options();
     opts.filter_policy = Some(FilterPolicy::bits_per_key(FilterKind::Standard, 7.5));
@@ -123,10 +141,8 @@ fn model_standard_filters_and_per_level_overrides() {
         2,
         Some(FilterPolicy::target_fpr(FilterKind::Blocked, 0.001)),
     );
-    opts.filter_policy_per_level.insert(
-        3,
-        Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5)),
-    );
+    opts.filter_policy_per_level
+        .insert(3, Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5)));
     for seed in 100..=103 {
         run(seed, 2500, opts.clone());
     }

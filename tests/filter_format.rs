@@ -303,7 +303,11 @@ fn ribbon_m_must_be_whole_blocks_of_r_columns() {
         .unwrap()
         .1;
     assert_eq!(block[6], 3, "kind id");
-    assert_eq!(u32::from_le_bytes(block[16..20].try_into().unwrap()), 7, "r");
+    assert_eq!(
+        u32::from_le_bytes(block[16..20].try_into().unwrap()),
+        7,
+        "r"
+    );
     let m = u64::from_le_bytes(block[24..32].try_into().unwrap());
     // m 8 bits short: no longer whole 128-slot blocks of 7 columns.
     let e = FilterReader::new(patched(&block, 24, &(m - 8).to_le_bytes())).unwrap_err();

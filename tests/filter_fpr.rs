@@ -120,7 +120,11 @@ fn ribbon_at_7_bits_per_key_or_less_stays_under_one_percent() {
             b.add_key(&i.to_le_bytes());
         }
         let info = FilterReader::new(b.finish()).unwrap().info();
-        assert!(info.bits_per_key <= 7.5, "n {n}: {} bits/key", info.bits_per_key);
+        assert!(
+            info.bits_per_key <= 7.5,
+            "n {n}: {} bits/key",
+            info.bits_per_key
+        );
         let (measured, _) = measured_fpr(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01), n);
         assert!(measured <= 0.01, "n {n}: measured {measured}");
     }
@@ -128,7 +132,11 @@ fn ribbon_at_7_bits_per_key_or_less_stays_under_one_percent() {
 
 #[test]
 fn target_fpr_policies_meet_their_target() {
-    for kind in [FilterKind::Standard, FilterKind::Blocked, FilterKind::Ribbon] {
+    for kind in [
+        FilterKind::Standard,
+        FilterKind::Blocked,
+        FilterKind::Ribbon,
+    ] {
         for p in [0.05, 0.01] {
             let (measured, _) = measured_fpr(FilterPolicy::target_fpr(kind, p), 100_000);
             assert!(

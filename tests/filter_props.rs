@@ -72,7 +72,11 @@ proptest! {
 /// Ten million member probes per kind over many filter sizes: not one false negative.
 #[test]
 fn ten_million_member_probes_without_a_false_negative() {
-    for kind in [FilterKind::Standard, FilterKind::Blocked, FilterKind::Ribbon] {
+    for kind in [
+        FilterKind::Standard,
+        FilterKind::Blocked,
+        FilterKind::Ribbon,
+    ] {
         let mut probes = 0u64;
         let mut size = 1u64;
         let mut round = 0u64;

@@ -18,6 +18,7 @@ use super::stats::MAX_LEVELS;
 use super::version::Version;
 use super::{table_path, Options};
 use crate::error::Result;
+use crate::filter::FilterPolicy;
 use crate::table::{Table, TableBuilder, TableBuilderOptions};
 
 /// A compaction to run: inputs (level, table) and where the output goes.
@@ -124,6 +125,7 @@ pub(crate) fn run(
     job: &Job,
     dir: &Path,
     opts: &Options,
+    filter: Option<FilterPolicy>,
     next_id: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Output> {
     // Newest first: L0 newest to oldest, then each deeper level (disjoint within a level).
@@ -137,7 +139,7 @@ pub(crate) fn run(
     let merged = MergeIter::new(sources)?;
     let builder_opts = TableBuilderOptions {
         block_size: opts.block_size,
-        filter: opts.filter_for_level(job.output_level),
+        filter,
         level: job.output_level as u32,
     };
     let mut out = Output {

@@ -22,6 +22,7 @@
 //! acknowledges a write that recovery would drop. Open never deletes a file the manifest does
 //! not prove obsolete.
 
+mod budget;
 mod compaction;
 mod inner;
 mod iter;
@@ -48,6 +49,7 @@ use stats::DbStats;
 
 use crate::error::{Error, Result};
 
+pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use iter::DbIter;
 pub use options::{Options, WalRecovery};
 pub use recovery::{RecoveryReport, WalDamage};
@@ -240,7 +242,13 @@ impl Db {
 
     /// Counters and per-level figures.
     pub fn stats(&self) -> DbStats {
-        let mut s = stats::collect(&self.inner.counters, &self.inner.version());
+        let version = self.inner.version();
+        let mut s = stats::collect(&self.inner.counters, &version);
+        s.filter_budget = self
+            .inner
+            .opts
+            .filter_budget
+            .map(|b| budget::plan(&b, &version, budget::Change::None).allocation);
         s.read_only_error = self.inner.errors.check().err().map(|e| e.to_string());
         s.immutable_memtables = self.inner.read_state().imm.len() as u64;
         if let Some(c) = &self.inner.cache {

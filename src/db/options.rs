@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::budget::FilterBudget;
 use super::stats::MAX_LEVELS;
 use crate::error::{Error, Result};
 use crate::filter::FilterPolicy;
@@ -44,6 +45,10 @@ pub struct Options {
     pub filter_policy: Option<FilterPolicy>,
     /// Per-level overrides of `filter_policy` (`None` disables the filter on that level).
     pub filter_policy_per_level: BTreeMap<usize, Option<FilterPolicy>>,
+    /// Filter memory as a budget (default none): when set, it replaces `filter_policy` and
+    /// each new table's filter gets the kind and bits/key the budget allocates to its level
+    /// (`FilterBudget`, `src/db/budget.rs`); `DbStats::filter_budget` shows the allocation.
+    pub filter_budget: Option<FilterBudget>,
     /// `fdatasync` the WAL on every write (default false: a write survives a process crash,
     /// not a power loss).
     pub sync_writes: bool,
@@ -80,6 +85,7 @@ impl Default for Options {
             block_size: 4096,
             filter_policy: Some(FilterPolicy::default()),
             filter_policy_per_level: BTreeMap::new(),
+            filter_budget: None,
             sync_writes: false,
             size_ratio: 10,
             level1_max_bytes: 64 << 20,
@@ -131,6 +137,12 @@ impl Options {
                 return Err(Error::InvalidArgument(format!(
                     "filter override for level {level}, levels are 0..{MAX_LEVELS}"
                 )));
+            }
+        }
+        if let Some(b) = &self.filter_budget {
+            b.validate()?;
+            if !self.filter_policy_per_level.is_empty() {
+                return bad("filter_budget and filter_policy_per_level cannot both be set");
             }
         }
         for p in std::iter::once(&self.filter_policy)

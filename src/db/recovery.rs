@@ -31,7 +31,7 @@ use super::stats::{add, Counters, MAX_LEVELS};
 use super::version::State;
 use super::version::Version;
 use super::wal::{self, WalWriter};
-use super::worker::{manifest_data, write_l0, ID_RESERVATION};
+use super::worker::{l0_filter, manifest_data, write_l0, ID_RESERVATION};
 use super::{table_path, Options, WalRecovery};
 use crate::error::{Error, Result};
 use crate::table::{FilterState, Table};
@@ -331,7 +331,8 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             &manifest_data(&version, work.reserved, m.log_number),
         )?;
         let id = next_file.fetch_add(1, Ordering::SeqCst);
-        version.levels[0].push(Arc::new(write_l0(fs, dir, &opts, &recovered, id)?));
+        let filter = l0_filter(&opts, &version, &recovered);
+        version.levels[0].push(Arc::new(write_l0(fs, dir, &opts, filter, &recovered, id)?));
         crate::fs::sync_dir(fs, dir)?;
     }
     work.reserved = work.reserved.max(next_file.load(Ordering::SeqCst));

@@ -206,6 +206,9 @@ pub struct DbStats {
     pub immutable_memtables: u64,
     /// The error that made the store read-only, if one did (writes fail until reopened).
     pub read_only_error: Option<String>,
+    /// With `Options::filter_budget`: the budget and its per-level allocation for the current
+    /// shape (kind, bits/key, filter bytes held, expected FPR).
+    pub filter_budget: Option<super::budget::Allocation>,
 }
 
 /// A snapshot of `c` and the per-level figures of `version`.

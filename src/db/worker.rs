@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use super::budget::{self, Change};
 use super::compaction::{self, Job};
 use super::inner::{lock, Inner, Work};
 use super::manifest::{self, ManifestData, TableMeta};
@@ -24,17 +25,52 @@ use super::stats::add;
 use super::version::Version;
 use super::{table_path, wal, Options};
 use crate::error::{Error, Result};
+use crate::filter::FilterPolicy;
 use crate::fs::FileSystem;
 use crate::table::{Table, TableBuilder, TableBuilderOptions};
 
 /// File numbers reserved by one manifest write (a reservation costs one manifest write).
 pub(super) const ID_RESERVATION: u64 = 64;
 
-/// Writes `mem` to a new level-0 table `id` and opens it.
+/// The filter a new level-0 table holding `mem` gets when added to `version`: the options'
+/// level-0 policy, or what the filter budget allocates to it.
+pub(super) fn l0_filter(opts: &Options, version: &Version, mem: &Memtable) -> Option<FilterPolicy> {
+    let Some(b) = &opts.filter_budget else {
+        return opts.filter_for_level(0);
+    };
+    let mut keys = 0u64;
+    let counted: std::result::Result<(), ()> = mem.for_each_newest(|_, _| {
+        keys += 1;
+        Ok(())
+    });
+    debug_assert!(counted.is_ok());
+    budget::plan(b, version, Change::Flush { keys }).new_table_policy()
+}
+
+/// The filter for tables `job` writes: the options' policy for its output level, or what the
+/// filter budget allocates to that level once the job is done.
+pub(super) fn compaction_filter(
+    opts: &Options,
+    version: &Version,
+    job: &Job,
+) -> Option<FilterPolicy> {
+    let Some(b) = &opts.filter_budget else {
+        return opts.filter_for_level(job.output_level);
+    };
+    let change = Change::Compaction {
+        inputs: &job.inputs,
+        output_level: job.output_level,
+        target_file_size: opts.target_file_size,
+    };
+    budget::plan(b, version, change).new_table_policy()
+}
+
+/// Writes `mem` to a new level-0 table `id` with filter `filter` and opens it.
 pub(super) fn write_l0(
     fs: &dyn FileSystem,
     dir: &Path,
     opts: &Options,
+    filter: Option<FilterPolicy>,
     mem: &Memtable,
     id: u64,
 ) -> Result<Table> {
@@ -44,7 +80,7 @@ pub(super) fn write_l0(
         &path,
         TableBuilderOptions {
             block_size: opts.block_size,
-            filter: opts.filter_for_level(0),
+            filter,
             level: 0,
         },
     )?;
@@ -190,7 +226,8 @@ impl Inner {
         let mut version = (*self.version()).clone();
         if !mem.is_empty() {
             let id = self.new_table_id(work)?;
-            let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, mem, id)?;
+            let filter = l0_filter(&self.opts, &version, mem);
+            let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filter, mem, id)?;
             version.levels[0].push(Arc::new(t));
         }
         let log_number = self.log_number_after(Some(mem));
@@ -204,7 +241,10 @@ impl Inner {
 
     /// Runs `job` and installs its output. Called with the work lock held.
     pub(super) fn run_compaction(&self, work: &mut Work, job: &Job) -> Result<()> {
-        let out = compaction::run(job, &self.dir, &self.opts, &mut || self.new_table_id(work))?;
+        let filter = compaction_filter(&self.opts, &self.version(), job);
+        let out = compaction::run(job, &self.dir, &self.opts, filter, &mut || {
+            self.new_table_id(work)
+        })?;
         let mut version = (*self.version()).clone();
         let gone: std::collections::HashSet<u64> = job.inputs.iter().map(|(_, t)| t.id()).collect();
         for tables in &mut version.levels {

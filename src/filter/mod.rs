@@ -599,7 +599,11 @@ mod tests {
 
     #[test]
     fn empty_block_answers_absent() {
-        for kind in [FilterKind::Standard, FilterKind::Blocked, FilterKind::Ribbon] {
+        for kind in [
+            FilterKind::Standard,
+            FilterKind::Blocked,
+            FilterKind::Ribbon,
+        ] {
             let block = build(FilterPolicy::bits_per_key(kind, 10.0), std::iter::empty());
             let r = FilterReader::new(&block[..]).unwrap();
             assert!(!r.may_contain(b"anything"));

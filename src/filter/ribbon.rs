@@ -186,7 +186,9 @@ fn test_any(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
     let Some(lo_block) = array.get(b * width..(b + 1) * width) else {
         return true; // unreachable for a decoded block; "maybe" is always a safe answer
     };
-    let hi_block = array.get((b + 1) * width..(b + 2) * width).unwrap_or(lo_block);
+    let hi_block = array
+        .get((b + 1) * width..(b + 2) * width)
+        .unwrap_or(lo_block);
     let mut parities = 0u32;
     let mut packed = 0u64;
     for (j, (lw, hw)) in lo_block
@@ -236,7 +238,13 @@ mod tests {
 
     #[test]
     fn every_added_key_passes_and_absent_keys_pass_at_2_pow_minus_r() {
-        for (n, r) in [(1u64, 7u32), (100, 7), (5_000, 1), (20_000, 7), (20_000, 10)] {
+        for (n, r) in [
+            (1u64, 7u32),
+            (100, 7),
+            (5_000, 1),
+            (20_000, 7),
+            (20_000, 10),
+        ] {
             let hs = hashes(n, r.into());
             let (array, slots, _) = build_grown(&hs, r);
             assert_eq!(array.len() as u64, slots * u64::from(r) / 8);
@@ -249,7 +257,10 @@ mod tests {
             let want = probes as f64 / f64::from(1u32 << r);
             // Within 5 standard deviations of the binomial count.
             let sd = (want * (1.0 - want / probes as f64)).sqrt();
-            assert!((hits - want).abs() < 5.0 * sd + 2.0, "n {n} r {r}: {hits} vs {want}");
+            assert!(
+                (hits - want).abs() < 5.0 * sd + 2.0,
+                "n {n} r {r}: {hits} vs {want}"
+            );
         }
     }
 
@@ -265,7 +276,10 @@ mod tests {
             assert!(per_key < 1.08, "{per_key}");
         }
         // About 1 in 20 expected; 10 of 40 would mean the sizing is wrong.
-        assert!(failures < 10, "{failures} banding failures in {builds} builds");
+        assert!(
+            failures < 10,
+            "{failures} banding failures in {builds} builds"
+        );
         assert!((slots_for(1_000_000) as f64 / 1e6 - 1.047).abs() < 0.01);
         assert_eq!(slots_for(0), 0);
         assert_eq!(slots_for(1), 128);
