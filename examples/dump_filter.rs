@@ -2,7 +2,13 @@
 //! block plus table properties), or a database directory (every live table's filter, per
 //! level, plus totals).
 //!
-//! `cargo run --release --example dump_filter -- PATH [--json]`
+//! `cargo run --release --example dump_filter -- PATH [--json] [--budget-bits-per-key B |
+//!  --budget-bytes N] [--budget-kind KIND]`
+//!
+//! For a database directory, each level line shows its filter kinds, the bits/key its tables
+//! were written with (a budget's allocation, when the store ran with one), filter bytes and
+//! expected FPR. The budget itself is an option, not stored on disk: pass it to also print the
+//! per-level allocation `Options::filter_budget` makes for the directory's current shape.
 //!
 //! Exit 0 when everything read is valid; exit 1 with one line `error: <what is wrong>` on
 //! stderr otherwise (for a table or database whose filter is damaged, the report of what could
@@ -22,11 +28,29 @@ struct Args {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Show the allocation of a filter budget of this many bits/key on average.
+    #[arg(long, conflicts_with = "budget_bytes")]
+    budget_bits_per_key: Option<f64>,
+    /// Show the allocation of a filter budget of this many bytes in all.
+    #[arg(long)]
+    budget_bytes: Option<u64>,
+    /// One filter kind for every level of the budget (default: blocked above the largest
+    /// level, ribbon from it down).
+    #[arg(long)]
+    budget_kind: Option<lsm_bloom::FilterKind>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let report = match lsm_bloom::inspect::inspect_path(&args.path) {
+    let mut budget = match (args.budget_bits_per_key, args.budget_bytes) {
+        (Some(b), _) => Some(lsm_bloom::FilterBudget::bits_per_key(b)),
+        (None, Some(n)) => Some(lsm_bloom::FilterBudget::total_bytes(n)),
+        (None, None) => None,
+    };
+    if let (Some(b), Some(kind)) = (budget.as_mut(), args.budget_kind) {
+        *b = b.with_kind(kind);
+    }
+    let report = match lsm_bloom::inspect::inspect_path_with_budget(&args.path, budget.as_ref()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

@@ -4,11 +4,13 @@
 //!
 //! Opens a database (in a temporary directory unless PATH is given), writes 1,000,000 keys so
 //! that tables sit on several levels, then runs 100,000 lookups of present keys and 100,000 of
-//! absent keys (same shape, never written) and prints what the filters saved.
+//! absent keys (same shape, never written) and prints what the filters saved. The filters
+//! follow a budget of 10 bits/key on average (`Options::filter_budget`), and the quickstart
+//! prints how the store allocated it per level.
 
 use std::time::Instant;
 
-use lsm_bloom::{Db, DbStats, Options};
+use lsm_bloom::{Db, DbStats, FilterBudget, Options};
 
 const KEYS: u64 = 1_000_000;
 const LOOKUPS: u64 = 100_000;
@@ -52,10 +54,11 @@ fn main() -> lsm_bloom::Result<()> {
         memtable_size: 4 << 20,
         target_file_size: 4 << 20,
         level1_max_bytes: 16 << 20,
+        filter_budget: Some(FilterBudget::bits_per_key(10.0)),
         ..Options::default()
     };
     println!("lsm-bloom quickstart: database in {}", path.display());
-    println!("filter policy: {:?}", opts.filter_policy);
+    println!("filter budget: {:?}", opts.filter_budget);
     let db = Db::open(&path, opts)?;
 
     let t = Instant::now();
@@ -93,6 +96,9 @@ fn main() -> lsm_bloom::Result<()> {
         s.total.filter_bytes as f64 / 1024.0,
         s.total.filter_keys
     );
+    if let Some(allocation) = &s.filter_budget {
+        print!("{allocation}");
+    }
 
     let before = db.stats();
     let t = Instant::now();

@@ -7,12 +7,15 @@
 
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::db::budget::{self, Allocation, Change, FilterBudget};
 use crate::db::manifest;
+use crate::db::version::Version;
 use crate::error::{Error, Result};
-use crate::filter::{FilterInfo, FilterReader};
+use crate::filter::{FilterInfo, FilterKind, FilterReader};
 use crate::table::{FilterState, Properties, Table, TABLE_MAGIC};
 
 /// What `inspect_path` found.
@@ -71,6 +74,13 @@ pub struct Totals {
     pub observed_fpr_sum: f64,
     /// Tables whose filter failed validation.
     pub invalid_filters: u64,
+    /// Filter kinds the valid filters use.
+    pub kinds: Vec<FilterKind>,
+    /// Bits per key the tables' writers asked for (the properties' value, key-weighted):
+    /// under a filter budget, what the budget allocated when each table was written.
+    pub requested_bits_per_key: f64,
+    #[serde(skip)]
+    requested_bits: f64,
 }
 
 /// A database directory: every live table, per level, and totals.
@@ -82,6 +92,10 @@ pub struct DatabaseReport {
     pub level_totals: Vec<Totals>,
     /// Totals over all levels.
     pub totals: Totals,
+    /// With a budget given (`dump_filter --budget-...`): the allocation the store would make
+    /// for this shape now, per level, beside what the tables hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_budget: Option<Allocation>,
 }
 
 impl Report {
@@ -160,28 +174,41 @@ impl Totals {
             self.filter_bytes = self.filter_bytes.saturating_add(f.info.block_bytes);
             self.expected_fpr_sum += f.info.expected_fpr;
             self.observed_fpr_sum += t.observed_fpr_random_probes.unwrap_or(0.0);
+            if !self.kinds.contains(&f.info.kind) {
+                self.kinds.push(f.info.kind);
+                self.kinds.sort_by_key(|k| k.id());
+            }
+            self.requested_bits += t.properties.filter_bits_per_key * f.info.n as f64;
         }
         self.invalid_filters += u64::from(t.filter_status == "invalid");
-        self.bits_per_key = if self.filter_keys == 0 {
-            0.0
+        (self.bits_per_key, self.requested_bits_per_key) = if self.filter_keys == 0 {
+            (0.0, 0.0)
         } else {
-            self.filter_bytes as f64 * 8.0 / self.filter_keys as f64
+            let keys = self.filter_keys as f64;
+            (
+                self.filter_bytes as f64 * 8.0 / keys,
+                self.requested_bits / keys,
+            )
         };
     }
 }
 
-fn inspect_database(dir: &Path) -> Result<DatabaseReport> {
+fn inspect_database(dir: &Path, filter_budget: Option<&FilterBudget>) -> Result<DatabaseReport> {
     let data = manifest::read(dir)?.ok_or_else(|| Error::NotFound {
         path: dir.to_path_buf(),
     })?;
     let mut levels = Vec::new();
     let mut level_totals = Vec::new();
     let mut totals = Totals::default();
+    let mut version = Version::empty();
     for (level, metas) in data.levels.iter().enumerate() {
         let mut tables = Vec::new();
         let mut lt = Totals::default();
         for meta in metas {
-            let t = Table::open(&crate::db::table_path(dir, meta.id), meta.id)?;
+            let t = Arc::new(Table::open(&crate::db::table_path(dir, meta.id), meta.id)?);
+            if let Some(l) = version.levels.get_mut(level) {
+                l.push(t.clone());
+            }
             let r = TableReport::new(&t, Some(level as u32));
             lt.add(&r);
             totals.add(&r);
@@ -194,6 +221,7 @@ fn inspect_database(dir: &Path) -> Result<DatabaseReport> {
         levels,
         level_totals,
         totals,
+        filter_budget: filter_budget.map(|b| budget::plan(b, &version, Change::None).allocation),
     })
 }
 
@@ -220,8 +248,17 @@ impl FilterReport {
 
 /// Reads and describes the filter block file, SSTable or database directory at `path`.
 pub fn inspect_path(path: &Path) -> Result<Report> {
+    inspect_path_with_budget(path, None)
+}
+
+/// `inspect_path`; for a database directory, also the allocation `filter_budget` would make
+/// for its current shape.
+pub fn inspect_path_with_budget(
+    path: &Path,
+    filter_budget: Option<&FilterBudget>,
+) -> Result<Report> {
     if path.is_dir() {
-        return inspect_database(path).map(Report::Database);
+        return inspect_database(path, filter_budget).map(Report::Database);
     }
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
@@ -324,9 +361,15 @@ impl fmt::Display for Totals {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} tables, {} entries, filter memory {} bytes ({:.2} bits/key), expected FPR sum {:.4}%, observed (random probes) {:.4}%, invalid filters {}",
+            "{} tables, {} entries, filters {} ({:.2} bits/key requested), filter memory {} bytes ({:.2} bits/key), expected FPR sum {:.4}%, observed (random probes) {:.4}%, invalid filters {}",
             self.tables,
             self.entries,
+            if self.kinds.is_empty() {
+                "none".to_string()
+            } else {
+                self.kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join("+")
+            },
+            self.requested_bits_per_key,
             self.filter_bytes,
             self.bits_per_key,
             self.expected_fpr_sum * 100.0,
@@ -355,7 +398,11 @@ impl fmt::Display for Report {
                         write!(f, "{t}")?;
                     }
                 }
-                write!(f, "total: {}", d.totals)
+                write!(f, "total: {}", d.totals)?;
+                if let Some(a) = &d.filter_budget {
+                    write!(f, "{a}")?;
+                }
+                Ok(())
             }
         }
     }

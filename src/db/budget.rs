@@ -322,3 +322,32 @@ pub(crate) fn plan(b: &FilterBudget, version: &Version, change: Change<'_>) -> P
         new_table,
     }
 }
+
+impl std::fmt::Display for Allocation {
+    /// The per-level table `dump_filter` and the quickstart print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "filter budget {} bytes: filters hold {} bytes ({} reserved for older, larger ones)",
+            self.budget_bytes, self.filter_bytes, self.reserved_bytes
+        )?;
+        writeln!(
+            f,
+            "  level  kind      runs        keys  bits/key allocated  filter bytes  expected FPR (sum over runs)"
+        )?;
+        for l in &self.levels {
+            writeln!(
+                f,
+                "  {:>5}  {:<8}  {:>4}  {:>10}  {:>18.2}  {:>12}  {:.4}%",
+                l.level,
+                l.kind.map_or("none", FilterKind::name),
+                l.runs,
+                l.keys,
+                l.bits_per_key,
+                l.filter_bytes,
+                l.expected_fpr * 100.0
+            )?;
+        }
+        Ok(())
+    }
+}

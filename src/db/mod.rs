@@ -22,7 +22,7 @@
 //! acknowledges a write that recovery would drop. Open never deletes a file the manifest does
 //! not prove obsolete.
 
-mod budget;
+pub(crate) mod budget;
 mod compaction;
 mod inner;
 mod iter;
@@ -33,7 +33,7 @@ mod options;
 mod read;
 mod recovery;
 pub mod stats;
-mod version;
+pub(crate) mod version;
 pub(crate) mod wal;
 mod worker;
 mod write;
