@@ -184,3 +184,70 @@ fn damaged_filter_inside_a_database_is_reported_and_exits_1() {
         );
     }
 }
+
+#[test]
+fn database_written_under_a_budget_shows_kinds_and_the_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = lsm_bloom::Options {
+        memtable_size: 64 * 1024,
+        target_file_size: 64 * 1024,
+        level1_max_bytes: 256 * 1024,
+        filter_budget: Some(lsm_bloom::FilterBudget::bits_per_key(8.0)),
+        ..lsm_bloom::Options::default()
+    };
+    let db = lsm_bloom::Db::open(dir.path(), opts).unwrap();
+    for i in 0..40_000u64 {
+        db.put(
+            format!("{:016x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            b"value-value-value",
+        )
+        .unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let stats = db.stats();
+    db.close().unwrap();
+
+    let args = [
+        dir.path(),
+        Path::new("--json"),
+        Path::new("--budget-bits-per-key"),
+        Path::new("8"),
+    ];
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The tool's allocation for the shape on disk is the one the store reported.
+    let want = serde_json::to_value(stats.filter_budget.as_ref().unwrap()).unwrap();
+    assert_eq!(json["filter_budget"], want);
+    let kinds: Vec<String> = json["level_totals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["kinds"].as_array().unwrap().iter().map(|k| k.to_string()))
+        .collect();
+    assert!(kinds.iter().any(|k| k.contains("ribbon")), "{kinds:?}");
+    assert!(kinds.iter().any(|k| k.contains("blocked")), "{kinds:?}");
+
+    let text = String::from_utf8(
+        run(&args[..1]
+            .iter()
+            .chain(&args[2..])
+            .copied()
+            .collect::<Vec<_>>())
+        .stdout,
+    )
+    .unwrap();
+    assert!(
+        text.contains("filter budget") && text.contains("bits/key allocated"),
+        "{text}"
+    );
+    assert!(
+        text.contains("blocked+ribbon") || text.contains("ribbon"),
+        "{text}"
+    );
+}
