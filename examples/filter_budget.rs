@@ -1,0 +1,296 @@
+//! Filter memory as a budget, measured: data-block reads per absent-key get when the same filter
+//! memory is spent uniformly (every table the same bits/key) or allocated per level by
+//! `Options::filter_budget` (blocked Bloom only, or blocked above the largest level and Ribbon
+//! from it down).
+//!
+//! `cargo run --release --example filter_budget -- [--keys 1000000,10000000]
+//!  [--bits 5,8,10] [--lookups 200000] [--rounds 3] [--memtable-mib 8] [--level1-mib 64]`
+//!
+//! For each key count it loads one store per (bits/key, configuration) with 16-byte random keys
+//! and 32-byte values, with the store's default shape options and no block cache, so every data
+//! block a get looks at is a counted file read. Keys go in batches of 1,000; after every 50,000
+//! keys (under one memtable) the loader flushes and waits for compactions, so every
+//! store gets the same flushes and the same compactions and ends in the same shape, level-0
+//! tables included (left to background timing, one store ended with 3 L0 tables and its twin
+//! with none, which moved reads more than the filters did).
+//!
+//! Two shapes are measured: **settled** (right after that load: level 0 compacted away, so a
+//! lookup probes one table per level) and **+2 L0** (then 2 more flushes of 50,000 new keys
+//! each, which stay on level 0 below the compaction trigger of 4: what a store taking writes
+//! has about half the time). It then runs rounds
+//! of absent-key gets (16-byte random keys never written, a new set each round), interleaved
+//! over the stores, and reports medians: reads per get, the filters' bits/key actually held, the
+//! model's expected reads, and the saving against uniform at the same budget. Reads are counts,
+//! not times, so machine noise does not move them; the rounds vary the key sample.
+
+use std::time::Instant;
+
+use clap::Parser;
+use lsm_bloom::{Db, FilterBudget, FilterKind, FilterPolicy, Options, WriteBatch};
+
+#[derive(Parser)]
+#[command(about = "Reads per absent get: filter budget vs uniform bits/key")]
+struct Args {
+    /// Key counts, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    keys: Vec<u64>,
+    /// Average bits/key budgets, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "5,8,10")]
+    bits: Vec<f64>,
+    /// Absent-key gets per store per round.
+    #[arg(long, default_value_t = 200_000)]
+    lookups: u64,
+    /// Rounds (medians reported).
+    #[arg(long, default_value_t = 3)]
+    rounds: u64,
+    /// Memtable size in MiB (store default 8).
+    #[arg(long, default_value_t = 8)]
+    memtable_mib: usize,
+    /// Level-1 size in MiB (store default 64).
+    #[arg(long, default_value_t = 64)]
+    level1_mib: u64,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Config {
+    Uniform,
+    Budget,
+    BudgetMixed,
+}
+
+impl Config {
+    fn name(self) -> &'static str {
+        match self {
+            Config::Uniform => "uniform blocked",
+            Config::Budget => "budget, blocked",
+            Config::BudgetMixed => "budget, blocked+ribbon",
+        }
+    }
+}
+
+/// Keys per flush: well under one memtable (the default 8 MiB holds ~60,000 of these entries
+/// by its size estimate), so each flush writes exactly one level-0 table.
+const CHUNK: u64 = 50_000;
+
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// 16 random-looking bytes for number `i` of stream `stream` (0 = stored keys).
+fn key(stream: u64, i: u64) -> [u8; 16] {
+    let a = mix(i ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let b = mix(a ^ 0x5851_F42D_4C95_7F2D);
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&a.to_be_bytes());
+    k[8..].copy_from_slice(&b.to_be_bytes());
+    k
+}
+
+struct Store {
+    bits: f64,
+    config: Config,
+    db: Db,
+    _dir: tempfile::TempDir,
+    load_secs: f64,
+    reads: Vec<f64>,
+    bits_held: f64,
+    model: f64,
+    shape: String,
+}
+
+fn open(args: &Args, bits: f64, config: Config) -> lsm_bloom::Result<(Db, tempfile::TempDir)> {
+    let dir = tempfile::tempdir().map_err(|e| lsm_bloom::Error::io("temp dir", e))?;
+    let mut opts = Options {
+        memtable_size: args.memtable_mib << 20,
+        level1_max_bytes: args.level1_mib << 20,
+        block_cache_bytes: 0,
+        ..Options::default()
+    };
+    match config {
+        Config::Uniform => {
+            opts.filter_policy = Some(FilterPolicy::bits_per_key(FilterKind::Blocked, bits));
+        }
+        Config::Budget => {
+            opts.filter_budget =
+                Some(FilterBudget::bits_per_key(bits).with_kind(FilterKind::Blocked));
+        }
+        Config::BudgetMixed => opts.filter_budget = Some(FilterBudget::bits_per_key(bits)),
+    }
+    Ok((Db::open(dir.path(), opts)?, dir))
+}
+
+fn load(db: &Db, keys: u64) -> lsm_bloom::Result<()> {
+    let value = [b'v'; 32];
+    let mut batch = WriteBatch::new();
+    for i in 0..keys {
+        batch.put(key(0, i), value);
+        if (i + 1) % 1000 == 0 {
+            db.write(std::mem::take(&mut batch))?;
+        }
+        if (i + 1) % CHUNK == 0 {
+            db.flush()?;
+            db.wait_for_compactions()?;
+        }
+    }
+    db.write(batch)?;
+    db.flush()?;
+    db.wait_for_compactions()
+}
+
+/// Expected wasted reads per absent get from the filters held: every level-0 table's rate, and
+/// per deeper level the mean rate of its tables (a get probes one table there).
+fn model_reads(db: &Db) -> f64 {
+    db.stats()
+        .levels
+        .iter()
+        .filter(|l| l.tables > 0)
+        .map(|l| match l.level {
+            Some(0) => l.expected_fpr_sum,
+            _ => l.expected_fpr_sum / l.tables as f64,
+        })
+        .sum()
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn report(n: u64, phase: &str, stores: &[Store]) {
+    println!("\n{n} keys, {phase}");
+    println!("| bits/key budget | configuration | tables per level | filter bits/key held | load s | model reads/get | reads/get (median) | vs uniform |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for s in stores {
+        let uniform = stores
+            .iter()
+            .find(|u| u.bits == s.bits && u.config == Config::Uniform)
+            .map_or(f64::NAN, |u| median(&u.reads));
+        let mine = median(&s.reads);
+        println!(
+            "| {} | {} | {} | {:.2} | {:.1} | {:.5} | {:.5} | {} |",
+            s.bits,
+            s.config.name(),
+            s.shape,
+            s.bits_held,
+            s.load_secs,
+            s.model,
+            mine,
+            if s.config == Config::Uniform {
+                "—".to_string()
+            } else {
+                format!("{:+.0}%", (mine / uniform - 1.0) * 100.0)
+            }
+        );
+    }
+    // Memory for the same reads: the uniform bits/key (log-linear between the measured uniform
+    // points) whose reads equal each budget's.
+    let mut uniform: Vec<(f64, f64)> = stores
+        .iter()
+        .filter(|s| s.config == Config::Uniform)
+        .map(|s| (s.bits_held, median(&s.reads)))
+        .collect();
+    uniform.sort_by(|a, b| a.0.total_cmp(&b.0));
+    println!("same reads, less memory? uniform bits/key that match each budget's reads:");
+    for s in stores.iter().filter(|s| s.config != Config::Uniform) {
+        let target = median(&s.reads);
+        let needed = uniform.windows(2).find_map(|w| {
+            let ((b0, r0), (b1, r1)) = (w[0], w[1]);
+            (r0 >= target && target >= r1 && r0 > r1)
+                .then(|| b0 + (b1 - b0) * (r0.ln() - target.ln()) / (r0.ln() - r1.ln()))
+        });
+        match needed {
+            Some(u) => println!(
+                "  {} at {}: holds {:.2} bits/key, uniform needs {u:.2}: {:.0}% less memory",
+                s.config.name(),
+                s.bits,
+                s.bits_held,
+                (1.0 - s.bits_held / u) * 100.0
+            ),
+            None => println!(
+                "  {} at {}: holds {:.2} bits/key; {target:.5} reads/get is outside the uniform range measured",
+                s.config.name(),
+                s.bits,
+                s.bits_held
+            ),
+        }
+    }
+}
+
+fn main() -> lsm_bloom::Result<()> {
+    let args = Args::parse();
+    println!(
+        "filter budget vs uniform: 16-byte random keys, 32-byte values, memtable {} MiB, level 1 {} MiB, no block cache; {} absent gets per store per round, median of {} rounds",
+        args.memtable_mib, args.level1_mib, args.lookups, args.rounds
+    );
+    for &n in &args.keys {
+        let mut stores = Vec::new();
+        for &bits in &args.bits {
+            for config in [Config::Uniform, Config::Budget, Config::BudgetMixed] {
+                let (db, dir) = open(&args, bits, config)?;
+                let t = Instant::now();
+                load(&db, n)?;
+                let load_secs = t.elapsed().as_secs_f64();
+                eprintln!(
+                    "  {n} keys, {bits} bits/key, {}: loaded in {load_secs:.1} s",
+                    config.name()
+                );
+                stores.push(Store {
+                    bits,
+                    config,
+                    db,
+                    _dir: dir,
+                    load_secs,
+                    reads: Vec::new(),
+                    bits_held: 0.0,
+                    model: 0.0,
+                    shape: String::new(),
+                });
+            }
+        }
+        for (phase, extra) in [("settled", 0u64), ("+2 L0", 2)] {
+            for s in &mut stores {
+                for c in 0..extra {
+                    let value = [b'w'; 32];
+                    let mut batch = WriteBatch::new();
+                    for i in 0..CHUNK {
+                        batch.put(key(1_000, c * CHUNK + i), value);
+                        if (i + 1) % 1000 == 0 {
+                            s.db.write(std::mem::take(&mut batch))?;
+                        }
+                    }
+                    s.db.flush()?;
+                    s.db.wait_for_compactions()?;
+                }
+                let st = s.db.stats();
+                s.reads.clear();
+                s.bits_held = st.total.filter_bits_per_key();
+                s.model = model_reads(&s.db);
+                s.shape = st
+                    .levels
+                    .iter()
+                    .filter(|l| l.tables > 0)
+                    .map(|l| format!("L{}:{}", l.level.unwrap_or(0), l.tables))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+            }
+            for round in 0..args.rounds {
+                for s in &mut stores {
+                    let before = s.db.stats().total.data_block_reads;
+                    let stream = 1 + round;
+                    for i in 0..args.lookups {
+                        if s.db.get(key(stream, i))?.is_some() {
+                            eprintln!("an absent key was found: 2^-128 chance or a bug");
+                        }
+                    }
+                    let reads = s.db.stats().total.data_block_reads - before;
+                    s.reads.push(reads as f64 / args.lookups as f64);
+                }
+            }
+            report(n, phase, &stores);
+        }
+    }
+    Ok(())
+}
