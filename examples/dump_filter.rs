@@ -38,6 +38,12 @@ struct Args {
     /// level, ribbon from it down).
     #[arg(long)]
     budget_kind: Option<lsm_bloom::FilterKind>,
+    /// The store's `memtable_size` in bytes (the budget plans level 0 from it).
+    #[arg(long, default_value_t = 8 << 20)]
+    memtable_bytes: u64,
+    /// The store's `l0_compaction_trigger`.
+    #[arg(long, default_value_t = 4)]
+    l0_compaction_trigger: usize,
 }
 
 fn main() -> ExitCode {
@@ -50,6 +56,11 @@ fn main() -> ExitCode {
     if let (Some(b), Some(kind)) = (budget.as_mut(), args.budget_kind) {
         *b = b.with_kind(kind);
     }
+    let budget = budget.map(|budget| lsm_bloom::inspect::BudgetArgs {
+        budget,
+        memtable_bytes: args.memtable_bytes,
+        l0_compaction_trigger: args.l0_compaction_trigger,
+    });
     let report = match lsm_bloom::inspect::inspect_path_with_budget(&args.path, budget.as_ref()) {
         Ok(r) => r,
         Err(e) => {

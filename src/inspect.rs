@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::db::budget::{self, Allocation, Change, FilterBudget};
+use crate::db::budget::{self, Allocation, Change, FilterBudget, L0Outlook};
 use crate::db::manifest;
 use crate::db::version::Version;
 use crate::error::{Error, Result};
@@ -193,7 +193,7 @@ impl Totals {
     }
 }
 
-fn inspect_database(dir: &Path, filter_budget: Option<&FilterBudget>) -> Result<DatabaseReport> {
+fn inspect_database(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<DatabaseReport> {
     let data = manifest::read(dir)?.ok_or_else(|| Error::NotFound {
         path: dir.to_path_buf(),
     })?;
@@ -221,7 +221,13 @@ fn inspect_database(dir: &Path, filter_budget: Option<&FilterBudget>) -> Result<
         levels,
         level_totals,
         totals,
-        filter_budget: filter_budget.map(|b| budget::plan(b, &version, Change::None).allocation),
+        filter_budget: filter_budget.map(|b| {
+            let outlook = L0Outlook {
+                runs: b.l0_compaction_trigger.saturating_sub(1),
+                memtable_bytes: b.memtable_bytes,
+            };
+            budget::plan(&b.budget, &version, Change::None, outlook).allocation
+        }),
     })
 }
 
@@ -251,12 +257,21 @@ pub fn inspect_path(path: &Path) -> Result<Report> {
     inspect_path_with_budget(path, None)
 }
 
-/// `inspect_path`; for a database directory, also the allocation `filter_budget` would make
-/// for its current shape.
-pub fn inspect_path_with_budget(
-    path: &Path,
-    filter_budget: Option<&FilterBudget>,
-) -> Result<Report> {
+/// A filter budget and the options its plan depends on, for `inspect_path_with_budget` (the
+/// store does not record them on disk).
+#[derive(Clone, Copy, Debug)]
+pub struct BudgetArgs {
+    /// The budget.
+    pub budget: FilterBudget,
+    /// `Options::memtable_size` the store runs with.
+    pub memtable_bytes: u64,
+    /// `Options::l0_compaction_trigger` the store runs with.
+    pub l0_compaction_trigger: usize,
+}
+
+/// `inspect_path`; for a database directory, also the allocation the budget would make for its
+/// current shape.
+pub fn inspect_path_with_budget(path: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Report> {
     if path.is_dir() {
         return inspect_database(path, filter_budget).map(Report::Database);
     }

@@ -2,7 +2,7 @@
 //! key each new table's filter gets, so that the sum of the false-positive rates an absent-key
 //! lookup meets is as small as the budget allows (`filter::budget` does the optimisation).
 //!
-//! Use: before building a table, `plan(budget, version, change)` with the change about to be
+//! Use: before building a table, `plan(budget, version, change, outlook)` with the change about to be
 //! made (`Change::Flush` with the memtable's key count, `Change::Compaction` with the job) →
 //! `Plan::new_table_policy()` for the builder. `Db::stats()` calls it with `Change::None` to
 //! show the allocation the current shape gets.
@@ -13,6 +13,12 @@
 //! level below it use `last_level_kind`. The largest rather than simply the deepest, because
 //! without dynamic level sizing a new deepest level starts with a few tables while the one
 //! above still holds most keys (seen in `tests/db_budget.rs`: L3 75,119 keys, L4 2,382).
+//!
+//! Level 0 is planned as if it held `l0_compaction_trigger - 1` tables (the most a settled store
+//! keeps there; the missing ones are of the size of the latest flush): a store that spent its
+//! whole budget on level 1 while level 0 happened to be empty would have nothing left for the
+//! next flushes, whose tables Monkey wants to give the most bits per key. Those planned-for
+//! tables hold no memory until they are written, so a store with level 0 empty spends less.
 //!
 //! Tables already written keep their filters (they are not rewritten to re-size them). The ones
 //! holding more bits than the current allocation gives their run — built when the store was
@@ -28,7 +34,7 @@ use serde::Serialize;
 use super::stats::MAX_LEVELS;
 use super::version::Version;
 use crate::error::{Error, Result};
-use crate::filter::{budget, format, FilterKind, FilterPolicy};
+use crate::filter::{budget, format, ribbon, FilterKind, FilterPolicy};
 use crate::table::{FilterState, Table};
 
 /// How much filter memory the store may use.
@@ -131,11 +137,30 @@ pub struct Allocation {
     pub budget_bytes: u64,
     /// Filter bytes all live tables hold now.
     pub filter_bytes: u64,
-    /// Bytes held by older tables beyond what their run is allocated now, taken off the
-    /// budget before allocating.
-    pub reserved_bytes: u64,
+    /// Bytes older tables hold beyond (negative: short of) what their runs are allocated now,
+    /// taken off (added to) the budget for new tables.
+    pub reserved_bytes: i64,
     /// Per level, from 0 to the deepest with keys.
     pub levels: Vec<LevelAllocation>,
+}
+
+/// What level 0 is planned for (from `Options`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct L0Outlook {
+    /// Level-0 tables to plan for at least (`l0_compaction_trigger - 1`).
+    pub(crate) runs: usize,
+    /// Memtable size in bytes: with no level-0 table to go by, a flush's key count is
+    /// estimated as this many bytes of entries of the store's mean size.
+    pub(crate) memtable_bytes: u64,
+}
+
+impl L0Outlook {
+    pub(crate) fn of(opts: &super::Options) -> Self {
+        L0Outlook {
+            runs: opts.l0_compaction_trigger.saturating_sub(1),
+            memtable_bytes: opts.memtable_size as u64,
+        }
+    }
 }
 
 /// An allocation plus the kind and bits/key for the table(s) about to be built.
@@ -146,11 +171,26 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// The policy for the new table(s); `None` when the allocation gives them no useful bits.
-    pub(crate) fn new_table_policy(&self) -> Option<FilterPolicy> {
+    /// `salt` (a table or job number) picks, for Ribbon, between r and r + 1 result bits in the
+    /// proportion the allocation's bits/key asks for (`budget::ribbon_split`).
+    pub(crate) fn new_table_policy(&self, salt: u64) -> Option<FilterPolicy> {
         let (kind, bits) = self.new_table?;
+        if kind == FilterKind::Ribbon {
+            let (r, frac) = budget::ribbon_split(bits);
+            let coin =
+                (crate::filter::hash_key(&salt.to_le_bytes()) >> 11) as f64 / (1u64 << 53) as f64;
+            let r = r + u32::from(coin < frac);
+            return (r > 0).then(|| {
+                FilterPolicy::bits_per_key(kind, f64::from(r) * ribbon::MODEL_SLOTS_PER_KEY)
+                    .with_num_probes(r)
+            });
+        }
         (budget::fpr_at(kind, bits) < 1.0).then(|| FilterPolicy::bits_per_key(kind, bits))
     }
 }
+
+/// The most bits per key the allocation gives a run (`filter::budget`'s grid).
+const MAX_BITS_PER_KEY_PLANNED: f64 = 32.0;
 
 struct Run {
     level: usize,
@@ -159,7 +199,12 @@ struct Run {
 }
 
 /// The allocation for `version` after `change`.
-pub(crate) fn plan(b: &FilterBudget, version: &Version, change: Change<'_>) -> Plan {
+pub(crate) fn plan(
+    b: &FilterBudget,
+    version: &Version,
+    change: Change<'_>,
+    outlook: L0Outlook,
+) -> Plan {
     let replaced = |t: &Table| match &change {
         Change::Compaction { inputs, .. } => inputs.iter().any(|(_, i)| i.id() == t.id()),
         _ => false,
@@ -168,10 +213,16 @@ pub(crate) fn plan(b: &FilterBudget, version: &Version, change: Change<'_>) -> P
     // Keys per level after the change; level 0 keeps one run per table.
     let mut level_keys = [0u64; MAX_LEVELS];
     let mut l0_runs: Vec<u64> = Vec::new();
+    let (mut entries_total, mut data_bytes) = (0u64, 0u64);
     let mut held: Vec<(usize, u64, u64)> = Vec::new(); // (level, keys, filter bits) per table
     let mut filter_bytes = 0u64;
     let mut live_tables = 0u64;
     for (level, tables) in version.levels.iter().enumerate() {
+        // Entry size over every table, compaction inputs included (they may be all there is).
+        for t in tables {
+            entries_total = entries_total.saturating_add(entries(t));
+            data_bytes = data_bytes.saturating_add(t.properties().data_bytes);
+        }
         for t in tables.iter().filter(|t| !replaced(t)) {
             live_tables += 1;
             if level == 0 {
@@ -211,6 +262,24 @@ pub(crate) fn plan(b: &FilterBudget, version: &Version, change: Change<'_>) -> P
             Some(*output_level)
         }
     };
+    // Planned-for level-0 tables: as big as the real ones, or as a flush would make them.
+    let real_l0 = l0_runs.len();
+    let flush_keys = if real_l0 > 0 {
+        l0_runs.iter().sum::<u64>() / real_l0 as u64
+    } else if entries_total > 0 {
+        // A memtable counts each entry's key and value plus a fixed overhead; on disk an entry
+        // is key, value and 9 bytes.
+        let per_entry =
+            (data_bytes / entries_total).saturating_sub(9) + super::memtable::ENTRY_OVERHEAD as u64;
+        outlook.memtable_bytes / per_entry.max(1)
+    } else {
+        0
+    };
+    if flush_keys > 0 {
+        while l0_runs.len() < outlook.runs {
+            l0_runs.push(flush_keys);
+        }
+    }
     let deepest = (1..MAX_LEVELS).rev().find(|&l| level_keys[l] > 0);
     // The first level ≥ 1 holding the most keys.
     let largest = (1..MAX_LEVELS)
@@ -240,7 +309,9 @@ pub(crate) fn plan(b: &FilterBudget, version: &Version, change: Change<'_>) -> P
             });
         }
     }
-    let total_keys: u64 = runs.iter().map(|r| r.keys).sum();
+    // The budget counts keys the store holds (or is writing), not planned-for ones.
+    let planned: u64 = l0_runs[real_l0..].iter().sum();
+    let total_keys: u64 = runs.iter().map(|r| r.keys).sum::<u64>() - planned;
     let budget_bits = match b.memory {
         FilterMemory::BitsPerKey(bpk) => bpk * total_keys as f64,
         FilterMemory::TotalBytes(bytes) => bytes as f64 * 8.0,
@@ -258,35 +329,57 @@ pub(crate) fn plan(b: &FilterBudget, version: &Version, change: Change<'_>) -> P
             runs.iter().position(|r| r.level == level)
         }
     };
-    let mut reserve = 0.0f64;
-    let mut bits = Vec::new();
-    for _ in 0..8 {
-        bits = budget::allocate_runs(&kinds_keys, (budget_bits - overhead - reserve).max(0.0));
+    // The allocation with `reserve` bits set aside, and what older tables then hold over (or,
+    // negative, under) their runs' targets.
+    let spend = budget_bits - overhead;
+    let allocate_with = |reserve: f64| -> (Vec<f64>, f64) {
+        let bits = budget::allocate_runs(&kinds_keys, (spend - reserve).max(0.0));
         let mut i_l0 = 0;
-        let excess: f64 = held
+        let excess = held
             .iter()
             .map(|&(level, keys, held_bits)| {
                 let target = run_of(&mut i_l0, level).map_or(0.0, |r| bits[r] * keys as f64);
-                (held_bits as f64 - target).max(0.0)
+                held_bits as f64 - target
             })
             .sum();
-        if excess <= reserve + 8.0 {
-            break;
+        (bits, excess)
+    };
+    // The reserve equal to the difference it causes (a smaller plan leaves more surplus, so
+    // `excess(reserve) - reserve` falls as the reserve grows): bisect for it. Then the live
+    // tables plus the new ones hold exactly what the plan spends. A negative reserve hands
+    // the new tables what older, smaller filters left unspent. (Iterating `reserve = excess`
+    // converged too slowly when one big level held the surplus.)
+    let (mut bits, excess) = allocate_with(0.0);
+    let mut reserve = 0.0;
+    if excess.abs() > 8.0 {
+        let most = MAX_BITS_PER_KEY_PLANNED * total_keys as f64 + spend.abs();
+        let (mut lo, mut hi) = (-most, spend.max(0.0));
+        for _ in 0..40 {
+            let mid = (lo + hi) / 2.0;
+            if allocate_with(mid).1 > mid {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
         }
-        reserve = excess;
+        reserve = hi;
+        bits = allocate_with(hi).0;
     }
     let mut levels: Vec<LevelAllocation> = Vec::new();
     let top = deepest.unwrap_or(0).max(new_level.unwrap_or(0));
     for level in 0..=top {
+        // Level 0: its real runs, or the planned-for ones when it has none.
         let mine: Vec<usize> = (0..runs.len())
             .filter(|&i| runs[i].level == level)
+            .filter(|&i| level > 0 || i < real_l0 || real_l0 == 0)
             .collect();
+        let real_runs = if level == 0 { real_l0 } else { mine.len() };
         let keys: u64 = mine.iter().map(|&i| runs[i].keys).sum();
         let weighted: f64 = mine.iter().map(|&i| bits[i] * runs[i].keys as f64).sum();
         levels.push(LevelAllocation {
             level,
-            runs: mine.len() as u64,
-            keys,
+            runs: real_runs as u64,
+            keys: if real_runs == 0 { 0 } else { keys },
             kind: Some(kind_of(level)),
             bits_per_key: if keys == 0 {
                 0.0
@@ -306,7 +399,7 @@ pub(crate) fn plan(b: &FilterBudget, version: &Version, change: Change<'_>) -> P
     let new_table = new_level.and_then(|level| {
         // The new table's own run: the last level-0 run, or its level's.
         let i = if level == 0 {
-            runs.iter().rposition(|r| r.level == 0)
+            real_l0.checked_sub(1)
         } else {
             runs.iter().position(|r| r.level == level)
         }?;
@@ -316,7 +409,7 @@ pub(crate) fn plan(b: &FilterBudget, version: &Version, change: Change<'_>) -> P
         allocation: Allocation {
             budget_bytes: (budget_bits / 8.0) as u64,
             filter_bytes,
-            reserved_bytes: (reserve / 8.0) as u64,
+            reserved_bytes: (reserve / 8.0) as i64,
             levels,
         },
         new_table,
@@ -328,8 +421,11 @@ impl std::fmt::Display for Allocation {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "filter budget {} bytes: filters hold {} bytes ({} reserved for older, larger ones)",
-            self.budget_bytes, self.filter_bytes, self.reserved_bytes
+            "filter budget {} bytes: filters hold {} bytes, {} bytes {} than this plan gives their levels",
+            self.budget_bytes,
+            self.filter_bytes,
+            self.reserved_bytes.unsigned_abs(),
+            if self.reserved_bytes >= 0 { "more" } else { "less" }
         )?;
         writeln!(
             f,

@@ -26,7 +26,7 @@ use smallvec::SmallVec;
 use crate::coding::{cmp_prefixed, key_prefix};
 
 /// Bytes charged per entry on top of key and value, for the size estimate.
-const ENTRY_OVERHEAD: usize = 64;
+pub(crate) const ENTRY_OVERHEAD: usize = 64;
 
 /// A key and the sequence number of the batch that wrote it.
 trait VersionedKey {

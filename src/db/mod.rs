@@ -244,11 +244,15 @@ impl Db {
     pub fn stats(&self) -> DbStats {
         let version = self.inner.version();
         let mut s = stats::collect(&self.inner.counters, &version);
-        s.filter_budget = self
-            .inner
-            .opts
-            .filter_budget
-            .map(|b| budget::plan(&b, &version, budget::Change::None).allocation);
+        s.filter_budget = self.inner.opts.filter_budget.map(|b| {
+            budget::plan(
+                &b,
+                &version,
+                budget::Change::None,
+                budget::L0Outlook::of(&self.inner.opts),
+            )
+            .allocation
+        });
         s.read_only_error = self.inner.errors.check().err().map(|e| e.to_string());
         s.immutable_memtables = self.inner.read_state().imm.len() as u64;
         if let Some(c) = &self.inner.cache {

@@ -331,7 +331,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             &manifest_data(&version, work.reserved, m.log_number),
         )?;
         let id = next_file.fetch_add(1, Ordering::SeqCst);
-        let filter = l0_filter(&opts, &version, &recovered);
+        let filter = l0_filter(&opts, &version, &recovered, id);
         version.levels[0].push(Arc::new(write_l0(fs, dir, &opts, filter, &recovered, id)?));
         crate::fs::sync_dir(fs, dir)?;
     }

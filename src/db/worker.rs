@@ -16,7 +16,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::budget::{self, Change};
+use super::budget::{self, Change, L0Outlook};
 use super::compaction::{self, Job};
 use super::inner::{lock, Inner, Work};
 use super::manifest::{self, ManifestData, TableMeta};
@@ -34,7 +34,12 @@ pub(super) const ID_RESERVATION: u64 = 64;
 
 /// The filter a new level-0 table holding `mem` gets when added to `version`: the options'
 /// level-0 policy, or what the filter budget allocates to it.
-pub(super) fn l0_filter(opts: &Options, version: &Version, mem: &Memtable) -> Option<FilterPolicy> {
+pub(super) fn l0_filter(
+    opts: &Options,
+    version: &Version,
+    mem: &Memtable,
+    id: u64,
+) -> Option<FilterPolicy> {
     let Some(b) = &opts.filter_budget else {
         return opts.filter_for_level(0);
     };
@@ -44,7 +49,7 @@ pub(super) fn l0_filter(opts: &Options, version: &Version, mem: &Memtable) -> Op
         Ok(())
     });
     debug_assert!(counted.is_ok());
-    budget::plan(b, version, Change::Flush { keys }).new_table_policy()
+    budget::plan(b, version, Change::Flush { keys }, L0Outlook::of(opts)).new_table_policy(id)
 }
 
 /// The filter for tables `job` writes: the options' policy for its output level, or what the
@@ -62,7 +67,8 @@ pub(super) fn compaction_filter(
         output_level: job.output_level,
         target_file_size: opts.target_file_size,
     };
-    budget::plan(b, version, change).new_table_policy()
+    let salt = job.inputs.first().map_or(0, |(_, t)| t.id());
+    budget::plan(b, version, change, L0Outlook::of(opts)).new_table_policy(salt)
 }
 
 /// Writes `mem` to a new level-0 table `id` with filter `filter` and opens it.
@@ -226,7 +232,7 @@ impl Inner {
         let mut version = (*self.version()).clone();
         if !mem.is_empty() {
             let id = self.new_table_id(work)?;
-            let filter = l0_filter(&self.opts, &version, mem);
+            let filter = l0_filter(&self.opts, &version, mem, id);
             let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filter, mem, id)?;
             version.levels[0].push(Arc::new(t));
         }

@@ -7,8 +7,9 @@
 //! SIGMOD 2017): with the textbook filter's `p = e^(-b (ln 2)^2)` this gives rates proportional
 //! to the runs' key counts — the small young runs get many bits per key, the huge last level
 //! few. The blocked filter's curve is not that exponential (`math::blocked_fpr`, with the
-//! probe count changing in steps), so `allocate` optimises numerically: for a Lagrange
-//! multiplier λ each run takes the bits/key on a 1/16-bit grid minimising `fpr(b) + λ n b`, and
+//! probe count changing in steps), and Ribbon's is a staircase (2^-r every 1.06 bits), so
+//! `allocate` optimises numerically: for a Lagrange multiplier λ each run takes the bits/key on
+//! a 1/16-bit grid minimising `fpr(b) + λ n b` (a vertex of the curve's lower convex hull), and
 //! λ is bisected until the total fits the budget.
 //!
 //! Use: `allocate(kind, &keys_per_run, total_bits)` → bits/key per run (same order). Pure
@@ -53,10 +54,23 @@ pub fn fpr_at(kind: FilterKind, bits_per_key: f64) -> f64 {
         FilterKind::Blocked => {
             math::blocked_fpr(bits_per_key, math::blocked_default_k(bits_per_key))
         }
-        // Below one result bit's worth there is no Ribbon filter: every lookup passes.
-        FilterKind::Ribbon if bits_per_key < ribbon::MODEL_SLOTS_PER_KEY => 1.0,
-        FilterKind::Ribbon => math::ribbon_fpr(FilterKind::Ribbon.default_k(bits_per_key)),
+        // A Ribbon filter has whole result bits r, at r × 1.06 bits/key. A level given bits in
+        // between gets a matching share of tables with r and r + 1 (`ribbon_split`), so its
+        // rate is the same mix of 2^-r and 2^-(r+1) (r = 0: no filter, every lookup passes).
+        FilterKind::Ribbon => {
+            let (r, frac) = ribbon_split(bits_per_key);
+            let at = |r: u32| if r == 0 { 1.0 } else { math::ribbon_fpr(r) };
+            (1.0 - frac) * at(r) + frac * at(r + 1)
+        }
     }
+}
+
+/// A Ribbon budget of `bits_per_key` as whole result bits: `r` and the share of tables that
+/// should get `r + 1`.
+pub fn ribbon_split(bits_per_key: f64) -> (u32, f64) {
+    let x = (bits_per_key / ribbon::MODEL_SLOTS_PER_KEY).clamp(0.0, f64::from(math::MAX_PROBES));
+    let r = (x + 1e-9).floor();
+    (r as u32, (x - r).max(0.0))
 }
 
 /// Bits/key for each run (`keys_per_run[i]` keys) so that `Σ keys × bits ≤ total_bits` and the
@@ -67,24 +81,54 @@ pub fn allocate(kind: FilterKind, keys_per_run: &[u64], total_bits: f64) -> Vec<
     allocate_runs(&runs, total_bits)
 }
 
-/// `(bits/key, fpr_at(kind, bits/key))` on the grid, computed once per kind.
-fn grid(kind: FilterKind) -> &'static [(f64, f64)] {
-    static GRIDS: [OnceLock<Vec<(f64, f64)>>; 3] =
+/// The lower convex hull of `(bits/key, fpr_at(kind, bits/key))` over the grid, computed once
+/// per kind: a linear cost `p + s·b` is smallest at one of its vertices, found by binary search
+/// on the edge slopes (the store plans on every table it writes, so this stays cheap).
+fn hull(kind: FilterKind) -> &'static [(f64, f64)] {
+    static HULLS: [OnceLock<Vec<(f64, f64)>>; 3] =
         [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = match kind {
         FilterKind::Standard => 0,
         FilterKind::Blocked => 1,
         FilterKind::Ribbon => 2,
     };
-    GRIDS[slot].get_or_init(|| {
+    HULLS[slot].get_or_init(|| {
         let steps = (MAX_BITS_PER_KEY * STEPS_PER_BIT) as usize;
-        (0..=steps)
-            .map(|i| {
-                let b = i as f64 / STEPS_PER_BIT;
-                (b, fpr_at(kind, b))
-            })
-            .collect()
+        let mut h: Vec<(f64, f64)> = Vec::new();
+        for i in 0..=steps {
+            let b = i as f64 / STEPS_PER_BIT;
+            let p = (b, fpr_at(kind, b));
+            while h.len() >= 2 {
+                let (o, a) = (h[h.len() - 2], h[h.len() - 1]);
+                // Drop `a` unless o → a → p turns left (strictly convex from below).
+                if (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0) <= 0.0 {
+                    h.pop();
+                } else {
+                    break;
+                }
+            }
+            h.push(p);
+        }
+        h
     })
+}
+
+/// The hull vertex minimising `p + slope × b`.
+fn cheapest(kind: FilterKind, slope: f64) -> f64 {
+    let h = hull(kind);
+    // Edge i goes from vertex i to i + 1; moving along it pays while it falls faster than
+    // `slope` rises. Edge slopes increase along a lower hull.
+    let pays = |i: usize| (h[i + 1].1 - h[i].1) / (h[i + 1].0 - h[i].0) < -slope;
+    let (mut lo, mut hi) = (0, h.len().saturating_sub(1)); // answer in lo..=hi
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if pays(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    h.get(lo).map_or(0.0, |&(b, _)| b)
 }
 
 /// `allocate` for runs that may use different kinds (`runs[i] = (kind, keys)`): each run's
@@ -97,11 +141,7 @@ pub fn allocate_runs(runs: &[(FilterKind, u64)], total_bits: f64) -> Vec<f64> {
                 if n == 0 {
                     return 0.0;
                 }
-                let cost = |&(b, p): &(f64, f64)| p + lambda * n as f64 * b;
-                grid(kind)
-                    .iter()
-                    .min_by(|x, y| cost(x).total_cmp(&cost(y)))
-                    .map_or(0.0, |&(b, _)| b)
+                cheapest(kind, lambda * n as f64)
             })
             .collect()
     };
