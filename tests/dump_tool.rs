@@ -236,8 +236,8 @@ fn database_written_under_a_budget_shows_kinds_and_the_allocation() {
         .iter()
         .flat_map(|t| t["kinds"].as_array().unwrap().iter().map(|k| k.to_string()))
         .collect();
+    // The largest level and any below it are Ribbon.
     assert!(kinds.iter().any(|k| k.contains("ribbon")), "{kinds:?}");
-    assert!(kinds.iter().any(|k| k.contains("blocked")), "{kinds:?}");
 
     let text = String::from_utf8(
         run(&args[..1]

@@ -122,7 +122,8 @@ pub struct LevelAllocation {
     pub keys: u64,
     /// Filter kind new tables here get.
     pub kind: Option<FilterKind>,
-    /// Bits per key allocated (level 0: key-weighted mean over its runs).
+    /// Bits per key allocated (level 0: key-weighted mean over its runs; with no table there,
+    /// what the next flush's table would get).
     pub bits_per_key: f64,
     /// Sum over the level's runs of the model's false-positive rate at the allocation.
     pub expected_fpr: f64,
@@ -386,9 +387,13 @@ pub(crate) fn plan(
             } else {
                 weighted / keys as f64
             },
-            expected_fpr: mine
-                .iter()
-                .fold(0.0, |sum, &i| sum + budget::fpr_at(runs[i].kind, bits[i])),
+            // Only runs that exist cost a lookup anything.
+            expected_fpr: if real_runs == 0 {
+                0.0
+            } else {
+                mine.iter()
+                    .fold(0.0, |sum, &i| sum + budget::fpr_at(runs[i].kind, bits[i]))
+            },
             filter_bytes: version.levels[level]
                 .iter()
                 .filter(|t| matches!(t.filter(), FilterState::Valid(_)))
