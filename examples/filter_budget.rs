@@ -26,6 +26,7 @@
 use std::time::Instant;
 
 use clap::Parser;
+use lsm_bloom::table::FilterState;
 use lsm_bloom::{Db, FilterBudget, FilterKind, FilterPolicy, Options, WriteBatch};
 
 #[derive(Parser)]
@@ -140,17 +141,60 @@ fn load(db: &Db, keys: u64) -> lsm_bloom::Result<()> {
 }
 
 /// Expected wasted reads per absent get from the filters held: every level-0 table's rate, and
-/// per deeper level the mean rate of its tables (a get probes one table there).
+/// per deeper level the mean rate of its tables (a get probes one table there). A table without
+/// a filter counts 1.
 fn model_reads(db: &Db) -> f64 {
-    db.stats()
-        .levels
+    let fpr = |t: &lsm_bloom::table::Table| match t.filter() {
+        FilterState::Valid(f) => {
+            let h = f.header();
+            h.kind.expected_fpr(h.m, h.n, h.k)
+        }
+        _ => 1.0,
+    };
+    db.levels()
         .iter()
-        .filter(|l| l.tables > 0)
-        .map(|l| match l.level {
-            Some(0) => l.expected_fpr_sum,
-            _ => l.expected_fpr_sum / l.tables as f64,
+        .enumerate()
+        .filter(|(_, ts)| !ts.is_empty())
+        .map(|(level, ts)| {
+            let sum: f64 = ts.iter().map(|t| fpr(t)).sum();
+            if level == 0 {
+                sum
+            } else {
+                sum / ts.len() as f64
+            }
         })
         .sum()
+}
+
+/// Tables per level, with how many have no filter and their kinds' mean bits/key.
+fn shape(db: &Db) -> String {
+    db.levels()
+        .iter()
+        .enumerate()
+        .filter(|(_, ts)| !ts.is_empty())
+        .map(|(level, ts)| {
+            let none = ts
+                .iter()
+                .filter(|t| !matches!(t.filter(), FilterState::Valid(_)))
+                .count();
+            let mut kinds: Vec<&str> = ts
+                .iter()
+                .filter_map(|t| match t.filter() {
+                    FilterState::Valid(f) => Some(f.header().kind.name()),
+                    _ => None,
+                })
+                .collect();
+            kinds.sort_unstable();
+            kinds.dedup();
+            let unfiltered = if none > 0 {
+                format!(", {none} unfiltered")
+            } else {
+                String::new()
+            };
+            format!("L{level}:{} ({}{unfiltered})", ts.len(), kinds.join("+"))
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -268,13 +312,7 @@ fn main() -> lsm_bloom::Result<()> {
                 s.reads.clear();
                 s.bits_held = st.total.filter_bits_per_key();
                 s.model = model_reads(&s.db);
-                s.shape = st
-                    .levels
-                    .iter()
-                    .filter(|l| l.tables > 0)
-                    .map(|l| format!("L{}:{}", l.level.unwrap_or(0), l.tables))
-                    .collect::<Vec<_>>()
-                    .join(" ");
+                s.shape = shape(&s.db);
             }
             for round in 0..args.rounds {
                 for s in &mut stores {
