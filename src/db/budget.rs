@@ -269,11 +269,10 @@ pub(crate) fn plan(
     let real_l0 = l0_runs.len();
     let flush_keys = if real_l0 > 0 {
         l0_runs.iter().sum::<u64>() / real_l0 as u64
-    } else if entries_total > 0 {
+    } else if let Some(on_disk) = data_bytes.checked_div(entries_total) {
         // A memtable counts each entry's key and value plus a fixed overhead; on disk an entry
         // is key, value and 9 bytes.
-        let per_entry =
-            (data_bytes / entries_total).saturating_sub(9) + super::memtable::ENTRY_OVERHEAD as u64;
+        let per_entry = on_disk.saturating_sub(9) + super::memtable::ENTRY_OVERHEAD as u64;
         outlook.memtable_bytes / per_entry.max(1)
     } else {
         0

@@ -208,7 +208,7 @@ fn test_any(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
         }
     }
     let r = r as usize;
-    if r % 8 != 0 {
+    if !r.is_multiple_of(8) {
         parities |= byte_parities(packed) << (r - r % 8);
     }
     let mask = if r >= 32 { u32::MAX } else { (1u32 << r) - 1 };
