@@ -354,6 +354,7 @@ pub(crate) fn plan(
     // the new tables what older, smaller filters left unspent. (Iterating `reserve = excess`
     // converged too slowly when one big level held the surplus.)
     let (mut bits, excess) = allocate_with(0.0);
+    let unreserved = bits.clone();
     let mut reserve = 0.0;
     if excess.abs() > 8.0 {
         let most = MAX_BITS_PER_KEY_PLANNED * total_keys as f64 + spend.abs();
@@ -411,7 +412,13 @@ pub(crate) fn plan(
         } else {
             runs.iter().position(|r| r.level == level)
         }?;
-        Some((runs[i].kind, bits[i]))
+        // Never below half of what the plan gives the run before settling older tables'
+        // surplus: filter_budget's 10^7-key run had two level-2 tables written with no filter
+        // at all (the surplus of level-1 tables built when level 1 was small took everything),
+        // each costing a read on 1/62 of absent lookups until rewritten. The floor can put
+        // the total over the budget by part of this table's filter until compaction rewrites
+        // the surplus away.
+        Some((runs[i].kind, bits[i].max(0.5 * unreserved[i])))
     });
     Plan {
         allocation: Allocation {
