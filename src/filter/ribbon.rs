@@ -11,6 +11,25 @@
 //! small factor (`slots_for`) so that the system is solvable; at r = 7 (0.78%) that is 7.2–7.4
 //! bits/key, against 9.6 (textbook) or 10+ (blocked) Bloom bits/key for 1%.
 //!
+//! Why Ribbon and not a binary fuse filter (the other ~30%-smaller candidate), measured with
+//! `cargo run --release --example filter_bench -- --large-mib 64` (xorf's `BinaryFuse8` beside
+//! ours, same XXH3 hashes, 2026-11-22):
+//!
+//! | filter | keys | bits/key | FPR | build ns/key | query ns in cache (pos / neg) | out of cache |
+//! |---|---|---|---|---|---|---|
+//! | blocked Bloom, 10 bits/key | 10^4 / 5.4·10^7 | 10.0 | 0.95% | 21 / 72 | 17.2 / 16.8 | 69 / 66 |
+//! | Ribbon r = 7 (`ribbon-1%`) | 10^4 / 5.4·10^7 | 7.17 / 7.48 | 0.79% | 156 / 371 | 24.4 / 25.0 | 181 / 192 |
+//! | binary fuse, 8-bit | 10^4 / 5.4·10^7 | 10.24 / 9.00 | 0.39% | 44 / 122 | 7.0 / 6.5 | 50 / 50 |
+//!
+//! The binary fuse filter queries faster (three fingerprints, one XOR), but its size moves in
+//! whole fingerprint bits times ~1.125 slots: 9 bits/key at 0.39%, and a 7-bit fingerprint
+//! would be 7.9 bits/key at 0.78%, over the 7.5 bits/key at ≤ 1% asked for. Ribbon reaches
+//! 7.2–7.5 bits/key at 0.78% and has a size for every r; a budget level between two r gets a
+//! mix of tables (`filter::budget::ribbon_split`). Its cost is build time (5–7× the blocked
+//! Bloom's) and out-of-cache queries (2.6–2.9×: a row spans two 16·r-byte blocks, up to four
+//! cache lines, against the blocked Bloom's one), so the store uses it only where keys stay
+//! longest (`db::budget`). In cache its query is 1.4–1.5× the blocked Bloom's.
+//!
 //! Use: `slots_for(n)` → `build(&hashes, slots, r)` (returns `None` when banding fails, which at
 //! these sizes happens in about 1 build in 20; the caller retries with `grow(slots)`) →
 //! `test(&array, slots, r, h)`. Layout and derivation of `(s, c, x)` from the key hash: FORMAT.md
@@ -35,8 +54,9 @@ const WORD_BYTES: usize = 16;
 const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Slots per key the model assumes when turning bits/key into result bits: the most
-/// `slots_for` gives up to 10^7 keys (1.02 at 10^3 keys, 1.035 at 10^5, 1.06 at 10^7), so a
-/// table given `r × 1.06` bits/key gets at least r result bits and never more bits than that.
+/// `slots_for` gives up to 10^7 keys (1.02 at 10^3 keys, 1.035 at 10^5, 1.06 at 10^7; 1.068 at
+/// 5.4·10^7), so a table of up to 10^7 keys given `r × 1.06` bits/key gets at least r result
+/// bits and never more bits than that.
 pub const MODEL_SLOTS_PER_KEY: f64 = 1.06;
 
 /// Slots for `n` keys: a multiple of 128, at least 128. The factor grows with log2(slots), as
