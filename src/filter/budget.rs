@@ -252,6 +252,44 @@ mod tests {
     }
 
     #[test]
+    fn hull_pick_costs_no_more_than_any_grid_point() {
+        // The convex-hull search must find the grid's cheapest p + s·b for every slope.
+        for kind in [
+            FilterKind::Standard,
+            FilterKind::Blocked,
+            FilterKind::Ribbon,
+        ] {
+            for e in (-60..10).step_by(3) {
+                let slope = 2f64.powf(f64::from(e) / 2.0);
+                let picked = cheapest(kind, slope);
+                let cost = |b: f64| fpr_at(kind, b) + slope * b;
+                let best = (0..=(MAX_BITS_PER_KEY * STEPS_PER_BIT) as usize)
+                    .map(|i| cost(i as f64 / STEPS_PER_BIT))
+                    .fold(f64::INFINITY, f64::min);
+                assert!(
+                    cost(picked) <= best + 1e-12,
+                    "{kind:?} slope {slope}: picked {picked} costs {}, grid best {best}",
+                    cost(picked)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn ribbon_bits_split_into_whole_result_bits() {
+        let s = ribbon::MODEL_SLOTS_PER_KEY;
+        assert_eq!(ribbon_split(7.0 * s), (7, 0.0));
+        let (r, frac) = ribbon_split(7.5 * s);
+        assert_eq!(r, 7);
+        assert!((frac - 0.5).abs() < 1e-9);
+        // Halfway between r = 7 and r = 8 the rate is halfway between theirs.
+        let mid = fpr_at(FilterKind::Ribbon, 7.5 * s);
+        assert!((mid - (0.5f64.powi(7) + 0.5f64.powi(8)) / 2.0).abs() < 1e-12);
+        assert_eq!(fpr_at(FilterKind::Ribbon, 0.0), 1.0);
+        assert!((fpr_at(FilterKind::Ribbon, 0.5 * s) - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
     fn equal_runs_get_equal_bits_and_edges_hold() {
         let bits = allocate(FilterKind::Blocked, &[500, 500, 500], 1500.0 * 10.0);
         assert!(bits.iter().all(|&b| (b - bits[0]).abs() < 1e-9), "{bits:?}");
