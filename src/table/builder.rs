@@ -37,6 +37,17 @@ pub struct TableBuilderOptions {
     pub level: u32,
 }
 
+impl Default for TableBuilderOptions {
+    /// 4 KiB blocks, no filter, level 0.
+    fn default() -> Self {
+        TableBuilderOptions {
+            block_size: 4096,
+            filter: None,
+            level: 0,
+        }
+    }
+}
+
 /// Builds a table file.
 pub struct TableBuilder {
     path: PathBuf,

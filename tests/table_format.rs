@@ -1,0 +1,99 @@
+//! Frozen table files (FORMAT.md §3): every released table format version stays readable.
+//!
+//! `fixtures/table-v1/` was written by the table format 1 writer and is never regenerated.
+//! Each fixture holds the keys of `fixtures/filter-v1/keys.txt` sorted, value `v<i>` for the
+//! i-th key, every 7th key a tombstone.
+
+use std::path::PathBuf;
+
+use lsm_bloom::filter::FilterKind;
+use lsm_bloom::table::{FilterState, Table, TableBuilder, TableBuilderOptions, TableReadStats};
+use lsm_bloom::FilterPolicy;
+
+fn fixture_dir(version: u32) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/table-v{version}"))
+}
+
+/// The fixtures' entries: sorted keys, `None` for a tombstone.
+fn entries() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/filter-v1/keys.txt");
+    let text = std::fs::read_to_string(path).expect("fixtures/filter-v1/keys.txt");
+    let mut keys: Vec<Vec<u8>> = text.lines().map(|l| l.as_bytes().to_vec()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .enumerate()
+        .map(|(i, k)| (k, (i % 7 != 3).then(|| format!("v{i}").into_bytes())))
+        .collect()
+}
+
+/// Writes a missing fixture when `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwrites).
+fn fixture_path(version: u32, name: &str, opts: TableBuilderOptions) -> PathBuf {
+    let path = fixture_dir(version).join(name);
+    if !path.exists() {
+        assert!(
+            std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some(),
+            "missing fixture {}",
+            path.display()
+        );
+        std::fs::create_dir_all(fixture_dir(version)).unwrap();
+        let mut b = TableBuilder::create(&path, opts).unwrap();
+        for (k, v) in entries() {
+            b.add(&k, v.as_deref()).unwrap();
+        }
+        b.finish().unwrap();
+    }
+    path
+}
+
+fn v1_options(filter: Option<FilterPolicy>) -> TableBuilderOptions {
+    TableBuilderOptions {
+        block_size: 512,
+        filter,
+        level: 1,
+        ..TableBuilderOptions::default()
+    }
+}
+
+/// Opens `path` and checks every entry by point lookup and by a full scan.
+fn check_table(path: &PathBuf) -> Table {
+    let t = Table::open(path, 1).unwrap();
+    let want = entries();
+    let mut stats = TableReadStats::default();
+    for (k, v) in &want {
+        assert_eq!(t.get(k, &mut stats, None).unwrap(), Some(v.clone()));
+    }
+    let t = std::sync::Arc::new(t);
+    let scanned: Vec<(Vec<u8>, Option<Vec<u8>>)> = t
+        .iter(std::ops::Bound::Unbounded)
+        .map(|e| e.map(|e| (e.key, e.value)).unwrap())
+        .collect();
+    assert_eq!(scanned, want);
+    let p = t.properties();
+    assert_eq!(p.entries, want.len() as u64);
+    assert_eq!(
+        p.tombstones,
+        want.iter().filter(|(_, v)| v.is_none()).count() as u64
+    );
+    assert_eq!(p.level, 1);
+    std::sync::Arc::into_inner(t).unwrap()
+}
+
+#[test]
+fn table_v1_fixtures_still_read() {
+    let blocked = check_table(&fixture_path(
+        1,
+        "blocked-10bpk.sst",
+        v1_options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0))),
+    ));
+    assert_eq!(blocked.properties().filter_kind, Some(FilterKind::Blocked));
+    let FilterState::Valid(f) = blocked.filter() else {
+        panic!("v1 fixture's filter not valid: {:?}", blocked.filter());
+    };
+    for (k, _) in entries() {
+        assert!(f.may_contain(&k));
+    }
+    let plain = check_table(&fixture_path(1, "no-filter.sst", v1_options(None)));
+    assert!(matches!(plain.filter(), FilterState::None));
+    assert_eq!(plain.properties().filter_kind, None);
+}
