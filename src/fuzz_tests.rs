@@ -140,18 +140,26 @@ fn filter_target() -> Target {
 
 fn footer_target() -> Target {
     let h = |offset, size| BlockHandle { offset, size };
-    let f = Footer {
+    let f = |version| Footer {
+        version,
         index: h(1000, 120),
-        filter: h(500, 500),
+        filter: h(500, 400),
+        prefix_filter: h(900, 100),
         properties: h(1120, 90),
+    };
+    let v1 = Footer {
+        prefix_filter: BlockHandle::default(),
+        ..f(1)
     };
     Target {
         name: "table footer",
-        seeds: vec![f.encode().to_vec()],
+        seeds: vec![f(2).encode(), v1.encode()],
         reseal: |b| {
-            if b.len() >= 60 {
-                let crc = crc32fast::hash(&b[..56]);
-                b[56..60].copy_from_slice(&crc.to_le_bytes());
+            // The CRC sits 8 bytes from the end and covers everything before it.
+            if b.len() >= 8 {
+                let at = b.len() - 8;
+                let crc = crc32fast::hash(&b[..at]);
+                b[at..at + 4].copy_from_slice(&crc.to_le_bytes());
             }
         },
         decode: |b| {
@@ -196,12 +204,24 @@ fn properties_target() -> Target {
         level: 1,
         created_unix_ms: 1,
         writer: "lsm-bloom".into(),
+        prefix_filter_kind: Some(FilterKind::Blocked),
+        prefix_extractor: Some("delimiter:3a:1".into()),
+        prefixes: 7,
+    };
+    let plain = Properties {
+        prefix_filter_kind: None,
+        prefix_extractor: None,
+        prefixes: 0,
+        ..p.clone()
     };
     Target {
         name: "properties block",
-        seeds: vec![p.encode().unwrap()],
+        seeds: vec![p.encode().unwrap(), plain.encode().unwrap()],
         reseal: reseal_trailing_crc,
-        decode: |b| Properties::decode(b).is_ok(),
+        decode: |b| {
+            let v1 = Properties::decode(b, 1).is_ok();
+            Properties::decode(b, 2).is_ok() || v1
+        },
     }
 }
 
@@ -330,6 +350,8 @@ fn fuzz_table_files(n: usize) {
             block_size: 256,
             filter: Some(FilterPolicy::default()),
             level: 1,
+            prefix_extractor: Some(crate::PrefixExtractor::fixed(5)),
+            whole_key_filter: true,
         },
     )
     .unwrap();
@@ -353,6 +375,10 @@ fn fuzz_table_files(n: usize) {
                 for k in ["key0000", "key0100", "key0199", "nope"] {
                     let _ = t.get(k.as_bytes(), &mut stats, None);
                     let _ = t.get(k.as_bytes(), &mut stats, cache.as_ref());
+                    let rule = crate::PrefixExtractor::fixed(5);
+                    if let Some(p) = rule.prefix(k.as_bytes()) {
+                        let _ = t.check_prefix(rule, p, crate::filter::hash_key(p));
+                    }
                 }
                 for e in t.iter(std::ops::Bound::Unbounded) {
                     if e.is_err() {

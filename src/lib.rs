@@ -34,6 +34,7 @@ pub mod error;
 pub mod filter;
 pub mod fs;
 pub mod inspect;
+pub mod prefix;
 pub mod table;
 
 #[cfg(test)]
@@ -46,6 +47,7 @@ pub use db::{
 };
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};
+pub use prefix::PrefixExtractor;
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -19,7 +19,7 @@ use super::version::Version;
 use super::{table_path, Options};
 use crate::error::Result;
 use crate::filter::FilterPolicy;
-use crate::table::{Table, TableBuilder, TableBuilderOptions};
+use crate::table::{Table, TableBuilder};
 
 /// A compaction to run: inputs (level, table) and where the output goes.
 pub(crate) struct Job {
@@ -137,11 +137,7 @@ pub(crate) fn run(
         .map(|(_, t)| Box::new(t.iter(std::ops::Bound::Unbounded)) as Source)
         .collect();
     let merged = MergeIter::new(sources)?;
-    let builder_opts = TableBuilderOptions {
-        block_size: opts.block_size,
-        filter,
-        level: job.output_level as u32,
-    };
+    let builder_opts = opts.table_options(job.output_level as u32, filter);
     let mut out = Output {
         tables: Vec::new(),
         bytes_read,

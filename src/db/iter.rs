@@ -2,15 +2,27 @@
 //! lazy iterators over every table whose key range overlaps it (`merge.rs`: newest source
 //! wins per key), hides tombstones, and stops at the end bound. An empty or reversed range
 //! yields nothing (never a panic).
+//!
+//! Prefix filters: when the whole range lies inside one prefix `q` of
+//! `Options::prefix_extractor` (`range_prefix`), each overlapping table's prefix filter is asked
+//! for `q` and a table it says lacks `q` gets no iterator at all. That is exact, not a
+//! heuristic: every key in the range starts with `q` and the rule gives each of them the prefix
+//! `q` (the rules are prefix-stable, `prefix.rs`), so a table without `q` has none of them. A
+//! table written under another rule, or none, is read. Data blocks read by a scan's table
+//! iterators are counted per level (`LevelStats::scan_block_reads`).
 
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::inner::Inner;
 use super::memtable::{range_is_empty, Memtable};
 use super::merge::{MergeIter, Source};
+use super::stats::bump;
 use super::version::Version;
 use crate::error::Result;
-use crate::table::{Entry, Table};
+use crate::filter::hash_key;
+use crate::prefix::{prefix_end, PrefixExtractor};
+use crate::table::{Entry, PrefixCheck, Table, TableIter};
 
 fn bound_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     match b {
@@ -35,6 +47,52 @@ fn overlaps(t: &Table, s: Bound<&[u8]>, e: Bound<&[u8]>) -> bool {
     t.properties().entries > 0 && after_start && before_end
 }
 
+/// The prefix every key in [`start`, `end`] has under `rule`, if there is one: the prefix `q`
+/// the rule gives the start key, when the end bound does not reach past the keys starting
+/// with `q`. `None` means the scan cannot use prefix filters.
+pub(super) fn range_prefix<'k>(
+    rule: PrefixExtractor,
+    start: Bound<&'k [u8]>,
+    end: Bound<&[u8]>,
+) -> Option<&'k [u8]> {
+    let (Bound::Included(s) | Bound::Excluded(s)) = start else {
+        return None;
+    };
+    let q = rule.prefix(s)?;
+    let inside = match (prefix_end(q), end) {
+        // `q` is all 0xff: every key from `q` on starts with it.
+        (None, _) => true,
+        (Some(_), Bound::Unbounded) => false,
+        (Some(pe), Bound::Excluded(e)) => e <= pe.as_slice(),
+        (Some(pe), Bound::Included(e)) => e < pe.as_slice(),
+    };
+    inside.then_some(q)
+}
+
+/// A table's iterator that adds the data blocks it reads to its level's scan counter (on the
+/// thread that drives it).
+struct Counted {
+    iter: TableIter,
+    inner: Arc<Inner>,
+    level: usize,
+    counted: u64,
+}
+
+impl Iterator for Counted {
+    type Item = Result<Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let next = self.iter.next();
+        let blocks = self.iter.stats.blocks;
+        if blocks != self.counted {
+            let c = &self.inner.counters.reader().levels[self.level];
+            bump(&c.scan_block_reads, blocks - self.counted);
+            self.counted = blocks;
+        }
+        next
+    }
+}
+
 /// Iterator returned by `Db::scan`: `(key, value)` in key order, tombstones hidden.
 pub struct DbIter {
     merge: MergeIter,
@@ -45,12 +103,15 @@ pub struct DbIter {
 impl DbIter {
     /// A scan over a snapshot: memtables newest first, then the tables.
     pub(super) fn new(
+        inner: &Arc<Inner>,
         memtables: &[&Arc<Memtable>],
         version: &Version,
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Result<DbIter> {
         let (s, e) = (bound_slice(&start), bound_slice(&end));
+        let counters = inner.counters.reader();
+        bump(&counters.scans, 1);
         if range_is_empty(s, e) {
             return Ok(DbIter {
                 merge: MergeIter::new(Vec::new())?,
@@ -67,12 +128,35 @@ impl DbIter {
                 .collect();
             sources.push(Box::new(entries.into_iter()));
         }
-        let tables = version.levels[0]
-            .iter()
-            .rev()
-            .chain(version.levels[1..].iter().flatten());
-        for t in tables.filter(|t| overlaps(t, s, e)) {
-            sources.push(Box::new(t.iter(s)));
+        let prefix = inner
+            .opts
+            .prefix_extractor
+            .and_then(|rule| range_prefix(rule, s, e).map(|q| (rule, q, hash_key(q))));
+        if prefix.is_some() {
+            bump(&counters.prefix_scans, 1);
+        }
+        let level0 = version.levels[0].iter().rev().map(|t| (0, t));
+        let deeper = (1..version.levels.len())
+            .flat_map(|level| version.levels[level].iter().map(move |t| (level, t)));
+        for (level, t) in level0.chain(deeper).filter(|(_, t)| overlaps(t, s, e)) {
+            if let Some((rule, q, hash)) = prefix {
+                let c = &counters.levels[level];
+                match t.check_prefix(rule, q, hash) {
+                    PrefixCheck::Absent => {
+                        bump(&c.prefix_checks, 1);
+                        bump(&c.prefix_useful, 1);
+                        continue;
+                    }
+                    PrefixCheck::Maybe => bump(&c.prefix_checks, 1),
+                    PrefixCheck::Unfiltered => bump(&c.prefix_unfiltered, 1),
+                }
+            }
+            sources.push(Box::new(Counted {
+                iter: t.iter(s),
+                inner: Arc::clone(inner),
+                level,
+                counted: 0,
+            }));
         }
         Ok(DbIter {
             merge: MergeIter::new(sources)?,

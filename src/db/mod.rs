@@ -151,11 +151,25 @@ impl Db {
         let (mem, imm, version) = self.inner.snapshot();
         let memtables: Vec<_> = std::iter::once(&mem).chain(imm.iter().rev()).collect();
         DbIter::new(
+            &self.inner,
             &memtables,
             &version,
             own(range.start_bound()),
             own(range.end_bound()),
         )
+    }
+
+    /// Live keys starting with `prefix`, in key order: the scan of `[prefix, the first key
+    /// after every key starting with prefix)`. With `Options::prefix_extractor` set and
+    /// `prefix` long enough for the rule to give it a prefix, tables whose prefix filter lacks
+    /// that prefix are skipped; the result is always exactly the unfiltered scan's.
+    pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<DbIter> {
+        let prefix = prefix.as_ref();
+        let end = match crate::prefix::prefix_end(prefix) {
+            Some(e) => Bound::Excluded(e),
+            None => Bound::Unbounded,
+        };
+        self.scan((Bound::Included(prefix.to_vec()), end))
     }
 
     /// Writes the memtable to a table now and waits until it (and every memtable before it)

@@ -9,6 +9,8 @@ use super::stats::MAX_LEVELS;
 use crate::error::{Error, Result};
 use crate::filter::FilterPolicy;
 use crate::fs::{FileSystem, StdFs};
+use crate::prefix::PrefixExtractor;
+use crate::table::TableBuilderOptions;
 
 /// What `Db::open` does with a write-ahead log that is damaged (README "What survives what",
 /// FORMAT.md §2 "Recovery rules").
@@ -49,6 +51,15 @@ pub struct Options {
     /// each new table's filter gets the kind and bits/key the budget allocates to its level
     /// (`FilterBudget`, `src/db/budget.rs`); `DbStats::filter_budget` shows the allocation.
     pub filter_budget: Option<FilterBudget>,
+    /// Prefix rule for prefix filters (default none). When set, each new table also gets a
+    /// filter over its keys' distinct prefixes (same policy as its whole-key filter), and
+    /// `Db::scan_prefix` (or a `scan` whose range lies inside one prefix) skips every table
+    /// whose prefix filter says "absent". Tables written under another rule, or none, are read
+    /// (counted in `LevelStats::prefix_unfiltered`). Changing it is safe at any reopen.
+    pub prefix_extractor: Option<PrefixExtractor>,
+    /// Build whole-key filters (default true). Turn off with a `prefix_extractor` to hold
+    /// only prefix filters: `get` then consults the prefix filter with the key's prefix.
+    pub whole_key_filtering: bool,
     /// `fdatasync` the WAL on every write (default false: a write survives a process crash,
     /// not a power loss).
     pub sync_writes: bool,
@@ -86,6 +97,8 @@ impl Default for Options {
             filter_policy: Some(FilterPolicy::default()),
             filter_policy_per_level: BTreeMap::new(),
             filter_budget: None,
+            prefix_extractor: None,
+            whole_key_filtering: true,
             sync_writes: false,
             size_ratio: 10,
             level1_max_bytes: 64 << 20,
@@ -100,6 +113,21 @@ impl Default for Options {
 }
 
 impl Options {
+    /// How to write a table for `level` with `filter`.
+    pub(crate) fn table_options(
+        &self,
+        level: u32,
+        filter: Option<FilterPolicy>,
+    ) -> TableBuilderOptions {
+        TableBuilderOptions {
+            block_size: self.block_size,
+            filter,
+            level,
+            prefix_extractor: self.prefix_extractor,
+            whole_key_filter: self.whole_key_filtering,
+        }
+    }
+
     /// The filter policy for tables written to `level`.
     pub fn filter_for_level(&self, level: usize) -> Option<FilterPolicy> {
         self.filter_policy_per_level
@@ -144,6 +172,20 @@ impl Options {
             if !self.filter_policy_per_level.is_empty() {
                 return bad("filter_budget and filter_policy_per_level cannot both be set");
             }
+            if self.prefix_extractor.is_some() || !self.whole_key_filtering {
+                return bad(
+                    "filter_budget plans whole-key filters only: it cannot be set with \
+                     prefix_extractor or whole_key_filtering = false",
+                );
+            }
+        }
+        if let Some(rule) = &self.prefix_extractor {
+            rule.validate().map_err(Error::InvalidArgument)?;
+        }
+        if !self.whole_key_filtering && self.prefix_extractor.is_none() {
+            return bad(
+                "whole_key_filtering = false needs a prefix_extractor (it would leave no filter)",
+            );
         }
         for p in std::iter::once(&self.filter_policy)
             .chain(self.filter_policy_per_level.values())

@@ -7,12 +7,42 @@
 //! through `ArcSwap` (no lock, no reference count), counters go to this thread's
 //! `ReadCounters`, and a key every filter excludes allocates nothing. Data blocks come from the
 //! block cache when they can (`table/cache.rs`).
+//!
+//! A table without a usable whole-key filter (written with `whole_key_filtering` off) is
+//! asked through its prefix filter for the key's prefix, when the rule gives the key one; that
+//! prefix is hashed at most once per get, and only when such a table is reached.
 
 use super::inner::Inner;
 use super::stats::{bump, ReadCounters};
 use crate::error::Result;
 use crate::filter::hash_key;
-use crate::table::{FilterState, Table, TableReadStats};
+use crate::prefix::PrefixExtractor;
+use crate::table::{FilterState, PrefixCheck, Table, TableReadStats};
+
+/// A key's prefix under the store's rule, hashed on first use.
+enum KeyPrefix<'k> {
+    /// Not needed yet.
+    Pending(Option<PrefixExtractor>, &'k [u8]),
+    /// The rule, the prefix and its hash.
+    Hashed(PrefixExtractor, &'k [u8], u64),
+    /// No rule, or the rule gives the key no prefix.
+    None,
+}
+
+impl<'k> KeyPrefix<'k> {
+    fn get(&mut self) -> Option<(PrefixExtractor, &'k [u8], u64)> {
+        if let KeyPrefix::Pending(rule, key) = *self {
+            *self = match rule.and_then(|r| r.prefix(key).map(|p| (r, p))) {
+                Some((r, p)) => KeyPrefix::Hashed(r, p, hash_key(p)),
+                None => KeyPrefix::None,
+            };
+        }
+        match *self {
+            KeyPrefix::Hashed(r, p, h) => Some((r, p, h)),
+            _ => None,
+        }
+    }
+}
 
 /// What one place (memtable or table) says about a key.
 pub(super) enum Lookup {
@@ -48,6 +78,7 @@ impl Inner {
             }
         }
         let hash = hash_key(key);
+        let mut prefix = KeyPrefix::Pending(self.opts.prefix_extractor, key);
         let version = &state.version;
         let level0 = version.levels[0].iter().rev().map(|t| (0, t));
         let deeper = version
@@ -60,7 +91,7 @@ impl Inner {
                 tables.get(i).map(|t| (level, t))
             });
         for (level, t) in level0.chain(deeper) {
-            match self.probe(counters, level, t, key, hash)? {
+            match self.probe(counters, level, t, key, hash, &mut prefix)? {
                 Lookup::Value(v) => return Ok(Some(v)),
                 Lookup::Tombstone => return Ok(None),
                 Lookup::Absent => {}
@@ -77,6 +108,7 @@ impl Inner {
         t: &Table,
         key: &[u8],
         hash: u64,
+        prefix: &mut KeyPrefix,
     ) -> Result<Lookup> {
         if !t.covers(key) {
             return Ok(Lookup::Absent);
@@ -99,7 +131,19 @@ impl Inner {
                 true
             }
             FilterState::None | FilterState::Invalid(_) => {
-                bump(&c.unfiltered_probes, 1);
+                let check = match prefix.get() {
+                    Some((rule, p, h)) => t.check_prefix(rule, p, h),
+                    None => PrefixCheck::Unfiltered,
+                };
+                match check {
+                    PrefixCheck::Absent => {
+                        bump(&c.prefix_checks, 1);
+                        bump(&c.prefix_useful, 1);
+                        return Ok(Lookup::Absent);
+                    }
+                    PrefixCheck::Maybe => bump(&c.prefix_checks, 1),
+                    PrefixCheck::Unfiltered => bump(&c.unfiltered_probes, 1),
+                }
                 false
             }
         };

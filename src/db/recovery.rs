@@ -64,7 +64,8 @@ pub struct RecoveryReport {
     pub obsolete_files_removed: u64,
     /// Table files the manifest neither names nor proves obsolete: left in place, unused.
     pub unexplained_tables: Vec<PathBuf>,
-    /// Tables whose filter is damaged or does not match them (read without a filter).
+    /// Filter blocks (whole-key or prefix) that are damaged or do not match their table: the
+    /// table is read without that filter.
     pub filters_rejected: u64,
 }
 
@@ -127,8 +128,10 @@ fn load_version(dir: &Path, m: &ManifestData, report: &mut RecoveryReport) -> Re
     for (level, metas) in m.levels.iter().enumerate().take(MAX_LEVELS) {
         for meta in metas {
             let t = Table::open(&table_path(dir, meta.id), meta.id)?;
-            if matches!(t.filter(), FilterState::Invalid(_)) {
-                report.filters_rejected += 1;
+            for f in [t.filter(), t.prefix_filter()] {
+                if matches!(f, FilterState::Invalid(_)) {
+                    report.filters_rejected += 1;
+                }
             }
             version.levels[level].push(Arc::new(t));
         }

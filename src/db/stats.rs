@@ -13,6 +13,11 @@
 //! (the table was skipped without a read); `filter_positive` the rest; `filter_true_positive`
 //! the positives where the key really was in the table. Observed FPR =
 //! (positive − true positive) / (checks − true positive).
+//!
+//! Prefix filters (`Options::prefix_extractor`) have their own: `prefix_checks` counts tables a
+//! prefix scan (or a `get` on a table without a whole-key filter) asked, `prefix_useful` those
+//! skipped, `prefix_unfiltered` the tables such a scan had to read because they hold no usable
+//! prefix filter (written under another rule or none, or it failed validation).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -34,6 +39,10 @@ pub(crate) struct LevelCounters {
     pub(crate) unfiltered_probes: AtomicU64,
     pub(crate) data_block_reads: AtomicU64,
     pub(crate) bytes_read: AtomicU64,
+    pub(crate) prefix_checks: AtomicU64,
+    pub(crate) prefix_useful: AtomicU64,
+    pub(crate) prefix_unfiltered: AtomicU64,
+    pub(crate) scan_block_reads: AtomicU64,
 }
 
 /// One thread's read-path counters. Only the owning thread writes them (see `bump`); the
@@ -43,6 +52,8 @@ pub(crate) struct LevelCounters {
 pub(crate) struct ReadCounters {
     pub(crate) levels: [LevelCounters; MAX_LEVELS],
     pub(crate) gets: AtomicU64,
+    pub(crate) scans: AtomicU64,
+    pub(crate) prefix_scans: AtomicU64,
     pub(crate) tables_probed: AtomicU64,
     pub(crate) block_cache_hits: AtomicU64,
     pub(crate) block_cache_misses: AtomicU64,
@@ -109,6 +120,22 @@ pub struct LevelStats {
     pub data_block_reads: u64,
     /// Bytes read from table files by `get`.
     pub bytes_read: u64,
+    /// Distinct prefixes held by the level's prefix filters.
+    pub prefix_filter_keys: u64,
+    /// Bytes of prefix filter blocks held in memory.
+    pub prefix_filter_bytes: u64,
+    /// Sum over the level's tables of each prefix filter's expected false-positive rate.
+    pub prefix_expected_fpr_sum: f64,
+    /// Prefix filters consulted (by prefix scans, and by `get` on tables without a whole-key
+    /// filter).
+    pub prefix_checks: u64,
+    /// Prefix filters that said "absent" (table skipped).
+    pub prefix_useful: u64,
+    /// Tables a prefix scan read because they hold no usable prefix filter (another rule,
+    /// none, or it failed validation).
+    pub prefix_unfiltered: u64,
+    /// Data blocks read from table files by scans.
+    pub scan_block_reads: u64,
 }
 
 impl LevelStats {
@@ -141,6 +168,10 @@ impl LevelStats {
             unfiltered_probes: c.unfiltered_probes.load(Relaxed),
             data_block_reads: c.data_block_reads.load(Relaxed),
             bytes_read: c.bytes_read.load(Relaxed),
+            prefix_checks: c.prefix_checks.load(Relaxed),
+            prefix_useful: c.prefix_useful.load(Relaxed),
+            prefix_unfiltered: c.prefix_unfiltered.load(Relaxed),
+            scan_block_reads: c.scan_block_reads.load(Relaxed),
             ..LevelStats::default()
         });
     }
@@ -159,10 +190,17 @@ impl LevelStats {
             (&mut self.unfiltered_probes, o.unfiltered_probes),
             (&mut self.data_block_reads, o.data_block_reads),
             (&mut self.bytes_read, o.bytes_read),
+            (&mut self.prefix_filter_keys, o.prefix_filter_keys),
+            (&mut self.prefix_filter_bytes, o.prefix_filter_bytes),
+            (&mut self.prefix_checks, o.prefix_checks),
+            (&mut self.prefix_useful, o.prefix_useful),
+            (&mut self.prefix_unfiltered, o.prefix_unfiltered),
+            (&mut self.scan_block_reads, o.scan_block_reads),
         ] {
             *a = a.saturating_add(b);
         }
         self.expected_fpr_sum += o.expected_fpr_sum;
+        self.prefix_expected_fpr_sum += o.prefix_expected_fpr_sum;
     }
 }
 
@@ -175,6 +213,11 @@ pub struct DbStats {
     pub total: LevelStats,
     /// `get` calls.
     pub gets: u64,
+    /// `scan` and `scan_prefix` calls.
+    pub scans: u64,
+    /// Scans whose range lies inside one prefix of `Options::prefix_extractor`, so prefix
+    /// filters were consulted.
+    pub prefix_scans: u64,
     /// Tables whose key range held the key, over all gets.
     pub tables_probed: u64,
     /// Memtable flushes.
@@ -185,7 +228,8 @@ pub struct DbStats {
     pub compaction_bytes_read: u64,
     /// Bytes compactions wrote.
     pub compaction_bytes_written: u64,
-    /// Tables opened whose filter block failed validation (read without a filter).
+    /// Filter blocks (whole-key or prefix) that failed validation at open (their table is
+    /// read without that filter).
     pub filter_validation_failures: u64,
     /// Log bytes not replayed at open (`Db::recovery()` says where and why).
     pub wal_bytes_dropped: u64,
@@ -228,6 +272,8 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
     let mut per_level: [LevelStats; MAX_LEVELS] = Default::default();
     for r in c.read.iter() {
         s.gets = s.gets.saturating_add(load(&r.gets));
+        s.scans = s.scans.saturating_add(load(&r.scans));
+        s.prefix_scans = s.prefix_scans.saturating_add(load(&r.prefix_scans));
         s.tables_probed = s.tables_probed.saturating_add(load(&r.tables_probed));
         s.block_cache_hits = s.block_cache_hits.saturating_add(load(&r.block_cache_hits));
         s.block_cache_misses = s
@@ -252,6 +298,12 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
                 l.filter_bytes = l.filter_bytes.saturating_add(t.filter_bytes());
                 l.expected_fpr_sum += h.kind.expected_fpr(h.m, h.n, h.k);
             }
+            if let FilterState::Valid(f) = t.prefix_filter() {
+                let h = f.header();
+                l.prefix_filter_keys = l.prefix_filter_keys.saturating_add(h.n);
+                l.prefix_filter_bytes = l.prefix_filter_bytes.saturating_add(t.prefix_filter_bytes());
+                l.prefix_expected_fpr_sum += h.kind.expected_fpr(h.m, h.n, h.k);
+            }
         }
         if let Some(counted) = per_level.get(level) {
             l.add(counted);
@@ -270,6 +322,15 @@ impl DbStats {
             0.0
         } else {
             self.tables_probed as f64 / self.gets as f64
+        }
+    }
+
+    /// Data-block reads by scans, per scan.
+    pub fn scan_block_reads_per_scan(&self) -> f64 {
+        if self.scans == 0 {
+            0.0
+        } else {
+            self.total.scan_block_reads as f64 / self.scans as f64
         }
     }
 

@@ -27,7 +27,7 @@ use super::{table_path, wal, Options};
 use crate::error::{Error, Result};
 use crate::filter::FilterPolicy;
 use crate::fs::FileSystem;
-use crate::table::{Table, TableBuilder, TableBuilderOptions};
+use crate::table::{Table, TableBuilder};
 
 /// File numbers reserved by one manifest write (a reservation costs one manifest write).
 pub(super) const ID_RESERVATION: u64 = 64;
@@ -84,11 +84,7 @@ pub(super) fn write_l0(
     let mut b = TableBuilder::create_in(
         fs,
         &path,
-        TableBuilderOptions {
-            block_size: opts.block_size,
-            filter,
-            level: 0,
-        },
+        opts.table_options(0, filter),
     )?;
     mem.for_each_newest(|k, v| b.add(k, v))?;
     b.finish()?;

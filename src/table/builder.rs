@@ -1,17 +1,20 @@
 //! Writes one table file: `TableBuilder::create` → `(add)*` in strictly increasing key order →
 //! `finish`. Data blocks are cut when they reach the block size; the filter is built over
 //! every key, tombstones included (a tombstone must be found to hide older values in deeper
-//! tables, so its key has to pass the filter).
+//! tables, so its key has to pass the filter). Under a prefix rule a second filter holds each
+//! distinct prefix once (keys sharing a prefix are adjacent in key order, so comparing with the
+//! previous key's prefix finds every repeat).
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::block::{put_entry, seal, BlockHandle};
-use super::footer::{Footer, Properties};
+use super::footer::{Footer, Properties, TABLE_VERSION};
 use crate::coding::put_len_prefixed;
 use crate::error::{Error, Result};
 use crate::filter::{hash_key, FilterBuilder, FilterPolicy};
 use crate::fs::{CreateMode, FileSystem, StdFs, WritableFile};
+use crate::prefix::PrefixExtractor;
 
 /// Lets `BufWriter` batch small writes into one `WritableFile::write_all`.
 struct Sink(Box<dyn WritableFile>);
@@ -31,10 +34,15 @@ impl Write for Sink {
 pub struct TableBuilderOptions {
     /// Target data block size in bytes (a block is cut once it reaches this).
     pub block_size: usize,
-    /// Filter to build; `None` writes a table without a filter.
+    /// Filter to build; `None` writes a table without a filter (whole-key or prefix).
     pub filter: Option<FilterPolicy>,
     /// Level the table is written for (recorded in its properties).
     pub level: u32,
+    /// Also build a prefix filter under this rule, with the same policy (default none).
+    pub prefix_extractor: Option<PrefixExtractor>,
+    /// Build the whole-key filter (default true); turning it off leaves only the prefix
+    /// filter, to save memory when lookups are by prefix.
+    pub whole_key_filter: bool,
 }
 
 impl Default for TableBuilderOptions {
@@ -44,6 +52,8 @@ impl Default for TableBuilderOptions {
             block_size: 4096,
             filter: None,
             level: 0,
+            prefix_extractor: None,
+            whole_key_filter: true,
         }
     }
 }
@@ -59,6 +69,10 @@ pub struct TableBuilder {
     last_key: Option<Vec<u8>>,
     min_key: Option<Vec<u8>>,
     filter: Option<FilterBuilder>,
+    prefix_filter: Option<FilterBuilder>,
+    /// The last prefix added to `prefix_filter`.
+    last_prefix: Option<Vec<u8>>,
+    prefixes: u64,
     entries: u64,
     tombstones: u64,
     data_blocks: u64,
@@ -72,7 +86,17 @@ impl TableBuilder {
 
     /// Creates (truncates) the file at `path` through `fs`.
     pub fn create_in(fs: &dyn FileSystem, path: &Path, opts: TableBuilderOptions) -> Result<Self> {
-        let filter = opts.filter.map(FilterBuilder::new).transpose()?;
+        if let Some(rule) = opts.prefix_extractor {
+            rule.validate().map_err(Error::InvalidArgument)?;
+        }
+        let filter = match opts.filter {
+            Some(p) if opts.whole_key_filter => Some(FilterBuilder::new(p)?),
+            _ => None,
+        };
+        let prefix_filter = match (opts.filter, opts.prefix_extractor) {
+            (Some(p), Some(_)) => Some(FilterBuilder::new(p)?),
+            _ => None,
+        };
         let file = fs
             .create(path, CreateMode::Truncate)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
@@ -86,6 +110,9 @@ impl TableBuilder {
             last_key: None,
             min_key: None,
             filter,
+            prefix_filter,
+            last_prefix: None,
+            prefixes: 0,
             entries: 0,
             tombstones: 0,
             data_blocks: 0,
@@ -105,6 +132,15 @@ impl TableBuilder {
         }
         if let Some(f) = &mut self.filter {
             f.add_hash(hash_key(key));
+        }
+        if let (Some(f), Some(rule)) = (&mut self.prefix_filter, self.opts.prefix_extractor) {
+            if let Some(p) = rule.prefix(key) {
+                if self.last_prefix.as_deref() != Some(p) {
+                    f.add_hash(hash_key(p));
+                    self.prefixes += 1;
+                    self.last_prefix = Some(p.to_vec());
+                }
+            }
         }
         self.entries += 1;
         self.tombstones += u64::from(value.is_none());
@@ -154,18 +190,27 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// Writes the filter, index and properties blocks and the footer, and syncs the file.
+    /// Writes a filter block (an empty handle where there is none).
+    fn write_filter(&mut self, f: Option<FilterBuilder>) -> Result<BlockHandle> {
+        match f {
+            Some(f) => self.write(&f.finish()),
+            None => Ok(BlockHandle {
+                offset: self.offset,
+                size: 0,
+            }),
+        }
+    }
+
+    /// Writes the filter, prefix filter, index and properties blocks and the footer, and
+    /// syncs the file.
     pub fn finish(mut self) -> Result<Properties> {
         self.cut_block()?;
         let data_bytes = self.offset;
         let filter_policy = self.filter.as_ref().map(|f| *f.policy());
-        let filter = match self.filter.take() {
-            Some(f) => self.write(&f.finish())?,
-            None => BlockHandle {
-                offset: self.offset,
-                size: 0,
-            },
-        };
+        let prefix_policy = self.prefix_filter.as_ref().map(|f| *f.policy());
+        let (f, pf) = (self.filter.take(), self.prefix_filter.take());
+        let filter = self.write_filter(f)?;
+        let prefix_filter = self.write_filter(pf)?;
         let mut index = std::mem::take(&mut self.index);
         seal(&mut index, 0);
         let index = self.write(&index)?;
@@ -183,12 +228,19 @@ impl TableBuilder {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
             writer: concat!("lsm-bloom ", env!("CARGO_PKG_VERSION")).to_string(),
+            prefix_filter_kind: prefix_policy.map(|p| p.kind),
+            prefix_extractor: prefix_policy
+                .and(self.opts.prefix_extractor)
+                .map(|r| r.id()),
+            prefixes: self.prefixes,
         };
         let properties = self.write(&props.encode()?)?;
         self.write(
             &Footer {
+                version: TABLE_VERSION,
                 index,
                 filter,
+                prefix_filter,
                 properties,
             }
             .encode(),

@@ -6,18 +6,24 @@ use crate::filter::FilterKind;
 
 /// Magic bytes closing every table file.
 pub const TABLE_MAGIC: [u8; 4] = *b"LBST";
-/// Table format version this build writes and reads.
-pub const TABLE_VERSION: u32 = 1;
-/// Footer length in bytes.
-pub const FOOTER_LEN: usize = 64;
+/// Table format version this build writes; it reads this one and every older one.
+pub const TABLE_VERSION: u32 = 2;
+/// Length of the footer this build writes (version 2), in bytes.
+pub const FOOTER_LEN: usize = 80;
+/// Length of a version 1 footer (no prefix filter handle).
+pub const FOOTER_V1_LEN: usize = 64;
 
 /// Handles to the metadata blocks, at the end of every table file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Footer {
+    /// Table format version (1 or 2).
+    pub version: u32,
     /// The index block.
     pub index: BlockHandle,
-    /// The filter block (size 0: the table has no filter).
+    /// The filter block over whole keys (size 0: none).
     pub filter: BlockHandle,
+    /// The prefix filter block (size 0: none; always 0 in version 1).
+    pub prefix_filter: BlockHandle,
     /// The properties block.
     pub properties: BlockHandle,
 }
@@ -31,65 +37,89 @@ pub enum FooterError {
     Invalid(String),
 }
 
+fn put_handle(b: &mut [u8], h: BlockHandle) {
+    b[..8].copy_from_slice(&h.offset.to_le_bytes());
+    b[8..16].copy_from_slice(&h.size.to_le_bytes());
+}
+
 impl Footer {
-    /// The 64 footer bytes.
-    pub fn encode(&self) -> [u8; FOOTER_LEN] {
-        let mut b = [0u8; FOOTER_LEN];
-        for (i, h) in [self.index, self.filter, self.properties]
-            .iter()
-            .enumerate()
-        {
-            b[i * 16..i * 16 + 8].copy_from_slice(&h.offset.to_le_bytes());
-            b[i * 16 + 8..i * 16 + 16].copy_from_slice(&h.size.to_le_bytes());
+    /// The footer bytes: 80 for version 2 (FORMAT.md §3), 64 for version 1 (written only by
+    /// tests, to check that old tables still read).
+    pub fn encode(&self) -> Vec<u8> {
+        let handles = [self.index, self.filter, self.properties];
+        let mut b = match self.version {
+            1 => vec![0u8; FOOTER_V1_LEN],
+            _ => {
+                let mut b = vec![0u8; FOOTER_LEN];
+                put_handle(&mut b[..16], self.prefix_filter);
+                b
+            }
+        };
+        let base = b.len() - FOOTER_V1_LEN;
+        for (i, h) in handles.iter().enumerate() {
+            put_handle(&mut b[base + i * 16..], *h);
         }
-        b[48..52].copy_from_slice(&TABLE_VERSION.to_le_bytes());
-        let crc = crc32fast::hash(&b[..56]);
-        b[56..60].copy_from_slice(&crc.to_le_bytes());
-        b[60..64].copy_from_slice(&TABLE_MAGIC);
+        b[base + 48..base + 52].copy_from_slice(&self.version.to_le_bytes());
+        let crc = crc32fast::hash(&b[..base + 56]);
+        b[base + 56..base + 60].copy_from_slice(&crc.to_le_bytes());
+        b[base + 60..].copy_from_slice(&TABLE_MAGIC);
         b
     }
 
-    /// Validates a footer read from a file of `file_len` bytes.
-    pub fn decode(b: &[u8], file_len: u64) -> Result<Footer, FooterError> {
+    /// Validates the footer at the end of `tail`, the last `min(FOOTER_LEN, file_len)` bytes
+    /// of a file of `file_len` bytes. The last 64 bytes have the same shape in both versions
+    /// (magic last, version 16 bytes before the end); version 2 adds the prefix filter handle
+    /// in front and its CRC covers it.
+    pub fn decode(tail: &[u8], file_len: u64) -> Result<Footer, FooterError> {
         let bad = |s: String| Err(FooterError::Invalid(s));
-        if b.len() != FOOTER_LEN {
+        if tail.len() < FOOTER_V1_LEN {
             return bad(format!(
-                "footer is {} bytes, expected {FOOTER_LEN}",
-                b.len()
+                "footer is {} bytes, expected at least {FOOTER_V1_LEN}",
+                tail.len()
             ));
         }
-        if b[60..64] != TABLE_MAGIC {
+        let last = &tail[tail.len() - FOOTER_V1_LEN..];
+        if last[60..64] != TABLE_MAGIC {
             return bad(format!(
                 "bad table magic {:02x?}, expected \"LBST\"",
-                &b[60..64]
+                &last[60..64]
             ));
         }
+        let version = u32::from_le_bytes([last[48], last[49], last[50], last[51]]);
+        let len = match version {
+            1 => FOOTER_V1_LEN,
+            2 => FOOTER_LEN,
+            v => return Err(FooterError::Version(v)),
+        };
+        if tail.len() < len {
+            return bad(format!(
+                "file of {file_len} bytes is too short for a version {version} footer of {len}"
+            ));
+        }
+        let b = &tail[tail.len() - len..];
         let mut c = Cursor::new(b);
-        let mut handles = [BlockHandle::default(); 3];
-        for h in &mut handles {
+        let mut handles = [BlockHandle::default(); 4];
+        for h in &mut handles[4 - (len - 16) / 16..] {
             let (offset, size) = (
                 c.u64().map_err(FooterError::Invalid)?,
                 c.u64().map_err(FooterError::Invalid)?,
             );
             *h = BlockHandle { offset, size };
         }
-        let version = c.u32().map_err(FooterError::Invalid)?;
-        if version != TABLE_VERSION {
-            return Err(FooterError::Version(version));
-        }
-        let stored = u32::from_le_bytes([b[56], b[57], b[58], b[59]]);
-        let actual = crc32fast::hash(&b[..56]);
+        let stored = u32::from_le_bytes([b[len - 8], b[len - 7], b[len - 6], b[len - 5]]);
+        let actual = crc32fast::hash(&b[..len - 8]);
         if stored != actual {
             return bad(format!(
                 "footer checksum mismatch: stored {stored:#010x}, computed {actual:#010x}"
             ));
         }
-        let reserved = u32::from_le_bytes([b[52], b[53], b[54], b[55]]);
+        let reserved = u32::from_le_bytes([b[len - 12], b[len - 11], b[len - 10], b[len - 9]]);
         if reserved != 0 {
             return bad(format!("footer reserved field is {reserved:#x}, must be 0"));
         }
-        let body = file_len.saturating_sub(FOOTER_LEN as u64);
-        for (name, h) in ["index", "filter", "properties"].iter().zip(handles) {
+        let body = file_len.saturating_sub(len as u64);
+        let names = ["prefix filter", "index", "filter", "properties"];
+        for (name, h) in names.iter().zip(handles) {
             if h.offset.checked_add(h.size).is_none_or(|end| end > body) {
                 return bad(format!(
                     "{name} block [{}, +{}) lies outside the file body of {body} bytes",
@@ -97,10 +127,12 @@ impl Footer {
                 ));
             }
         }
-        let [index, filter, properties] = handles;
+        let [prefix_filter, index, filter, properties] = handles;
         Ok(Footer {
+            version,
             index,
             filter,
+            prefix_filter,
             properties,
         })
     }
@@ -133,6 +165,14 @@ pub struct Properties {
     pub created_unix_ms: u64,
     /// The writer, e.g. `lsm-bloom 0.1.0`.
     pub writer: String,
+    /// The prefix filter's kind, `None` when the table has no prefix filter (always `None`
+    /// in table format 1).
+    pub prefix_filter_kind: Option<FilterKind>,
+    /// The prefix rule the prefix filter was built under (`PrefixExtractor::id`), `None`
+    /// exactly when there is no prefix filter.
+    pub prefix_extractor: Option<String>,
+    /// Distinct prefixes in the prefix filter (keys the rule gives no prefix add none).
+    pub prefixes: u64,
 }
 
 fn ser_key<S: serde::Serializer>(k: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -160,34 +200,48 @@ impl Properties {
         b.extend_from_slice(&self.level.to_le_bytes());
         b.extend_from_slice(&self.created_unix_ms.to_le_bytes());
         put_len_prefixed(&mut b, self.writer.as_bytes(), "writer name")?;
+        b.push(self.prefix_filter_kind.map_or(0, FilterKind::id));
+        let rule = self.prefix_extractor.as_deref().unwrap_or_default();
+        put_len_prefixed(&mut b, rule.as_bytes(), "prefix rule")?;
+        b.extend_from_slice(&self.prefixes.to_le_bytes());
         seal(&mut b, 0);
         Ok(b)
     }
 
-    /// Validates and decodes a properties block (CRC included).
-    pub fn decode(block: &[u8]) -> Result<Properties, String> {
+    /// Validates and decodes the properties block (CRC included) of a table of format
+    /// `version` (1: no prefix filter fields).
+    pub fn decode(block: &[u8], version: u32) -> Result<Properties, String> {
         let mut c = Cursor::new(unseal(block)?);
         let (entries, tombstones, data_blocks, data_bytes) =
             (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
         let min_key = c.len_prefixed()?.to_vec();
         let max_key = c.len_prefixed()?.to_vec();
         let kind_id = c.u8()?;
-        let filter_kind = match kind_id {
-            0 => None,
-            id => Some(
-                FilterKind::from_id(id)
-                    .ok_or_else(|| format!("unknown filter kind id {id} in properties"))?,
-            ),
-        };
+        let filter_kind = kind_from_id(kind_id, "filter")?;
         let filter_bits_per_key =
             f64::from_le_bytes(c.bytes(8)?.try_into().map_err(|_| "short field")?);
         let level = c.u32()?;
         let created_unix_ms = c.u64()?;
         let writer = String::from_utf8_lossy(c.len_prefixed()?).into_owned();
+        let (prefix_filter_kind, prefix_extractor, prefixes) = if version >= 2 {
+            let kind = kind_from_id(c.u8()?, "prefix filter")?;
+            let rule = std::str::from_utf8(c.len_prefixed()?)
+                .map_err(|_| "prefix rule is not UTF-8")?
+                .to_string();
+            let prefixes = c.u64()?;
+            if kind.is_some() == rule.is_empty() || (kind.is_none() && prefixes > 0) {
+                return Err(format!(
+                    "prefix filter fields disagree: kind {kind:?}, rule {rule:?}, {prefixes} prefixes"
+                ));
+            }
+            (kind, (!rule.is_empty()).then_some(rule), prefixes)
+        } else {
+            (None, None, 0)
+        };
         if !c.is_empty() {
             return Err("trailing bytes in properties block".into());
         }
-        if tombstones > entries || (entries > 0 && min_key > max_key) {
+        if tombstones > entries || prefixes > entries || (entries > 0 && min_key > max_key) {
             return Err("inconsistent properties (counts or key range)".into());
         }
         Ok(Properties {
@@ -202,7 +256,19 @@ impl Properties {
             level,
             created_unix_ms,
             writer,
+            prefix_filter_kind,
+            prefix_extractor,
+            prefixes,
         })
+    }
+}
+
+fn kind_from_id(id: u8, what: &str) -> Result<Option<FilterKind>, String> {
+    match id {
+        0 => Ok(None),
+        id => FilterKind::from_id(id)
+            .map(Some)
+            .ok_or_else(|| format!("unknown {what} kind id {id} in properties")),
     }
 }
 
@@ -210,44 +276,63 @@ impl Properties {
 mod tests {
     use super::*;
 
-    #[test]
-    fn footer_round_trip_and_rejections() {
-        let f = Footer {
-            index: BlockHandle {
-                offset: 100,
-                size: 20,
-            },
-            filter: BlockHandle {
-                offset: 50,
-                size: 50,
-            },
-            properties: BlockHandle {
-                offset: 120,
-                size: 30,
-            },
-        };
-        let b = f.encode();
-        assert_eq!(Footer::decode(&b, 150 + 64).unwrap(), f);
-        assert!(matches!(
-            Footer::decode(&b, 100),
-            Err(FooterError::Invalid(_))
-        ));
-        let mut v2 = b;
-        v2[48] = 2;
-        assert!(matches!(
-            Footer::decode(&v2, 214),
-            Err(FooterError::Version(2))
-        ));
-        for i in 0..FOOTER_LEN {
-            let mut d = b;
-            d[i] ^= 0x40;
-            assert!(Footer::decode(&d, 214).is_err(), "flip at {i} accepted");
-        }
+    fn handle(offset: u64, size: u64) -> BlockHandle {
+        BlockHandle { offset, size }
     }
 
     #[test]
-    fn properties_round_trip() {
-        let p = Properties {
+    fn footer_round_trip_and_rejections_in_both_versions() {
+        for (version, prefix_filter) in [(2, handle(100, 10)), (1, BlockHandle::default())] {
+            let f = Footer {
+                version,
+                index: handle(110, 10),
+                filter: handle(50, 50),
+                prefix_filter,
+                properties: handle(120, 30),
+            };
+            let b = f.encode();
+            let file_len = 150 + b.len() as u64;
+            assert_eq!(Footer::decode(&b, file_len).unwrap(), f);
+            // A reader is handed the last 80 bytes; a v1 footer then follows 16 body bytes.
+            let mut tail = vec![7u8; 16];
+            tail.extend_from_slice(&b);
+            assert_eq!(
+                Footer::decode(&tail[tail.len() - FOOTER_LEN..], file_len).unwrap(),
+                f
+            );
+            assert!(matches!(
+                Footer::decode(&b, 100),
+                Err(FooterError::Invalid(_))
+            ));
+            let mut v3 = b.clone();
+            let at = v3.len() - 16;
+            v3[at] = 3;
+            assert!(matches!(
+                Footer::decode(&v3, file_len),
+                Err(FooterError::Version(3))
+            ));
+            for i in 0..b.len() {
+                let mut d = b.clone();
+                d[i] ^= 0x40;
+                assert!(Footer::decode(&d, file_len).is_err(), "v{version}: flip at {i} accepted");
+            }
+        }
+        let v2 = Footer {
+            version: 2,
+            index: handle(0, 0),
+            filter: handle(0, 0),
+            prefix_filter: handle(0, 0),
+            properties: handle(0, 0),
+        }
+        .encode();
+        assert!(matches!(
+            Footer::decode(&v2[16..], 64),
+            Err(FooterError::Invalid(_))
+        ));
+    }
+
+    fn properties(prefix: bool) -> Properties {
+        Properties {
             entries: 3,
             tombstones: 1,
             data_blocks: 1,
@@ -259,11 +344,40 @@ mod tests {
             level: 2,
             created_unix_ms: 7,
             writer: "w".into(),
-        };
-        let b = p.encode().unwrap();
-        assert_eq!(Properties::decode(&b).unwrap(), p);
-        for len in 0..b.len() {
-            assert!(Properties::decode(&b[..len]).is_err());
+            prefix_filter_kind: prefix.then_some(FilterKind::Ribbon),
+            prefix_extractor: prefix.then(|| "fixed:4".to_string()),
+            prefixes: if prefix { 2 } else { 0 },
+        }
+    }
+
+    #[test]
+    fn properties_round_trip() {
+        for prefix in [false, true] {
+            let p = properties(prefix);
+            let b = p.encode().unwrap();
+            assert_eq!(Properties::decode(&b, 2).unwrap(), p);
+            for len in 0..b.len() {
+                assert!(Properties::decode(&b[..len], 2).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn properties_with_disagreeing_prefix_fields_are_refused() {
+        for (kind, rule, prefixes) in [
+            (Some(FilterKind::Blocked), None, 1),
+            (None, Some("fixed:4"), 0),
+            (None, None, 1),
+            (Some(FilterKind::Blocked), Some("fixed:4"), 4),
+        ] {
+            let p = Properties {
+                prefix_filter_kind: kind,
+                prefix_extractor: rule.map(str::to_string),
+                prefixes,
+                ..properties(false)
+            };
+            let err = Properties::decode(&p.encode().unwrap(), 2).unwrap_err();
+            assert!(err.contains("prefix") || err.contains("inconsistent"), "{err}");
         }
     }
 }

@@ -17,8 +17,8 @@ pub use block::{BlockHandle, Entry};
 pub(crate) use block::{TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use cache::BlockCache;
-pub use footer::{Footer, Properties, FOOTER_LEN, TABLE_MAGIC, TABLE_VERSION};
-pub use reader::{FilterProblem, FilterState, Table, TableIter, TableReadStats};
+pub use footer::{Footer, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_MAGIC, TABLE_VERSION};
+pub use reader::{FilterProblem, FilterState, PrefixCheck, Table, TableIter, TableReadStats};
 
 /// Decoders of the blocks inside a table, for the crate's decoder fuzz test.
 #[cfg(test)]

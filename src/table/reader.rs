@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use super::block::{decode_entries, unseal, BlockHandle, Cursor, Entry};
 use super::cache::{Block, BlockCache};
-use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, TABLE_VERSION};
+use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_VERSION};
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
 use crate::filter::{FilterError, FilterReader};
+use crate::prefix::PrefixExtractor;
 
 /// The table's filter as loaded at open.
 #[derive(Debug)]
@@ -40,6 +41,26 @@ pub enum FilterProblem {
         /// Entries the table's properties say it holds.
         table_entries: u64,
     },
+    /// An intact prefix filter block that holds a different number of prefixes than the
+    /// table's properties record.
+    PrefixCountMismatch {
+        /// Prefixes the filter header says it holds.
+        filter_prefixes: u64,
+        /// Distinct prefixes the table's properties record.
+        table_prefixes: u64,
+    },
+}
+
+/// What a table's prefix filter says about a prefix (`Table::check_prefix`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrefixCheck {
+    /// No key of the table has this prefix: skip the table.
+    Absent,
+    /// The filter says "maybe".
+    Maybe,
+    /// No usable prefix filter under this rule (none written, written under another rule,
+    /// or it failed validation): the table must be read.
+    Unfiltered,
 }
 
 impl std::fmt::Display for FilterProblem {
@@ -52,6 +73,13 @@ impl std::fmt::Display for FilterProblem {
             } => write!(
                 f,
                 "filter holds {filter_keys} keys but the table has {table_entries} entries"
+            ),
+            FilterProblem::PrefixCountMismatch {
+                filter_prefixes,
+                table_prefixes,
+            } => write!(
+                f,
+                "prefix filter holds {filter_prefixes} prefixes but the table records {table_prefixes}"
             ),
         }
     }
@@ -90,6 +118,10 @@ pub struct Table {
     max_prefix: u64,
     props: Properties,
     filter: FilterState,
+    prefix_filter: FilterState,
+    /// The rule `prefix_filter` was built under, when this build knows it.
+    prefix_rule: Option<PrefixExtractor>,
+    format_version: u32,
 }
 
 impl std::fmt::Debug for Table {
@@ -130,20 +162,21 @@ impl Table {
             .metadata()
             .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
             .len();
-        if file_size < FOOTER_LEN as u64 {
+        if file_size < FOOTER_V1_LEN as u64 {
             return Err(Error::corruption(
                 path,
                 format!(
-                    "table file is {file_size} bytes, shorter than its {FOOTER_LEN}-byte footer"
+                    "table file is {file_size} bytes, shorter than the smallest footer ({FOOTER_V1_LEN})"
                 ),
             ));
         }
+        let tail = file_size.min(FOOTER_LEN as u64);
         let footer_bytes = read_at(
             &file,
             path,
             BlockHandle {
-                offset: file_size - FOOTER_LEN as u64,
-                size: FOOTER_LEN as u64,
+                offset: file_size - tail,
+                size: tail,
             },
         )?;
         let footer = Footer::decode(&footer_bytes, file_size).map_err(|e| match e {
@@ -155,25 +188,31 @@ impl Table {
             },
             FooterError::Invalid(reason) => Error::corruption(path, reason),
         })?;
-        let props = Properties::decode(&read_at(&file, path, footer.properties)?)
+        let props = Properties::decode(&read_at(&file, path, footer.properties)?, footer.version)
             .map_err(|r| Error::corruption(path, format!("properties block: {r}")))?;
-        let index = Self::decode_index(
-            &read_at(&file, path, footer.index)?,
-            footer.filter.offset.min(footer.index.offset),
-        )
-        .map_err(|r| Error::corruption(path, format!("index block: {r}")))?;
-        let filter = if footer.filter.size == 0 {
-            FilterState::None
-        } else {
-            match FilterReader::new(read_at(&file, path, footer.filter)?) {
-                Ok(r) if r.header().n == props.entries => FilterState::Valid(r),
-                Ok(r) => FilterState::Invalid(FilterProblem::KeyCountMismatch {
-                    filter_keys: r.header().n,
-                    table_entries: props.entries,
-                }),
-                Err(e) => FilterState::Invalid(FilterProblem::Damaged(e)),
+        let mut data_end = footer.filter.offset.min(footer.index.offset);
+        if footer.version >= 2 {
+            data_end = data_end.min(footer.prefix_filter.offset);
+        }
+        let index = Self::decode_index(&read_at(&file, path, footer.index)?, data_end)
+            .map_err(|r| Error::corruption(path, format!("index block: {r}")))?;
+        let filter = Self::load_filter(&file, path, footer.filter, props.entries, |n| {
+            FilterProblem::KeyCountMismatch {
+                filter_keys: n,
+                table_entries: props.entries,
             }
-        };
+        })?;
+        let prefix_filter =
+            Self::load_filter(&file, path, footer.prefix_filter, props.prefixes, |n| {
+                FilterProblem::PrefixCountMismatch {
+                    filter_prefixes: n,
+                    table_prefixes: props.prefixes,
+                }
+            })?;
+        let prefix_rule = props
+            .prefix_extractor
+            .as_deref()
+            .and_then(PrefixExtractor::from_id);
         Ok(Table {
             id,
             path: path.to_path_buf(),
@@ -184,6 +223,28 @@ impl Table {
             index,
             props,
             filter,
+            prefix_filter,
+            prefix_rule,
+            format_version: footer.version,
+        })
+    }
+
+    /// Reads and validates the filter block at `h` (none when its size is 0); a block that
+    /// fails validation, or holds other than `n` keys, is kept as `Invalid` and never used.
+    fn load_filter(
+        file: &File,
+        path: &Path,
+        h: BlockHandle,
+        n: u64,
+        mismatch: impl Fn(u64) -> FilterProblem,
+    ) -> Result<FilterState> {
+        if h.size == 0 {
+            return Ok(FilterState::None);
+        }
+        Ok(match FilterReader::new(read_at(file, path, h)?) {
+            Ok(r) if r.header().n == n => FilterState::Valid(r),
+            Ok(r) => FilterState::Invalid(mismatch(r.header().n)),
+            Err(e) => FilterState::Invalid(FilterProblem::Damaged(e)),
         })
     }
 
@@ -260,11 +321,51 @@ impl Table {
     pub fn ends_before(&self, key: &[u8]) -> bool {
         cmp_prefixed(self.max_prefix, self.max_key(), key_prefix(key), key) == Ordering::Less
     }
-    /// Bytes of filter held in memory.
+    /// Bytes of whole-key filter held in memory.
     pub fn filter_bytes(&self) -> u64 {
         match &self.filter {
             FilterState::Valid(r) => r.as_bytes().len() as u64,
             _ => 0,
+        }
+    }
+    /// The prefix filter as loaded.
+    pub fn prefix_filter(&self) -> &FilterState {
+        &self.prefix_filter
+    }
+    /// The rule the prefix filter was built under, when this build knows it.
+    pub fn prefix_rule(&self) -> Option<PrefixExtractor> {
+        self.prefix_rule
+    }
+    /// Bytes of prefix filter held in memory.
+    pub fn prefix_filter_bytes(&self) -> u64 {
+        match &self.prefix_filter {
+            FilterState::Valid(r) => r.as_bytes().len() as u64,
+            _ => 0,
+        }
+    }
+    /// The table format version the file was written in.
+    pub fn format_version(&self) -> u32 {
+        self.format_version
+    }
+
+    /// What the prefix filter says about `prefix` (a prefix `rule` gives; `hash` is
+    /// `hash_key(prefix)`). Only a filter built under `rule` itself is consulted: under any
+    /// other rule the table's prefixes are different strings, and "absent" would mean nothing.
+    pub fn check_prefix(&self, rule: PrefixExtractor, prefix: &[u8], hash: u64) -> PrefixCheck {
+        match &self.prefix_filter {
+            FilterState::Valid(f) if self.prefix_rule == Some(rule) => {
+                let maybe = if f.header().seed == crate::filter::hash::DEFAULT_SEED {
+                    f.may_contain_hash(hash)
+                } else {
+                    f.may_contain(prefix)
+                };
+                if maybe {
+                    PrefixCheck::Maybe
+                } else {
+                    PrefixCheck::Absent
+                }
+            }
+            _ => PrefixCheck::Unfiltered,
         }
     }
 
@@ -433,6 +534,7 @@ mod tests {
             block_size: 64,
             filter: None,
             level: 0,
+            ..TableBuilderOptions::default()
         };
         let mut b = TableBuilder::create(&path, opts).unwrap();
         for k in &keys {
