@@ -278,7 +278,8 @@ pub fn inspect_path_with_budget(path: &Path, filter_budget: Option<&BudgetArgs>)
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     let filter_magic = bytes.starts_with(&crate::filter::format::MAGIC);
-    if !filter_magic && bytes.len() >= crate::table::FOOTER_V1_LEN && bytes.ends_with(&TABLE_MAGIC) {
+    if !filter_magic && bytes.len() >= crate::table::FOOTER_V1_LEN && bytes.ends_with(&TABLE_MAGIC)
+    {
         let t = Table::open(path, 0)?;
         return Ok(Report::Table(TableReport::new(&t, None)));
     }

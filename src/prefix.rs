@@ -193,7 +193,9 @@ mod tests {
             PrefixExtractor::delimiter(b':', 2),
         ] {
             for k in &keys {
-                let Some(l) = rule.prefix_len(k) else { continue };
+                let Some(l) = rule.prefix_len(k) else {
+                    continue;
+                };
                 for other in keys.iter().filter(|o| o.starts_with(&k[..l])) {
                     assert_eq!(rule.prefix_len(other), Some(l), "{rule} {k:?} {other:?}");
                 }

@@ -194,3 +194,34 @@ impl Iterator for DbIter {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A range gets a prefix exactly when every key it can hold starts with that prefix.
+    #[test]
+    fn range_prefix_only_for_ranges_inside_one_prefix() {
+        use Bound::{Excluded as Ex, Included as In, Unbounded as Un};
+        let rule = PrefixExtractor::fixed(2);
+        let cases: [(Bound<&[u8]>, Bound<&[u8]>, Option<&[u8]>); 11] = [
+            (In(b"ab"), Ex(b"ac"), Some(b"ab")),
+            (In(b"abz"), Ex(b"ac"), Some(b"ab")),
+            (Ex(b"ab"), In(b"ab\xff\xff"), Some(b"ab")),
+            // "ac" itself is in the range and does not start with "ab".
+            (In(b"ab"), In(b"ac"), None),
+            (In(b"ab"), Ex(b"ac\0"), None),
+            (In(b"ab"), Un, None),
+            (Un, Ex(b"ab"), None),
+            // The rule gives "a" no prefix.
+            (In(b"a"), Ex(b"a\xff"), None),
+            // Every key from "\xff\xff" on starts with it.
+            (In(b"\xff\xff"), Un, Some(b"\xff\xff")),
+            (In(b"a\xff"), Ex(b"b"), Some(b"a\xff")),
+            (In(b"a\xff"), In(b"b"), None),
+        ];
+        for (s, e, want) in cases {
+            assert_eq!(range_prefix(rule, s, e), want, "{s:?} {e:?}");
+        }
+    }
+}

@@ -301,7 +301,9 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
             if let FilterState::Valid(f) = t.prefix_filter() {
                 let h = f.header();
                 l.prefix_filter_keys = l.prefix_filter_keys.saturating_add(h.n);
-                l.prefix_filter_bytes = l.prefix_filter_bytes.saturating_add(t.prefix_filter_bytes());
+                l.prefix_filter_bytes = l
+                    .prefix_filter_bytes
+                    .saturating_add(t.prefix_filter_bytes());
                 l.prefix_expected_fpr_sum += h.kind.expected_fpr(h.m, h.n, h.k);
             }
         }

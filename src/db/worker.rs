@@ -81,11 +81,7 @@ pub(super) fn write_l0(
     id: u64,
 ) -> Result<Table> {
     let path = table_path(dir, id);
-    let mut b = TableBuilder::create_in(
-        fs,
-        &path,
-        opts.table_options(0, filter),
-    )?;
+    let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filter))?;
     mem.for_each_newest(|k, v| b.add(k, v))?;
     b.finish()?;
     Table::open(&path, id)

@@ -314,7 +314,10 @@ mod tests {
             for i in 0..b.len() {
                 let mut d = b.clone();
                 d[i] ^= 0x40;
-                assert!(Footer::decode(&d, file_len).is_err(), "v{version}: flip at {i} accepted");
+                assert!(
+                    Footer::decode(&d, file_len).is_err(),
+                    "v{version}: flip at {i} accepted"
+                );
             }
         }
         let v2 = Footer {
@@ -377,7 +380,10 @@ mod tests {
                 ..properties(false)
             };
             let err = Properties::decode(&p.encode().unwrap(), 2).unwrap_err();
-            assert!(err.contains("prefix") || err.contains("inconsistent"), "{err}");
+            assert!(
+                err.contains("prefix") || err.contains("inconsistent"),
+                "{err}"
+            );
         }
     }
 }
