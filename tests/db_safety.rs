@@ -445,9 +445,8 @@ fn a_filter_that_does_not_match_its_table_is_not_trusted() {
     let mut b = TableBuilder::create(
         &other_path,
         TableBuilderOptions {
-            block_size: 4096,
             filter: Some(FilterPolicy::default()),
-            level: 0,
+            ..TableBuilderOptions::default()
         },
     )
     .unwrap();

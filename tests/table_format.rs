@@ -1,14 +1,17 @@
 //! Frozen table files (FORMAT.md §3): every released table format version stays readable.
 //!
-//! `fixtures/table-v1/` was written by the table format 1 writer and is never regenerated.
+//! `fixtures/table-v1/` was written by the table format 1 writer, `fixtures/table-v2/` by the
+//! format 2 writer (prefix filters); neither is ever regenerated.
 //! Each fixture holds the keys of `fixtures/filter-v1/keys.txt` sorted, value `v<i>` for the
 //! i-th key, every 7th key a tombstone.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use lsm_bloom::filter::hash_key;
 use lsm_bloom::filter::FilterKind;
+use lsm_bloom::table::PrefixCheck;
 use lsm_bloom::table::{FilterState, Table, TableBuilder, TableBuilderOptions, TableReadStats};
-use lsm_bloom::FilterPolicy;
+use lsm_bloom::{FilterPolicy, PrefixExtractor};
 
 fn fixture_dir(version: u32) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/table-v{version}"))
@@ -46,7 +49,7 @@ fn fixture_path(version: u32, name: &str, opts: TableBuilderOptions) -> PathBuf 
     path
 }
 
-fn v1_options(filter: Option<FilterPolicy>) -> TableBuilderOptions {
+fn options(filter: Option<FilterPolicy>) -> TableBuilderOptions {
     TableBuilderOptions {
         block_size: 512,
         filter,
@@ -56,7 +59,7 @@ fn v1_options(filter: Option<FilterPolicy>) -> TableBuilderOptions {
 }
 
 /// Opens `path` and checks every entry by point lookup and by a full scan.
-fn check_table(path: &PathBuf) -> Table {
+fn check_table(path: &Path) -> Table {
     let t = Table::open(path, 1).unwrap();
     let want = entries();
     let mut stats = TableReadStats::default();
@@ -84,7 +87,7 @@ fn table_v1_fixtures_still_read() {
     let blocked = check_table(&fixture_path(
         1,
         "blocked-10bpk.sst",
-        v1_options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0))),
+        options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0))),
     ));
     assert_eq!(blocked.properties().filter_kind, Some(FilterKind::Blocked));
     let FilterState::Valid(f) = blocked.filter() else {
@@ -93,7 +96,83 @@ fn table_v1_fixtures_still_read() {
     for (k, _) in entries() {
         assert!(f.may_contain(&k));
     }
-    let plain = check_table(&fixture_path(1, "no-filter.sst", v1_options(None)));
+    let plain = check_table(&fixture_path(1, "no-filter.sst", options(None)));
     assert!(matches!(plain.filter(), FilterState::None));
     assert_eq!(plain.properties().filter_kind, None);
+    for t in [&blocked, &plain] {
+        assert_eq!(t.format_version(), 1);
+        assert!(matches!(t.prefix_filter(), FilterState::None));
+        assert_eq!(t.properties().prefix_extractor, None);
+        let rule = PrefixExtractor::fixed(7);
+        assert_eq!(
+            t.check_prefix(rule, b"user:70", hash_key(b"user:70")),
+            PrefixCheck::Unfiltered
+        );
+    }
+}
+
+/// A format 2 table with a prefix filter under `rule`: every key's prefix passes it, the
+/// recorded rule and count are right, and another rule gets `Unfiltered`.
+fn check_prefix_table(t: &Table, rule: PrefixExtractor, kind: FilterKind) {
+    assert_eq!(t.format_version(), 2);
+    let p = t.properties();
+    assert_eq!(p.prefix_extractor.as_deref(), Some(rule.id().as_str()));
+    assert_eq!(p.prefix_filter_kind, Some(kind));
+    let mut prefixes: Vec<Vec<u8>> = entries()
+        .iter()
+        .filter_map(|(k, _)| rule.prefix(k).map(<[u8]>::to_vec))
+        .collect();
+    prefixes.dedup();
+    assert_eq!(p.prefixes, prefixes.len() as u64);
+    assert!(matches!(t.prefix_filter(), FilterState::Valid(_)));
+    for q in &prefixes {
+        assert_eq!(t.check_prefix(rule, q, hash_key(q)), PrefixCheck::Maybe);
+        let other = PrefixExtractor::fixed(q.len() as u32 + 1);
+        assert_eq!(
+            t.check_prefix(other, q, hash_key(q)),
+            PrefixCheck::Unfiltered
+        );
+    }
+    let absent = (0..1000)
+        .map(|i| format!("nope{i:04}:"))
+        .filter(|q| {
+            t.check_prefix(rule, q.as_bytes(), hash_key(q.as_bytes())) == PrefixCheck::Absent
+        })
+        .count();
+    assert!(absent > 900, "{absent} of 1000 absent prefixes excluded");
+}
+
+#[test]
+fn table_v2_fixtures_read_with_their_prefix_filters() {
+    let fixed = PrefixExtractor::fixed(7);
+    let both = check_table(&fixture_path(
+        2,
+        "blocked-prefix-fixed7.sst",
+        TableBuilderOptions {
+            prefix_extractor: Some(fixed),
+            ..options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
+        },
+    ));
+    check_prefix_table(&both, fixed, FilterKind::Blocked);
+    assert!(matches!(both.filter(), FilterState::Valid(_)));
+    assert_eq!(both.properties().filter_kind, Some(FilterKind::Blocked));
+
+    let delimiter = PrefixExtractor::delimiter(b':', 2);
+    let only = check_table(&fixture_path(
+        2,
+        "ribbon-prefix-only-delim2.sst",
+        TableBuilderOptions {
+            prefix_extractor: Some(delimiter),
+            whole_key_filter: false,
+            ..options(Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01)))
+        },
+    ));
+    check_prefix_table(&only, delimiter, FilterKind::Ribbon);
+    assert!(matches!(only.filter(), FilterState::None));
+    assert_eq!(only.properties().filter_kind, None);
+
+    let plain = check_table(&fixture_path(2, "no-filter.sst", options(None)));
+    assert_eq!(plain.format_version(), 2);
+    assert!(matches!(plain.filter(), FilterState::None));
+    assert!(matches!(plain.prefix_filter(), FilterState::None));
 }

@@ -204,7 +204,8 @@ mod tests {
     fn range_prefix_only_for_ranges_inside_one_prefix() {
         use Bound::{Excluded as Ex, Included as In, Unbounded as Un};
         let rule = PrefixExtractor::fixed(2);
-        let cases: [(Bound<&[u8]>, Bound<&[u8]>, Option<&[u8]>); 11] = [
+        type Case<'a> = (Bound<&'a [u8]>, Bound<&'a [u8]>, Option<&'a [u8]>);
+        let cases: [Case; 11] = [
             (In(b"ab"), Ex(b"ac"), Some(b"ab")),
             (In(b"abz"), Ex(b"ac"), Some(b"ab")),
             (Ex(b"ab"), In(b"ab\xff\xff"), Some(b"ab")),
