@@ -257,3 +257,57 @@ fn database_written_under_a_budget_shows_kinds_and_the_allocation() {
         "{text}"
     );
 }
+
+/// A store under a prefix rule: the dump shows each table's prefix filter and the prefix
+/// counts per level, in text and JSON, and they agree with `Db::stats()`.
+#[test]
+fn database_with_prefix_filters_shows_prefix_counts() {
+    use lsm_bloom::{Db, Options, PrefixExtractor};
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            prefix_extractor: Some(PrefixExtractor::delimiter(b':', 1)),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    for t in 0..2u32 {
+        for p in 0..300u32 {
+            for s in 0..3 {
+                db.put(format!("p{p:04}:{t}{s}"), "v").unwrap();
+            }
+        }
+        db.flush().unwrap();
+    }
+    let stats = db.stats();
+    db.close().unwrap();
+    assert_eq!(stats.total.prefix_filter_keys, 600);
+    let out = run(&[dir.path()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("prefix filter (rule delimiter:3a:1, 300 distinct prefixes)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("prefix filters: 2 tables under delimiter:3a:1, 600 prefixes"),
+        "{text}"
+    );
+    let out = run(&[dir.path(), Path::new("--json")]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["totals"]["prefixes"], 600);
+    assert_eq!(
+        json["totals"]["prefix_filter_bytes"],
+        stats.total.prefix_filter_bytes
+    );
+    let t = &json["levels"][0][0];
+    assert_eq!(t["format_version"], 2);
+    assert_eq!(t["prefix_filter_status"], "valid");
+    assert_eq!(t["prefix_filter"]["n"], 300);
+    assert_eq!(t["properties"]["prefix_extractor"], "delimiter:3a:1");
+}

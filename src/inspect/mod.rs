@@ -5,7 +5,6 @@
 //! `Report::problems` lists what was invalid (a damaged filter inside a table does not stop
 //! the rest of the report).
 
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -17,6 +16,8 @@ use crate::db::version::Version;
 use crate::error::{Error, Result};
 use crate::filter::{FilterInfo, FilterKind, FilterReader};
 use crate::table::{FilterState, Properties, Table, TABLE_MAGIC};
+
+mod text;
 
 /// What `inspect_path` found.
 #[derive(Clone, Debug, Serialize)]
@@ -52,6 +53,16 @@ pub struct TableReport {
     /// FPR measured by probing the filter with 100,000 random hashes (valid filters only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_fpr_random_probes: Option<f64>,
+    /// Table format version (FORMAT.md §3).
+    pub format_version: u32,
+    /// The prefix filter (format 2): "valid", "none" or "invalid".
+    pub prefix_filter_status: &'static str,
+    /// Why the prefix filter is invalid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_filter_error: Option<String>,
+    /// The prefix filter, when valid (its `n` is the number of distinct prefixes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_filter: Option<FilterReport>,
 }
 
 /// Totals for one level or the whole database.
@@ -72,8 +83,19 @@ pub struct Totals {
     pub expected_fpr_sum: f64,
     /// Sum of the filters' FPRs measured with random probes.
     pub observed_fpr_sum: f64,
-    /// Tables whose filter failed validation.
+    /// Filter blocks (whole-key or prefix) that failed validation.
     pub invalid_filters: u64,
+    /// Tables with a valid prefix filter.
+    pub prefix_filters: u64,
+    /// Distinct prefixes in those filters (summed over tables).
+    pub prefixes: u64,
+    /// Bytes of valid prefix filter blocks.
+    pub prefix_filter_bytes: u64,
+    /// Sum of the prefix filters' expected FPRs (expected wasted reads for an absent-prefix
+    /// scan that overlaps every table).
+    pub prefix_expected_fpr_sum: f64,
+    /// Prefix rules the tables were written under (`PrefixExtractor::id`).
+    pub prefix_rules: Vec<String>,
     /// Filter kinds the valid filters use.
     pub kinds: Vec<FilterKind>,
     /// Bits per key the tables' writers asked for (the properties' value, key-weighted):
@@ -101,20 +123,21 @@ pub struct DatabaseReport {
 impl Report {
     /// Everything found invalid, one line each (empty when all is well).
     pub fn problems(&self) -> Vec<String> {
-        let table_problem = |t: &TableReport| {
-            t.filter_error
+        let table_problems = |t: &TableReport| {
+            let whole = t
+                .filter_error
                 .as_ref()
-                .map(|e| format!("{}: filter block: {e}", t.file))
+                .map(|e| format!("{}: filter block: {e}", t.file));
+            let prefix = t
+                .prefix_filter_error
+                .as_ref()
+                .map(|e| format!("{}: prefix filter block: {e}", t.file));
+            whole.into_iter().chain(prefix)
         };
         match self {
             Report::Filter(_) => Vec::new(),
-            Report::Table(t) => table_problem(t).into_iter().collect(),
-            Report::Database(d) => d
-                .levels
-                .iter()
-                .flatten()
-                .filter_map(table_problem)
-                .collect(),
+            Report::Table(t) => table_problems(t).collect(),
+            Report::Database(d) => d.levels.iter().flatten().flat_map(table_problems).collect(),
         }
     }
 }
@@ -134,21 +157,35 @@ fn random_probe_fpr<B: AsRef<[u8]>>(r: &FilterReader<B>) -> f64 {
     hits as f64 / RANDOM_PROBES as f64
 }
 
+/// Status, error, report and measured FPR of a table's filter.
+type FilterParts = (
+    &'static str,
+    Option<String>,
+    Option<FilterReport>,
+    Option<f64>,
+);
+
+fn filter_parts(state: &FilterState) -> FilterParts {
+    match state {
+        FilterState::Valid(r) => (
+            "valid",
+            None,
+            Some(FilterReport {
+                checksum: "ok",
+                info: r.info(),
+            }),
+            Some(random_probe_fpr(r)),
+        ),
+        FilterState::None => ("none", None, None, None),
+        FilterState::Invalid(e) => ("invalid", Some(e.to_string()), None, None),
+    }
+}
+
 impl TableReport {
     fn new(t: &Table, level: Option<u32>) -> Self {
-        let (filter_status, filter_error, filter, observed) = match t.filter() {
-            FilterState::Valid(r) => (
-                "valid",
-                None,
-                Some(FilterReport {
-                    checksum: "ok",
-                    info: r.info(),
-                }),
-                Some(random_probe_fpr(r)),
-            ),
-            FilterState::None => ("none", None, None, None),
-            FilterState::Invalid(e) => ("invalid", Some(e.to_string()), None, None),
-        };
+        let (filter_status, filter_error, filter, observed) = filter_parts(t.filter());
+        let (prefix_filter_status, prefix_filter_error, prefix_filter, _) =
+            filter_parts(t.prefix_filter());
         TableReport {
             file: t
                 .path()
@@ -161,6 +198,10 @@ impl TableReport {
             filter_error,
             filter,
             observed_fpr_random_probes: observed,
+            format_version: t.format_version(),
+            prefix_filter_status,
+            prefix_filter_error,
+            prefix_filter,
         }
     }
 }
@@ -180,7 +221,18 @@ impl Totals {
             }
             self.requested_bits += t.properties.filter_bits_per_key * f.info.n as f64;
         }
-        self.invalid_filters += u64::from(t.filter_status == "invalid");
+        if let Some(f) = &t.prefix_filter {
+            self.prefix_filters += 1;
+            self.prefixes = self.prefixes.saturating_add(f.info.n);
+            self.prefix_filter_bytes = self.prefix_filter_bytes.saturating_add(f.info.block_bytes);
+            self.prefix_expected_fpr_sum += f.info.expected_fpr;
+            let rule = t.properties.prefix_extractor.clone().unwrap_or_default();
+            if !self.prefix_rules.contains(&rule) {
+                self.prefix_rules.push(rule);
+            }
+        }
+        self.invalid_filters += u64::from(t.filter_status == "invalid")
+            + u64::from(t.prefix_filter_status == "invalid");
         (self.bits_per_key, self.requested_bits_per_key) = if self.filter_keys == 0 {
             (0.0, 0.0)
         } else {
@@ -289,139 +341,6 @@ pub fn inspect_path_with_budget(path: &Path, filter_budget: Option<&BudgetArgs>)
             Error::Filter(f) => Error::corruption(path, f.to_string()),
             other => other,
         })
-}
-
-impl fmt::Display for FilterReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = &self.info;
-        writeln!(f, "  format version  {}", i.version)?;
-        writeln!(f, "  kind            {}", i.kind)?;
-        writeln!(f, "  hash            {} (seed {})", i.hash, i.seed)?;
-        writeln!(f, "  k (probes)      {}", i.k)?;
-        writeln!(
-            f,
-            "  m (bits)        {}{}",
-            i.m,
-            if i.lines > 0 {
-                format!(" ({} lines of 64 bytes)", i.lines)
-            } else {
-                String::new()
-            }
-        )?;
-        writeln!(f, "  n (keys)        {}", i.n)?;
-        writeln!(f, "  bits/key        {:.3}", i.bits_per_key)?;
-        writeln!(f, "  block bytes     {}", i.block_bytes)?;
-        writeln!(f, "  fill ratio      {:.4}", i.fill_ratio)?;
-        writeln!(f, "  expected FPR    {:.4}%", i.expected_fpr * 100.0)?;
-        writeln!(
-            f,
-            "  FPR from fill   {:.4}%",
-            i.estimated_fpr_from_fill * 100.0
-        )?;
-        writeln!(
-            f,
-            "  checksum        {} (crc32 {:#010x})",
-            self.checksum, i.crc32
-        )
-    }
-}
-
-impl fmt::Display for TableReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = &self.properties;
-        writeln!(
-            f,
-            "table {} (level {}, {} bytes)",
-            self.file, self.level, self.file_bytes
-        )?;
-        writeln!(
-            f,
-            "  entries         {} ({} tombstones) in {} data blocks",
-            p.entries, p.tombstones, p.data_blocks
-        )?;
-        writeln!(
-            f,
-            "  key range       {} .. {}",
-            printable(&p.min_key),
-            printable(&p.max_key)
-        )?;
-        writeln!(
-            f,
-            "  written by      {} at {} ms since epoch",
-            p.writer, p.created_unix_ms
-        )?;
-        match (&self.filter, &self.filter_error) {
-            (Some(r), _) => {
-                writeln!(
-                    f,
-                    "  filter block (policy {} bits/key)",
-                    p.filter_bits_per_key
-                )?;
-                write!(f, "{r}")?;
-                writeln!(
-                    f,
-                    "  FPR, 100k random probes {:.4}%",
-                    self.observed_fpr_random_probes.unwrap_or(0.0) * 100.0
-                )
-            }
-            (None, Some(e)) => writeln!(
-                f,
-                "  filter block    INVALID: {e} (table is read without a filter)"
-            ),
-            (None, None) => writeln!(f, "  filter block    none"),
-        }
-    }
-}
-
-impl fmt::Display for Totals {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "{} tables, {} entries, filters {} ({:.2} bits/key requested), filter memory {} bytes ({:.2} bits/key), expected FPR sum {:.4}%, observed (random probes) {:.4}%, invalid filters {}",
-            self.tables,
-            self.entries,
-            if self.kinds.is_empty() {
-                "none".to_string()
-            } else {
-                self.kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join("+")
-            },
-            self.requested_bits_per_key,
-            self.filter_bytes,
-            self.bits_per_key,
-            self.expected_fpr_sum * 100.0,
-            self.observed_fpr_sum * 100.0,
-            self.invalid_filters
-        )
-    }
-}
-
-impl fmt::Display for Report {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Report::Filter(r) => {
-                writeln!(f, "filter block")?;
-                write!(f, "{r}")
-            }
-            Report::Table(t) => write!(f, "{t}"),
-            Report::Database(d) => {
-                writeln!(f, "database")?;
-                for (level, (tables, totals)) in d.levels.iter().zip(&d.level_totals).enumerate() {
-                    if tables.is_empty() {
-                        continue;
-                    }
-                    write!(f, "level {level}: {totals}")?;
-                    for t in tables {
-                        write!(f, "{t}")?;
-                    }
-                }
-                write!(f, "total: {}", d.totals)?;
-                if let Some(a) = &d.filter_budget {
-                    write!(f, "{a}")?;
-                }
-                Ok(())
-            }
-        }
-    }
 }
 
 /// A key as text: printable ASCII as is, other bytes as `\xNN`.

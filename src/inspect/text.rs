@@ -1,0 +1,168 @@
+//! The text form of `dump_filter`'s reports (`Display`); the JSON form is their `serde`
+//! serialisation.
+
+use std::fmt;
+
+use super::{printable, FilterReport, Report, TableReport, Totals};
+
+impl fmt::Display for FilterReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.info;
+        writeln!(f, "  format version  {}", i.version)?;
+        writeln!(f, "  kind            {}", i.kind)?;
+        writeln!(f, "  hash            {} (seed {})", i.hash, i.seed)?;
+        writeln!(f, "  k (probes)      {}", i.k)?;
+        writeln!(
+            f,
+            "  m (bits)        {}{}",
+            i.m,
+            if i.lines > 0 {
+                format!(" ({} lines of 64 bytes)", i.lines)
+            } else {
+                String::new()
+            }
+        )?;
+        writeln!(f, "  n (keys)        {}", i.n)?;
+        writeln!(f, "  bits/key        {:.3}", i.bits_per_key)?;
+        writeln!(f, "  block bytes     {}", i.block_bytes)?;
+        writeln!(f, "  fill ratio      {:.4}", i.fill_ratio)?;
+        writeln!(f, "  expected FPR    {:.4}%", i.expected_fpr * 100.0)?;
+        writeln!(
+            f,
+            "  FPR from fill   {:.4}%",
+            i.estimated_fpr_from_fill * 100.0
+        )?;
+        writeln!(
+            f,
+            "  checksum        {} (crc32 {:#010x})",
+            self.checksum, i.crc32
+        )
+    }
+}
+
+impl fmt::Display for TableReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = &self.properties;
+        writeln!(
+            f,
+            "table {} (level {}, {} bytes)",
+            self.file, self.level, self.file_bytes
+        )?;
+        writeln!(
+            f,
+            "  entries         {} ({} tombstones) in {} data blocks",
+            p.entries, p.tombstones, p.data_blocks
+        )?;
+        writeln!(
+            f,
+            "  key range       {} .. {}",
+            printable(&p.min_key),
+            printable(&p.max_key)
+        )?;
+        writeln!(
+            f,
+            "  written by      {} at {} ms since epoch",
+            p.writer, p.created_unix_ms
+        )?;
+        match (&self.filter, &self.filter_error) {
+            (Some(r), _) => {
+                writeln!(
+                    f,
+                    "  filter block (policy {} bits/key)",
+                    p.filter_bits_per_key
+                )?;
+                write!(f, "{r}")?;
+                writeln!(
+                    f,
+                    "  FPR, 100k random probes {:.4}%",
+                    self.observed_fpr_random_probes.unwrap_or(0.0) * 100.0
+                )
+            }
+            (None, Some(e)) => writeln!(
+                f,
+                "  filter block    INVALID: {e} (table is read without a filter)"
+            ),
+            (None, None) => writeln!(f, "  filter block    none"),
+        }?;
+        match (&self.prefix_filter, &self.prefix_filter_error) {
+            (Some(r), _) => {
+                writeln!(
+                    f,
+                    "  prefix filter (rule {}, {} distinct prefixes)",
+                    p.prefix_extractor.as_deref().unwrap_or("?"),
+                    p.prefixes
+                )?;
+                write!(f, "{r}")
+            }
+            (None, Some(e)) => writeln!(
+                f,
+                "  prefix filter   INVALID: {e} (prefix scans read the table)"
+            ),
+            (None, None) if self.format_version >= 2 => writeln!(f, "  prefix filter   none"),
+            (None, None) => writeln!(f, "  prefix filter   none (table format 1)"),
+        }
+    }
+}
+
+impl fmt::Display for Totals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} tables, {} entries, filters {} ({:.2} bits/key requested), filter memory {} bytes ({:.2} bits/key), expected FPR sum {:.4}%, observed (random probes) {:.4}%, invalid filters {}",
+            self.tables,
+            self.entries,
+            if self.kinds.is_empty() {
+                "none".to_string()
+            } else {
+                self.kinds.iter().map(|k| k.name()).collect::<Vec<_>>().join("+")
+            },
+            self.requested_bits_per_key,
+            self.filter_bytes,
+            self.bits_per_key,
+            self.expected_fpr_sum * 100.0,
+            self.observed_fpr_sum * 100.0,
+            self.invalid_filters
+        )?;
+        if self.prefix_filters > 0 {
+            writeln!(
+                f,
+                "  prefix filters: {} tables under {}, {} prefixes, {} bytes, expected FPR sum {:.4}%",
+                self.prefix_filters,
+                self.prefix_rules.join(", "),
+                self.prefixes,
+                self.prefix_filter_bytes,
+                self.prefix_expected_fpr_sum * 100.0
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Report::Filter(r) => {
+                writeln!(f, "filter block")?;
+                write!(f, "{r}")
+            }
+            Report::Table(t) => write!(f, "{t}"),
+            Report::Database(d) => {
+                writeln!(f, "database")?;
+                for (level, (tables, totals)) in d.levels.iter().zip(&d.level_totals).enumerate() {
+                    if tables.is_empty() {
+                        continue;
+                    }
+                    write!(f, "level {level}: {totals}")?;
+                    for t in tables {
+                        write!(f, "{t}")?;
+                    }
+                }
+                write!(f, "total: {}", d.totals)?;
+                if let Some(a) = &d.filter_budget {
+                    write!(f, "{a}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
