@@ -18,6 +18,10 @@ pub fn info(db: &Db) -> String {
         t.filter_bytes, s.filter_validation_failures, t.data_block_reads, t.bytes_read, s.tables_probed
     );
     text += &format!(
+        "prefix_scans:{}\r\nprefix_checks:{}\r\nprefix_useful:{}\r\nprefix_unfiltered:{}\r\nprefix_filter_bytes:{}\r\nscan_block_reads:{}\r\n",
+        s.prefix_scans, t.prefix_checks, t.prefix_useful, t.prefix_unfiltered, t.prefix_filter_bytes, t.scan_block_reads
+    );
+    text += &format!(
         "\r\n# Storage\r\ntables:{}\r\ntable_bytes:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_bytes:{}\r\nblock_cache_capacity:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_only_error:{}\r\n",
         t.tables,
         t.table_bytes,

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use lsm_bloom::{Db, Options};
+use lsm_bloom::{Db, Options, PrefixExtractor};
 
 use commands::Server;
 use conn::Budget;
@@ -71,6 +71,35 @@ struct Args {
     /// `no` allows serving a non-loopback address without a password.
     #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
     protected_mode: String,
+    /// Prefix filters by delimiter: a key's prefix runs up to and including its
+    /// `--prefix-delimiter-count`-th occurrence of this one ASCII character (e.g. `:`), and
+    /// `SCAN 0 MATCH prefix*` skips tables without that prefix.
+    #[arg(long, conflicts_with = "prefix_len")]
+    prefix_delimiter: Option<char>,
+    /// Which occurrence of `--prefix-delimiter` ends the prefix.
+    #[arg(long, default_value_t = 1, requires = "prefix_delimiter")]
+    prefix_delimiter_count: u32,
+    /// Prefix filters by length: a key's prefix is its first N bytes.
+    #[arg(long)]
+    prefix_len: Option<u32>,
+}
+
+/// The prefix rule the flags ask for.
+fn prefix_rule(args: &Args) -> Result<Option<PrefixExtractor>, String> {
+    match (args.prefix_delimiter, args.prefix_len) {
+        (Some(c), _) => {
+            let byte = u8::try_from(c)
+                .ok()
+                .filter(u8::is_ascii)
+                .ok_or_else(|| format!("--prefix-delimiter {c:?} is not one ASCII character"))?;
+            Ok(Some(PrefixExtractor::delimiter(
+                byte,
+                args.prefix_delimiter_count,
+            )))
+        }
+        (None, Some(len)) => Ok(Some(PrefixExtractor::fixed(len))),
+        (None, None) => Ok(None),
+    }
 }
 
 fn main() {
@@ -112,7 +141,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             .into());
         }
     }
-    let db = Db::open(&args.dir, Options::default())?;
+    let opts = Options {
+        prefix_extractor: prefix_rule(&args)?,
+        ..Options::default()
+    };
+    let db = Db::open(&args.dir, opts)?;
     let config = vec![
         ("save", String::new()),
         ("appendonly", "yes".into()),

@@ -10,8 +10,10 @@
 //!
 //! `MATCH` uses Redis's glob syntax (`*`, `?`, `[a-z]`, `[^x]`, `\` escapes), matched in
 //! O(pattern × key) time whatever the pattern; a pattern that is a literal prefix followed by
-//! `*` scans only that prefix's key range. `COUNT` is how many keys one call examines
-//! (default 10), capped at 100,000 per call.
+//! `*` scans only that prefix's key range (`Db::scan_prefix` from cursor 0, so with
+//! `--prefix-delimiter` or `--prefix-len` the store's prefix filters skip every table without
+//! the prefix; a resumed cursor's range is filtered too when it lies inside one prefix).
+//! `COUNT` is how many keys one call examines (default 10), capped at 100,000 per call.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
@@ -248,7 +250,12 @@ pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>]) -> Reply {
         }
     };
     let end = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-    let mut iter = match db.scan((Bound::Included(start), end)) {
+    let iter = if cursor == 0 {
+        db.scan_prefix(&prefix)
+    } else {
+        db.scan((Bound::Included(start), end))
+    };
+    let mut iter = match iter {
         Ok(it) => it,
         Err(e) => return Reply::err(e.to_string()),
     };
