@@ -2,7 +2,8 @@
 //! more threads, medians reported.
 //!
 //! `cargo run --release --features rocksdb --example db_bench -- [--keys N] [--value-size B]
-//!  [--ops M] [--rounds R] [--threads 1,2] [--block-cache-mib C] [--json]`
+//!  [--ops M] [--rounds R] [--threads 1,2] [--block-cache-mib C] [--json]`; prefix scans:
+//! `... -- --workload prefix [--keys N] [--prefixes P] [--scans S]` (`prefix.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -35,6 +36,8 @@ use lsm_bloom::table::{FilterState, Table};
 use lsm_bloom::{Db, Options};
 use rocksdb::statistics::{StatsLevel, Ticker};
 use serde::Serialize;
+
+mod prefix;
 
 #[derive(Parser, Clone)]
 #[command(about = "lsm-bloom vs RocksDB vs fjall")]
@@ -77,6 +80,15 @@ struct Args {
     /// Fully compact before the held phase.
     #[arg(long)]
     hold_compacted: bool,
+    /// `gets` (point lookups, the default) or `prefix` (prefix scans, `prefix.rs`).
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix"])]
+    workload: String,
+    /// Prefix workload: distinct prefixes (`--keys / --prefixes` keys each).
+    #[arg(long, default_value_t = 100_000)]
+    prefixes: u64,
+    /// Prefix workload: scans per phase, round and thread count.
+    #[arg(long, default_value_t = 20_000)]
+    scans: u64,
 }
 
 /// `--hold`: see `Args::hold`.
@@ -296,7 +308,11 @@ impl Engine for Fjall {
 }
 
 fn open_ours(dir: &Path, args: &Args) -> Ours {
-    let opts = Options {
+    Ours(Db::open(dir, ours_options(args)).expect("open lsm-bloom"))
+}
+
+fn ours_options(args: &Args) -> Options {
+    Options {
         memtable_size: (args.memtable_mib << 20) as usize,
         block_size: 4096,
         target_file_size: 64 << 20,
@@ -305,11 +321,15 @@ fn open_ours(dir: &Path, args: &Args) -> Ours {
         l0_compaction_trigger: 4,
         block_cache_bytes: args.block_cache_mib << 20,
         ..Options::default()
-    };
-    Ours(Db::open(dir, opts).expect("open lsm-bloom"))
+    }
 }
 
-fn open_rocks(dir: &Path, args: &Args) -> Rocks {
+/// RocksDB as in the module docs; `tweak` may change the options before the open.
+fn open_rocks(
+    dir: &Path,
+    args: &Args,
+    tweak: impl FnOnce(&mut rocksdb::Options, &mut rocksdb::BlockBasedOptions),
+) -> Rocks {
     let mut table = rocksdb::BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
     table.set_block_size(4096);
@@ -318,6 +338,7 @@ fn open_rocks(dir: &Path, args: &Args) -> Rocks {
         (args.block_cache_mib << 20) as usize,
     ));
     let mut opts = rocksdb::Options::default();
+    tweak(&mut opts, &mut table);
     opts.create_if_missing(true);
     opts.set_block_based_table_factory(&table);
     opts.set_compression_type(rocksdb::DBCompressionType::None);
@@ -531,6 +552,9 @@ impl Engines {
 
 fn main() {
     let args = Args::parse();
+    if args.workload == "prefix" {
+        return prefix::run(&args);
+    }
     if let Some(phase) = args.hold.clone() {
         return hold(&args, &phase);
     }
@@ -560,7 +584,7 @@ fn main() {
                 .collect();
             let e = Engines {
                 ours: open_ours(dirs[0].path(), &args),
-                rocks: open_rocks(dirs[1].path(), &args),
+                rocks: open_rocks(dirs[1].path(), &args, |_, _| {}),
                 fjall: open_fjall(dirs[2].path(), &args),
                 _dirs: dirs,
             };
