@@ -154,19 +154,19 @@ fn torn_wal_tail_keeps_earlier_writes() {
 fn future_versions_are_refused_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let sst = one_table(dir.path(), 10);
-    // Table format version lives at footer offset 48.
+    // The table format version sits 16 bytes before the end in every footer version.
     let len = std::fs::metadata(&sst).unwrap().len();
     let f = OpenOptions::new()
         .read(true)
         .write(true)
         .open(&sst)
         .unwrap();
-    f.write_all_at(&7u32.to_le_bytes(), len - 64 + 48).unwrap();
+    f.write_all_at(&7u32.to_le_bytes(), len - 16).unwrap();
     match Db::open(dir.path(), opts()) {
         Err(Error::UnsupportedVersion {
             what,
             found: 7,
-            supported: 1,
+            supported: 2,
             ..
         }) => assert_eq!(what, "table format"),
         other => panic!(
@@ -174,7 +174,7 @@ fn future_versions_are_refused_at_open() {
             other.err()
         ),
     }
-    f.write_all_at(&1u32.to_le_bytes(), len - 64 + 48).unwrap();
+    f.write_all_at(&2u32.to_le_bytes(), len - 16).unwrap();
     drop(Db::open(dir.path(), opts()).unwrap());
 
     let manifest = dir.path().join("MANIFEST");
