@@ -10,8 +10,8 @@
 //!
 //! Keys are loaded in an order that cycles through the prefixes, so each flushed table spans
 //! nearly the whole key space and a prefix's keys are spread over many tables until
-//! compaction gathers them. Phases, interleaved across engines per round, at each thread
-//! count: scans of absent prefixes (never written) and of present prefixes (each must return
+//! compaction gathers them. Phases, interleaved across engines per round (each round starting
+//! with the next engine), at each thread count: scans of absent prefixes (never written) and of present prefixes (each must return
 //! exactly its keys, checked). Then an untimed counting pass per engine: data blocks read per
 //! absent-prefix scan, prefix filter checks and skips per scan, and for ours Σ FPR of the
 //! prefix filters consulted (each level's checks × that level's mean expected FPR).
@@ -270,8 +270,11 @@ pub fn run(args: &Args) {
         .collect();
     for &threads in &args.threads {
         let mut rates: Vec<[Vec<f64>; 2]> = engines.iter().map(|_| Default::default()).collect();
-        for _ in 0..args.rounds {
-            for (e, r) in engines.iter().zip(&mut rates) {
+        for round in 0..args.rounds {
+            // Each round starts with the next engine, so no engine always runs first (right
+            // after another engine's phase, or the load).
+            for i in (0..engines.len()).map(|i| (i + round) % engines.len()) {
+                let (e, r) = (&engines[i], &mut rates[i]);
                 for (phase, (prefixes, want)) in [(&absent, 0), (&present, per)].iter().enumerate()
                 {
                     let secs = timed_parallel(prefixes, threads, |part| {

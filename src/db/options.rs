@@ -52,10 +52,12 @@ pub struct Options {
     /// (`FilterBudget`, `src/db/budget.rs`); `DbStats::filter_budget` shows the allocation.
     pub filter_budget: Option<FilterBudget>,
     /// Prefix rule for prefix filters (default none). When set, each new table also gets a
-    /// filter over its keys' distinct prefixes (same policy as its whole-key filter), and
-    /// `Db::scan_prefix` (or a `scan` whose range lies inside one prefix) skips every table
-    /// whose prefix filter says "absent". Tables written under another rule, or none, are read
-    /// (counted in `LevelStats::prefix_unfiltered`). Changing it is safe at any reopen.
+    /// filter over its keys' distinct prefixes (same policy as its level's whole-key filter;
+    /// none where the level has none), and `Db::scan_prefix` (or a `scan` whose range lies
+    /// inside one prefix) skips every table whose prefix filter says "absent". Tables written
+    /// under another rule, or none, are read (counted in `LevelStats::prefix_unfiltered`), so
+    /// changing it is safe at any reopen. Not combinable with `filter_budget` (which plans
+    /// whole-key filters only).
     pub prefix_extractor: Option<PrefixExtractor>,
     /// Build whole-key filters (default true). Turn off with a `prefix_extractor` to hold
     /// only prefix filters: `get` then consults the prefix filter with the key's prefix.
