@@ -8,6 +8,8 @@
 //!   usable by any table format. Depends on nothing else in this crate.
 //! - [`table`]: SSTables with data, index, filter and properties blocks.
 //! - [`db`]: the store — WAL, memtable, tables, manifest, leveled compaction, recovery.
+//! - [`prefix`]: prefix rules; with one set, tables also carry prefix filters and
+//!   `Db::scan_prefix` skips the tables that lack the prefix.
 //! - [`inspect`]: what the `dump_filter` tool prints.
 //! - [`fs`]: the file operations the write path makes, and a fault-injecting file system
 //!   for testing what happens when they fail.

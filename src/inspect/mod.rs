@@ -22,6 +22,10 @@ mod text;
 /// What `inspect_path` found.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one report per dump_filter run; boxing would only complicate matching on it"
+)]
 pub enum Report {
     /// A stand-alone filter block file.
     Filter(FilterReport),
