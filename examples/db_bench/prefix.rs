@@ -12,7 +12,8 @@
 //! nearly the whole key space and a prefix's keys are spread over many tables until
 //! compaction gathers them. Phases, interleaved across engines per round (each round starting
 //! with the next engine), at each thread count: scans of absent prefixes (never written) and of present prefixes (each must return
-//! exactly its keys, checked). Then an untimed counting pass per engine: data blocks read per
+//! exactly its keys, checked). Then an untimed counting pass per engine, on the settled shape
+//! and again after two more flushed tables that span every prefix: data blocks read per
 //! absent-prefix scan, prefix filter checks and skips per scan, and for ours Σ FPR of the
 //! prefix filters consulted (each level's checks × that level's mean expected FPR).
 
@@ -45,6 +46,8 @@ trait PrefixEngine: Sync {
     /// Keys starting with `p`.
     fn scan(&self, p: &[u8]) -> u64;
     fn settle(&self);
+    /// Writes the memtable to a table (no waiting for compactions).
+    fn flush(&self);
     fn shape(&self) -> String;
     /// (data blocks read, prefix filter checks, prefix filter skips, Σ FPR of the checks)
     /// over `prefixes`, in an untimed pass.
@@ -71,6 +74,9 @@ impl PrefixEngine for Ours {
     fn settle(&self) {
         self.0.flush().expect("flush");
         self.0.wait_for_compactions().expect("compactions");
+    }
+    fn flush(&self) {
+        self.0.flush().expect("flush");
     }
     fn shape(&self) -> String {
         let s = self.0.stats();
@@ -129,6 +135,9 @@ impl PrefixEngine for Rocks {
         }
         it.status().expect("rocksdb iterator");
         n
+    }
+    fn flush(&self) {
+        self.db.flush().expect("flush");
     }
     fn settle(&self) {
         self.db.flush().expect("flush");
@@ -195,6 +204,9 @@ impl PrefixEngine for Fjall {
     }
     fn settle(&self) {
         crate::Engine::settle(&self.0);
+    }
+    fn flush(&self) {
+        self.0.ks.rotate_memtable_and_wait().expect("flush");
     }
     fn shape(&self) -> String {
         let (l0, all) = (self.0.ks.l0_table_count(), self.0.ks.table_count());
@@ -308,15 +320,32 @@ pub fn run(args: &Args) {
             ratio(0, 1, 0), ratio(0, 1, 1), ratio(0, 2, 0), ratio(0, 2, 1), ratio(0, 3, 0), ratio(0, 3, 1)
         );
     }
+    counting_pass(&engines, &absent, "as settled");
+    // Two more flushed tables of one new key per prefix each: level 0 now holds tables that
+    // span every prefix, so each absent-prefix scan meets more filters.
+    for e in &engines {
+        for t in 0..2 {
+            for p in 0..args.prefixes {
+                e.put(&key(p, per + t), &value);
+            }
+            e.flush();
+        }
+        eprintln!("{:>17}: +2 flushed tables, {}", e.name(), e.shape());
+    }
+    counting_pass(&engines, &absent, "after 2 more flushes");
+}
+
+/// The untimed pass: data blocks read and filters consulted per absent-prefix scan.
+fn counting_pass(engines: &[Box<dyn PrefixEngine>], absent: &[[u8; PREFIX_LEN]], shape: &str) {
     println!(
-        "\nabsent-prefix scans, untimed counting pass ({} scans):",
+        "\nabsent-prefix scans, {shape}, untimed counting pass ({} scans):",
         absent.len()
     );
     println!("| engine | data blocks read / scan | prefix checks / scan | skipped / scan | Σ FPR of checked filters / scan | reads ÷ Σ FPR |");
     println!("|---|---|---|---|---|---|");
     let n = absent.len() as f64;
-    for e in &engines {
-        let (reads, checks, useful, fpr) = e.count(&absent);
+    for e in engines {
+        let (reads, checks, useful, fpr) = e.count(absent);
         let fpr_cell = fpr.map_or("—".to_string(), |f| format!("{:.4}", f / n));
         let ratio = fpr.map_or("—".to_string(), |f| {
             format!("{:.2}", reads / f.max(1e-12))
