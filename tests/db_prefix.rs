@@ -438,3 +438,20 @@ fn bad_prefix_options_are_refused_by_name() {
         }
     }
 }
+
+/// A scan iterator that outlives its store keeps neither the store nor its directory lock:
+/// the directory reopens while the iterator is still read to the end.
+#[test]
+fn a_live_scan_does_not_keep_the_store_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = PrefixExtractor::delimiter(b':', 1);
+    let db = Db::open(dir.path(), big_options(Some(rule))).unwrap();
+    load(&db, 100, 3, 2);
+    let mut it = db.scan_prefix("p00042:").unwrap();
+    let first = it.next().unwrap().unwrap();
+    drop(db);
+    let again = Db::open(dir.path(), big_options(Some(rule))).unwrap();
+    assert_eq!(first.0, b"p00042:000");
+    assert_eq!(it.map(Result::unwrap).count(), 2);
+    assert_eq!(collect(again.scan_prefix("p00042:")).len(), 3);
+}

@@ -97,7 +97,9 @@ pub(super) struct Inner {
     pub(super) signal: Mutex<Signal>,
     pub(super) wake_worker: Condvar,
     pub(super) progress: Condvar,
-    pub(super) counters: Counters,
+    /// Shared with scan iterators, which count their reads after the call returns (an
+    /// iterator must not keep the whole store, and its directory lock, alive).
+    pub(super) counters: Arc<Counters>,
     /// The next file number to hand out (tables and logs share one sequence).
     pub(super) next_file: AtomicU64,
     pub(super) errors: ErrorState,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use super::inner::Inner;
 use super::memtable::{range_is_empty, Memtable};
 use super::merge::{MergeIter, Source};
-use super::stats::bump;
+use super::stats::{bump, Counters};
 use super::version::Version;
 use crate::error::Result;
 use crate::filter::hash_key;
@@ -73,7 +73,7 @@ pub(super) fn range_prefix<'k>(
 /// thread that drives it).
 struct Counted {
     iter: TableIter,
-    inner: Arc<Inner>,
+    counters: Arc<Counters>,
     level: usize,
     counted: u64,
 }
@@ -85,7 +85,7 @@ impl Iterator for Counted {
         let next = self.iter.next();
         let blocks = self.iter.stats.blocks;
         if blocks != self.counted {
-            let c = &self.inner.counters.reader().levels[self.level];
+            let c = &self.counters.reader().levels[self.level];
             bump(&c.scan_block_reads, blocks - self.counted);
             self.counted = blocks;
         }
@@ -153,7 +153,7 @@ impl DbIter {
             }
             sources.push(Box::new(Counted {
                 iter: t.iter(s),
-                inner: Arc::clone(inner),
+                counters: Arc::clone(&inner.counters),
                 level,
                 counted: 0,
             }));

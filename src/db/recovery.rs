@@ -369,7 +369,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         }),
         wake_worker: Condvar::new(),
         progress: Condvar::new(),
-        counters,
+        counters: Arc::new(counters),
         next_file,
         errors: ErrorState::default(),
         recovery: report,
