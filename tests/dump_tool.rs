@@ -262,26 +262,14 @@ fn database_written_under_a_budget_shows_kinds_and_the_allocation() {
 /// counts per level, in text and JSON, and they agree with `Db::stats()`.
 #[test]
 fn database_with_prefix_filters_shows_prefix_counts() {
-    use lsm_bloom::{Db, Options, PrefixExtractor};
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            prefix_extractor: Some(PrefixExtractor::delimiter(b':', 1)),
-            ..Options::default()
-        },
-    )
-    .unwrap();
-    for t in 0..2u32 {
-        for p in 0..300u32 {
-            for s in 0..3 {
-                db.put(format!("p{p:04}:{t}{s}"), "v").unwrap();
-            }
-        }
-        db.flush().unwrap();
-    }
-    let stats = db.stats();
-    db.close().unwrap();
+    common::colon_prefix_store(dir.path(), 2, |t| {
+        let keys = (0..300).flat_map(|p| (0..3).map(move |s| format!("p{p:04}:{t}{s}")));
+        keys.collect()
+    });
+    let stats = lsm_bloom::Db::open(dir.path(), Default::default())
+        .unwrap()
+        .stats();
     assert_eq!(stats.total.prefix_filter_keys, 600);
     let out = run(&[dir.path()]);
     assert!(

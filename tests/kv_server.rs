@@ -170,25 +170,12 @@ fn kv_server_end_to_end() {
 /// return every key, across cursors.
 #[test]
 fn scan_match_prefix_uses_prefix_filters() {
-    use lsm_bloom::{Db, Options, PrefixExtractor};
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            prefix_extractor: Some(PrefixExtractor::delimiter(b':', 1)),
-            ..Options::default()
-        },
-    )
-    .unwrap();
-    for t in 0..3 {
-        for u in (t..300).step_by(3) {
-            for f in ["name", "mail"] {
-                db.put(format!("user{u:03}:{f}"), "x").unwrap();
-            }
-        }
-        db.flush().unwrap();
-    }
-    db.close().unwrap();
+    common::colon_prefix_store(dir.path(), 3, |t| {
+        let users = (t..300).step_by(3);
+        let keys = users.flat_map(|u| ["name", "mail"].map(|f| format!("user{u:03}:{f}")));
+        keys.collect()
+    });
     let port = free_port();
     let server = start_with(dir.path(), port, &["--prefix-delimiter", ":"]);
     let mut s = connect(port);

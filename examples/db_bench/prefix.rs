@@ -18,7 +18,6 @@
 //! prefix filters consulted (each level's checks × that level's mean expected FPR).
 
 use std::path::Path;
-use std::time::Duration;
 
 use lsm_bloom::{Db, Options, PrefixExtractor};
 use rocksdb::statistics::{StatsLevel, Ticker};
@@ -79,9 +78,15 @@ impl PrefixEngine for Ours {
         self.0.flush().expect("flush");
     }
     fn shape(&self) -> String {
-        let s = self.0.stats();
-        let levels: Vec<String> = s.levels.iter().map(|l| l.tables.to_string()).collect();
-        format!("tables per level {}", levels.join("/"))
+        shape(
+            &self
+                .0
+                .stats()
+                .levels
+                .iter()
+                .map(|l| l.tables)
+                .collect::<Vec<_>>(),
+        )
     }
     fn count(&self, prefixes: &[[u8; PREFIX_LEN]]) -> (f64, f64, f64, Option<f64>) {
         let before = self.0.stats();
@@ -108,22 +113,20 @@ impl PrefixEngine for Ours {
     }
 }
 
-struct Rocks {
-    db: rocksdb::DB,
-    opts: rocksdb::Options,
-}
+/// The gets workload's RocksDB (`crate::Rocks`), opened with a prefix extractor.
+struct Rocks(crate::Rocks);
 
 impl PrefixEngine for Rocks {
     fn name(&self) -> &'static str {
         "rocksdb+prefix"
     }
     fn put(&self, k: &[u8], v: &[u8]) {
-        self.db.put(k, v).expect("put");
+        crate::Engine::put(&self.0, k, v);
     }
     fn scan(&self, p: &[u8]) -> u64 {
         let mut ro = rocksdb::ReadOptions::default();
         ro.set_prefix_same_as_start(true);
-        let mut it = self.db.raw_iterator_opt(ro);
+        let mut it = self.0.db.raw_iterator_opt(ro);
         it.seek(p);
         let mut n = 0;
         while let Some(k) = it.key() {
@@ -137,32 +140,18 @@ impl PrefixEngine for Rocks {
         n
     }
     fn flush(&self) {
-        self.db.flush().expect("flush");
+        self.0.db.flush().expect("flush");
     }
     fn settle(&self) {
-        self.db.flush().expect("flush");
-        let busy = |p: &str| self.db.property_int_value(p).ok().flatten().unwrap_or(0);
-        while busy("rocksdb.compaction-pending")
-            + busy("rocksdb.num-running-compactions")
-            + busy("rocksdb.num-running-flushes")
-            > 0
-        {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::Engine::settle(&self.0);
     }
     fn shape(&self) -> String {
-        let levels: Vec<String> = (0..7)
-            .map(|l| {
-                let p = format!("rocksdb.num-files-at-level{l}");
-                let n = self.db.property_int_value(&p).ok().flatten().unwrap_or(0);
-                n.to_string()
-            })
-            .collect();
-        format!("tables per level {}", levels.join("/"))
+        shape(&crate::Engine::tables_per_level(&self.0))
     }
     fn count(&self, prefixes: &[[u8; PREFIX_LEN]]) -> (f64, f64, f64, Option<f64>) {
-        let t = |x| self.opts.get_ticker_count(x) as f64;
-        self.opts
+        let t = |x| self.0.opts.get_ticker_count(x) as f64;
+        self.0
+            .opts
             .set_statistics_level(StatsLevel::ExceptDetailedTimers);
         let blocks = |t: &dyn Fn(Ticker) -> f64| {
             t(Ticker::BlockCacheDataMiss) + t(Ticker::BlockCacheDataHit)
@@ -180,7 +169,7 @@ impl PrefixEngine for Rocks {
             assert_eq!(self.scan(p), 0);
         }
         let (b1, c1, u1) = (blocks(&t), filtered(&t) + matched(&t), filtered(&t));
-        self.opts.set_statistics_level(StatsLevel::DisableAll);
+        self.0.opts.set_statistics_level(StatsLevel::DisableAll);
         (b1 - b0, c1 - c0, u1 - u0, None)
     }
 }
@@ -217,6 +206,11 @@ impl PrefixEngine for Fjall {
     }
 }
 
+fn shape(tables: &[u64]) -> String {
+    let levels: Vec<String> = tables.iter().map(u64::to_string).collect();
+    format!("tables per level {}", levels.join("/"))
+}
+
 fn open_all(dirs: &[tempfile::TempDir], args: &Args) -> Vec<Box<dyn PrefixEngine>> {
     let ours = |dir: &Path, rule: Option<PrefixExtractor>| {
         let opts = Options {
@@ -239,10 +233,7 @@ fn open_all(dirs: &[tempfile::TempDir], args: &Args) -> Vec<Box<dyn PrefixEngine
     vec![
         Box::new(Ours(with, "lsm-bloom+prefix")),
         Box::new(Ours(without, "lsm-bloom")),
-        Box::new(Rocks {
-            db: r.db,
-            opts: r.opts,
-        }),
+        Box::new(Rocks(r)),
         Box::new(Fjall(f)),
     ]
 }

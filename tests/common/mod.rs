@@ -71,3 +71,24 @@ pub fn tiny_options() -> Options {
         ..Options::default()
     }
 }
+
+/// A store at `dir` under the rule `delimiter(':', 1)` holding `tables` flushed tables, table
+/// `t` holding the keys `keys(t)` (value `v`); closed before returning.
+pub fn colon_prefix_store(
+    dir: &std::path::Path,
+    tables: usize,
+    keys: impl Fn(usize) -> Vec<String>,
+) {
+    let opts = Options {
+        prefix_extractor: Some(lsm_bloom::PrefixExtractor::delimiter(b':', 1)),
+        ..Options::default()
+    };
+    let db = lsm_bloom::Db::open(dir, opts).unwrap();
+    for t in 0..tables {
+        for k in keys(t) {
+            db.put(k, "v").unwrap();
+        }
+        db.flush().unwrap();
+    }
+    db.close().unwrap();
+}
