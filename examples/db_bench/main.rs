@@ -31,7 +31,6 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use lsm_bloom::filter::hash::DEFAULT_SEED;
 use lsm_bloom::table::{FilterState, Table};
 use lsm_bloom::{Db, Options};
 use rocksdb::statistics::{StatsLevel, Ticker};
@@ -479,8 +478,7 @@ fn read_phase(e: &dyn Engine, keys: &[([u8; 16], bool)], threads: usize) -> Samp
 /// The filter probes an absent `get` makes, and nothing else: returns probes per second.
 fn bare_probes(levels: &[Vec<Arc<Table>>], keys: &[([u8; 16], bool)], threads: usize) -> f64 {
     let may_contain = |t: &Table, key: &[u8], hash: u64| match t.filter() {
-        FilterState::Valid(f) if f.header().seed == DEFAULT_SEED => f.may_contain_hash(hash),
-        FilterState::Valid(f) => f.may_contain(key),
+        FilterState::Valid(f) => f.may_contain_prehashed(key, hash),
         _ => true,
     };
     let secs = timed_parallel(keys, threads, |part| {

@@ -118,12 +118,7 @@ impl Inner {
         let filtered = match t.filter() {
             FilterState::Valid(f) => {
                 bump(&c.filter_checks, 1);
-                let maybe = if f.header().seed == crate::filter::hash::DEFAULT_SEED {
-                    f.may_contain_hash(hash)
-                } else {
-                    f.may_contain(key)
-                };
-                if !maybe {
+                if !f.may_contain_prehashed(key, hash) {
                     bump(&c.filter_useful, 1);
                     return Ok(Lookup::Absent);
                 }

@@ -212,6 +212,18 @@ impl<B: AsRef<[u8]>> FilterReader<B> {
         self.may_contain_hash(hash_key_with_seed(key, self.header.seed))
     }
 
+    /// `may_contain(key)` given `hash = hash_key(key)`, computed once by a caller that asks
+    /// several filters: used as is when this block has the default seed (what the builder
+    /// always writes), else the key is hashed again with the block's seed.
+    #[inline]
+    pub fn may_contain_prehashed(&self, key: &[u8], hash: u64) -> bool {
+        if self.header.seed == hash::DEFAULT_SEED {
+            self.may_contain_hash(hash)
+        } else {
+            self.may_contain(key)
+        }
+    }
+
     /// Like `may_contain`, for a key already hashed with this block's seed
     /// (`hash_key` when `header().seed == 0`, which the builder always writes).
     #[inline]

@@ -354,12 +354,7 @@ impl Table {
     pub fn check_prefix(&self, rule: PrefixExtractor, prefix: &[u8], hash: u64) -> PrefixCheck {
         match &self.prefix_filter {
             FilterState::Valid(f) if self.prefix_rule == Some(rule) => {
-                let maybe = if f.header().seed == crate::filter::hash::DEFAULT_SEED {
-                    f.may_contain_hash(hash)
-                } else {
-                    f.may_contain(prefix)
-                };
-                if maybe {
+                if f.may_contain_prehashed(prefix, hash) {
                     PrefixCheck::Maybe
                 } else {
                     PrefixCheck::Absent
