@@ -161,13 +161,8 @@ fn random_probe_fpr<B: AsRef<[u8]>>(r: &FilterReader<B>) -> f64 {
     hits as f64 / RANDOM_PROBES as f64
 }
 
-/// Status, error, report and measured FPR of a table's filter.
-type FilterParts = (
-    &'static str,
-    Option<String>,
-    Option<FilterReport>,
-    Option<f64>,
-);
+/// Status, error and report of a table's filter.
+type FilterParts = (&'static str, Option<String>, Option<FilterReport>);
 
 fn filter_parts(state: &FilterState) -> FilterParts {
     match state {
@@ -178,17 +173,21 @@ fn filter_parts(state: &FilterState) -> FilterParts {
                 checksum: "ok",
                 info: r.info(),
             }),
-            Some(random_probe_fpr(r)),
         ),
-        FilterState::None => ("none", None, None, None),
-        FilterState::Invalid(e) => ("invalid", Some(e.to_string()), None, None),
+        FilterState::None => ("none", None, None),
+        FilterState::Invalid(e) => ("invalid", Some(e.to_string()), None),
     }
 }
 
 impl TableReport {
     fn new(t: &Table, level: Option<u32>) -> Self {
-        let (filter_status, filter_error, filter, observed) = filter_parts(t.filter());
-        let (prefix_filter_status, prefix_filter_error, prefix_filter, _) =
+        let (filter_status, filter_error, filter) = filter_parts(t.filter());
+        // Random probes only for the whole-key filter: nothing reports the prefix filter's.
+        let observed = match t.filter() {
+            FilterState::Valid(r) => Some(random_probe_fpr(r)),
+            _ => None,
+        };
+        let (prefix_filter_status, prefix_filter_error, prefix_filter) =
             filter_parts(t.prefix_filter());
         TableReport {
             file: t
