@@ -117,8 +117,9 @@ impl std::fmt::Display for PrefixExtractor {
 }
 
 /// The smallest key greater than every key starting with `prefix`: `None` when there is none
-/// (`prefix` empty or all `0xff`).
-pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+/// (`prefix` empty or all `0xff`). `[prefix, prefix_end(prefix))` is the range of keys starting
+/// with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     let last = prefix.iter().rposition(|b| *b != 0xff)?;
     let mut end = prefix[..=last].to_vec();
     end[last] += 1;
@@ -207,6 +208,7 @@ mod tests {
     fn prefix_end_is_the_least_upper_bound() {
         assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
         assert_eq!(prefix_end(b"a\xff\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"ab\xff"), Some(b"ac".to_vec()));
         assert_eq!(prefix_end(b"\xff"), None);
         assert_eq!(prefix_end(b""), None);
     }

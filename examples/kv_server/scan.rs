@@ -10,15 +10,16 @@
 //!
 //! `MATCH` uses Redis's glob syntax (`*`, `?`, `[a-z]`, `[^x]`, `\` escapes), matched in
 //! O(pattern × key) time whatever the pattern; a pattern that is a literal prefix followed by
-//! `*` scans only that prefix's key range (`Db::scan_prefix` from cursor 0, so with
-//! `--prefix-delimiter` or `--prefix-len` the store's prefix filters skip every table without
-//! the prefix; a resumed cursor's range is filtered too when it lies inside one prefix).
+//! `*` scans only that prefix's key range (with `--prefix-delimiter` or `--prefix-len`, the
+//! store's prefix filters skip every table without the prefix, from cursor 0 and on resumed
+//! cursors alike).
 //! `COUNT` is how many keys one call examines (default 10), capped at 100,000 per call.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Mutex;
 
+use lsm_bloom::prefix::prefix_end;
 use lsm_bloom::Db;
 
 use super::resp::Reply;
@@ -192,18 +193,6 @@ impl Glob {
     }
 }
 
-/// The first key after every key starting with `prefix`, if any.
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
-
 /// Runs `SCAN` with its arguments after the command name.
 pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>]) -> Reply {
     let Some(cursor) = args.first() else {
@@ -249,13 +238,10 @@ pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>]) -> Reply {
             None => return Reply::err("invalid or expired SCAN cursor: start again from 0"),
         }
     };
+    // From cursor 0 this is exactly `Db::scan_prefix(prefix)`; a resumed range still lies
+    // inside the prefix, so the store's prefix filters apply to both.
     let end = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-    let iter = if cursor == 0 {
-        db.scan_prefix(&prefix)
-    } else {
-        db.scan((Bound::Included(start), end))
-    };
-    let mut iter = match iter {
+    let mut iter = match db.scan((Bound::Included(start), end)) {
         Ok(it) => it,
         Err(e) => return Reply::err(e.to_string()),
     };
@@ -308,7 +294,5 @@ mod tests {
         assert_eq!(p("user:?*"), None);
         assert_eq!(p("us\\*er*"), Some(b"us*er".to_vec()));
         assert_eq!(p("exact"), Some(b"exact".to_vec()));
-        assert_eq!(prefix_end(b"ab\xff"), Some(b"ac".to_vec()));
-        assert_eq!(prefix_end(b"\xff"), None);
     }
 }
