@@ -11,6 +11,8 @@
 //! - [`prefix`]: prefix rules; with one set, tables also carry prefix filters and
 //!   `Db::scan_prefix` skips the tables that lack the prefix.
 //! - [`inspect`]: what the `dump_filter` tool prints.
+//! - `rocksdb` (feature `rocksdb-plugin`): the same filter blocks, and a per-level filter
+//!   budget, as RocksDB filter policies.
 //! - [`fs`]: the file operations the write path makes, and a fault-injecting file system
 //!   for testing what happens when they fail.
 //!
@@ -37,6 +39,8 @@ pub mod filter;
 pub mod fs;
 pub mod inspect;
 pub mod prefix;
+#[cfg(feature = "rocksdb-plugin")]
+pub mod rocksdb;
 pub mod table;
 
 #[cfg(test)]

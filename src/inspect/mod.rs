@@ -1,7 +1,9 @@
 //! Decoding files for people: what the `dump_filter` example prints. `inspect_path` looks at a
 //! path and returns a [`Report`] that serialises to JSON (`serde`) and prints as text
 //! (`Display`). Each kind of file gets one variant: a directory is a database, a file opening
-//! with the filter magic is a filter block, a file closing with the table magic is an SSTable.
+//! with the filter magic is a filter block, a file closing with the table magic is an SSTable;
+//! a file closing with RocksDB's block-based table magic is a RocksDB SST, and a directory
+//! whose `CURRENT` names a `MANIFEST-` a RocksDB database (`rocksdb_sst.rs`, `rocksdb_dir.rs`).
 //! `Report::problems` lists what was invalid (a damaged filter inside a table does not stop
 //! the rest of the report).
 
@@ -17,7 +19,12 @@ use crate::error::{Error, Result};
 use crate::filter::{FilterInfo, FilterKind, FilterReader};
 use crate::table::{FilterState, Properties, Table, TABLE_MAGIC};
 
+pub mod rocksdb_dir;
+pub mod rocksdb_sst;
 mod text;
+
+use rocksdb_dir::RocksDatabaseReport;
+use rocksdb_sst::RocksTableReport;
 
 /// What `inspect_path` found.
 #[derive(Clone, Debug, Serialize)]
@@ -33,6 +40,10 @@ pub enum Report {
     Table(TableReport),
     /// A database directory.
     Database(DatabaseReport),
+    /// A RocksDB SST file.
+    RocksdbTable(RocksTableReport),
+    /// A RocksDB database directory.
+    RocksdbDatabase(RocksDatabaseReport),
 }
 
 /// An SSTable: its properties and its filter.
@@ -142,8 +153,25 @@ impl Report {
             Report::Filter(_) => Vec::new(),
             Report::Table(t) => table_problems(t).collect(),
             Report::Database(d) => d.levels.iter().flatten().flat_map(table_problems).collect(),
+            Report::RocksdbTable(t) => rocks_problems(t).collect(),
+            Report::RocksdbDatabase(d) => d
+                .levels
+                .iter()
+                .flatten()
+                .chain(&d.unleveled)
+                .flat_map(rocks_problems)
+                .collect(),
         }
     }
+}
+
+fn rocks_problems(t: &RocksTableReport) -> impl Iterator<Item = String> + '_ {
+    t.filters.iter().filter_map(move |f| {
+        f.error
+            .as_ref()
+            .filter(|_| f.status == "invalid")
+            .map(|e| format!("{}: filter block {}: {e}", t.file, f.metaindex_key))
+    })
 }
 
 const RANDOM_PROBES: u64 = 100_000;
@@ -328,11 +356,22 @@ pub struct BudgetArgs {
 /// current shape.
 pub fn inspect_path_with_budget(path: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Report> {
     if path.is_dir() {
+        if rocksdb_dir::is_rocksdb_dir(path) {
+            return rocksdb_dir::read_database(path).map(Report::RocksdbDatabase);
+        }
         return inspect_database(path, filter_budget).map(Report::Database);
     }
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
     let filter_magic = bytes.starts_with(&crate::filter::format::MAGIC);
+    if !filter_magic && rocksdb_sst::is_rocksdb_sst(&bytes) {
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |f| f.to_string_lossy().into_owned());
+        return rocksdb_sst::read_table(&name, &bytes)
+            .map(Report::RocksdbTable)
+            .map_err(|e| Error::corruption(path, e));
+    }
     if !filter_magic && bytes.len() >= crate::table::FOOTER_V1_LEN && bytes.ends_with(&TABLE_MAGIC)
     {
         let t = Table::open(path, 0)?;

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use super::rocksdb_dir::RocksTotals;
+use super::rocksdb_sst::{RocksFilterReport, RocksTableReport};
 use super::{printable, FilterReport, Report, TableReport, Totals};
 
 impl fmt::Display for FilterReport {
@@ -163,6 +165,107 @@ impl fmt::Display for Report {
                 }
                 Ok(())
             }
+            Report::RocksdbTable(t) => write!(f, "{t}"),
+            Report::RocksdbDatabase(d) => {
+                writeln!(
+                    f,
+                    "RocksDB database (MANIFEST {})",
+                    d.manifest.as_deref().unwrap_or("?")
+                )?;
+                for (level, (tables, totals)) in d.levels.iter().zip(&d.level_totals).enumerate() {
+                    if tables.is_empty() {
+                        continue;
+                    }
+                    write!(f, "level {level}: {totals}")?;
+                    for t in tables {
+                        write!(f, "{t}")?;
+                    }
+                }
+                if let Some(why) = &d.levels_unknown {
+                    writeln!(f, "levels unknown: {why}")?;
+                    for t in &d.unleveled {
+                        write!(f, "{t}")?;
+                    }
+                }
+                write!(f, "total: {}", d.totals)
+            }
         }
+    }
+}
+
+impl fmt::Display for RocksTotals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} tables, {} entries, filters {}, {} filter entries, filter memory {} bytes ({:.2} bits/key), expected FPR sum {:.4}%, invalid filters {}",
+            self.tables,
+            self.entries,
+            if self.kinds.is_empty() { "none".to_string() } else { self.kinds.join("+") },
+            self.filter_entries,
+            self.filter_bytes,
+            self.bits_per_key,
+            self.expected_fpr_sum * 100.0,
+            self.invalid_filters
+        )
+    }
+}
+
+impl fmt::Display for RocksTableReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let level = self.level.map_or_else(String::new, |l| format!("level {l}, "));
+        writeln!(
+            f,
+            "RocksDB table {} ({level}{} bytes, format_version {}, checksum {})",
+            self.file, self.file_bytes, self.format_version, self.checksum_type
+        )?;
+        let opt = |v: Option<u64>| v.map_or_else(|| "?".to_string(), |v| v.to_string());
+        writeln!(f, "  entries         {}", opt(self.entries))?;
+        writeln!(
+            f,
+            "  filter policy   {} ({} filter entries, {} bytes)",
+            self.filter_policy.as_deref().unwrap_or("none"),
+            opt(self.filter_entries),
+            opt(self.filter_size)
+        )?;
+        if self.filters.is_empty() {
+            writeln!(f, "  filter block    none")?;
+        }
+        for r in &self.filters {
+            write!(f, "{r}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for RocksFilterReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "  {} at {} ({} bytes): {}",
+            self.metaindex_key, self.offset, self.bytes, self.status
+        )?;
+        if let Some(e) = &self.error {
+            writeln!(f, "  INVALID: {e} (RocksDB reads this table as if every key may match)")?;
+        }
+        if let Some(r) = &self.lsm_bloom {
+            write!(f, "{r}")?;
+        }
+        if let Some(b) = &self.builtin {
+            writeln!(f, "  RocksDB filter  {}", b.kind)?;
+            writeln!(f, "  array bytes     {}", b.array_bytes)?;
+            if let Some(k) = b.num_probes {
+                writeln!(f, "  probes          {k}")?;
+            }
+            if let Some(n) = b.num_blocks {
+                writeln!(f, "  blocks          {n}")?;
+            }
+            if let Some(bpk) = b.bits_per_key {
+                writeln!(f, "  bits/key        {bpk:.3}")?;
+            }
+            if let Some(p) = b.estimated_fpr {
+                writeln!(f, "  estimated FPR   {:.4}%", p * 100.0)?;
+            }
+        }
+        Ok(())
     }
 }

@@ -1,0 +1,59 @@
+// The C interface between the C++ shim and lsm-bloom's Rust side (src/rocksdb/ffi.rs).
+// Rust implements every lsm_bloom_rdb_* function; none of them unwinds (panics are caught
+// and answered safely). The shim implements lsm_bloom_shim_*.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+extern "C" {
+
+struct LsmBloomRustPolicy;
+struct LsmBloomRustBuilder;
+struct LsmBloomRustReader;
+struct LsmBloomKey {
+  const char* data;
+  size_t len;
+};
+
+// Family of a parsed policy: which shim class serves it.
+enum { kLsmBloomFamilyFilter = 0, kLsmBloomFamilyBuiltinBloom = 1, kLsmBloomFamilyBuiltinRibbon = 2 };
+
+LsmBloomRustPolicy* lsm_bloom_rdb_policy_new(const char* name, size_t len, int32_t* family,
+                                             char* err, size_t err_cap);
+void lsm_bloom_rdb_policy_free(LsmBloomRustPolicy* p);
+double lsm_bloom_rdb_policy_builtin_bits(const LsmBloomRustPolicy* p, int32_t level,
+                                         bool bottommost, int32_t num_levels, bool leveled);
+
+LsmBloomRustBuilder* lsm_bloom_rdb_builder_new(const LsmBloomRustPolicy* p, int32_t level,
+                                               bool bottommost, int32_t num_levels,
+                                               bool leveled);
+void lsm_bloom_rdb_builder_add_key(LsmBloomRustBuilder* b, const char* key, size_t len);
+void lsm_bloom_rdb_builder_add_key_and_alt(LsmBloomRustBuilder* b, const char* key,
+                                           size_t key_len, const char* alt, size_t alt_len);
+size_t lsm_bloom_rdb_builder_entries(const LsmBloomRustBuilder* b);
+bool lsm_bloom_rdb_builder_finish(LsmBloomRustBuilder* b, const uint8_t** data, size_t* len);
+size_t lsm_bloom_rdb_builder_space(const LsmBloomRustBuilder* b, size_t n);
+size_t lsm_bloom_rdb_builder_entries_for(const LsmBloomRustBuilder* b, size_t bytes);
+double lsm_bloom_rdb_builder_fp_rate(const LsmBloomRustBuilder* b, size_t n, size_t bytes);
+void lsm_bloom_rdb_builder_free(LsmBloomRustBuilder* b);
+
+LsmBloomRustReader* lsm_bloom_rdb_reader_new(const uint8_t* data, size_t len);
+bool lsm_bloom_rdb_reader_may_match(const LsmBloomRustReader* r, const char* key, size_t len);
+void lsm_bloom_rdb_reader_may_match_batch(const LsmBloomRustReader* r, size_t n,
+                                          const LsmBloomKey* keys, bool* out);
+void lsm_bloom_rdb_reader_free(LsmBloomRustReader* r);
+
+// shim_public.cc: registers the "lsm_bloom." factory with RocksDB's object library.
+void lsm_bloom_shim_register();
+
+}  // extern "C"
+
+namespace ROCKSDB_NAMESPACE {
+class FilterPolicy;
+}
+
+// shim_internal.cc: the FilterPolicy serving lsm-bloom filter blocks; takes ownership of `p`.
+const ROCKSDB_NAMESPACE::FilterPolicy* lsm_bloom_shim_new_filter_policy(
+    const std::string& id, LsmBloomRustPolicy* p);
