@@ -3,7 +3,9 @@
 //!
 //! `cargo run --release --features rocksdb --example db_bench -- [--keys N] [--value-size B]
 //!  [--ops M] [--rounds R] [--threads 1,2] [--block-cache-mib C] [--json]`; prefix scans:
-//! `... -- --workload prefix [--keys N] [--prefixes P] [--scans S]` (`prefix.rs`).
+//! `... -- --workload prefix [--keys N] [--prefixes P] [--scans S]` (`prefix.rs`); RocksDB
+//! with its own filters against lsm-bloom's inside it: `cargo run --release --features
+//! rocksdb-plugin --example db_bench -- --workload rocksdb-filters` (`rocks_filters.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -37,6 +39,8 @@ use rocksdb::statistics::{StatsLevel, Ticker};
 use serde::Serialize;
 
 mod prefix;
+#[cfg(feature = "rocksdb-plugin")]
+mod rocks_filters;
 
 #[derive(Parser, Clone)]
 #[command(about = "lsm-bloom vs RocksDB vs fjall")]
@@ -79,8 +83,10 @@ struct Args {
     /// Fully compact before the held phase.
     #[arg(long)]
     hold_compacted: bool,
-    /// `gets` (point lookups, the default) or `prefix` (prefix scans, `prefix.rs`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix"])]
+    /// `gets` (point lookups, the default), `prefix` (prefix scans, `prefix.rs`) or
+    /// `rocksdb-filters` (RocksDB with its own and lsm-bloom's filters, `rocks_filters.rs`;
+    /// feature `rocksdb-plugin`).
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters"])]
     workload: String,
     /// Prefix workload: distinct prefixes (`--keys / --prefixes` keys each).
     #[arg(long, default_value_t = 100_000)]
@@ -329,6 +335,16 @@ fn open_rocks(
     args: &Args,
     tweak: impl FnOnce(&mut rocksdb::Options, &mut rocksdb::BlockBasedOptions),
 ) -> Rocks {
+    let opts = rocks_options(args, tweak);
+    let db = rocksdb::DB::open(&opts, dir).expect("open rocksdb");
+    Rocks { db, opts }
+}
+
+/// The options `open_rocks` opens with.
+fn rocks_options(
+    args: &Args,
+    tweak: impl FnOnce(&mut rocksdb::Options, &mut rocksdb::BlockBasedOptions),
+) -> rocksdb::Options {
     let mut table = rocksdb::BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
     table.set_block_size(4096);
@@ -349,8 +365,7 @@ fn open_rocks(
     opts.set_level_zero_file_num_compaction_trigger(4);
     opts.enable_statistics();
     opts.set_statistics_level(StatsLevel::DisableAll);
-    let db = rocksdb::DB::open(&opts, dir).expect("open rocksdb");
-    Rocks { db, opts }
+    opts
 }
 
 fn open_fjall(dir: &Path, args: &Args) -> Fjall {
@@ -552,6 +567,15 @@ fn main() {
     let args = Args::parse();
     if args.workload == "prefix" {
         return prefix::run(&args);
+    }
+    if args.workload == "rocksdb-filters" {
+        #[cfg(feature = "rocksdb-plugin")]
+        return rocks_filters::run(&args);
+        #[cfg(not(feature = "rocksdb-plugin"))]
+        {
+            eprintln!("error: --workload rocksdb-filters needs --features rocksdb-plugin");
+            std::process::exit(2);
+        }
     }
     if let Some(phase) = args.hold.clone() {
         return hold(&args, &phase);

@@ -13,7 +13,9 @@
 use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::Arc;
 
+use super::shape::{Live, Shape};
 use super::spec::{plan_bits, Builtin, FileContext, Spec};
 use super::{count, Counter};
 use crate::filter::{
@@ -41,33 +43,52 @@ unsafe fn bytes<'a>(ptr: *const c_char, len: usize) -> &'a [u8] {
     }
 }
 
-/// A policy created from a name (one per `CreateFromString`).
+/// A policy created from a name (one per `CreateFromString`): what its builders and readers
+/// share, kept alive by each of them (`Arc`), so none depends on RocksDB's drop order.
 #[derive(Debug)]
 pub struct Policy {
-    spec: Spec,
-    /// Shallowest level below L0 a file has been planned for (`i32::MAX`: none yet).
-    base_level: AtomicI32,
+    state: Arc<State>,
 }
 
-impl Policy {
-    fn plan(&self, kind: FilterKind, average_bits: f64, ctx: FileContext) -> f64 {
-        if ctx.leveled && ctx.level >= 1 {
-            self.base_level.fetch_min(ctx.level, Ordering::Relaxed);
-        }
-        plan_bits(kind, average_bits, ctx, self.base_level.load(Ordering::Relaxed))
+#[derive(Debug)]
+struct State {
+    spec: Spec,
+    /// Shallowest level below L0 a file has been planned for (`i32::MAX`: none yet); the
+    /// built-in budget's model uses it.
+    base_level: AtomicI32,
+    /// Live runs, for lsm-bloom budget policies.
+    shape: Shape,
+}
+
+impl State {
+    fn is_budget(&self) -> bool {
+        matches!(self.spec, Spec::Budget { .. })
     }
 
-    /// The lsm-bloom filter policy for a file at `ctx` (never below 1/16 bit per key, the
-    /// budget grid's step: a level the plan gives nothing gets a filter that passes almost
-    /// everything, at almost no memory).
-    fn filter_policy(&self, ctx: FileContext) -> FilterPolicy {
+    /// The lsm-bloom filter policy for a file at `ctx` holding `keys` keys (never below 1/16
+    /// bit per key, the budget grid's step: a run the plan gives nothing gets a filter that
+    /// passes almost everything, at almost no memory).
+    fn filter_policy(&self, ctx: FileContext, keys: u64) -> FilterPolicy {
         match self.spec {
             Spec::Uniform(p) => p,
-            Spec::Budget { kind, average_bits } => FilterPolicy::bits_per_key(
-                kind,
-                self.plan(kind, average_bits, ctx).max(1.0 / 16.0),
-            ),
+            Spec::Budget { kind, average_bits } => {
+                let bits = if ctx.leveled && ctx.level >= 0 {
+                    self.shape.plan(kind, average_bits, ctx.level, keys)
+                } else {
+                    average_bits
+                };
+                FilterPolicy::bits_per_key(kind, bits.max(1.0 / 16.0))
+            }
             // Not built by lsm-bloom: the shim asks `builtin_bits` instead.
+            Spec::BuiltinBudget { .. } => FilterPolicy::default(),
+        }
+    }
+
+    /// The policy the space estimates use (a budget's average).
+    fn estimate_policy(&self) -> FilterPolicy {
+        match self.spec {
+            Spec::Uniform(p) => p,
+            Spec::Budget { kind, average_bits } => FilterPolicy::bits_per_key(kind, average_bits),
             Spec::BuiltinBudget { .. } => FilterPolicy::default(),
         }
     }
@@ -115,8 +136,11 @@ pub unsafe extern "C" fn lsm_bloom_rdb_policy_new(
                     unsafe { *family = f };
                 }
                 Box::into_raw(Box::new(Policy {
-                    spec,
-                    base_level: AtomicI32::new(i32::MAX),
+                    state: Arc::new(State {
+                        spec,
+                        base_level: AtomicI32::new(i32::MAX),
+                        shape: Shape::default(),
+                    }),
                 }))
             }
             Err(msg) => {
@@ -174,13 +198,18 @@ pub unsafe extern "C" fn lsm_bloom_rdb_policy_builtin_bits(
         let Some(p) = (unsafe { p.as_ref() }) else {
             return 10.0;
         };
-        match p.spec {
-            // RocksDB's Bloom and (Bloom-equivalent) Ribbon follow the blocked curve.
-            Spec::BuiltinBudget { average_bits, .. } => p.plan(
-                FilterKind::Blocked,
-                average_bits,
-                context(level, bottommost, num_levels, leveled),
-            ),
+        let s = &p.state;
+        match s.spec {
+            // RocksDB's Bloom and (Bloom-equivalent) Ribbon follow the blocked curve. Their
+            // readers are RocksDB's, so the live shape is unknown: the model plans.
+            Spec::BuiltinBudget { average_bits, .. } => {
+                if leveled && level >= 1 {
+                    s.base_level.fetch_min(level, Ordering::Relaxed);
+                }
+                let ctx = context(level, bottommost, num_levels, leveled);
+                let base = s.base_level.load(Ordering::Relaxed);
+                plan_bits(FilterKind::Blocked, average_bits, ctx, base)
+            }
             _ => 10.0,
         }
     })
@@ -189,8 +218,11 @@ pub unsafe extern "C" fn lsm_bloom_rdb_policy_builtin_bits(
 /// Collects one file's keys (and prefixes) and builds its lsm-bloom filter block.
 #[derive(Debug)]
 pub struct Builder {
-    policy: FilterPolicy,
-    inner: FilterBuilder,
+    state: Arc<State>,
+    ctx: FileContext,
+    /// Hashes of the entries added since the last finish (the array is sized from their
+    /// count, and under a budget from the plan at finish).
+    hashes: Vec<u64>,
     last_key: Option<u64>,
     last_alt: Option<u64>,
     finished: Vec<u8>,
@@ -198,28 +230,47 @@ pub struct Builder {
 
 impl Builder {
     fn add(&mut self, h: u64) {
-        self.inner.add_hash(h);
+        self.hashes.push(h);
     }
 
-    /// Bytes of a block holding `n` keys under this builder's policy.
+    /// Bytes of a block holding `n` keys (a budget's: at its average).
     fn space_for(&self, n: u64) -> u64 {
-        let kind = self.policy.kind;
+        let policy = self.state.estimate_policy();
+        let kind = policy.kind;
         let m = match kind {
             _ if n == 0 => 0,
             FilterKind::Ribbon => {
                 let slots = ribbon::slots_for(n);
-                let r = match self.policy.sizing {
-                    crate::filter::Sizing::BitsPerKey(b) if self.policy.num_probes.is_none() => {
+                let r = match policy.sizing {
+                    crate::filter::Sizing::BitsPerKey(b) if policy.num_probes.is_none() => {
                         crate::filter::math::ribbon_r(b * n as f64 / slots as f64, 1.0)
                     }
-                    _ => self.policy.k(),
+                    _ => policy.k(),
                 };
                 slots * u64::from(r)
             }
-            _ => kind.bloom_bits_for(n, self.policy.bits_per_key_value()),
+            _ => kind.bloom_bits_for(n, policy.bits_per_key_value()),
         };
         (format::HEADER_LEN + format::TRAILER_LEN) as u64
             + Header::array_len(kind, m).unwrap_or(u64::MAX / 2)
+    }
+
+    /// Builds the block of the entries added and starts over.
+    fn finish(&mut self) -> Option<()> {
+        let hashes = std::mem::take(&mut self.hashes);
+        self.last_key = None;
+        self.last_alt = None;
+        let policy = self.state.filter_policy(self.ctx, hashes.len() as u64);
+        let mut b = FilterBuilder::new(policy).ok()?;
+        for h in hashes {
+            b.add_hash(h);
+        }
+        self.finished = b.finish();
+        if self.state.is_budget() {
+            let crc = self.finished.last_chunk::<4>().map(|c| u32::from_le_bytes(*c))?;
+            self.state.shape.built(crc, self.ctx.level);
+        }
+        Some(())
     }
 }
 
@@ -241,17 +292,18 @@ pub unsafe extern "C" fn lsm_bloom_rdb_builder_new(
         let Some(p) = (unsafe { p.as_ref() }) else {
             return std::ptr::null_mut();
         };
-        let policy = p.filter_policy(context(level, bottommost, num_levels, leveled));
-        match FilterBuilder::new(policy) {
-            Ok(inner) => Box::into_raw(Box::new(Builder {
-                policy,
-                inner,
-                last_key: None,
-                last_alt: None,
-                finished: Vec::new(),
-            })),
-            Err(_) => std::ptr::null_mut(),
+        let ctx = context(level, bottommost, num_levels, leveled);
+        if FilterBuilder::new(p.state.filter_policy(ctx, 0)).is_err() {
+            return std::ptr::null_mut();
         }
+        Box::into_raw(Box::new(Builder {
+            state: p.state.clone(),
+            ctx,
+            hashes: Vec::new(),
+            last_key: None,
+            last_alt: None,
+            finished: Vec::new(),
+        }))
     })
 }
 
@@ -318,7 +370,7 @@ pub unsafe extern "C" fn lsm_bloom_rdb_builder_add_key_and_alt(
 #[no_mangle]
 pub unsafe extern "C" fn lsm_bloom_rdb_builder_entries(b: *const Builder) -> usize {
     // SAFETY: the caller's contract.
-    guard(0, || unsafe { b.as_ref() }.map_or(0, |b| b.inner.len()))
+    guard(0, || unsafe { b.as_ref() }.map_or(0, |b| b.hashes.len()))
 }
 
 /// `Finish`: builds the block (FORMAT.md §1) from the entries added, which it clears (a
@@ -341,13 +393,9 @@ pub unsafe extern "C" fn lsm_bloom_rdb_builder_finish(
         if data.is_null() || len.is_null() {
             return false;
         }
-        let Ok(fresh) = FilterBuilder::new(b.policy) else {
+        if b.finish().is_none() {
             return false;
-        };
-        let full = std::mem::replace(&mut b.inner, fresh);
-        b.last_key = None;
-        b.last_alt = None;
-        b.finished = full.finish();
+        }
         count(Counter::FiltersBuilt);
         // SAFETY: both checked non-null above; writable by contract.
         unsafe {
@@ -417,7 +465,8 @@ pub unsafe extern "C" fn lsm_bloom_rdb_builder_fp_rate(
         };
         let overhead = format::HEADER_LEN + format::TRAILER_LEN;
         let m = (bytes.saturating_sub(overhead) as u64) * 8;
-        b.policy.kind.expected_fpr(m, n as u64, b.policy.k())
+        let policy = b.state.estimate_policy();
+        policy.kind.expected_fpr(m, n as u64, policy.k())
     })
 }
 
@@ -460,19 +509,25 @@ impl AsRef<[u8]> for Borrowed {
 
 /// One table's filter, as RocksDB probes it.
 #[derive(Debug)]
-pub enum Reader {
-    /// A block that passed every check of FORMAT.md §1.
-    Valid(FilterReader<Borrowed>),
-    /// A block that did not (damaged, unknown version or kind): every key may match.
-    Rejected,
+pub struct Reader {
+    /// The block, if it passed every check of FORMAT.md §1; if not (damaged, unknown version
+    /// or kind), every key may match.
+    filter: Option<FilterReader<Borrowed>>,
+    /// Under a budget policy: where the shape counts this table while it is open.
+    live: Option<(Arc<State>, Live)>,
 }
 
 impl Reader {
     #[inline]
     fn may_match(&self, key: &[u8]) -> bool {
-        match self {
-            Reader::Valid(r) => r.may_contain(key),
-            Reader::Rejected => true,
+        self.filter.as_ref().is_none_or(|r| r.may_contain(key))
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if let Some((state, live)) = self.live.take() {
+            state.shape.closed(live);
         }
     }
 }
@@ -482,23 +537,37 @@ impl Reader {
 /// not allocate the reader (the shim then uses an always-match reader of its own).
 ///
 /// # Safety
-/// `data` points to `len` bytes that stay alive and unchanged while the reader lives.
+/// `p` is null or a live policy; `data` points to `len` bytes that stay alive and unchanged
+/// while the reader lives.
 #[no_mangle]
-pub unsafe extern "C" fn lsm_bloom_rdb_reader_new(data: *const u8, len: usize) -> *mut Reader {
+pub unsafe extern "C" fn lsm_bloom_rdb_reader_new(
+    p: *const Policy,
+    data: *const u8,
+    len: usize,
+) -> *mut Reader {
     guard(std::ptr::null_mut(), || {
         let block = Borrowed {
             ptr: data,
             len: if data.is_null() { 0 } else { len },
         };
         count(Counter::Readers);
-        let reader = match FilterReader::new(block) {
-            Ok(r) => Reader::Valid(r),
+        let filter = match FilterReader::new(block) {
+            Ok(r) => Some(r),
             Err(_) => {
                 count(Counter::Rejected);
-                Reader::Rejected
+                None
             }
         };
-        Box::into_raw(Box::new(reader))
+        // SAFETY: the caller's contract.
+        let state = unsafe { p.as_ref() }.map(|p| p.state.clone());
+        let live = match (state, &filter) {
+            (Some(state), Some(f)) if state.is_budget() => {
+                let live = state.shape.opened(f.header().crc, f.header().n);
+                Some((state, live))
+            }
+            _ => None,
+        };
+        Box::into_raw(Box::new(Reader { filter, live }))
     })
 }
 
@@ -615,7 +684,7 @@ mod tests {
             assert_eq!(FilterReader::new(&block[..]).unwrap().header().n, 3);
             // The builder starts over after finish (partitioned filters reuse it).
             assert_eq!(lsm_bloom_rdb_builder_entries(b), 0);
-            let r = lsm_bloom_rdb_reader_new(block.as_ptr(), block.len());
+            let r = lsm_bloom_rdb_reader_new(p, block.as_ptr(), block.len());
             for k in [&b"a"[..], b"b", b"c"] {
                 assert!(lsm_bloom_rdb_reader_may_match(r, k.as_ptr().cast(), k.len()));
             }
@@ -675,16 +744,45 @@ mod tests {
             let at = block.len() / 2;
             block[at] ^= 0x10;
             let before = super::super::stats().rejected_blocks;
-            let r = lsm_bloom_rdb_reader_new(block.as_ptr(), block.len());
-            assert!(matches!(*r, Reader::Rejected));
+            let r = lsm_bloom_rdb_reader_new(p, block.as_ptr(), block.len());
+            assert!((*r).filter.is_none());
             assert!(super::super::stats().rejected_blocks > before);
             assert!(lsm_bloom_rdb_reader_may_match(r, b"zz".as_ptr().cast(), 2));
             lsm_bloom_rdb_reader_free(r);
             // Null and empty input are rejected, not read.
-            let r = lsm_bloom_rdb_reader_new(std::ptr::null(), 100);
-            assert!(matches!(*r, Reader::Rejected));
+            let r = lsm_bloom_rdb_reader_new(p, std::ptr::null(), 100);
+            assert!((*r).filter.is_none());
             lsm_bloom_rdb_reader_free(r);
             lsm_bloom_rdb_builder_free(b);
+            lsm_bloom_rdb_policy_free(p);
+        }
+    }
+
+    #[test]
+    fn a_budget_gives_new_level0_files_more_bits_than_the_big_level() {
+        let p = policy("lsm_bloom.budget:blocked:10");
+        let keys = |n: u32, tag: u8| -> Vec<Vec<u8>> {
+            (0..n).map(|i| [&[tag][..], &i.to_be_bytes()[..]].concat()).collect()
+        };
+        let bits = |block: &[u8]| FilterReader::new(block).unwrap().info().bits_per_key;
+        // SAFETY: live pointers; each block outlives its reader.
+        unsafe {
+            let big = lsm_bloom_rdb_builder_new(p, 6, true, 7, true);
+            let k = keys(200_000, 1);
+            let last = build(big, &k.iter().map(|k| &k[..]).collect::<Vec<_>>());
+            let r_last = lsm_bloom_rdb_reader_new(p, last.as_ptr(), last.len());
+            let l0 = lsm_bloom_rdb_builder_new(p, 0, false, 7, true);
+            let k = keys(20_000, 2);
+            let young = build(l0, &k.iter().map(|k| &k[..]).collect::<Vec<_>>());
+            // Alone, the big level got the average; beside it, the young run gets more.
+            assert!((bits(&last) - 10.0).abs() < 0.6, "{}", bits(&last));
+            assert!(bits(&young) > 12.0, "{}", bits(&young));
+            // Once the big level's table is closed, it no longer counts.
+            lsm_bloom_rdb_reader_free(r_last);
+            let again = build(l0, &k.iter().map(|k| &k[..]).collect::<Vec<_>>());
+            assert!((bits(&again) - 10.0).abs() < 0.6, "{}", bits(&again));
+            lsm_bloom_rdb_builder_free(big);
+            lsm_bloom_rdb_builder_free(l0);
             lsm_bloom_rdb_policy_free(p);
         }
     }

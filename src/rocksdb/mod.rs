@@ -28,6 +28,7 @@
 //! and holds the built-in budget policy (public headers only). Depends on `filter` only.
 
 mod ffi;
+mod shape;
 mod spec;
 
 use std::sync::atomic::{AtomicU64, Ordering};

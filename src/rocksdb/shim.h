@@ -39,7 +39,8 @@ size_t lsm_bloom_rdb_builder_entries_for(const LsmBloomRustBuilder* b, size_t by
 double lsm_bloom_rdb_builder_fp_rate(const LsmBloomRustBuilder* b, size_t n, size_t bytes);
 void lsm_bloom_rdb_builder_free(LsmBloomRustBuilder* b);
 
-LsmBloomRustReader* lsm_bloom_rdb_reader_new(const uint8_t* data, size_t len);
+LsmBloomRustReader* lsm_bloom_rdb_reader_new(const LsmBloomRustPolicy* p, const uint8_t* data,
+                                             size_t len);
 bool lsm_bloom_rdb_reader_may_match(const LsmBloomRustReader* r, const char* key, size_t len);
 void lsm_bloom_rdb_reader_may_match_batch(const LsmBloomRustReader* r, size_t n,
                                           const LsmBloomKey* keys, bool* out);

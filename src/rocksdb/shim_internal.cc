@@ -131,7 +131,7 @@ class Policy : public FilterPolicy {
   }
   FilterBitsReader* GetFilterBitsReader(const Slice& contents) const override {
     return new Reader(lsm_bloom_rdb_reader_new(
-        reinterpret_cast<const uint8_t*>(contents.data()), contents.size()));
+        p_, reinterpret_cast<const uint8_t*>(contents.data()), contents.size()));
   }
 
  private:

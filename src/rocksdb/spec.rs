@@ -12,16 +12,18 @@
 //! | `lsm_bloom.budget:blocked:10` | lsm-bloom blocked, bits/key per level from a 10 bits/key average (Monkey) |
 //! | `lsm_bloom.builtin_budget:bloom:10` | RocksDB's own Bloom (or `ribbon`), bits/key per level from the same plan |
 //!
-//! The per-level plan ([`plan_bits`]) models RocksDB's leveled shape, since a filter policy is
-//! told only the level a file is written for, not the tree: levels from the base level (the
+//! The two budgets plan differently. `lsm_bloom.budget` sees every filter block it builds and
+//! every table RocksDB opens with one, so it plans on the live tables (`shape.rs`). RocksDB's
+//! own filters pass through no lsm-bloom code once built, so `lsm_bloom.builtin_budget` plans
+//! on a model of RocksDB's leveled shape ([`plan_bits`]): levels from the base level (the
 //! shallowest level a file has been written to below L0; RocksDB's
 //! `level_compaction_dynamic_level_bytes`, on by default, fills levels from the bottom up)
 //! down to the last, each [`SIZE_RATIO`] times the one above (`max_bytes_for_level_multiplier`
-//! default), and [`L0_RUNS`] level-0 files of a quarter of the base level each (four 64 MiB
-//! memtables make the 256 MiB `max_bytes_for_level_base`). `filter::budget::allocate_runs`
-//! spreads `average × keys` bits over those runs; each file gets its run's bits/key. Files of
-//! unknown level (`level_at_creation = -1`: `SstFileWriter`, ingestion) and stores not using
-//! leveled compaction get the average.
+//! default), and [`L0_RUNS`] level-0 files of [`L0_FILE_SHARE`] of the base level each (four
+//! 64 MiB memtables make the 256 MiB `max_bytes_for_level_base`). Both spread
+//! `average × keys` bits over their runs with `filter::budget::allocate_runs`; each file gets
+//! its run's bits/key. Files of unknown level (`level_at_creation = -1`: `SstFileWriter`,
+//! ingestion) and stores not using leveled compaction get the average.
 
 use std::fmt;
 
