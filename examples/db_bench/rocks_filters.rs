@@ -67,7 +67,8 @@ fn open(args: &Args, label: &str, policy: Option<&str>) -> Variant {
 fn count(v: &Variant, absent: &[[u8; 16]], dir: &Path) -> Counted {
     let r = &v.rocks;
     let t = |x| r.opts.get_ticker_count(x);
-    r.opts.set_statistics_level(StatsLevel::ExceptDetailedTimers);
+    r.opts
+        .set_statistics_level(StatsLevel::ExceptDetailedTimers);
     let before = [
         t(Ticker::BloomFilterUseful),
         t(Ticker::BloomFilterFullPositive),
@@ -75,7 +76,11 @@ fn count(v: &Variant, absent: &[[u8; 16]], dir: &Path) -> Counted {
         t(Ticker::BlockCacheDataMiss),
     ];
     for k in absent {
-        assert!(r.db.get_pinned(k).expect("get").is_none(), "{}: absent key found", v.label);
+        assert!(
+            r.db.get_pinned(k).expect("get").is_none(),
+            "{}: absent key found",
+            v.label
+        );
     }
     let after = [
         t(Ticker::BloomFilterUseful),
@@ -107,7 +112,10 @@ pub fn run(args: &Args) {
             eprintln!("{s}");
         }
     };
-    let absent: Vec<[u8; 16]> = phase_keys(args, 100, 99).into_iter().map(|(k, _)| k).collect();
+    let absent: Vec<[u8; 16]> = phase_keys(args, 100, 99)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
 
     // The baseline first: its FPR and filter memory size two of the others.
     let mut variants = vec![open(args, "builtin bloom 10", None)];
@@ -122,7 +130,10 @@ pub fn run(args: &Args) {
         base.bits_per_key()
     ));
     let specs = [
-        ("lsm blocked 10".to_string(), "lsm_bloom.blocked:10".to_string()),
+        (
+            "lsm blocked 10".to_string(),
+            "lsm_bloom.blocked:10".to_string(),
+        ),
         (
             "lsm ribbon @builtin FPR".to_string(),
             format!("lsm_bloom.ribbon:fpr:{}", base.fpr.max(1e-6)),
@@ -141,7 +152,10 @@ pub fn run(args: &Args) {
         let t0 = Instant::now();
         load(&v.rocks, args, 1);
         load_secs.push(t0.elapsed().as_secs_f64());
-        say(format!("{label} ({policy}) loaded in {:.1} s", load_secs.last().copied().unwrap_or(0.0)));
+        say(format!(
+            "{label} ({policy}) loaded in {:.1} s",
+            load_secs.last().copied().unwrap_or(0.0)
+        ));
         variants.push(v);
     }
 
@@ -184,7 +198,10 @@ pub fn run(args: &Args) {
                         }
                     });
                     let ops = keys.len() as f64 / secs;
-                    say(format!("  {shape} {threads}T round {round} {}: {ops:.0} absent gets/s", variants[i].label));
+                    say(format!(
+                        "  {shape} {threads}T round {round} {}: {ops:.0} absent gets/s",
+                        variants[i].label
+                    ));
                     samples[i].push(ops);
                 }
             }

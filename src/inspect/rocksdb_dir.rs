@@ -66,7 +66,10 @@ impl RocksTotals {
         for f in &t.filters {
             self.filter_bytes = self.filter_bytes.saturating_add(f.bytes);
             let (kind, fpr) = match (&f.lsm_bloom, &f.builtin) {
-                (Some(l), _) => (format!("lsm_bloom:{}", l.info.kind), Some(l.info.expected_fpr)),
+                (Some(l), _) => (
+                    format!("lsm_bloom:{}", l.info.kind),
+                    Some(l.info.expected_fpr),
+                ),
                 (None, Some(b)) => (b.kind.to_string(), b.estimated_fpr),
                 (None, None) => (f.status.to_string(), None),
             };
@@ -109,7 +112,7 @@ fn skip_len_prefixed(buf: &[u8], pos: &mut usize) -> Option<()> {
 }
 
 /// The records of a RocksDB log file, reassembled from fragments.
-fn log_records(bytes: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
+pub(crate) fn log_records(bytes: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
     const BLOCK: usize = 32 * 1024;
     let mut out = Vec::new();
     let mut partial: Option<Vec<u8>> = None;
@@ -125,7 +128,11 @@ fn log_records(bytes: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
         };
         let len = usize::from(u16::from_le_bytes([h[4], h[5]]));
         let kind = h[6];
-        let header = if (5..=8).contains(&kind) || kind >= 11 { 11 } else { 7 };
+        let header = if (5..=8).contains(&kind) || kind >= 11 {
+            11
+        } else {
+            7
+        };
         if kind == 0 && len == 0 {
             pos += left_in_block; // pre-allocated zeros: skip the block's rest
             continue;
@@ -156,7 +163,7 @@ fn log_records(bytes: &[u8]) -> std::result::Result<Vec<Vec<u8>>, String> {
 }
 
 /// Live files `(number → level)` after replaying every edit.
-fn live_files(records: &[Vec<u8>]) -> std::result::Result<BTreeMap<u64, u32>, String> {
+pub(crate) fn live_files(records: &[Vec<u8>]) -> std::result::Result<BTreeMap<u64, u32>, String> {
     let mut live = BTreeMap::new();
     for rec in records {
         let mut pos = 0;

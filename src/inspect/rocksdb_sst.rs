@@ -25,8 +25,7 @@ const EXTENDED_MAGIC: [u8; 4] = [0x3e, 0x00, 0x7a, 0x00];
 
 /// True if `bytes` (a whole file) ends with the block-based table magic.
 pub fn is_rocksdb_sst(bytes: &[u8]) -> bool {
-    bytes.len() >= FOOTER_LEN
-        && bytes[bytes.len() - 8..] == BLOCK_BASED_MAGIC.to_le_bytes()
+    bytes.len() >= FOOTER_LEN && bytes[bytes.len() - 8..] == BLOCK_BASED_MAGIC.to_le_bytes()
 }
 
 /// A RocksDB SST as `dump_filter` shows it.
@@ -144,7 +143,9 @@ impl Handle {
         let body = &file[start..start + self.size as usize];
         let compression = file[(end - BLOCK_TRAILER) as usize];
         if compression != 0 {
-            return Err(format!("{what} block is compressed (type {compression}): not decoded"));
+            return Err(format!(
+                "{what} block is compressed (type {compression}): not decoded"
+            ));
         }
         Ok(body)
     }
@@ -152,12 +153,19 @@ impl Handle {
 
 /// Entries of a block in RocksDB's key-delta format: `(shared, non_shared, value_len)` as
 /// varints, the key's new bytes, the value; then restart offsets and their count.
-fn block_entries(block: &[u8], what: &str) -> std::result::Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+/// A block's `(key, value)` entries in order.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn block_entries(block: &[u8], what: &str) -> std::result::Result<Entries, String> {
     let bad = |m: &str| format!("{what} block: {m}");
     if block.len() < 4 {
         return Err(bad("shorter than its restart count"));
     }
-    let tail = u32::from_le_bytes(block[block.len() - 4..].try_into().map_err(|_| bad("tail"))?);
+    let tail = u32::from_le_bytes(
+        block[block.len() - 4..]
+            .try_into()
+            .map_err(|_| bad("tail"))?,
+    );
     // The top bit says how data blocks are indexed; meta blocks have it clear.
     let restarts = u64::from(tail & 0x7fff_ffff);
     let restart_bytes = restarts
@@ -225,7 +233,9 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
             ));
         }
         let size = u64::from(u32::from_le_bytes(
-            part2[12..16].try_into().map_err(|_| "footer cut short".to_string())?,
+            part2[12..16]
+                .try_into()
+                .map_err(|_| "footer cut short".to_string())?,
         ));
         let offset = footer_offset
             .checked_sub(BLOCK_TRAILER)
@@ -280,12 +290,7 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
     })
 }
 
-fn filter_report(
-    file: &[u8],
-    key: String,
-    h: Handle,
-    entries: Option<u64>,
-) -> RocksFilterReport {
+fn filter_report(file: &[u8], key: String, h: Handle, entries: Option<u64>) -> RocksFilterReport {
     let mut r = RocksFilterReport {
         metaindex_key: key,
         offset: h.offset,

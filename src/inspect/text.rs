@@ -212,7 +212,9 @@ impl fmt::Display for RocksTotals {
 
 impl fmt::Display for RocksTableReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let level = self.level.map_or_else(String::new, |l| format!("level {l}, "));
+        let level = self
+            .level
+            .map_or_else(String::new, |l| format!("level {l}, "));
         writeln!(
             f,
             "RocksDB table {} ({level}{} bytes, format_version {}, checksum {})",
@@ -245,7 +247,10 @@ impl fmt::Display for RocksFilterReport {
             self.metaindex_key, self.offset, self.bytes, self.status
         )?;
         if let Some(e) = &self.error {
-            writeln!(f, "  INVALID: {e} (RocksDB reads this table as if every key may match)")?;
+            writeln!(
+                f,
+                "  INVALID: {e} (RocksDB reads this table as if every key may match)"
+            )?;
         }
         if let Some(r) = &self.lsm_bloom {
             write!(f, "{r}")?;

@@ -267,7 +267,10 @@ impl Builder {
         }
         self.finished = b.finish();
         if self.state.is_budget() {
-            let crc = self.finished.last_chunk::<4>().map(|c| u32::from_le_bytes(*c))?;
+            let crc = self
+                .finished
+                .last_chunk::<4>()
+                .map(|c| u32::from_le_bytes(*c))?;
             self.state.shape.built(crc, self.ctx.level);
         }
         Some(())
@@ -654,7 +657,13 @@ mod tests {
         let mut err = [0 as c_char; 256];
         // SAFETY: valid buffers.
         let p = unsafe {
-            lsm_bloom_rdb_policy_new(name.as_ptr().cast(), name.len(), &mut family, err.as_mut_ptr(), 256)
+            lsm_bloom_rdb_policy_new(
+                name.as_ptr().cast(),
+                name.len(),
+                &mut family,
+                err.as_mut_ptr(),
+                256,
+            )
         };
         assert!(!p.is_null(), "{name}");
         p
@@ -680,13 +689,22 @@ mod tests {
             let b = lsm_bloom_rdb_builder_new(p, 0, false, 7, true);
             assert!(!b.is_null());
             // Duplicates adjacent in order are counted once.
-            let block = build(b, &[b"a", b"a", b"b", b"c"]);
-            assert_eq!(FilterReader::new(&block[..]).unwrap().header().n, 3);
+            let mut keys: Vec<Vec<u8>> = (0..300u32)
+                .map(|i| format!("key{i}").into_bytes())
+                .collect();
+            keys.insert(1, keys[0].clone());
+            let refs: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+            let block = build(b, &refs);
+            assert_eq!(FilterReader::new(&block[..]).unwrap().header().n, 300);
             // The builder starts over after finish (partitioned filters reuse it).
             assert_eq!(lsm_bloom_rdb_builder_entries(b), 0);
             let r = lsm_bloom_rdb_reader_new(p, block.as_ptr(), block.len());
-            for k in [&b"a"[..], b"b", b"c"] {
-                assert!(lsm_bloom_rdb_reader_may_match(r, k.as_ptr().cast(), k.len()));
+            for k in &keys {
+                assert!(lsm_bloom_rdb_reader_may_match(
+                    r,
+                    k.as_ptr().cast(),
+                    k.len()
+                ));
             }
             let owned: Vec<String> = (0..1000u32).map(|i| format!("absent{i}")).collect();
             let refs: Vec<KeyRef> = owned
@@ -699,9 +717,15 @@ mod tests {
             let mut out = vec![true; refs.len()];
             lsm_bloom_rdb_reader_may_match_batch(r, refs.len(), refs.as_ptr(), out.as_mut_ptr());
             let passed = out.iter().filter(|&&m| m).count();
-            assert!(passed < 30, "{passed} of 1000 absent keys passed a 10 bits/key filter");
+            assert!(
+                passed < 30,
+                "{passed} of 1000 absent keys passed a 10 bits/key filter"
+            );
             for (k, o) in owned.iter().zip(&out) {
-                assert_eq!(*o, lsm_bloom_rdb_reader_may_match(r, k.as_ptr().cast(), k.len()));
+                assert_eq!(
+                    *o,
+                    lsm_bloom_rdb_reader_may_match(r, k.as_ptr().cast(), k.len())
+                );
             }
             lsm_bloom_rdb_reader_free(r);
             lsm_bloom_rdb_builder_free(b);
@@ -762,7 +786,9 @@ mod tests {
     fn a_budget_gives_new_level0_files_more_bits_than_the_big_level() {
         let p = policy("lsm_bloom.budget:blocked:10");
         let keys = |n: u32, tag: u8| -> Vec<Vec<u8>> {
-            (0..n).map(|i| [&[tag][..], &i.to_be_bytes()[..]].concat()).collect()
+            (0..n)
+                .map(|i| [&[tag][..], &i.to_be_bytes()[..]].concat())
+                .collect()
         };
         let bits = |block: &[u8]| FilterReader::new(block).unwrap().info().bits_per_key;
         // SAFETY: live pointers; each block outlives its reader.
@@ -794,7 +820,13 @@ mod tests {
         let mut family = -1;
         // SAFETY: valid buffers; the message is cut to fit 16 bytes.
         let p = unsafe {
-            lsm_bloom_rdb_policy_new(name.as_ptr().cast(), name.len(), &mut family, err.as_mut_ptr(), 16)
+            lsm_bloom_rdb_policy_new(
+                name.as_ptr().cast(),
+                name.len(),
+                &mut family,
+                err.as_mut_ptr(),
+                16,
+            )
         };
         assert!(p.is_null());
         // SAFETY: NUL-terminated within the buffer.
@@ -804,7 +836,11 @@ mod tests {
 
     #[test]
     fn space_estimates_match_what_finish_builds() {
-        for name in ["lsm_bloom.blocked:10", "lsm_bloom.standard:7", "lsm_bloom.ribbon:8"] {
+        for name in [
+            "lsm_bloom.blocked:10",
+            "lsm_bloom.standard:7",
+            "lsm_bloom.ribbon:8",
+        ] {
             let p = policy(name);
             // SAFETY: live pointers.
             unsafe {
@@ -814,7 +850,11 @@ mod tests {
                 let space = lsm_bloom_rdb_builder_space(b, keys.len());
                 let block = build(b, &refs);
                 let diff = (space as f64 - block.len() as f64).abs() / block.len() as f64;
-                assert!(diff < 0.02, "{name}: estimate {space}, built {}", block.len());
+                assert!(
+                    diff < 0.02,
+                    "{name}: estimate {space}, built {}",
+                    block.len()
+                );
                 let n = lsm_bloom_rdb_builder_entries_for(b, space);
                 assert!(n >= keys.len() && n < keys.len() * 11 / 10, "{name}: {n}");
                 let fpr = lsm_bloom_rdb_builder_fp_rate(b, keys.len(), block.len());

@@ -100,7 +100,12 @@ impl Shape {
     pub fn runs(&self) -> Vec<(i32, u64)> {
         let s = self.lock();
         let mut runs: Vec<(i32, u64)> = s.l0.values().map(|&k| (0, k)).collect();
-        runs.extend(s.levels.iter().filter(|(_, &k)| k > 0).map(|(&l, &k)| (l, k)));
+        runs.extend(
+            s.levels
+                .iter()
+                .filter(|(_, &k)| k > 0)
+                .map(|(&l, &k)| (l, k)),
+        );
         if s.unknown > 0 {
             match runs.iter_mut().filter(|r| r.0 > 0).next_back() {
                 Some(last) => last.1 += s.unknown,
@@ -156,12 +161,16 @@ mod tests {
         let s = Shape::default();
         s.built(1, 6);
         let _big = s.opened(1, 1_000_000);
-        for (crc, _) in [(2u32, ()), (3, ())] {
+        for crc in [2, 3] {
             s.built(crc, 0);
             let _ = s.opened(crc, 100_000);
         }
         let kind = FilterKind::Blocked;
+        // A third level-0 file of the same size: planned beside the live runs...
         let l0 = s.plan(kind, 10.0, 0, 100_000);
+        s.built(4, 0);
+        let _ = s.opened(4, 100_000);
+        // ...and the last level planned on the same four runs.
         let last = s.plan(kind, 10.0, 6, 0);
         assert!(l0 > 12.0 && last < 10.0, "L0 {l0}, last {last}");
         let spent = 3.0 * 100_000.0 * l0 + 1_000_000.0 * last;

@@ -118,8 +118,9 @@ class Policy : public FilterPolicy {
   Policy(const Policy&) = delete;
   Policy& operator=(const Policy&) = delete;
 
-  const char* Name() const override { return "lsm_bloom"; }
-  // What RocksDB writes to the OPTIONS file and parses back on reopen.
+  // The full name: RocksDB writes Name() to each table's rocksdb.filter.policy property and
+  // GetId() to the OPTIONS file, which parses it back on reopen.
+  const char* Name() const override { return id_.c_str(); }
   std::string GetId() const override { return id_; }
   const char* CompatibilityName() const override { return kCompatibilityName; }
 

@@ -39,7 +39,7 @@ class BuiltinBudgetPolicy : public FilterPolicy {
   BuiltinBudgetPolicy(const BuiltinBudgetPolicy&) = delete;
   BuiltinBudgetPolicy& operator=(const BuiltinBudgetPolicy&) = delete;
 
-  const char* Name() const override { return "lsm_bloom.builtin_budget"; }
+  const char* Name() const override { return id_.c_str(); }
   std::string GetId() const override { return id_; }
   const char* CompatibilityName() const override { return reader_->CompatibilityName(); }
 
@@ -60,7 +60,9 @@ class BuiltinBudgetPolicy : public FilterPolicy {
     auto& slot = by_millibits_[millibits];
     if (!slot) {
       double b = static_cast<double>(millibits) / 1000.0;
-      slot.reset(ribbon_ ? ROCKSDB_NAMESPACE::NewRibbonFilterPolicy(b)
+      // Ribbon at every level, flushes included (bloom_before_level -1; RocksDB's default
+      // of 0 would write flushes with its Bloom filter).
+      slot.reset(ribbon_ ? ROCKSDB_NAMESPACE::NewRibbonFilterPolicy(b, -1)
                          : ROCKSDB_NAMESPACE::NewBloomFilterPolicy(b));
     }
     return slot.get();

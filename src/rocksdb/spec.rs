@@ -94,6 +94,13 @@ pub struct FileContext {
     pub leveled: bool,
 }
 
+fn usage(name: &str) -> String {
+    format!(
+        "filter policy {name:?}: expected lsm_bloom.KIND:BITS, lsm_bloom.KIND:fpr:RATE, \
+         lsm_bloom.budget:KIND:BITS or lsm_bloom.builtin_budget:bloom|ribbon:BITS"
+    )
+}
+
 fn bits(s: &str, what: &str) -> Result<f64, String> {
     let b: f64 = s
         .parse()
@@ -130,22 +137,22 @@ impl std::str::FromStr for Spec {
                 },
                 average_bits: bits(avg, "average bits per key")?,
             },
+            ["budget" | "builtin_budget", ..] => return Err(usage(name)),
             [k, "fpr", p] => {
                 let p: f64 = p
                     .parse()
                     .map_err(|_| format!("false-positive rate: expected a number, got {p:?}"))?;
                 Spec::Uniform(FilterPolicy::target_fpr(kind(k)?, p))
             }
-            [k, b] => Spec::Uniform(FilterPolicy::bits_per_key(kind(k)?, bits(b, "bits per key")?)),
-            _ => {
-                return Err(format!(
-                    "filter policy {name:?}: expected lsm_bloom.KIND:BITS, lsm_bloom.KIND:fpr:RATE, \
-                     lsm_bloom.budget:KIND:BITS or lsm_bloom.builtin_budget:bloom|ribbon:BITS"
-                ))
-            }
+            [k, b] => Spec::Uniform(FilterPolicy::bits_per_key(
+                kind(k)?,
+                bits(b, "bits per key")?,
+            )),
+            _ => return Err(usage(name)),
         };
         if let Spec::Uniform(p) = spec {
-            p.validate().map_err(|e| format!("filter policy {name:?}: {e}"))?;
+            p.validate()
+                .map_err(|e| format!("filter policy {name:?}: {e}"))?;
         }
         Ok(spec)
     }
@@ -164,7 +171,11 @@ impl fmt::Display for Spec {
             Spec::BuiltinBudget {
                 builtin,
                 average_bits,
-            } => write!(f, "{PREFIX}builtin_budget:{}:{average_bits}", builtin.name()),
+            } => write!(
+                f,
+                "{PREFIX}builtin_budget:{}:{average_bits}",
+                builtin.name()
+            ),
         }
     }
 }
@@ -227,9 +238,15 @@ mod tests {
             ("lsm_bloom.xor:10", "unknown filter kind"),
             ("lsm_bloom.blocked:ten", "expected a number"),
             ("lsm_bloom.blocked:0", "must be in (0, 1000]"),
-            ("lsm_bloom.blocked:fpr:1.5", "false-positive rate must be in (0, 1)"),
+            (
+                "lsm_bloom.blocked:fpr:1.5",
+                "false-positive rate must be in (0, 1)",
+            ),
             ("lsm_bloom.budget:blocked", "expected lsm_bloom.KIND:BITS"),
-            ("lsm_bloom.builtin_budget:cuckoo:10", "unknown RocksDB filter"),
+            (
+                "lsm_bloom.builtin_budget:cuckoo:10",
+                "unknown RocksDB filter",
+            ),
         ] {
             let e = name.parse::<Spec>().unwrap_err();
             assert!(e.contains(says), "{name}: {e}");
@@ -251,7 +268,10 @@ mod tests {
         for base in [6, 4, 1] {
             let l0 = plan_bits(kind, 10.0, ctx(0, false), base);
             let bottom = plan_bits(kind, 10.0, ctx(6, true), base);
-            assert!(l0 > 10.0 && bottom < 10.0, "base {base}: L0 {l0}, bottom {bottom}");
+            assert!(
+                l0 > 10.0 && bottom < 10.0,
+                "base {base}: L0 {l0}, bottom {bottom}"
+            );
             // The modelled memory equals the average.
             let mut keys = vec![L0_FILE_SHARE; L0_RUNS];
             let mut spent: f64 = keys.iter().map(|k| k * l0).sum();
