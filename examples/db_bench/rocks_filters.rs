@@ -13,7 +13,9 @@
 //! - `builtin budget @builtin mem`: `lsm_bloom.builtin_budget:bloom:B` — RocksDB's own Bloom,
 //!   bits per level from the same plan (the public-header policy).
 //!
-//! Per shape (settled, then fully compacted) an untimed pass with RocksDB's statistics on
+//! Shapes: as settled after the load; then after two more flushes of `keys / 20` new keys each
+//! (young level-0 tables above the settled levels, where a budget matters most); then fully
+//! compacted. Per shape an untimed pass with RocksDB's statistics on
 //! reads the tickers over the absent keys: observed FPR (full-filter positives ÷ checks),
 //! data-block reads per absent get (block cache data hits + misses), and the filter blocks'
 //! bytes from the SSTs (`inspect::rocksdb_sst`). Then the timed absent gets, statistics off.
@@ -24,7 +26,7 @@ use std::time::Instant;
 use lsm_bloom::inspect::rocksdb_sst::read_table_file;
 use rocksdb::statistics::{StatsLevel, Ticker};
 
-use super::{load, median, phase_keys, rocks_options, timed_parallel, Args, Rocks};
+use super::{key, load, median, phase_keys, rocks_options, timed_parallel, Args, Rocks};
 
 struct Variant {
     label: String,
@@ -160,7 +162,24 @@ pub fn run(args: &Args) {
     }
 
     let mut rows = Vec::new();
-    for shape in ["settled", "compacted"] {
+    for shape in ["settled", "+2 L0 flushes", "compacted"] {
+        if shape == "+2 L0 flushes" {
+            // Recent writes: two flushes of keys/20 new keys each, as a store serving writes
+            // has young level-0 tables above its settled levels.
+            let value = vec![b'v'; args.value_size];
+            for batch in 0..2 {
+                let first = args.keys + batch * (args.keys / 20);
+                for v in &variants {
+                    for i in first..first + args.keys / 20 {
+                        v.rocks.db.put(key(i), &value).expect("put");
+                    }
+                    v.rocks.db.flush().expect("flush");
+                }
+            }
+            for v in &variants {
+                super::Engine::settle(&v.rocks);
+            }
+        }
         if shape == "compacted" {
             for v in &variants {
                 super::Engine::compact_all(&v.rocks);

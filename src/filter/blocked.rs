@@ -59,12 +59,48 @@ pub(crate) fn set(bits: &mut [u8], lines: u64, k: u32, h: u64) {
 }
 
 /// Tests the k probe bits of `h`: all of them set in the key's line.
+///
+/// Fast path (k ≤ 7, every default k up to ~14 bits/key): the first k 9-bit fields of
+/// `mix(h)` are the probes unless two of them are equal (probability ≈ k(k−1)/1024, 4% at
+/// k = 7), so they are tested straight from the line and checked for repeats with
+/// branch-free compares; only a repeat takes the exact loop of `probe_mask`. Same bits, same
+/// answer (unit test `fast_path_answers_as_the_probe_mask`); measured with `filter_bench
+/// --large-mib 8 --queries 2000000 --rounds 3` (2026-11-23): negative probes 23.8 → 20.0 ns
+/// in cache, 69.6 → 66.6 ns for an 8 MiB filter (there the DRAM miss dominates).
 #[inline]
 pub(crate) fn test(bits: &[u8], lines: u64, k: u32, h: u64) -> bool {
     let start = line_start(h, lines);
-    let Some(line) = bits.get(start..start + LINE_BYTES) else {
+    let Some(line) = bits
+        .get(start..start + LINE_BYTES)
+        .and_then(|l| <&[u8; LINE_BYTES]>::try_from(l).ok())
+    else {
         return true; // unreachable for a validated block; "maybe" is the safe answer
     };
+    if k <= 7 {
+        let x = super::hash::mix(h);
+        let mut fields = [0usize; 7];
+        let mut all = true;
+        for (i, f) in fields.iter_mut().enumerate().take(k as usize) {
+            let bit = ((x >> (9 * i)) & 511) as usize;
+            *f = bit;
+            all &= (line[bit >> 3] >> (bit & 7)) & 1 == 1;
+        }
+        let mut repeat = false;
+        for i in 1..k as usize {
+            for j in 0..i {
+                repeat |= fields[i] == fields[j];
+            }
+        }
+        if !repeat {
+            return all;
+        }
+    }
+    test_exact(line, h, k)
+}
+
+/// `test` by the full probe mask (any k, repeats skipped).
+#[inline(never)]
+fn test_exact(line: &[u8; LINE_BYTES], h: u64, k: u32) -> bool {
     let mask = probe_mask(h, k);
     // Branch-free over the 8 words: all probes share one cache line, so checking every word
     // is cheaper than a mispredicted early exit.
@@ -80,6 +116,44 @@ pub(crate) fn test(bits: &[u8], lines: u64, k: u32, h: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_path_answers_as_the_probe_mask() {
+        // Lines with about half their bits set, so both answers occur often.
+        let mut x = 0x1234_5678_9abc_def1u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let lines = 64u64;
+        let bits: Vec<u8> = (0..lines as usize * LINE_BYTES)
+            .map(|_| (next() & next()) as u8 | (next() as u8 & 0x0f))
+            .collect();
+        let (mut yes, mut repeats) = (0, 0);
+        for _ in 0..200_000 {
+            let h = next();
+            for k in 1..=9 {
+                let start = line_start(h, lines);
+                let line: &[u8; LINE_BYTES] =
+                    bits[start..start + LINE_BYTES].try_into().unwrap();
+                let exact = test_exact(line, h, k);
+                assert_eq!(test(&bits, lines, k, h), exact, "h {h:#x} k {k}");
+                yes += u32::from(exact);
+                let m = mix_fields(h, k);
+                repeats += u32::from(m);
+            }
+        }
+        assert!(yes > 10_000 && repeats > 1000, "{yes} yes, {repeats} repeats");
+    }
+
+    /// True when the first k fields of `mix(h)` repeat one another (k ≤ 7).
+    fn mix_fields(h: u64, k: u32) -> bool {
+        let x = crate::filter::hash::mix(h);
+        let f: Vec<u64> = (0..k.min(7)).map(|i| (x >> (9 * i)) & 511).collect();
+        (1..f.len()).any(|i| f[..i].contains(&f[i]))
+    }
 
     #[test]
     fn every_probe_stays_in_one_line() {

@@ -226,6 +226,8 @@ pub struct Builder {
     last_key: Option<u64>,
     last_alt: Option<u64>,
     finished: Vec<u8>,
+    /// Entries in the last block built.
+    hashes_built: u64,
 }
 
 impl Builder {
@@ -260,7 +262,8 @@ impl Builder {
         let hashes = std::mem::take(&mut self.hashes);
         self.last_key = None;
         self.last_alt = None;
-        let policy = self.state.filter_policy(self.ctx, hashes.len() as u64);
+        self.hashes_built = hashes.len() as u64;
+        let policy = self.state.filter_policy(self.ctx, self.hashes_built);
         let mut b = FilterBuilder::new(policy).ok()?;
         for h in hashes {
             b.add_hash(h);
@@ -271,7 +274,8 @@ impl Builder {
                 .finished
                 .last_chunk::<4>()
                 .map(|c| u32::from_le_bytes(*c))?;
-            self.state.shape.built(crc, self.ctx.level);
+            let keys = self.hashes_built;
+            self.state.shape.built(crc, self.ctx.level, keys);
         }
         Some(())
     }
@@ -306,6 +310,7 @@ pub unsafe extern "C" fn lsm_bloom_rdb_builder_new(
             last_key: None,
             last_alt: None,
             finished: Vec::new(),
+            hashes_built: 0,
         }))
     })
 }

@@ -10,9 +10,13 @@
 //! before this process (a reopened database) are live at an unknown level, counted with the
 //! last level, where most keys are.
 //!
-//! `plan` then spreads `average × keys` bits over the live runs plus the new file with
-//! `filter::budget::allocate_runs` and returns the new file's bits/key. Each plan is
-//! computed once per file, at `Finish`, under a mutex that no probe takes.
+//! `plan` then spreads `average × keys` bits over the runs plus the new file with
+//! `filter::budget::allocate_runs` and returns the new file's bits/key: a flush beside the live
+//! runs; a compaction output beside the live levels ≥ 1 and one level-0 run of the last
+//! flush's size (not the live level-0 tables, which an L0 → base compaction consumes). Each
+//! plan is computed once per file, at `Finish`, under a mutex that no probe takes. With
+//! `cache_index_and_filter_blocks` RocksDB drops readers whose filter leaves its block cache,
+//! so the shape then counts the tables whose filters are cached.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Mutex, MutexGuard};
@@ -40,6 +44,8 @@ struct Inner {
     levels: BTreeMap<i32, u64>,
     /// Live keys of blocks this process did not build.
     unknown: u64,
+    /// Keys of the last level-0 table built (what the next flush will hold, roughly).
+    flush_keys: u64,
     next_id: u64,
 }
 
@@ -55,9 +61,12 @@ impl Shape {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A block with checksum `crc` was built for `level`.
-    pub fn built(&self, crc: u32, level: i32) {
+    /// A block with checksum `crc` and `keys` keys was built for `level`.
+    pub fn built(&self, crc: u32, level: i32, keys: u64) {
         let mut s = self.lock();
+        if level == 0 {
+            s.flush_keys = keys;
+        }
         if s.built.len() == REMEMBERED {
             s.built.pop_front();
         }
@@ -116,18 +125,31 @@ impl Shape {
     }
 
     /// Bits/key for a new file of `keys` keys at `level` under an average of `average_bits`
-    /// on `kind`'s curve, given the live runs.
+    /// on `kind`'s curve.
+    ///
+    /// A flush (level 0) is planned beside the live runs. A compaction output (level ≥ 1) is
+    /// planned without the live level-0 tables — an L0 → base compaction consumes them, and
+    /// counting them would starve the level being written — but with one level-0 run of the
+    /// last flush's size, the young table that will sit above it (Monkey's share for it is
+    /// paid here, at the big level, once).
     pub fn plan(&self, kind: FilterKind, average_bits: f64, level: i32, keys: u64) -> f64 {
         let mut runs = self.runs();
         let mine = if level <= 0 {
             runs.push((0, keys));
             runs.len() - 1
-        } else if let Some(i) = runs.iter().position(|r| r.0 == level) {
-            runs[i].1 += keys;
-            i
         } else {
-            runs.push((level, keys));
-            runs.len() - 1
+            let flush = self.lock().flush_keys;
+            runs.retain(|r| r.0 != 0);
+            if flush > 0 {
+                runs.insert(0, (0, flush));
+            }
+            if let Some(i) = runs.iter().position(|r| r.0 == level) {
+                runs[i].1 += keys;
+                i
+            } else {
+                runs.push((level, keys));
+                runs.len() - 1
+            }
         };
         let weighted: Vec<(FilterKind, u64)> = runs.iter().map(|&(_, k)| (kind, k)).collect();
         let total: f64 = runs.iter().map(|r| r.1 as f64).sum();
@@ -143,8 +165,8 @@ mod tests {
     #[test]
     fn readers_of_built_blocks_count_at_their_level_until_closed() {
         let s = Shape::default();
-        s.built(11, 0);
-        s.built(22, 6);
+        s.built(11, 0, 1000);
+        s.built(22, 6, 50_000);
         let a = s.opened(11, 1000);
         let b = s.opened(22, 50_000);
         let c = s.opened(33, 7000); // not built here: counted with the last level
@@ -159,22 +181,28 @@ mod tests {
     #[test]
     fn small_young_runs_get_more_bits_and_the_memory_averages_out() {
         let s = Shape::default();
-        s.built(1, 6);
+        s.built(1, 6, 1_000_000);
         let _big = s.opened(1, 1_000_000);
         for crc in [2, 3] {
-            s.built(crc, 0);
+            s.built(crc, 0, 100_000);
             let _ = s.opened(crc, 100_000);
         }
         let kind = FilterKind::Blocked;
-        // A third level-0 file of the same size: planned beside the live runs...
+        // A third level-0 file: planned beside the two live ones and the big level.
         let l0 = s.plan(kind, 10.0, 0, 100_000);
-        s.built(4, 0);
-        let _ = s.opened(4, 100_000);
-        // ...and the last level planned on the same four runs.
+        assert!(l0 > 12.0, "L0 {l0}");
+        // A compaction output at the last level is planned without the live level-0 tables
+        // (they are its inputs) but beside one flush-sized run to come, and gets less than
+        // the average: together the two spend the average.
         let last = s.plan(kind, 10.0, 6, 0);
-        assert!(l0 > 12.0 && last < 10.0, "L0 {l0}, last {last}");
-        let spent = 3.0 * 100_000.0 * l0 + 1_000_000.0 * last;
-        let avg = spent / 1_300_000.0;
+        assert!(last < 10.0, "last {last}");
+        let young = {
+            let t = Shape::default();
+            t.built(9, 6, 1_000_000);
+            let _ = t.opened(9, 1_000_000);
+            t.plan(kind, 10.0, 0, 100_000)
+        };
+        let avg = (100_000.0 * young + 1_000_000.0 * last) / 1_100_000.0;
         assert!((9.6..=10.0).contains(&avg), "average {avg}");
         // With nothing live, a file gets the average.
         assert!((Shape::default().plan(kind, 10.0, 0, 5000) - 10.0).abs() < 0.1);
