@@ -465,7 +465,7 @@ fn dump_filter_reads_the_ssts_of_every_policy() {
             .collect();
         let sst = &tables[0];
         let out = std::process::Command::new(&dump)
-            .arg(&sst)
+            .arg(sst)
             .arg("--json")
             .output()
             .unwrap();

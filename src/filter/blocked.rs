@@ -136,8 +136,7 @@ mod tests {
             let h = next();
             for k in 1..=9 {
                 let start = line_start(h, lines);
-                let line: &[u8; LINE_BYTES] =
-                    bits[start..start + LINE_BYTES].try_into().unwrap();
+                let line: &[u8; LINE_BYTES] = bits[start..start + LINE_BYTES].try_into().unwrap();
                 let exact = test_exact(line, h, k);
                 assert_eq!(test(&bits, lines, k, h), exact, "h {h:#x} k {k}");
                 yes += u32::from(exact);
@@ -145,7 +144,10 @@ mod tests {
                 repeats += u32::from(m);
             }
         }
-        assert!(yes > 10_000 && repeats > 1000, "{yes} yes, {repeats} repeats");
+        assert!(
+            yes > 10_000 && repeats > 1000,
+            "{yes} yes, {repeats} repeats"
+        );
     }
 
     /// True when the first k fields of `mix(h)` repeat one another (k ≤ 7).

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::rocksdb_sst::{read_table_file, RocksTableReport};
+use super::rocksdb_sst::{read_table_file, varint, RocksTableReport};
 use crate::error::{Error, Result};
 
 /// A RocksDB database directory.
@@ -90,19 +90,6 @@ impl RocksTotals {
 /// True if `dir` looks like a RocksDB database (a `CURRENT` naming a `MANIFEST-`).
 pub fn is_rocksdb_dir(dir: &Path) -> bool {
     std::fs::read_to_string(dir.join("CURRENT")).is_ok_and(|s| s.starts_with("MANIFEST-"))
-}
-
-fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
 }
 
 fn skip_len_prefixed(buf: &[u8], pos: &mut usize) -> Option<()> {

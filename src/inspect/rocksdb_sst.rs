@@ -98,7 +98,8 @@ pub struct BuiltinFilterInfo {
     pub estimated_fpr: Option<f64>,
 }
 
-fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+/// A varint64 at `*pos` (advanced past it), if whole and at most 10 bytes.
+pub(crate) fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let b = *buf.get(*pos)?;

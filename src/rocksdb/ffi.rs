@@ -30,6 +30,19 @@ fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
     })
 }
 
+/// Drops the box behind `p` (a no-op for null).
+///
+/// # Safety
+/// `p` is null or came from `Box::into_raw` and is not used again.
+unsafe fn free<T>(p: *mut T) {
+    guard((), || {
+        if !p.is_null() {
+            // SAFETY: the caller's contract.
+            drop(unsafe { Box::from_raw(p) });
+        }
+    })
+}
+
 /// `(ptr, len)` from C++ as a slice (empty when null or zero-length).
 ///
 /// # Safety
@@ -164,12 +177,8 @@ pub unsafe extern "C" fn lsm_bloom_rdb_policy_new(
 /// `p` is null or from `lsm_bloom_rdb_policy_new`, freed once, with no builder left using it.
 #[no_mangle]
 pub unsafe extern "C" fn lsm_bloom_rdb_policy_free(p: *mut Policy) {
-    guard((), || {
-        if !p.is_null() {
-            // SAFETY: the caller's contract.
-            drop(unsafe { Box::from_raw(p) });
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe { free(p) }
 }
 
 fn context(level: i32, bottommost: bool, num_levels: i32, leveled: bool) -> FileContext {
@@ -484,12 +493,8 @@ pub unsafe extern "C" fn lsm_bloom_rdb_builder_fp_rate(
 /// `b` is null or from `lsm_bloom_rdb_builder_new`, freed once.
 #[no_mangle]
 pub unsafe extern "C" fn lsm_bloom_rdb_builder_free(b: *mut Builder) {
-    guard((), || {
-        if !b.is_null() {
-            // SAFETY: the caller's contract.
-            drop(unsafe { Box::from_raw(b) });
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe { free(b) }
 }
 
 /// Filter bytes owned by RocksDB, which keeps them alive as long as the reader.
@@ -645,12 +650,8 @@ pub unsafe extern "C" fn lsm_bloom_rdb_reader_may_match_batch(
 /// `r` is null or from `lsm_bloom_rdb_reader_new`, freed once.
 #[no_mangle]
 pub unsafe extern "C" fn lsm_bloom_rdb_reader_free(r: *mut Reader) {
-    guard((), || {
-        if !r.is_null() {
-            // SAFETY: the caller's contract.
-            drop(unsafe { Box::from_raw(r) });
-        }
-    })
+    // SAFETY: the caller's contract.
+    unsafe { free(r) }
 }
 
 #[cfg(test)]

@@ -116,7 +116,7 @@ impl Shape {
                 .map(|(&l, &k)| (l, k)),
         );
         if s.unknown > 0 {
-            match runs.iter_mut().filter(|r| r.0 > 0).next_back() {
+            match runs.iter_mut().rfind(|r| r.0 > 0) {
                 Some(last) => last.1 += s.unknown,
                 None => runs.push((i32::MAX, s.unknown)),
             }
