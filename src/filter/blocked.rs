@@ -95,9 +95,8 @@ pub(crate) fn test(bits: &[u8], lines: u64, k: u32, h: u64) -> bool {
 
 /// The seven 9-bit fields of `x` (bits 0..63) as SWAR lanes.
 const LANES: u64 = (1 << 63) - 1;
-/// Each lane's low 8 bits, and each lane's top bit.
+/// Each lane's low 8 bits (`0x0040_2010_0804_0201` has bit 9i set for each lane i).
 const LANE_LOW: u64 = 0x00FF * 0x0040_2010_0804_0201 & LANES;
-const LANE_HIGH: u64 = 0x0100 * 0x0040_2010_0804_0201 & LANES;
 
 /// `VALID[k][j]`: top bits of the lanes i where lanes i and (i + j) mod 7 are both below k.
 const VALID: [[u64; 4]; 8] = {
@@ -182,7 +181,11 @@ mod tests {
                 yes += u32::from(exact);
                 let m = mix_fields(h, k);
                 if k <= 7 {
-                    assert_eq!(fields_repeat(crate::filter::hash::mix(h), k), m, "h {h:#x} k {k}");
+                    assert_eq!(
+                        fields_repeat(crate::filter::hash::mix(h), k),
+                        m,
+                        "h {h:#x} k {k}"
+                    );
                 }
                 repeats += u32::from(m);
             }
