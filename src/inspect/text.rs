@@ -150,15 +150,7 @@ impl fmt::Display for Report {
             Report::Table(t) => write!(f, "{t}"),
             Report::Database(d) => {
                 writeln!(f, "database")?;
-                for (level, (tables, totals)) in d.levels.iter().zip(&d.level_totals).enumerate() {
-                    if tables.is_empty() {
-                        continue;
-                    }
-                    write!(f, "level {level}: {totals}")?;
-                    for t in tables {
-                        write!(f, "{t}")?;
-                    }
-                }
+                write_levels(f, &d.levels, &d.level_totals)?;
                 write!(f, "total: {}", d.totals)?;
                 if let Some(a) = &d.filter_budget {
                     write!(f, "{a}")?;
@@ -172,15 +164,7 @@ impl fmt::Display for Report {
                     "RocksDB database (MANIFEST {})",
                     d.manifest.as_deref().unwrap_or("?")
                 )?;
-                for (level, (tables, totals)) in d.levels.iter().zip(&d.level_totals).enumerate() {
-                    if tables.is_empty() {
-                        continue;
-                    }
-                    write!(f, "level {level}: {totals}")?;
-                    for t in tables {
-                        write!(f, "{t}")?;
-                    }
-                }
+                write_levels(f, &d.levels, &d.level_totals)?;
                 if let Some(why) = &d.levels_unknown {
                     writeln!(f, "levels unknown: {why}")?;
                     for t in &d.unleveled {
@@ -191,6 +175,24 @@ impl fmt::Display for Report {
             }
         }
     }
+}
+
+/// Each non-empty level: its totals line, then its tables.
+fn write_levels<T: fmt::Display, U: fmt::Display>(
+    f: &mut fmt::Formatter<'_>,
+    levels: &[Vec<T>],
+    totals: &[U],
+) -> fmt::Result {
+    for (level, (tables, totals)) in levels.iter().zip(totals).enumerate() {
+        if tables.is_empty() {
+            continue;
+        }
+        write!(f, "level {level}: {totals}")?;
+        for t in tables {
+            write!(f, "{t}")?;
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Display for RocksTotals {
