@@ -15,55 +15,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{tiny_options, Rng};
+use common::tiny_options;
+use common::workload::{apply, workload, Model, Ops, Step};
 use lsm_bloom::fs::{Fault, FaultyFs, FsOp};
 use lsm_bloom::{Db, Error, Options, WriteBatch};
-
-type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-/// One write of the workload, as (key, value-or-delete) pairs applied atomically.
-type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
-
-enum Step {
-    Write(Ops),
-    Flush,
-    Compact,
-}
-
-fn workload(seed: u64, len: usize) -> Vec<Step> {
-    let mut rng = Rng::new(seed);
-    let key = |rng: &mut Rng| format!("key{:03}", rng.below(60)).into_bytes();
-    (0..len)
-        .map(|i| match rng.below(100) {
-            0..=1 => Step::Flush,
-            2 if i > len / 2 => Step::Compact,
-            3..=12 => Step::Write(
-                (0..1 + rng.below(6))
-                    .map(|_| {
-                        let k = key(&mut rng);
-                        let v = (!rng.chance(20)).then(|| vec![b'b'; rng.below(150) as usize]);
-                        (k, v)
-                    })
-                    .collect(),
-            ),
-            13..=22 => Step::Write(vec![(key(&mut rng), None)]),
-            _ => {
-                let k = key(&mut rng);
-                let v = format!("v{i}-{}", "x".repeat(rng.below(200) as usize));
-                Step::Write(vec![(k, Some(v.into_bytes()))])
-            }
-        })
-        .collect()
-}
-
-fn apply(model: &mut Model, ops: &Ops) {
-    for (k, v) in ops {
-        match v {
-            Some(v) => model.insert(k.clone(), v.clone()),
-            None => model.remove(k),
-        };
-    }
-}
 
 fn outcome(r: &std::thread::Result<lsm_bloom::Result<()>>) -> String {
     match r {

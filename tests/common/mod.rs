@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod kv;
+pub mod workload;
 
 use std::path::PathBuf;
 use std::process::Command;

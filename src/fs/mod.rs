@@ -1,0 +1,103 @@
+//! The file operations the store's write path makes — create, write, sync, truncate, rename,
+//! remove, sync a directory — behind one small trait, so that a test can make any one of them
+//! fail, or lose power after it, and check that the store stays correct (RocksDB's
+//! `FaultInjectionTestFS` plays the same part). Reads do not go through it: tables are read
+//! with positional reads on `File`.
+//!
+//! Use: `Options::fs` holds an `Arc<dyn FileSystem>`; the default is [`StdFs`], the real file
+//! system. Two test file systems wrap it:
+//! - [`FaultyFs`] (`faulty.rs`) counts every operation and, from the Nth on, returns an error
+//!   (or writes part of a buffer and then fails, as a full disk does, or panics);
+//!   `FaultyFs::hold_table_creates` makes table creation wait until released, so a test can
+//!   keep a memtable "immutable, not yet flushed" for as long as it needs.
+//! - [`PowerLossFs`] (`power.rs`) remembers what each file sync and directory sync made
+//!   durable, cuts the power at the Nth operation, and writes out what a machine would find
+//!   after that power loss.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+
+mod faulty;
+mod power;
+
+pub use faulty::{Fault, FaultyFs, FsOp};
+pub use power::{PowerLossFs, UnsyncedTail};
+
+/// A file being written: the write path only appends, syncs and (after a failed append)
+/// truncates back.
+pub trait WritableFile: Send {
+    /// Writes all of `buf` at the end of the file.
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+    /// Makes everything written so far durable (`fdatasync`: data and the file size).
+    fn sync(&mut self) -> io::Result<()>;
+    /// Cuts the file back to `len` bytes.
+    fn truncate(&mut self, len: u64) -> io::Result<()>;
+}
+
+/// How `FileSystem::create` opens a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CreateMode {
+    /// Create or truncate (tables, the temporary manifest).
+    Truncate,
+    /// Create; fail if the file exists (write-ahead logs).
+    New,
+}
+
+/// The file operations the store's write path makes.
+pub trait FileSystem: Send + Sync + fmt::Debug {
+    /// Opens `path` for appending, created as `mode` says.
+    fn create(&self, path: &Path, mode: CreateMode) -> io::Result<Box<dyn WritableFile>>;
+    /// Renames `from` to `to`, replacing `to`.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Makes the directory's entries (created, renamed, removed files) durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// `fs.sync_dir(dir)` with the error naming the directory (what the store's write path calls).
+pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> crate::Result<()> {
+    fs.sync_dir(dir)
+        .map_err(|e| crate::Error::io(format!("syncing directory {}", dir.display()), e))
+}
+
+/// The real file system.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StdFs;
+
+struct StdFile(File);
+
+impl WritableFile for StdFile {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.write_all(buf)
+    }
+    fn sync(&mut self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+}
+
+impl FileSystem for StdFs {
+    fn create(&self, path: &Path, mode: CreateMode) -> io::Result<Box<dyn WritableFile>> {
+        let mut o = OpenOptions::new();
+        match mode {
+            // Written sequentially from the start, so plain writes append.
+            CreateMode::Truncate => o.write(true).create(true).truncate(true),
+            CreateMode::New => o.append(true).create_new(true),
+        };
+        Ok(Box::new(StdFile(o.open(path)?)))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+}
