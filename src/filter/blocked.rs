@@ -96,7 +96,7 @@ pub(crate) fn test(bits: &[u8], lines: u64, k: u32, h: u64) -> bool {
 /// The seven 9-bit fields of `x` (bits 0..63) as SWAR lanes.
 const LANES: u64 = (1 << 63) - 1;
 /// Each lane's low 8 bits (`0x0040_2010_0804_0201` has bit 9i set for each lane i).
-const LANE_LOW: u64 = 0x00FF * 0x0040_2010_0804_0201 & LANES;
+const LANE_LOW: u64 = (0x00FF * 0x0040_2010_0804_0201) & LANES;
 
 /// `VALID[k][j]`: top bits of the lanes i where lanes i and (i + j) mod 7 are both below k.
 const VALID: [[u64; 4]; 8] = {
@@ -128,11 +128,11 @@ fn fields_repeat(x: u64, k: u32) -> bool {
     let lanes = x & LANES;
     let valid = &VALID[k as usize & 7];
     let mut zero = 0u64;
-    for j in 1..4 {
+    for (j, valid) in valid.iter().enumerate().skip(1) {
         let s = 9 * j as u32;
         let rotated = ((lanes >> s) | (lanes << (63 - s))) & LANES;
         let d = lanes ^ rotated;
-        zero |= !(((d & LANE_LOW) + LANE_LOW) | d) & valid[j];
+        zero |= !(((d & LANE_LOW) + LANE_LOW) | d) & valid;
     }
     zero != 0
 }

@@ -53,7 +53,8 @@ pub fn standard_fpr(m: f64, n: f64, k: u32) -> f64 {
 /// Expected false-positive rate of a blocked filter with 512-bit lines, at `bits_per_key` bits
 /// per key and k probes: the Poisson-weighted mean of the per-line rate (see the module docs).
 pub fn blocked_fpr(bits_per_key: f64, k: u32) -> f64 {
-    if !(bits_per_key > 0.0) {
+    // Also catches NaN.
+    if bits_per_key.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
         return 1.0;
     }
     let lambda = BLOCKED_LINE_BITS as f64 / bits_per_key;
