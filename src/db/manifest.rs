@@ -86,8 +86,13 @@ pub(crate) fn temp_path(dir: &Path) -> std::path::PathBuf {
 
 /// Reads and validates the manifest; `Ok(None)` when there is none.
 pub fn read(dir: &Path) -> Result<Option<ManifestData>> {
+    read_in(&crate::fs::StdFs, dir)
+}
+
+/// `read` through the store's file system.
+pub(crate) fn read_in(fs: &dyn FileSystem, dir: &Path) -> Result<Option<ManifestData>> {
     let path = dir.join(MANIFEST_FILE);
-    let bytes = match std::fs::read(&path) {
+    let bytes = match fs.read_all(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),

@@ -34,6 +34,7 @@ use super::wal::{self, WalWriter};
 use super::worker::{l0_filter, manifest_data, write_l0, ID_RESERVATION};
 use super::{table_path, Options, WalRecovery};
 use crate::error::{Error, Result};
+use crate::fs::FileSystem;
 use crate::table::{FilterState, Table};
 
 /// Where replay stopped early.
@@ -123,11 +124,16 @@ fn describe(inv: &Inventory) -> Option<String> {
 }
 
 /// Opens the tables `m` names and checks the table set.
-fn load_version(dir: &Path, m: &ManifestData, report: &mut RecoveryReport) -> Result<Version> {
+fn load_version(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    m: &ManifestData,
+    report: &mut RecoveryReport,
+) -> Result<Version> {
     let mut version = Version::empty();
     for (level, metas) in m.levels.iter().enumerate().take(MAX_LEVELS) {
         for meta in metas {
-            let t = Table::open(&table_path(dir, meta.id), meta.id)?;
+            let t = Table::open_in(fs, &table_path(dir, meta.id), meta.id)?;
             for f in [t.filter(), t.prefix_filter()] {
                 if matches!(f, FilterState::Invalid(_)) {
                     report.filters_rejected += 1;
@@ -159,6 +165,7 @@ fn load_version(dir: &Path, m: &ManifestData, report: &mut RecoveryReport) -> Re
 
 /// Replays the logs numbered `log_number` and above into one memtable, by `mode`'s rules.
 fn replay(
+    fs: &dyn FileSystem,
     dir: &Path,
     logs: &[(u64, u64)],
     mode: WalRecovery,
@@ -167,7 +174,8 @@ fn replay(
     let recovered = Memtable::new(0);
     for &(id, _) in logs {
         let path = wal::wal_path(dir, id);
-        let data = std::fs::read(&path)
+        let data = fs
+            .read_all(&path)
             .map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         if let Some(d) = &report.wal_damage {
             if !data.is_empty() && mode == WalRecovery::TornTailOnly {
@@ -258,7 +266,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         }
         Err(e)
     };
-    let m = match manifest::read(dir)? {
+    let m = match manifest::read_in(&*opts.fs, dir)? {
         Some(_) if opts.error_if_exists => {
             return refuse(Error::AlreadyExists {
                 path: dir.to_path_buf(),
@@ -280,7 +288,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             ManifestData::default()
         }
     };
-    let mut version = load_version(dir, &m, &mut report)?;
+    let mut version = load_version(&*opts.fs, dir, &m, &mut report)?;
 
     let live: HashSet<u64> = m.levels.iter().flatten().map(|t| t.id).collect();
     let mut obsolete: Vec<PathBuf> = Vec::new();
@@ -323,7 +331,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         .copied()
         .filter(|l| l.0 >= m.log_number)
         .collect();
-    let recovered = replay(dir, &logs, opts.wal_recovery, &mut report)?;
+    let recovered = replay(&*opts.fs, dir, &logs, opts.wal_recovery, &mut report)?;
     let wal_id = next_file.fetch_add(1, Ordering::SeqCst);
     let writer = WalWriter::create(fs, dir, wal_id)?;
     if !recovered.is_empty() {

@@ -84,7 +84,7 @@ pub(super) fn write_l0(
     let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filter))?;
     mem.for_each_newest(|k, v| b.add(k, v))?;
     b.finish()?;
-    Table::open(&path, id)
+    Table::open_in(fs, &path, id)
 }
 
 /// The manifest describing `v`.

@@ -1,12 +1,14 @@
 //! [`FaultyFs`]: the real file system with a counter on every operation, failing the ones a
-//! test names (module docs of `fs`).
+//! test names (module docs of `fs`). Reads have a counter of their own (`reads`,
+//! `fail_read`), so arming a read fault does not move the numbers of the write path's
+//! operations.
 
 use std::fmt;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::{CreateMode, FileSystem, StdFs, WritableFile};
+use super::{CreateMode, FileSystem, RandomAccessFile, StdFs, WritableFile};
 
 /// An operation `FaultyFs` counts (and can fail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -50,6 +52,24 @@ struct FaultState {
     failed: Vec<FsOp>,
     /// Table files that may still be created (`None`: any number).
     table_create_permits: Option<u64>,
+    /// Reads counted so far (positional reads and whole-file reads).
+    reads: u64,
+    /// Read numbers (1-based) that fail, and how.
+    read_faults: Vec<(u64, ReadFault)>,
+    /// Reads that failed.
+    reads_failed: u64,
+}
+
+/// What a failing read does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadFault {
+    /// Returns `EIO`.
+    Error,
+    /// Fills the first half of the buffer, then reports the end of the file
+    /// (`UnexpectedEof`), as a file cut short under the reader would.
+    Short,
+    /// Succeeds, with bit `n` (modulo the bits read) flipped: damage the disk did not report.
+    FlipBit(u64),
 }
 
 /// A `FileSystem` over the real one that counts operations and fails the ones it is told to.
@@ -102,6 +122,32 @@ impl FaultyFs {
         self.lock().failed.clone()
     }
 
+    /// Read number `n` (counting from 1 since this file system was made; `reads()` tells
+    /// how many were made so far) fails with `fault`; the reads around it succeed.
+    pub fn fail_read(&self, n: u64, fault: ReadFault) {
+        self.lock().read_faults.push((n, fault));
+    }
+
+    /// Reads made so far.
+    pub fn reads(&self) -> u64 {
+        self.lock().reads
+    }
+
+    /// Reads that failed (or returned flipped bits) so far.
+    pub fn reads_failed(&self) -> u64 {
+        self.lock().reads_failed
+    }
+
+    /// Counts one read and says whether (and how) it fails.
+    fn step_read(&self) -> Option<ReadFault> {
+        let mut s = self.lock();
+        s.reads += 1;
+        let n = s.reads;
+        let i = s.read_faults.iter().position(|f| f.0 == n)?;
+        s.reads_failed += 1;
+        Some(s.read_faults.swap_remove(i).1)
+    }
+
     /// While `hold` is true, creating a table file (`*.sst`) waits; false releases it.
     pub fn hold_table_creates(&self, hold: bool) {
         self.lock().table_create_permits = hold.then_some(0);
@@ -147,6 +193,41 @@ impl FaultyFs {
             None => Ok(()),
             Some(_) => Err(Self::error(op)),
         }
+    }
+}
+
+struct FaultyReadFile {
+    fs: FaultyFs,
+    inner: Box<dyn RandomAccessFile>,
+}
+
+impl RandomAccessFile for FaultyReadFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        match self.fs.step_read() {
+            None => self.inner.read_exact_at(buf, offset),
+            Some(ReadFault::Error) => Err(io::Error::from_raw_os_error(5)),
+            Some(ReadFault::Short) => {
+                let half = buf.len() / 2;
+                self.inner.read_exact_at(&mut buf[..half], offset)?;
+                Err(io::ErrorKind::UnexpectedEof.into())
+            }
+            Some(ReadFault::FlipBit(bit)) => {
+                self.inner.read_exact_at(buf, offset)?;
+                flip(buf, bit);
+                Ok(())
+            }
+        }
+    }
+    fn size(&self) -> io::Result<u64> {
+        self.inner.size()
+    }
+}
+
+/// Flips bit `bit` (modulo the bits of `buf`).
+fn flip(buf: &mut [u8], bit: u64) {
+    if !buf.is_empty() {
+        let bit = bit % (buf.len() as u64 * 8);
+        buf[(bit / 8) as usize] ^= 1 << (bit % 8);
     }
 }
 
@@ -206,6 +287,24 @@ impl FileSystem for FaultyFs {
         self.check(FsOp::SyncDir)?;
         StdFs.sync_dir(dir)
     }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn RandomAccessFile>> {
+        Ok(Box::new(FaultyReadFile {
+            fs: self.clone(),
+            inner: StdFs.open_read(path)?,
+        }))
+    }
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        match self.step_read() {
+            None => StdFs.read_all(path),
+            Some(ReadFault::Error) => Err(io::Error::from_raw_os_error(5)),
+            Some(ReadFault::Short) => Err(io::ErrorKind::UnexpectedEof.into()),
+            Some(ReadFault::FlipBit(bit)) => {
+                let mut data = StdFs.read_all(path)?;
+                flip(&mut data, bit);
+                Ok(data)
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -235,5 +334,30 @@ mod tests {
             "exists, and op 8 fails"
         );
         assert_eq!(fs.ops(), 8);
+    }
+
+    #[test]
+    fn faulty_fs_fails_exactly_the_reads_it_is_told_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abcdefgh").unwrap();
+        let fs = FaultyFs::new();
+        let f = fs.open_read(&path).unwrap();
+        assert_eq!(f.size().unwrap(), 8);
+        fs.fail_read(2, ReadFault::Error);
+        fs.fail_read(3, ReadFault::Short);
+        fs.fail_read(4, ReadFault::FlipBit(9));
+        fs.fail_read(5, ReadFault::FlipBit(0));
+        let mut buf = [0u8; 4];
+        f.read_exact_at(&mut buf, 2).unwrap(); // read 1
+        assert_eq!(&buf, b"cdef");
+        assert_eq!(f.read_exact_at(&mut buf, 0).unwrap_err().raw_os_error(), Some(5));
+        let e = f.read_exact_at(&mut buf, 0).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
+        f.read_exact_at(&mut buf, 0).unwrap();
+        assert_eq!(&buf, b"a`cd", "bit 9 is the second byte's second bit");
+        assert_eq!(fs.read_all(&path).unwrap(), b"`bcdefgh");
+        assert_eq!(fs.read_all(&path).unwrap(), b"abcdefgh");
+        assert_eq!((fs.reads(), fs.reads_failed(), fs.ops()), (6, 4, 0));
     }
 }

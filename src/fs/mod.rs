@@ -1,8 +1,9 @@
-//! The file operations the store's write path makes — create, write, sync, truncate, rename,
-//! remove, sync a directory — behind one small trait, so that a test can make any one of them
-//! fail, or lose power after it, and check that the store stays correct (RocksDB's
-//! `FaultInjectionTestFS` plays the same part). Reads do not go through it: tables are read
-//! with positional reads on `File`.
+//! The file operations the store makes — create, write, sync, truncate, rename, remove, sync a
+//! directory, and the reads: a table's blocks by positional reads, a whole log or manifest at
+//! open — behind one small trait, so that a test can make any one of them fail (or return
+//! damaged bytes), or lose power after it, and check that the store stays correct (RocksDB's
+//! `FaultInjectionTestFS` plays the same part). Directory listings and the `LOCK` file use
+//! `std::fs` directly.
 //!
 //! Use: `Options::fs` holds an `Arc<dyn FileSystem>`; the default is [`StdFs`], the real file
 //! system. Two test file systems wrap it:
@@ -22,7 +23,7 @@ use std::path::Path;
 mod faulty;
 mod power;
 
-pub use faulty::{Fault, FaultyFs, FsOp};
+pub use faulty::{Fault, FaultyFs, FsOp, ReadFault};
 pub use power::{PowerLossFs, UnsyncedTail};
 
 /// A file being written: the write path only appends, syncs and (after a failed append)
@@ -45,7 +46,25 @@ pub enum CreateMode {
     New,
 }
 
-/// The file operations the store's write path makes.
+/// A file opened for positional reads (a table: its blocks are read where its index says).
+pub trait RandomAccessFile: Send + Sync {
+    /// Fills `buf` with the bytes at `offset`; an error if the file ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
+    /// The file's size in bytes.
+    fn size(&self) -> io::Result<u64>;
+}
+
+impl RandomAccessFile for File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.metadata()?.len())
+    }
+}
+
+/// The file operations the store makes. The read methods have defaults that read the real
+/// file system, so a write-path wrapper need not implement them.
 pub trait FileSystem: Send + Sync + fmt::Debug {
     /// Opens `path` for appending, created as `mode` says.
     fn create(&self, path: &Path, mode: CreateMode) -> io::Result<Box<dyn WritableFile>>;
@@ -55,6 +74,14 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (created, renamed, removed files) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Opens `path` for positional reads (tables).
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn RandomAccessFile>> {
+        Ok(Box::new(File::open(path)?))
+    }
+    /// Reads a whole file (a log or the manifest, at open).
+    fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
+    }
 }
 
 /// `fs.sync_dir(dir)` with the error naming the directory (what the store's write path calls).

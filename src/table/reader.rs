@@ -1,10 +1,10 @@
 //! An open table: index, properties and filter in memory; data blocks read on demand with
-//! positional reads (`pread`), so every data-block read is a real, countable file read.
+//! positional reads (`pread`), so every data-block read is a real, countable file read. The
+//! file is opened through the store's `FileSystem` (`Table::open_in`), so tests can make
+//! reads fail or return damaged bytes after the table was validated.
 
 use std::cmp::Ordering;
-use std::fs::File;
 use std::ops::Bound;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,6 +14,7 @@ use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, FOOTER_V1_LEN, 
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
 use crate::filter::{FilterError, FilterReader};
+use crate::fs::{FileSystem, RandomAccessFile, StdFs};
 use crate::prefix::PrefixExtractor;
 
 /// The table's filter as loaded at open.
@@ -110,7 +111,7 @@ pub(crate) struct IndexEntry {
 pub struct Table {
     id: u64,
     path: PathBuf,
-    file: File,
+    file: Box<dyn RandomAccessFile>,
     file_size: u64,
     index: Vec<IndexEntry>,
     /// `key_prefix` of the smallest and largest key.
@@ -133,7 +134,7 @@ impl std::fmt::Debug for Table {
     }
 }
 
-fn read_at(file: &File, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
+fn read_at(file: &dyn RandomAccessFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
     let len = usize::try_from(h.size)
         .map_err(|_| Error::corruption(path, "block size overflows usize"))?;
     let mut buf = vec![0u8; len];
@@ -156,12 +157,17 @@ impl Table {
     /// `Error::Corruption` / `Error::UnsupportedVersion`); a damaged filter block is kept as
     /// `FilterState::Invalid` and the table stays readable.
     pub fn open(path: &Path, id: u64) -> Result<Table> {
-        let file =
-            File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        Self::open_in(&StdFs, path, id)
+    }
+
+    /// `open`, reading through `fs` (the store's file system).
+    pub fn open_in(fs: &dyn FileSystem, path: &Path, id: u64) -> Result<Table> {
+        let file = fs
+            .open_read(path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
         let file_size = file
-            .metadata()
-            .map_err(|e| Error::io(format!("stat {}", path.display()), e))?
-            .len();
+            .size()
+            .map_err(|e| Error::io(format!("stat {}", path.display()), e))?;
         if file_size < FOOTER_V1_LEN as u64 {
             return Err(Error::corruption(
                 path,
@@ -172,7 +178,7 @@ impl Table {
         }
         let tail = file_size.min(FOOTER_LEN as u64);
         let footer_bytes = read_at(
-            &file,
+            &*file,
             path,
             BlockHandle {
                 offset: file_size - tail,
@@ -188,22 +194,22 @@ impl Table {
             },
             FooterError::Invalid(reason) => Error::corruption(path, reason),
         })?;
-        let props = Properties::decode(&read_at(&file, path, footer.properties)?, footer.version)
+        let props = Properties::decode(&read_at(&*file, path, footer.properties)?, footer.version)
             .map_err(|r| Error::corruption(path, format!("properties block: {r}")))?;
         let mut data_end = footer.filter.offset.min(footer.index.offset);
         if footer.version >= 2 {
             data_end = data_end.min(footer.prefix_filter.offset);
         }
-        let index = Self::decode_index(&read_at(&file, path, footer.index)?, data_end)
+        let index = Self::decode_index(&read_at(&*file, path, footer.index)?, data_end)
             .map_err(|r| Error::corruption(path, format!("index block: {r}")))?;
-        let filter = Self::load_filter(&file, path, footer.filter, props.entries, |n| {
+        let filter = Self::load_filter(&*file, path, footer.filter, props.entries, |n| {
             FilterProblem::KeyCountMismatch {
                 filter_keys: n,
                 table_entries: props.entries,
             }
         })?;
         let prefix_filter =
-            Self::load_filter(&file, path, footer.prefix_filter, props.prefixes, |n| {
+            Self::load_filter(&*file, path, footer.prefix_filter, props.prefixes, |n| {
                 FilterProblem::PrefixCountMismatch {
                     filter_prefixes: n,
                     table_prefixes: props.prefixes,
@@ -232,7 +238,7 @@ impl Table {
     /// Reads and validates the filter block at `h` (none when its size is 0); a block that
     /// fails validation, or holds other than `n` keys, is kept as `Invalid` and never used.
     fn load_filter(
-        file: &File,
+        file: &dyn RandomAccessFile,
         path: &Path,
         h: BlockHandle,
         n: u64,
@@ -366,7 +372,7 @@ impl Table {
 
     /// Reads, checks and returns the payload of one data block.
     fn read_block(&self, h: BlockHandle, stats: &mut TableReadStats) -> Result<Vec<u8>> {
-        let mut buf = read_at(&self.file, &self.path, h)?;
+        let mut buf = read_at(&*self.file, &self.path, h)?;
         stats.blocks += 1;
         stats.bytes += h.size;
         let payload_len = unseal(&buf)
