@@ -12,8 +12,9 @@
 //! - A truncation (a failed append cut back, or a re-created file) is durable at the file's
 //!   next `sync`; until then the power loss keeps the bytes synced before it.
 //!
-//! Every operation also runs on the real file system, so the store works as usual and reads
-//! its files with `std::fs`. `cut_at(n)` makes operation `n` (counting from 1) and every later
+//! Every operation but the syncs also runs on the real file system, so the store works as
+//! usual and reads its files there; the syncs only move the model's durable state (a real
+//! `fsync` would cost time and show nothing the model does not). `cut_at(n)` makes operation `n` (counting from 1) and every later
 //! one fail with `EIO` and change nothing — the machine stopped. `write_durable` then writes
 //! what the restart finds into a fresh directory, where the store is reopened.
 //!
@@ -267,7 +268,6 @@ impl WritableFile for PowerFile {
     fn sync(&mut self) -> io::Result<()> {
         let mut s = self.fs.lock();
         s.step()?;
-        self.inner.sync()?;
         if let Some(f) = s.files.get_mut(&self.id) {
             f.synced = f.data.len();
             f.before_truncate = None;
@@ -337,7 +337,6 @@ impl FileSystem for PowerLossFs {
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut s = self.lock();
         s.step()?;
-        StdFs.sync_dir(dir)?;
         let s = &mut *s;
         s.durable.retain(|p, _| p.parent() != Some(dir));
         for (p, id) in &s.live {
@@ -383,7 +382,10 @@ mod tests {
         a.sync().unwrap();
         a.write_all(b"two").unwrap();
         // The entry is not durable yet.
-        assert_eq!(restored(&fs, d, UnsyncedTail::Dropped, 1), Vec::<String>::new());
+        assert_eq!(
+            restored(&fs, d, UnsyncedTail::Dropped, 1),
+            Vec::<String>::new()
+        );
         fs.sync_dir(d).unwrap();
         assert_eq!(restored(&fs, d, UnsyncedTail::Dropped, 1), ["a=one"]);
         // Rename and remove are undone until the directory is synced again.
@@ -397,10 +399,16 @@ mod tests {
         fs.remove_file(&d.join("a")).unwrap();
         assert_eq!(restored(&fs, d, UnsyncedTail::Dropped, 1), ["a=bee"]);
         fs.sync_dir(d).unwrap();
-        assert_eq!(restored(&fs, d, UnsyncedTail::Dropped, 1), Vec::<String>::new());
+        assert_eq!(
+            restored(&fs, d, UnsyncedTail::Dropped, 1),
+            Vec::<String>::new()
+        );
         // The first file's handle still writes (to an unlinked inode): nothing comes back.
         a.write_all(b"three").unwrap();
-        assert_eq!(restored(&fs, d, UnsyncedTail::RandomPrefix, 2), Vec::<String>::new());
+        assert_eq!(
+            restored(&fs, d, UnsyncedTail::RandomPrefix, 2),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -423,7 +431,10 @@ mod tests {
         assert_eq!(lengths.len(), 11, "every prefix of the tail is possible");
         // A truncation below the synced bytes is durable only after a sync.
         f.truncate(3).unwrap();
-        assert_eq!(restored(&fs, d, UnsyncedTail::RandomPrefix, 7), ["f=synced|"]);
+        assert_eq!(
+            restored(&fs, d, UnsyncedTail::RandomPrefix, 7),
+            ["f=synced|"]
+        );
         f.sync().unwrap();
         assert_eq!(restored(&fs, d, UnsyncedTail::RandomPrefix, 7), ["f=syn"]);
         // Re-creating with truncation: the old bytes stay until a sync.
@@ -481,7 +492,11 @@ mod tests {
         assert!(fs.is_cut());
         assert!(fs.sync_dir(d).is_err());
         assert!(f.write_all(b"def").is_err());
-        assert_eq!(std::fs::read(d.join("f")).unwrap(), b"abc", "nothing after the cut");
+        assert_eq!(
+            std::fs::read(d.join("f")).unwrap(),
+            b"abc",
+            "nothing after the cut"
+        );
         assert_eq!(fs.ops(), 5);
         // Adopting a directory takes every file there as durable.
         std::fs::write(d.join("g"), b"gee").unwrap();
