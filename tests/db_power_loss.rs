@@ -72,7 +72,11 @@ fn run(dir: &Path, fs: &PowerLossFs, sync_writes: bool, steps: &[Step]) -> Run {
                 r.writes.push(ops.clone());
                 let ok = db.write(b).is_ok();
                 if ok {
-                    assert_eq!(r.acked + 1, r.writes.len(), "a write acknowledged after a failure");
+                    assert_eq!(
+                        r.acked + 1,
+                        r.writes.len(),
+                        "a write acknowledged after a failure"
+                    );
                     r.acked += 1;
                 }
                 ok
@@ -148,7 +152,10 @@ fn sweep(sync_writes: bool, seed: u64, len: usize, tally: &mut Tally) {
     let r = run(dir.path(), &clean, sync_writes, &steps);
     assert_eq!(r.acked, r.writes.len());
     let total = clean.ops();
-    assert!(total > 100, "the workload made only {total} file operations");
+    assert!(
+        total > 100,
+        "the workload made only {total} file operations"
+    );
     for n in 1..=total {
         let dir = tempfile::tempdir().unwrap();
         let fs = PowerLossFs::new();
@@ -194,7 +201,12 @@ fn seeds() -> u64 {
 fn sweep_all(sync_writes: bool, len: usize) -> Tally {
     let mut tally = Tally::default();
     for s in 0..seeds() {
-        sweep(sync_writes, 100 + s * 2 + u64::from(sync_writes), len, &mut tally);
+        sweep(
+            sync_writes,
+            100 + s * 2 + u64::from(sync_writes),
+            len,
+            &mut tally,
+        );
     }
     println!(
         "sync_writes={sync_writes}: {} power cuts, {} restarts checked, {} unacknowledged or \

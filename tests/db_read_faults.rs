@@ -114,7 +114,10 @@ fn gets_and_scans_under_read_faults_answer_right_or_fail_typed() {
                 let hit = fs.reads_failed() > before;
                 match &got {
                     Ok(v) => {
-                        assert!(!hit, "a get read a damaged block ({f:?}) and answered {v:?}");
+                        assert!(
+                            !hit,
+                            "a get read a damaged block ({f:?}) and answered {v:?}"
+                        );
                         assert_eq!(v.as_ref(), model.get(&k), "get {k:?}");
                     }
                     Err(e) => {
@@ -150,7 +153,10 @@ fn gets_and_scans_under_read_faults_answer_right_or_fail_typed() {
                 // The same call without the fault answers right: nothing damaged was kept.
                 assert_eq!(db.get(&k).unwrap().as_ref(), model.get(&k));
                 let (again, err) = scan(&db, &k);
-                assert!(err.is_none() && again == expected_scan(&model, &k), "scan {k:?}");
+                assert!(
+                    err.is_none() && again == expected_scan(&model, &k),
+                    "scan {k:?}"
+                );
             }
         }
         // Reads never make the store read-only.
@@ -185,7 +191,10 @@ fn a_compaction_that_hits_a_read_fault_publishes_nothing_damaged() {
         match db.compact() {
             Ok(()) => assert_eq!(fs.reads_failed(), 0, "compacted over a {f:?}"),
             Err(e) => {
-                assert!(fs.reads_failed() > 0, "compaction failed without a fault: {e}");
+                assert!(
+                    fs.reads_failed() > 0,
+                    "compaction failed without a fault: {e}"
+                );
                 failed_compactions += 1;
                 // Reads go on in the error state.
                 let (k, v) = model.iter().next().unwrap();
@@ -194,7 +203,11 @@ fn a_compaction_that_hits_a_read_fault_publishes_nothing_damaged() {
         }
         drop(db);
         let db = Db::open(copy.path(), tiny_options()).unwrap();
-        assert_eq!(db.recovery().filters_rejected, 0, "a damaged table was published");
+        assert_eq!(
+            db.recovery().filters_rejected,
+            0,
+            "a damaged table was published"
+        );
         let found: Model = db
             .scan::<&[u8], _>(..)
             .unwrap()
@@ -202,7 +215,10 @@ fn a_compaction_that_hits_a_read_fault_publishes_nothing_damaged() {
             .collect();
         assert!(found == model, "round {round}: {f:?}");
     }
-    assert!(failed_compactions >= 10, "{failed_compactions} compactions failed");
+    assert!(
+        failed_compactions >= 10,
+        "{failed_compactions} compactions failed"
+    );
 }
 
 #[test]
@@ -224,7 +240,11 @@ fn read_faults_at_open_fail_typed_or_open_right() {
     assert!(reads_at_open > 10, "{reads_at_open}");
     let (mut opened, mut refused) = (0, 0);
     for n in 1..=reads_at_open {
-        for f in [ReadFault::Error, ReadFault::Short, ReadFault::FlipBit(n * 131)] {
+        for f in [
+            ReadFault::Error,
+            ReadFault::Short,
+            ReadFault::FlipBit(n * 131),
+        ] {
             let copy = tempfile::tempdir().unwrap();
             for e in std::fs::read_dir(dir.path()).unwrap() {
                 let p = e.unwrap().path();

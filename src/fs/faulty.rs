@@ -351,7 +351,10 @@ mod tests {
         let mut buf = [0u8; 4];
         f.read_exact_at(&mut buf, 2).unwrap(); // read 1
         assert_eq!(&buf, b"cdef");
-        assert_eq!(f.read_exact_at(&mut buf, 0).unwrap_err().raw_os_error(), Some(5));
+        assert_eq!(
+            f.read_exact_at(&mut buf, 0).unwrap_err().raw_os_error(),
+            Some(5)
+        );
         let e = f.read_exact_at(&mut buf, 0).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof);
         f.read_exact_at(&mut buf, 0).unwrap();
