@@ -33,8 +33,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::stats::MAX_LEVELS;
-use super::version::Version;
+use super::version::{Version, MAX_LEVELS};
 use crate::error::{Error, Result};
 use crate::filter::{budget, format, ribbon, FilterKind, FilterPolicy};
 use crate::table::{FilterState, Table};

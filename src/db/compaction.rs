@@ -14,8 +14,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::merge::{MergeIter, Source};
-use super::stats::MAX_LEVELS;
-use super::version::Version;
+use super::version::{Version, MAX_LEVELS};
 use super::{table_path, Options};
 use crate::error::Result;
 use crate::filter::FilterPolicy;

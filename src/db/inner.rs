@@ -14,11 +14,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, Guard};
 
-use super::recovery::RecoveryReport;
+use super::memtable::Memtable;
+use super::report::RecoveryReport;
 use super::stats::Counters;
-use super::version::State;
+use super::version::{State, Version};
 use super::wal::WalWriter;
 use super::Options;
 use crate::error::{Error, Result};
@@ -142,6 +143,36 @@ impl Inner {
     /// obsolete by the manifest and removed by the next open.
     pub(super) fn remove_obsolete(&self, path: &std::path::Path) {
         let _ = self.opts.fs.remove_file(path);
+    }
+}
+
+/// Reading and replacing the published `State` (`version.rs` says why it is never changed in
+/// place).
+impl Inner {
+    /// The published state. The guard is for one operation (a get, a check); hold an
+    /// `Arc` (`snapshot`, `version`) for anything longer.
+    pub(super) fn read_state(&self) -> Guard<Arc<State>> {
+        self.state.load()
+    }
+
+    /// Publishes a copy of the state with `f` applied; concurrent readers keep the one they
+    /// loaded.
+    pub(super) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let _publishing = lock(&self.publish);
+        let mut next = State::clone(&self.state.load());
+        let r = f(&mut next);
+        self.state.store(Arc::new(next));
+        r
+    }
+
+    /// The current table set.
+    pub(super) fn version(&self) -> Arc<Version> {
+        self.read_state().version.clone()
+    }
+
+    pub(super) fn snapshot(&self) -> (Arc<Memtable>, Vec<Arc<Memtable>>, Arc<Version>) {
+        let s = self.read_state();
+        (s.mem.clone(), s.imm.clone(), s.version.clone())
     }
 }
 

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::stats::MAX_LEVELS;
+use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
 use crate::fs::{CreateMode, FileSystem};
 

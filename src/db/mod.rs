@@ -32,6 +32,7 @@ mod merge;
 mod options;
 mod read;
 mod recovery;
+mod report;
 pub mod stats;
 pub(crate) mod version;
 pub(crate) mod wal;
@@ -52,7 +53,7 @@ use crate::error::{Error, Result};
 pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use iter::DbIter;
 pub use options::{Options, WalRecovery};
-pub use recovery::{RecoveryReport, WalDamage};
+pub use report::{RecoveryReport, WalDamage};
 pub use write::WriteBatch;
 
 /// Largest key accepted, in bytes.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::budget::FilterBudget;
-use super::stats::MAX_LEVELS;
+use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
 use crate::filter::FilterPolicy;
 use crate::fs::{FileSystem, StdFs};

@@ -27,8 +27,8 @@ use thread_local::ThreadLocal;
 use super::version::Version;
 use crate::table::FilterState;
 
-/// Levels the store uses (0..MAX_LEVELS).
-pub const MAX_LEVELS: usize = 7;
+/// Levels the store uses (defined beside the table set, `version.rs`).
+pub use super::version::MAX_LEVELS;
 
 #[derive(Default)]
 pub(crate) struct LevelCounters {

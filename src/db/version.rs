@@ -2,8 +2,9 @@
 //! new one reaches readers.
 //!
 //! Nothing here is changed in place. A flush, compaction or memtable rotation builds a new
-//! `State` from the current one (`Inner::update_state`, serialised by `Inner::publish`) and
-//! stores it in the `ArcSwap`; a reader loads whichever is current (`Inner::read_state`) and
+//! `State` from the current one (`Inner::update_state` in `inner.rs`, serialised by
+//! `Inner::publish`) and stores it in the `ArcSwap`; a reader loads whichever is current
+//! (`Inner::read_state`) and
 //! keeps using it, tables included, for the whole operation even if a newer one is published
 //! meanwhile (a replaced table's file may be deleted: its open handle still reads). The load
 //! is arc-swap's: it borrows a per-thread debt slot rather than writing the shared reference
@@ -11,12 +12,12 @@
 
 use std::sync::Arc;
 
-use arc_swap::Guard;
-
-use super::inner::{lock, Inner};
 use super::memtable::Memtable;
-use super::stats::MAX_LEVELS;
 use crate::table::Table;
+
+/// Levels the store uses (0..MAX_LEVELS): the manifest, compaction, the budget and the
+/// statistics all size their per-level arrays by it.
+pub const MAX_LEVELS: usize = 7;
 
 /// Live tables per level: level 0 oldest first, other levels sorted by key.
 #[derive(Clone, Debug, Default)]
@@ -49,32 +50,4 @@ pub(super) struct State {
     /// Oldest first.
     pub(super) imm: Vec<Arc<Memtable>>,
     pub(super) version: Arc<Version>,
-}
-
-impl Inner {
-    /// The published state. The guard is for one operation (a get, a check); hold an
-    /// `Arc` (`snapshot`, `version`) for anything longer.
-    pub(super) fn read_state(&self) -> Guard<Arc<State>> {
-        self.state.load()
-    }
-
-    /// Publishes a copy of the state with `f` applied; concurrent readers keep the one they
-    /// loaded.
-    pub(super) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        let _publishing = lock(&self.publish);
-        let mut next = State::clone(&self.state.load());
-        let r = f(&mut next);
-        self.state.store(Arc::new(next));
-        r
-    }
-
-    /// The current table set.
-    pub(super) fn version(&self) -> Arc<Version> {
-        self.read_state().version.clone()
-    }
-
-    pub(super) fn snapshot(&self) -> (Arc<Memtable>, Vec<Arc<Memtable>>, Arc<Version>) {
-        let s = self.read_state();
-        (s.mem.clone(), s.imm.clone(), s.version.clone())
-    }
 }
