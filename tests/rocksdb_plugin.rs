@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::Rng;
 use lsm_bloom::inspect::rocksdb_sst::{read_table_file, RocksTableReport};
 use rocksdb::statistics::Ticker;
-use rocksdb::{BlockBasedOptions, Direction, IteratorMode, Options, DB};
+use rocksdb::{BlockBasedOptions, Direction, IteratorMode, Options, WaitForCompactOptions, DB};
 
 /// Every lsm-bloom policy family, each once.
 const POLICIES: [&str; 7] = [
@@ -55,7 +55,11 @@ fn key(i: u64) -> Vec<u8> {
     format!("key{:08}", i.wrapping_mul(2_654_435_761) % 100_000_000).into_bytes()
 }
 
+/// Every live table of `db`, read from its file once background work has stopped (a
+/// compaction running between listing and reading would delete a listed file).
 fn live_tables(db: &DB, dir: &Path) -> Vec<(i32, RocksTableReport)> {
+    db.wait_for_compact(&WaitForCompactOptions::default())
+        .unwrap();
     db.live_files()
         .unwrap()
         .into_iter()

@@ -181,7 +181,11 @@ fn kill_child(args: &Args, dir: &Path, oracle: &Oracle, opts_seed: u64, rng: &mu
     assert_eq!(line.trim(), "ready", "the child did not start");
     std::thread::sleep(Duration::from_millis(100 + rng.below(1500)));
     child.kill().expect("SIGKILL");
-    child.wait().expect("wait");
+    let status = child.wait().expect("wait");
+    assert!(
+        status.code() != Some(2),
+        "the child process found a divergence (its message is above)"
+    );
     let log = std::fs::read_to_string(files.with_extension("log")).expect("child log");
     // Whole lines only (each was one write; a kill cannot cut one, but do not rely on it).
     let whole = &log[..log.rfind('\n').map_or(0, |p| p + 1)];

@@ -168,7 +168,11 @@ fn work(s: &Shared, t: usize, threads: usize, sorted: &[usize]) {
             Err(_) if s.expect_errors.load(Ordering::SeqCst) => {
                 s.counts.ops[8].fetch_add(1, Ordering::Relaxed)
             }
-            Err(e) => panic!("seed {}: {} failed: {e}", s.seed, KINDS[kind]),
+            Err(e) => {
+                // Stop the whole run now, not when the threads are joined.
+                eprintln!("DIVERGENCE (seed {}): {} failed: {e}", s.seed, KINDS[kind]);
+                std::process::exit(2);
+            }
         };
     }
 }

@@ -21,11 +21,12 @@
 //! from RocksDB's built-in filters reads the other's tables without a filter — correct
 //! answers, more reads — until compaction rewrites them.
 //!
-//! The pieces: `spec.rs` (names and the per-level plan, pure), `ffi.rs` (the `extern "C"`
-//! functions: building, validating and probing blocks), and the C++ shim beside them:
-//! `shim_internal.cc` adapts RocksDB's `FilterBitsBuilder` / `FilterBitsReader` (internal
-//! headers of the bundled RocksDB 11.8.1) to `ffi.rs`, `shim_public.cc` registers the factory
-//! and holds the built-in budget policy (public headers only). Depends on `filter` only.
+//! The pieces: `spec.rs` (names and the per-level plan, pure), `shape.rs` (the live runs a
+//! budget policy plans on), `ffi/` (the `extern "C"` functions: building, validating and
+//! probing blocks), and the C++ shim beside them: `shim_internal.cc` adapts RocksDB's
+//! `FilterBitsBuilder` / `FilterBitsReader` (internal headers of the bundled RocksDB 11.8.1)
+//! to `ffi/`, `shim_public.cc` registers the factory and holds the built-in budget policy
+//! (public headers only). Depends on `filter` only.
 
 mod ffi;
 mod shape;

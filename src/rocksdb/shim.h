@@ -1,4 +1,4 @@
-// The C interface between the C++ shim and lsm-bloom's Rust side (src/rocksdb/ffi.rs).
+// The C interface between the C++ shim and lsm-bloom's Rust side (src/rocksdb/ffi/).
 // Rust implements every lsm_bloom_rdb_* function; none of them unwinds (panics are caught
 // and answered safely). The shim implements lsm_bloom_shim_*.
 #pragma once

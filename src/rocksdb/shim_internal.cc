@@ -1,7 +1,7 @@
 // lsm-bloom's filter blocks as a RocksDB filter policy. This file adapts RocksDB's
 // FilterBitsBuilder / FilterBitsReader — internal classes since RocksDB 7.0, declared in
 // table/block_based/filter_policy_internal.h of the bundled RocksDB 11.8.1 — to the Rust
-// functions of src/rocksdb/ffi.rs, which do all the filter work. Nothing here allocates or
+// functions of src/rocksdb/ffi/, which do all the filter work. Nothing here allocates or
 // locks on a probe; the batch probe passes keys to Rust in fixed-size stack chunks.
 //
 // RocksDB stores the bytes Finish returns as one filter block under the metaindex key
