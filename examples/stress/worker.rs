@@ -15,26 +15,9 @@ use lsm_bloom::{Db, WriteBatch};
 
 use crate::oracle::{self, allowed, key, Oracle, GROUPS};
 
-/// xorshift64*.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
+#[path = "../../tests/common/rng.rs"]
+mod rng;
+pub use rng::Rng;
 
 const KINDS: [&str; 9] = [
     "get",

@@ -35,7 +35,7 @@ use super::worker::{l0_filter, manifest_data, write_l0, ID_RESERVATION};
 use super::{table_path, Options, WalRecovery};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
-use crate::table::{FilterState, Table};
+use crate::table::Table;
 
 struct Inventory {
     tables: Vec<u64>,
@@ -101,11 +101,7 @@ fn load_version(
     for (level, metas) in m.levels.iter().enumerate().take(MAX_LEVELS) {
         for meta in metas {
             let t = Table::open_in(fs, &table_path(dir, meta.id), meta.id)?;
-            for f in [t.filter(), t.prefix_filter()] {
-                if matches!(f, FilterState::Invalid(_)) {
-                    report.filters_rejected += 1;
-                }
-            }
+            report.filters_rejected += t.rejected_filters();
             version.levels[level].push(Arc::new(t));
         }
     }
@@ -310,7 +306,9 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         )?;
         let id = next_file.fetch_add(1, Ordering::SeqCst);
         let filter = l0_filter(&opts, &version, &recovered, id);
-        version.levels[0].push(Arc::new(write_l0(fs, dir, &opts, filter, &recovered, id)?));
+        let t = write_l0(fs, dir, &opts, filter, &recovered, id)?;
+        report.filters_rejected += t.rejected_filters();
+        version.levels[0].push(Arc::new(t));
         crate::fs::sync_dir(fs, dir)?;
     }
     work.reserved = work.reserved.max(next_file.load(Ordering::SeqCst));

@@ -226,6 +226,12 @@ impl Inner {
             let id = self.new_table_id(work)?;
             let filter = l0_filter(&self.opts, &version, mem, id);
             let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filter, mem, id)?;
+            // Read back through the file system: a filter that fails its check then is
+            // counted like one found damaged at open.
+            add(
+                &self.counters.filter_validation_failures,
+                t.rejected_filters(),
+            );
             version.levels[0].push(Arc::new(t));
         }
         let log_number = self.log_number_after(Some(mem));
@@ -247,6 +253,12 @@ impl Inner {
         let gone: std::collections::HashSet<u64> = job.inputs.iter().map(|(_, t)| t.id()).collect();
         for tables in &mut version.levels {
             tables.retain(|t| !gone.contains(&t.id()));
+        }
+        for t in &out.tables {
+            add(
+                &self.counters.filter_validation_failures,
+                t.rejected_filters(),
+            );
         }
         let level = &mut version.levels[job.output_level];
         level.extend(out.tables.iter().cloned());

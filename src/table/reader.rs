@@ -334,6 +334,15 @@ impl Table {
             _ => 0,
         }
     }
+    /// Filter blocks (whole-key and prefix) that failed validation at open: the table is read
+    /// without them. Whoever opens a table adds this to `filter_validation_failures`.
+    pub fn rejected_filters(&self) -> u64 {
+        [&self.filter, &self.prefix_filter]
+            .iter()
+            .filter(|f| matches!(f, FilterState::Invalid(_)))
+            .count() as u64
+    }
+
     /// The prefix filter as loaded.
     pub fn prefix_filter(&self) -> &FilterState {
         &self.prefix_filter

@@ -2,7 +2,10 @@
 #![allow(dead_code)]
 
 pub mod kv;
+mod rng;
 pub mod workload;
+
+pub use rng::Rng;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -36,27 +39,6 @@ pub fn example(name: &str) -> PathBuf {
         built.push(name.to_string());
     }
     bin
-}
-
-/// xorshift64*: a small deterministic generator, so a failing seed replays exactly.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
 }
 
 /// Options with tiny sizes so a few thousand operations flush and compact many times.

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use lsm_bloom::WriteBatch;
+
 use super::Rng;
 
 /// The expected contents of a store.
@@ -56,4 +58,16 @@ pub fn apply(model: &mut Model, ops: &Ops) {
             None => model.remove(k),
         };
     }
+}
+
+/// One write as a `WriteBatch`.
+pub fn batch(ops: &Ops) -> WriteBatch {
+    let mut b = WriteBatch::new();
+    for (k, v) in ops {
+        match v {
+            Some(v) => b.put(k.clone(), v.clone()),
+            None => b.delete(k.clone()),
+        };
+    }
+    b
 }
