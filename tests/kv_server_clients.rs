@@ -9,6 +9,7 @@ mod common;
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::process::Command;
+use std::time::Duration;
 
 use common::kv::*;
 use redis::{Commands, RedisResult, Value};
@@ -276,11 +277,29 @@ fn the_request_memory_budget_is_shared_by_all_connections() {
         &["--max-request-mib", "4", "--max-total-request-mib", "3"],
     );
     // Two clients each start a 2 MiB value and stop half way: together over the 3 MiB budget.
+    // The second starts only once INFO shows the first one's bytes held against the budget
+    // (else which of the two is refused depends on scheduling).
     let header = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$2097152\r\n";
     let mut a = connect(port);
     a.write_all(header).unwrap();
     a.write_all(&vec![b'a'; 1_900_000]).unwrap();
-    assert_eq!(call(&mut connect(port), &[b"PING"]), b"+PONG\r\n");
+    let mut probe = connect(port);
+    let held = |probe: &mut std::net::TcpStream| -> u64 {
+        let info = String::from_utf8(call(probe, &[b"INFO"])).unwrap();
+        let line = info
+            .lines()
+            .find(|l| l.starts_with("request_budget_used:"))
+            .unwrap();
+        line["request_budget_used:".len()..].trim().parse().unwrap()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while held(&mut probe) < 1_900_000 - 64 * 1024 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server never read the request"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let mut b = connect(port);
     b.write_all(header).unwrap();
     let _ = b.write_all(&vec![b'b'; 1_900_000]);
@@ -295,6 +314,8 @@ fn the_request_memory_budget_is_shared_by_all_connections() {
     a.write_all(&vec![b'a'; 2_097_152 - 1_900_000]).unwrap();
     a.write_all(b"\r\n").unwrap();
     assert_eq!(reply(&mut a), b"+OK\r\n");
+    assert_eq!(held(&mut probe), 0);
+    // The budget came back: a whole 2 MiB request fits again.
     let mut c = connect(port);
     c.write_all(header).unwrap();
     c.write_all(&vec![b'c'; 2_097_152]).unwrap();

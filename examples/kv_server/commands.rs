@@ -5,8 +5,8 @@
 //! conditional write is atomic with respect to every other write while plain writes do not
 //! queue behind each other twice (the store already orders them).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use lsm_bloom::{Db, WriteBatch};
 use sha2::{Digest, Sha256};
@@ -28,6 +28,9 @@ pub struct Server {
     next_id: AtomicU64,
     /// `CONFIG GET` answers.
     config: Vec<(&'static str, String)>,
+    /// Request bytes all connections hold against the shared budget (INFO
+    /// `request_budget_used`).
+    pub request_bytes: Arc<AtomicUsize>,
 }
 
 /// One connection's state.
@@ -70,6 +73,7 @@ impl Server {
             cursors: Cursors::new(),
             next_id: AtomicU64::new(1),
             config,
+            request_bytes: Arc::default(),
         }
     }
 
@@ -432,7 +436,7 @@ impl Server {
             "DBSIZE" => Reply::err(
                 "DBSIZE is not supported: lsm-bloom keeps no key count (counting would read every table)",
             ),
-            "INFO" => Reply::Verbatim(super::info::info(db)),
+            "INFO" => Reply::Verbatim(super::info::info(db, &self.request_bytes)),
             "COMMAND" => match rest.first().map(|a| a.to_ascii_uppercase()) {
                 Some(sub) if sub == b"DOCS" => Reply::Map(Vec::new()),
                 _ => Reply::Array(Vec::new()),

@@ -7,6 +7,7 @@
 use std::io::{BufWriter, Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::commands::Server;
@@ -18,15 +19,13 @@ const FREE_PER_CONNECTION: usize = 64 * 1024;
 /// Request bytes buffered by all connections together.
 pub struct Budget {
     limit: usize,
-    used: AtomicUsize,
+    /// Shared with `Server::request_bytes`, which INFO reports.
+    used: Arc<AtomicUsize>,
 }
 
 impl Budget {
-    pub fn new(limit: usize) -> Budget {
-        Budget {
-            limit,
-            used: AtomicUsize::new(0),
-        }
+    pub fn new(limit: usize, used: Arc<AtomicUsize>) -> Budget {
+        Budget { limit, used }
     }
 
     fn try_take(&self, n: usize) -> bool {
@@ -185,7 +184,7 @@ mod tests {
 
     #[test]
     fn the_budget_is_shared_and_returned() {
-        let b = Budget::new(100);
+        let b = Budget::new(100, Arc::default());
         let mut a = Charge {
             budget: &b,
             held: 0,

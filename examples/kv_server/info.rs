@@ -1,15 +1,20 @@
 //! The `INFO` text: server version and the store's filter and storage statistics.
 
 use lsm_bloom::Db;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::commands::REDIS_VERSION;
 
-pub fn info(db: &Db) -> String {
+pub fn info(db: &Db, request_bytes: &AtomicUsize) -> String {
     let s = db.stats();
     let t = &s.total;
     let mut text = format!(
         "# Server\r\nredis_version:{REDIS_VERSION}\r\nlsm_bloom_version:{}\r\n",
         env!("CARGO_PKG_VERSION")
+    );
+    text += &format!(
+        "request_budget_used:{}\r\n",
+        request_bytes.load(Ordering::Relaxed)
     );
     text += "\r\n# Filters\r\n";
     text += &format!(

@@ -157,7 +157,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ("protected-mode", args.protected_mode.clone()),
         ("dir", args.dir.display().to_string()),
     ];
-    let server = Arc::new(Server::new(db, password.as_deref(), config));
+    let server = Server::new(db, password.as_deref(), config);
+    let budget = Arc::new(Budget::new(
+        args.max_total_request_mib << 20,
+        server.request_bytes.clone(),
+    ));
+    let server = Arc::new(server);
     let listener = TcpListener::bind(&addrs[..])?;
     listener.set_nonblocking(true)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -170,7 +175,6 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         max_bulk: lsm_bloom::db::MAX_VALUE_SIZE.min(args.max_request_mib << 20),
         max_args: 1 << 20,
     };
-    let budget = Arc::new(Budget::new(args.max_total_request_mib << 20));
     println!(
         "lsm-bloom kv_server listening on {} (database {}{})",
         listener.local_addr()?,
