@@ -156,7 +156,8 @@ fn run_child(args: &Args, dir: &Path, opts_seed: u64) {
     }
 }
 
-/// Runs a child on `dir`, kills it, and returns the versions it started and acknowledged.
+/// Runs a child on `dir` and kills it; raises the oracle to the versions the child
+/// started and acknowledged (from its log).
 fn kill_child(args: &Args, dir: &Path, oracle: &Oracle, opts_seed: u64, rng: &mut Rng) {
     let files = dir.with_extension("child");
     let versions: String = oracle

@@ -229,7 +229,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         }
         Err(e)
     };
-    let m = match manifest::read_in(&*opts.fs, dir)? {
+    let m = match manifest::read_in(fs, dir)? {
         Some(_) if opts.error_if_exists => {
             return refuse(Error::AlreadyExists {
                 path: dir.to_path_buf(),
@@ -251,7 +251,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             ManifestData::default()
         }
     };
-    let mut version = load_version(&*opts.fs, dir, &m, &mut report)?;
+    let mut version = load_version(fs, dir, &m, &mut report)?;
 
     let live: HashSet<u64> = m.levels.iter().flatten().map(|t| t.id).collect();
     let mut obsolete: Vec<PathBuf> = Vec::new();
@@ -294,7 +294,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         .copied()
         .filter(|l| l.0 >= m.log_number)
         .collect();
-    let recovered = replay(&*opts.fs, dir, &logs, opts.wal_recovery, &mut report)?;
+    let recovered = replay(fs, dir, &logs, opts.wal_recovery, &mut report)?;
     let wal_id = next_file.fetch_add(1, Ordering::SeqCst);
     let writer = WalWriter::create(fs, dir, wal_id)?;
     if !recovered.is_empty() {

@@ -4,11 +4,10 @@
 //! Nothing here is changed in place. A flush, compaction or memtable rotation builds a new
 //! `State` from the current one (`Inner::update_state` in `inner.rs`, serialised by
 //! `Inner::publish`) and stores it in the `ArcSwap`; a reader loads whichever is current
-//! (`Inner::read_state`) and
-//! keeps using it, tables included, for the whole operation even if a newer one is published
-//! meanwhile (a replaced table's file may be deleted: its open handle still reads). The load
-//! is arc-swap's: it borrows a per-thread debt slot rather than writing the shared reference
-//! count, so concurrent `get`s write no common cache line.
+//! (`Inner::read_state`) and keeps using it, tables included, for the whole operation even if
+//! a newer one is published meanwhile (a replaced table's file may be deleted: its open
+//! handle still reads). The load is arc-swap's: it borrows a per-thread debt slot rather than
+//! writing the shared reference count, so concurrent `get`s write no common cache line.
 
 use std::sync::Arc;
 

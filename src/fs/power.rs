@@ -14,9 +14,10 @@
 //!
 //! Every operation but the syncs also runs on the real file system, so the store works as
 //! usual and reads its files there; the syncs only move the model's durable state (a real
-//! `fsync` would cost time and show nothing the model does not). `cut_at(n)` makes operation `n` (counting from 1) and every later
-//! one fail with `EIO` and change nothing — the machine stopped. `write_durable` then writes
-//! what the restart finds into a fresh directory, where the store is reopened.
+//! `fsync` would cost time and show nothing the model does not). `cut_at(n)` makes operation
+//! `n` (counting from 1) and every later one fail with `EIO` and change nothing — the machine
+//! stopped. `write_durable` then writes what the restart finds into a fresh directory, where
+//! the store is reopened.
 //!
 //! Each file's bytes are kept in memory (the model needs what was synced even after the real
 //! file changed), so this is for test-sized stores.
@@ -190,14 +191,14 @@ impl PowerLossFs {
 
     /// Writes what a restart after the power loss finds under `from` into the directory `to`
     /// (which must exist): every entry durable there, with its durable bytes and what `tail`
-    /// keeps of the rest (random choices from `seed`). Returns the unsynced bytes dropped.
+    /// keeps of the rest (random choices from `seed`).
     pub fn write_durable(
         &self,
         from: &Path,
         to: &Path,
         tail: UnsyncedTail,
         seed: u64,
-    ) -> io::Result<u64> {
+    ) -> io::Result<()> {
         let s = self.lock();
         let mut rng = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut next = move || {
@@ -206,7 +207,6 @@ impl PowerLossFs {
             rng ^= rng >> 27;
             rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
         };
-        let mut dropped = 0u64;
         for (path, id) in &s.durable {
             let Ok(rel) = path.strip_prefix(from) else {
                 continue;
@@ -242,10 +242,9 @@ impl PowerLossFs {
                     }
                 }
             }
-            dropped += (durable.len() + unsynced.len()).saturating_sub(out.len()) as u64;
             std::fs::write(to.join(rel), &out)?;
         }
-        Ok(dropped)
+        Ok(())
     }
 }
 
