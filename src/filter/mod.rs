@@ -148,6 +148,49 @@ impl FilterBuilder {
     }
 }
 
+/// A validated block's probe parameters (from its header), for a caller that keeps the bit
+/// array's address itself.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Probe {
+    kind: FilterKind,
+    k: u32,
+    m: u64,
+}
+
+impl Probe {
+    /// The parameters `probe()` gave, taken back from a caller that stored them apart (the
+    /// kind as its header id). None for an unknown kind id.
+    #[inline]
+    #[cfg(feature = "rocksdb-plugin")]
+    pub(crate) fn from_parts(kind_id: u8, k: u32, m: u64) -> Option<Probe> {
+        Some(Probe {
+            kind: FilterKind::from_id(kind_id)?,
+            k,
+            m,
+        })
+    }
+
+    /// The parameters as `from_parts` takes them.
+    #[cfg(feature = "rocksdb-plugin")]
+    pub(crate) fn parts(self) -> (u8, u32, u64) {
+        (self.kind.id(), self.k, self.m)
+    }
+
+    /// The block's answer for `hash` (seeded as the block says), `bits` its bit array.
+    #[inline]
+    pub(crate) fn test(self, bits: &[u8], hash: u64) -> bool {
+        let Probe { kind, k, m } = self;
+        if m == 0 {
+            return false;
+        }
+        match kind {
+            FilterKind::Standard => standard::test(bits, m, k, hash),
+            FilterKind::Blocked => blocked::test(bits, m / blocked::LINE_BITS, k, hash),
+            FilterKind::Ribbon => ribbon::test(bits, m / u64::from(k), k, hash),
+        }
+    }
+}
+
 /// A validated filter block, borrowed (`&[u8]`) or owned (`Vec<u8>`); the bit array is used in
 /// place, never copied.
 #[derive(Clone, Debug)]
@@ -228,15 +271,20 @@ impl<B: AsRef<[u8]>> FilterReader<B> {
     /// (`hash_key` when `header().seed == 0`, which the builder always writes).
     #[inline]
     pub fn may_contain_hash(&self, hash: u64) -> bool {
+        self.probe().test(self.bits(), hash)
+    }
+
+    /// What a probe needs besides the bit array, to keep next to a pointer to it: the
+    /// RocksDB reader holds this inline, saving a pointer hop per probe (`rocksdb::ffi`).
+    pub(crate) fn probe(&self) -> Probe {
         let Header { kind, k, m, .. } = self.header;
-        if m == 0 {
-            return false;
-        }
-        match kind {
-            FilterKind::Standard => standard::test(self.bits(), m, k, hash),
-            FilterKind::Blocked => blocked::test(self.bits(), m / blocked::LINE_BITS, k, hash),
-            FilterKind::Ribbon => ribbon::test(self.bits(), m / u64::from(k), k, hash),
-        }
+        Probe { kind, k, m }
+    }
+
+    /// The bit array, as `Probe::test` takes it.
+    #[cfg(feature = "rocksdb-plugin")]
+    pub(crate) fn bit_array(&self) -> &[u8] {
+        self.bits()
     }
 
     /// Size, shape and predicted/estimated false-positive rates (scans the bit array once).

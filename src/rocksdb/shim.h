@@ -39,11 +39,22 @@ size_t lsm_bloom_rdb_builder_entries_for(const LsmBloomRustBuilder* b, size_t by
 double lsm_bloom_rdb_builder_fp_rate(const LsmBloomRustBuilder* b, size_t n, size_t bytes);
 void lsm_bloom_rdb_builder_free(LsmBloomRustBuilder* b);
 
+// What a reader keeps inline for its probes (Rust's InlineProbe, src/rocksdb/ffi/reader.rs):
+// filled by lsm_bloom_rdb_reader_new, opaque here. All zero: every key may match.
+struct LsmBloomProbe {
+  const uint8_t* bits;
+  size_t len;
+  uint64_t seed;
+  uint64_t m;
+  uint32_t k;
+  uint32_t kind;
+};
+
 LsmBloomRustReader* lsm_bloom_rdb_reader_new(const LsmBloomRustPolicy* p, const uint8_t* data,
-                                             size_t len);
-bool lsm_bloom_rdb_reader_may_match(const LsmBloomRustReader* r, const char* key, size_t len);
-void lsm_bloom_rdb_reader_may_match_batch(const LsmBloomRustReader* r, size_t n,
-                                          const LsmBloomKey* keys, bool* out);
+                                             size_t len, LsmBloomProbe* probe);
+bool lsm_bloom_rdb_probe(const LsmBloomProbe* probe, const char* key, size_t len);
+void lsm_bloom_rdb_probe_batch(const LsmBloomProbe* probe, size_t n, const LsmBloomKey* keys,
+                               bool* out);
 void lsm_bloom_rdb_reader_free(LsmBloomRustReader* r);
 
 // shim_public.cc: registers the "lsm_bloom." factory with RocksDB's object library.

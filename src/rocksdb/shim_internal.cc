@@ -81,14 +81,18 @@ class Builder : public FilterBitsBuilder {
 
 class Reader : public FilterBitsReader {
  public:
-  // `r` may be null (Rust could not allocate): every key then may match.
-  explicit Reader(LsmBloomRustReader* r) : r_(r) {}
+  // Takes the Rust reader and fills `probe_` (left all zero, "every key may match", if Rust
+  // could not allocate the reader).
+  Reader(const LsmBloomRustPolicy* p, const Slice& contents) {
+    r_ = lsm_bloom_rdb_reader_new(p, reinterpret_cast<const uint8_t*>(contents.data()),
+                                  contents.size(), &probe_);
+  }
   ~Reader() override { lsm_bloom_rdb_reader_free(r_); }
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
 
   bool MayMatch(const Slice& entry) override {
-    return r_ == nullptr || lsm_bloom_rdb_reader_may_match(r_, entry.data(), entry.size());
+    return lsm_bloom_rdb_probe(&probe_, entry.data(), entry.size());
   }
   void MayMatch(int num_keys, Slice** keys, bool* may_match) override {
     constexpr int kChunk = 32;
@@ -99,16 +103,15 @@ class Reader : public FilterBitsReader {
         chunk[i].data = keys[start + i]->data();
         chunk[i].len = keys[start + i]->size();
       }
-      if (r_ == nullptr) {
-        std::fill(may_match + start, may_match + start + n, true);
-      } else {
-        lsm_bloom_rdb_reader_may_match_batch(r_, n, chunk, may_match + start);
-      }
+      lsm_bloom_rdb_probe_batch(&probe_, n, chunk, may_match + start);
     }
   }
 
  private:
-  LsmBloomRustReader* r_;
+  // Next to the vtable pointer: a probe reads this object's first cache line and then the
+  // filter line, nothing else.
+  LsmBloomProbe probe_{};
+  LsmBloomRustReader* r_ = nullptr;
 };
 
 class Policy : public FilterPolicy {
@@ -131,8 +134,7 @@ class Policy : public FilterPolicy {
     return b == nullptr ? nullptr : new Builder(b);
   }
   FilterBitsReader* GetFilterBitsReader(const Slice& contents) const override {
-    return new Reader(lsm_bloom_rdb_reader_new(
-        p_, reinterpret_cast<const uint8_t*>(contents.data()), contents.size()));
+    return new Reader(p_, contents);
   }
 
  private:

@@ -29,6 +29,7 @@ mod reader;
 mod tests;
 
 /// Runs `f`, or returns `fallback` if it panicked.
+#[inline]
 fn guard<T>(fallback: T, f: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| {
         count(Counter::Panics);

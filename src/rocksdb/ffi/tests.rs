@@ -53,13 +53,10 @@ fn builds_and_reads_through_the_c_functions() {
         assert_eq!(FilterReader::new(&block[..]).unwrap().header().n, 300);
         // The builder starts over after finish (partitioned filters reuse it).
         assert_eq!(lsm_bloom_rdb_builder_entries(b), 0);
-        let r = lsm_bloom_rdb_reader_new(p, block.as_ptr(), block.len());
+        let mut probe = InlineProbe::NONE;
+        let r = lsm_bloom_rdb_reader_new(p, block.as_ptr(), block.len(), &mut probe);
         for k in &keys {
-            assert!(lsm_bloom_rdb_reader_may_match(
-                r,
-                k.as_ptr().cast(),
-                k.len()
-            ));
+            assert!(lsm_bloom_rdb_probe(&probe, k.as_ptr().cast(), k.len()));
         }
         let owned: Vec<String> = (0..1000u32).map(|i| format!("absent{i}")).collect();
         let refs: Vec<KeyRef> = owned
@@ -70,17 +67,18 @@ fn builds_and_reads_through_the_c_functions() {
             })
             .collect();
         let mut out = vec![true; refs.len()];
-        lsm_bloom_rdb_reader_may_match_batch(r, refs.len(), refs.as_ptr(), out.as_mut_ptr());
+        lsm_bloom_rdb_probe_batch(&probe, refs.len(), refs.as_ptr(), out.as_mut_ptr());
         let passed = out.iter().filter(|&&m| m).count();
         assert!(
             passed < 30,
             "{passed} of 1000 absent keys passed a 10 bits/key filter"
         );
         for (k, o) in owned.iter().zip(&out) {
-            assert_eq!(
-                *o,
-                lsm_bloom_rdb_reader_may_match(r, k.as_ptr().cast(), k.len())
-            );
+            assert_eq!(*o, lsm_bloom_rdb_probe(&probe, k.as_ptr().cast(), k.len()));
+            // A probe the shim left zeroed (Rust could not allocate the reader) and a null
+            // probe answer "may match".
+            assert!(lsm_bloom_rdb_probe(&InlineProbe::NONE, k.as_ptr().cast(), k.len()));
+            assert!(lsm_bloom_rdb_probe(std::ptr::null(), k.as_ptr().cast(), k.len()));
         }
         lsm_bloom_rdb_reader_free(r);
         lsm_bloom_rdb_builder_free(b);
@@ -120,17 +118,32 @@ fn damaged_blocks_answer_may_match_and_are_counted() {
     unsafe {
         let b = lsm_bloom_rdb_builder_new(p, 0, false, 7, true);
         let mut block = build(b, &[b"k1", b"k2"]);
+        // First the intact block: its probe rules keys out.
+        let mut probe = InlineProbe::NONE;
+        let r = lsm_bloom_rdb_reader_new(p, block.as_ptr(), block.len(), &mut probe);
+        let absent = |probe: &InlineProbe| {
+            (0..1000u32)
+                .filter(|i| {
+                    let k = format!("zz{i}");
+                    !lsm_bloom_rdb_probe(probe, k.as_ptr().cast(), k.len())
+                })
+                .count()
+        };
+        assert!(absent(&probe) > 900);
+        lsm_bloom_rdb_reader_free(r);
         let at = block.len() / 2;
         block[at] ^= 0x10;
         let before = crate::rocksdb::stats().rejected_blocks;
-        let r = lsm_bloom_rdb_reader_new(p, block.as_ptr(), block.len());
+        // The same probe, refilled: "rejected" overwrites what it held.
+        let r = lsm_bloom_rdb_reader_new(p, block.as_ptr(), block.len(), &mut probe);
         assert!((*r).filter.is_none());
         assert!(crate::rocksdb::stats().rejected_blocks > before);
-        assert!(lsm_bloom_rdb_reader_may_match(r, b"zz".as_ptr().cast(), 2));
+        assert_eq!(absent(&probe), 0);
         lsm_bloom_rdb_reader_free(r);
         // Null and empty input are rejected, not read.
-        let r = lsm_bloom_rdb_reader_new(p, std::ptr::null(), 100);
+        let r = lsm_bloom_rdb_reader_new(p, std::ptr::null(), 100, &mut probe);
         assert!((*r).filter.is_none());
+        assert!(lsm_bloom_rdb_probe(&probe, b"zz".as_ptr().cast(), 2));
         lsm_bloom_rdb_reader_free(r);
         lsm_bloom_rdb_builder_free(b);
         lsm_bloom_rdb_policy_free(p);
@@ -151,7 +164,7 @@ fn a_budget_gives_new_level0_files_more_bits_than_the_big_level() {
         let big = lsm_bloom_rdb_builder_new(p, 6, true, 7, true);
         let k = keys(200_000, 1);
         let last = build(big, &k.iter().map(|k| &k[..]).collect::<Vec<_>>());
-        let r_last = lsm_bloom_rdb_reader_new(p, last.as_ptr(), last.len());
+        let r_last = lsm_bloom_rdb_reader_new(p, last.as_ptr(), last.len(), std::ptr::null_mut());
         let l0 = lsm_bloom_rdb_builder_new(p, 0, false, 7, true);
         let k = keys(20_000, 2);
         let young = build(l0, &k.iter().map(|k| &k[..]).collect::<Vec<_>>());
