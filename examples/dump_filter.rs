@@ -7,8 +7,9 @@
 //!
 //! For a database directory, each level line shows its filter kinds, the bits/key its tables
 //! were written with (a budget's allocation, when the store ran with one), filter bytes and
-//! expected FPR. The budget itself is an option, not stored on disk: pass it to also print the
-//! per-level allocation `Options::filter_budget` makes for the directory's current shape.
+//! expected FPR. When the store runs with a filter budget, its options record (`OPTIONS`,
+//! FORMAT.md §6) holds it, and the per-level allocation `Options::filter_budget` makes for the
+//! directory's current shape is printed too; `--budget-...` shows another budget's instead.
 //!
 //! Exit 0 when everything read is valid; exit 1 with one line `error: <what is wrong>` on
 //! stderr otherwise (for a table or database whose filter is damaged, the report of what could

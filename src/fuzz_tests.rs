@@ -1,7 +1,6 @@
 //! Decoder fuzzing: every decoder of an on-disk structure — filter block, table footer,
-//! index block, properties block, data block, WAL log, manifest, whole table files, and the
-//! RocksDB SST and MANIFEST readers of `inspect` — is
-//! fed mutated copies of valid inputs (bit flips, truncations, extensions, length fields set to
+//! index block, properties block, data block, WAL log, manifest, options record, whole table
+//! files, and the RocksDB SST and MANIFEST readers of `inspect` — is fed mutated copies of valid inputs (bit flips, truncations, extensions, length fields set to
 //! boundary and random values, random byte runs, random inputs) and must return a value or a
 //! typed error, never panic. Half the inputs get their checksum recomputed after mutating, so
 //! the parser behind the checksum is reached too.
@@ -305,6 +304,37 @@ fn manifest_target() -> Target {
     }
 }
 
+fn options_target() -> Target {
+    use crate::db::stored_options::{self, StoredOptions};
+    use crate::filter::{FilterKind, FilterPolicy};
+    let mut per_level = crate::Options {
+        prefix_extractor: Some(crate::PrefixExtractor::delimiter(b':', 2)),
+        ..crate::Options::default()
+    };
+    per_level.filter_policy_per_level.insert(0, None);
+    per_level
+        .filter_policy_per_level
+        .insert(2, Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01)));
+    let budget = crate::Options {
+        filter_budget: Some(crate::FilterBudget::total_bytes(1 << 30)),
+        ..crate::Options::default()
+    };
+    Target {
+        name: "options record",
+        seeds: [per_level, budget, crate::Options::default()]
+            .iter()
+            .map(|o| stored_options::encode(&StoredOptions::of(o)).unwrap())
+            .collect(),
+        reseal: |b| {
+            if b.len() >= 16 {
+                let crc = crc32fast::hash(&b[16..]);
+                b[12..16].copy_from_slice(&crc.to_le_bytes());
+            }
+        },
+        decode: |b| stored_options::decode(std::path::Path::new("OPTIONS"), b).is_ok(),
+    }
+}
+
 /// Runs `n` mutated inputs through `t`'s decoder; panics (naming the input) if it panics.
 /// Returns how many were accepted.
 fn run(t: &Target, n: usize, seed: u64) -> usize {
@@ -382,6 +412,7 @@ fn targets() -> Vec<Target> {
         data_block_target(),
         wal_target(),
         manifest_target(),
+        options_target(),
     ]
 }
 

@@ -48,8 +48,8 @@ mod fuzz_tests;
 
 pub use db::stats::DbStats;
 pub use db::{
-    Allocation, Db, DbIter, FilterBudget, FilterMemory, LevelAllocation, Options, RecoveryReport,
-    WalRecovery, WriteBatch,
+    Allocation, Db, DbIter, FilterBudget, FilterMemory, LevelAllocation, OptionChange, Options,
+    OptionsRecord, OptionsReport, RecoveryReport, WalRecovery, WriteBatch,
 };
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};

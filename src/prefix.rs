@@ -20,7 +20,7 @@
 //! `Db::scan_prefix(b"user:")`.
 
 /// A rule giving each key its prefix (or none).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum PrefixExtractor {
     /// The first `len` bytes; a key shorter than `len` has no prefix.
     Fixed {

@@ -198,7 +198,7 @@ fn run_seed(seed: u64, steps: usize) -> usize {
     // Odd seeds run with prefix filters over the keys' first 3 bytes ("k12" of "k123"), every
     // other one of them with no whole-key filters at all.
     let mut opts = tiny_options();
-    if seed % 2 == 0 {
+    if seed.is_multiple_of(2) {
         opts.filter_budget = Some(lsm_bloom::FilterBudget::total_bytes(4096));
     } else {
         opts.prefix_extractor = Some(lsm_bloom::PrefixExtractor::fixed(3));

@@ -170,6 +170,17 @@ fn kv_server_end_to_end() {
 /// return every key, across cursors.
 #[test]
 fn scan_match_prefix_uses_prefix_filters() {
+    scan_match_prefix_with(&["--prefix-delimiter", ":"]);
+}
+
+/// The store records its prefix rule (FORMAT.md §6): a server started on it later without
+/// `--prefix-delimiter` uses the prefix filters all the same.
+#[test]
+fn scan_match_prefix_needs_no_flags_after_the_first_start() {
+    scan_match_prefix_with(&[]);
+}
+
+fn scan_match_prefix_with(flags: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     common::colon_prefix_store(dir.path(), 3, |t| {
         let users = (t..300).step_by(3);
@@ -177,7 +188,7 @@ fn scan_match_prefix_uses_prefix_filters() {
         keys.collect()
     });
     let port = free_port();
-    let server = start_with(dir.path(), port, &["--prefix-delimiter", ":"]);
+    let server = start_with(dir.path(), port, flags);
     let mut s = connect(port);
     for u in 0..100 {
         let absent = format!("user{u:03}x:*");

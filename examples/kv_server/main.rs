@@ -73,13 +73,14 @@ struct Args {
     protected_mode: String,
     /// Prefix filters by delimiter: a key's prefix runs up to and including its
     /// `--prefix-delimiter-count`-th occurrence of this one ASCII character (e.g. `:`), and
-    /// `SCAN 0 MATCH prefix*` skips tables without that prefix.
+    /// `SCAN 0 MATCH prefix*` skips tables without that prefix. The store records the rule
+    /// (its options record): later starts on the same directory keep it without the flag.
     #[arg(long, conflicts_with = "prefix_len")]
     prefix_delimiter: Option<char>,
     /// Which occurrence of `--prefix-delimiter` ends the prefix.
     #[arg(long, default_value_t = 1, requires = "prefix_delimiter")]
     prefix_delimiter_count: u32,
-    /// Prefix filters by length: a key's prefix is its first N bytes.
+    /// Prefix filters by length: a key's prefix is its first N bytes (recorded, as above).
     #[arg(long)]
     prefix_len: Option<u32>,
 }

@@ -31,7 +31,7 @@
 
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::version::{Version, MAX_LEVELS};
 use crate::error::{Error, Result};
@@ -39,7 +39,7 @@ use crate::filter::{budget, format, ribbon, FilterKind, FilterPolicy};
 use crate::table::{FilterState, Table};
 
 /// How much filter memory the store may use.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum FilterMemory {
     /// A fixed total of filter bytes, however large the store grows (headers included).
     TotalBytes(u64),
@@ -48,7 +48,7 @@ pub enum FilterMemory {
 }
 
 /// A filter memory budget, allocated per level to minimise expected wasted reads (Monkey).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FilterBudget {
     /// The memory to spend.
     pub memory: FilterMemory,

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
-use crate::fs::{CreateMode, FileSystem};
+use crate::fs::FileSystem;
 
 const MAGIC: [u8; 4] = *b"LBMF";
 /// Manifest format version this build writes and reads.
@@ -65,18 +65,7 @@ pub fn encode(data: &ManifestData) -> Result<Vec<u8>> {
 
 /// Writes `data` as the new manifest, atomically, through `fs`.
 pub fn write(fs: &dyn FileSystem, dir: &Path, data: &ManifestData) -> Result<()> {
-    let out = encode(data)?;
-    let tmp = dir.join(TEMP_FILE);
-    let io = |what: &str, e| Error::io(format!("{what} {}", tmp.display()), e);
-    let mut f = fs
-        .create(&tmp, CreateMode::Truncate)
-        .map_err(|e| io("creating", e))?;
-    f.write_all(&out).map_err(|e| io("writing", e))?;
-    f.sync().map_err(|e| io("syncing", e))?;
-    drop(f);
-    fs.rename(&tmp, &dir.join(MANIFEST_FILE))
-        .map_err(|e| io("renaming", e))?;
-    crate::fs::sync_dir(fs, dir)
+    crate::fs::write_atomic(fs, dir, TEMP_FILE, MANIFEST_FILE, &encode(data)?)
 }
 
 /// The name of the temporary file a manifest is written to before its rename.

@@ -4,7 +4,8 @@
 //! Use: `Db::open(dir, Options)` → `put` / `delete` / `write(batch)` / `get` / `scan` from any
 //! number of threads → drop (or `close`). Files in the directory (formats in FORMAT.md):
 //! `NNNNNN.wal` (write-ahead logs), `NNNNNN.sst` (tables), `MANIFEST` (live tables per level),
-//! `LOCK` (held while open).
+//! `OPTIONS` (the filter and prefix settings tables are written with), `LOCK` (held while
+//! open).
 //!
 //! One concern per file:
 //! - `options.rs`: `Options`, `WalRecovery`.
@@ -13,6 +14,7 @@
 //! - `worker.rs`: the background flush and compaction thread, and how a change to the table
 //!   set is committed (table synced → directory synced → manifest → published → old removed).
 //! - `read.rs`: `get`. `iter.rs`: `scan`. `inner.rs`: shared state and lock order.
+//! - `stored_options.rs`: the `OPTIONS` record and how it merges with the options passed.
 //! - `wal.rs`, `manifest.rs`, `memtable.rs`, `compaction.rs`, `merge.rs`, `stats.rs`.
 //!
 //! Guarantees (README "What survives what"): a write that returned `Ok` survives a process
@@ -34,6 +36,7 @@ mod read;
 mod recovery;
 mod report;
 pub mod stats;
+pub(crate) mod stored_options;
 pub(crate) mod version;
 pub(crate) mod wal;
 mod worker;
@@ -52,8 +55,8 @@ use crate::error::{Error, Result};
 
 pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use iter::DbIter;
-pub use options::{Options, WalRecovery};
-pub use report::{RecoveryReport, WalDamage};
+pub use options::{Options, OptionsRecord, WalRecovery};
+pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
 pub use write::WriteBatch;
 
 /// Largest key accepted, in bytes.

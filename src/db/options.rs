@@ -30,6 +30,22 @@ pub enum WalRecovery {
     TornTailOnly,
 }
 
+/// What `Db::open` does with the options record the store keeps in its directory (`OPTIONS`,
+/// FORMAT.md §6): the filter setting (`filter_policy`, `filter_policy_per_level`,
+/// `filter_budget`) and the prefix setting (`prefix_extractor`, `whole_key_filtering`) that
+/// new tables were written with. `Db::recovery().options` says what was kept or changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OptionsRecord {
+    /// A setting left at its default takes the recorded value; a setting given any other
+    /// value replaces it. So a store written with a budget or a prefix rule keeps them when
+    /// reopened with `Options::default()`.
+    #[default]
+    Merge,
+    /// Every setting as given, defaults included: how to return a setting to its default on
+    /// purpose (e.g. drop a prefix rule).
+    Replace,
+}
+
 /// How the store behaves. `Options::default()` suits most services.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -83,6 +99,9 @@ pub struct Options {
     /// the cache saves the system call, checksum and decode on a hit, not a disk read. Filters
     /// and indexes are not charged to it (they live with each open table).
     pub block_cache_bytes: u64,
+    /// Whether the settings recorded in the directory fill in the ones left at their defaults
+    /// (default `Merge`; `OptionsRecord`).
+    pub options_record: OptionsRecord,
     /// The file system the write path uses (default the real one; tests pass a
     /// [`crate::fs::FaultyFs`] to make operations fail).
     pub fs: Arc<dyn FileSystem>,
@@ -109,6 +128,7 @@ impl Default for Options {
             target_file_size: 8 << 20,
             max_immutable_memtables: 2,
             block_cache_bytes: 32 << 20,
+            options_record: OptionsRecord::Merge,
             fs: Arc::new(StdFs),
         }
     }

@@ -4,19 +4,22 @@
 //! Order (each step only after the one before succeeded):
 //! 1. Lock `LOCK` (`Error::Locked` if held). Read `MANIFEST`. No manifest: a directory that
 //!    holds tables or non-empty logs is refused (`Error::MissingManifest`, nothing touched);
-//!    otherwise it is a new database (`create_if_missing`).
+//!    otherwise it is a new database (`create_if_missing`). Read the options record
+//!    (`stored_options.rs`; damaged: refused, nothing touched) and merge it with the options
+//!    passed.
 //! 2. Open every table the manifest names and check the table set: levels ≥ 1 sorted and
 //!    disjoint, else `Error::Corruption`.
 //! 3. Remove only what the manifest proves obsolete: tables it does not name whose number is
-//!    below its `next_file`, logs below its `log_number`, `MANIFEST.tmp`. A table numbered at
-//!    or above `next_file` is unexplained: left in place and reported.
+//!    below its `next_file`, logs below its `log_number`, `MANIFEST.tmp`, `OPTIONS.tmp`. A
+//!    table numbered at or above `next_file` is unexplained: left in place and reported.
 //! 4. Replay the logs at or above `log_number` in order (reading only). Replay stops at the
 //!    first damaged or incomplete record across all logs (`WalRecovery::PointInTime`), or
 //!    refuses unless that damage is a torn tail of the newest log (`WalRecovery::TornTailOnly`).
 //! 5. Create a new log. If anything was replayed: write a manifest reserving file numbers,
-//!    then the level-0 table, and sync the directory. Write the manifest naming the tables and
-//!    the new log, and only then remove the replayed logs. (A crash before that manifest in a
-//!    new directory leaves only an empty log, which the next open ignores.)
+//!    then the level-0 table, and sync the directory. Rewrite the options record if it
+//!    changed. Write the manifest naming the tables and the new log, and only then remove the
+//!    replayed logs. (A crash before that manifest in a new directory leaves only an empty
+//!    log and perhaps the options record, which the next open takes as a new database's.)
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -29,6 +32,7 @@ use super::manifest::{self, ManifestData};
 use super::memtable::Memtable;
 use super::report::{RecoveryReport, WalDamage};
 use super::stats::{add, Counters};
+use super::stored_options::{self, StoredOptions};
 use super::version::{State, Version, MAX_LEVELS};
 use super::wal::{self, WalWriter};
 use super::worker::{l0_filter, manifest_data, write_l0, ID_RESERVATION};
@@ -206,10 +210,10 @@ fn lock_dir(dir: &Path) -> Result<File> {
 }
 
 /// Opens (or creates) the database in `dir`; see the module comment for the steps.
-pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
-    opts.validate()?;
+pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
+    given.validate()?;
     if !dir.exists() {
-        if !opts.create_if_missing {
+        if !given.create_if_missing {
             return Err(Error::NotFound {
                 path: dir.to_path_buf(),
             });
@@ -219,7 +223,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
     }
     let had_lock_file = dir.join("LOCK").exists();
     let lock_file = lock_dir(dir)?;
-    let fs = &*opts.fs;
+    let fs = &*given.fs;
     let inv = inventory(dir)?;
     let mut report = RecoveryReport::default();
     // Refusing to open leaves the directory as it was: no LOCK file of ours stays behind.
@@ -230,7 +234,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         Err(e)
     };
     let m = match manifest::read_in(fs, dir)? {
-        Some(_) if opts.error_if_exists => {
+        Some(_) if given.error_if_exists => {
             return refuse(Error::AlreadyExists {
                 path: dir.to_path_buf(),
             })
@@ -243,7 +247,7 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
                     found,
                 });
             }
-            if !opts.create_if_missing {
+            if !given.create_if_missing {
                 return refuse(Error::NotFound {
                     path: dir.to_path_buf(),
                 });
@@ -251,6 +255,18 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             ManifestData::default()
         }
     };
+    // The settings tables are written with: the record's where `given` leaves them at their
+    // defaults. Read before anything in the directory changes: a damaged record refuses.
+    let stored = match stored_options::read_in(fs, dir) {
+        Ok(s) => s,
+        Err(e) => return refuse(e),
+    };
+    let (opts, options_report) = stored_options::resolve(given, stored.as_ref());
+    if let Err(e) = opts.validate() {
+        return refuse(e);
+    }
+    report.options = options_report;
+    let fs = &*opts.fs;
     let mut version = load_version(fs, dir, &m, &mut report)?;
 
     let live: HashSet<u64> = m.levels.iter().flatten().map(|t| t.id).collect();
@@ -268,8 +284,10 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
             .filter(|l| l.0 < m.log_number)
             .map(|l| wal::wal_path(dir, l.0)),
     );
-    if manifest::temp_path(dir).exists() {
-        obsolete.push(manifest::temp_path(dir));
+    for temp in [manifest::temp_path(dir), stored_options::temp_path(dir)] {
+        if temp.exists() {
+            obsolete.push(temp);
+        }
     }
     for path in &obsolete {
         if fs.remove_file(path).is_ok() {
@@ -312,6 +330,10 @@ pub(super) fn open(dir: &Path, opts: Options) -> Result<Inner> {
         crate::fs::sync_dir(fs, dir)?;
     }
     work.reserved = work.reserved.max(next_file.load(Ordering::SeqCst));
+    let record = StoredOptions::of(&opts);
+    if stored.as_ref() != Some(&record) {
+        stored_options::write(fs, dir, &record)?;
+    }
     manifest::write(fs, dir, &manifest_data(&version, work.reserved, wal_id))?;
     for (id, _) in logs {
         let _ = fs.remove_file(&wal::wal_path(dir, id));

@@ -34,4 +34,30 @@ pub struct RecoveryReport {
     /// Filter blocks (whole-key or prefix) that are damaged or do not match their table: the
     /// table is read without that filter.
     pub filters_rejected: u64,
+    /// The options record: what it kept and what the options passed changed.
+    pub options: OptionsReport,
+}
+
+/// A recorded setting the options passed to `Db::open` replaced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OptionChange {
+    /// `filter` or `prefix`.
+    pub setting: String,
+    /// The recorded value, in words.
+    pub was: String,
+    /// The value now in force, in words.
+    pub now: String,
+}
+
+/// What `Db::open` did with the options record (`OptionsRecord`, FORMAT.md §6).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OptionsReport {
+    /// Whether the directory held a record (not for a new store, nor one written by a build
+    /// from before records).
+    pub record_found: bool,
+    /// Recorded settings kept because the options passed left them at their defaults:
+    /// (setting, value in words). Settings equal to their defaults are not listed.
+    pub kept: Vec<(String, String)>,
+    /// Recorded settings the options passed replaced.
+    pub changed: Vec<OptionChange>,
 }

@@ -90,6 +90,29 @@ pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> crate::Result<()> {
         .map_err(|e| crate::Error::io(format!("syncing directory {}", dir.display()), e))
 }
 
+/// Replaces `dir/name` with `bytes` so that a crash at any point leaves the old file or the
+/// new one whole: written to `dir/temp`, synced, renamed over `dir/name`, the directory
+/// synced. The manifest and the options record are written this way.
+pub(crate) fn write_atomic(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    temp: &str,
+    name: &str,
+    bytes: &[u8],
+) -> crate::Result<()> {
+    let tmp = dir.join(temp);
+    let io = |what: &str, e| crate::Error::io(format!("{what} {}", tmp.display()), e);
+    let mut f = fs
+        .create(&tmp, CreateMode::Truncate)
+        .map_err(|e| io("creating", e))?;
+    f.write_all(bytes).map_err(|e| io("writing", e))?;
+    f.sync().map_err(|e| io("syncing", e))?;
+    drop(f);
+    fs.rename(&tmp, &dir.join(name))
+        .map_err(|e| io("renaming", e))?;
+    sync_dir(fs, dir)
+}
+
 /// The real file system.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct StdFs;

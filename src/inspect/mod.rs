@@ -13,10 +13,11 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::db::budget::{self, Allocation, Change, FilterBudget, L0Outlook};
-use crate::db::manifest;
 use crate::db::version::Version;
+use crate::db::{manifest, stored_options};
 use crate::error::{Error, Result};
 use crate::filter::{FilterInfo, FilterKind, FilterReader};
+use crate::fs::StdFs;
 use crate::table::{FilterState, Properties, Table, TABLE_MAGIC};
 
 pub mod rocksdb_dir;
@@ -133,6 +134,14 @@ pub struct DatabaseReport {
     /// for this shape now, per level, beside what the tables hold.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub filter_budget: Option<Allocation>,
+    /// Where the budget came from: `"arguments"` (`dump_filter --budget-...`) or `"record"`
+    /// (the store's options record, FORMAT.md §6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_from: Option<&'static str>,
+    /// The store's options record, in words: (filter setting, prefix setting); none for a
+    /// store written before records existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_options: Option<(String, String)>,
 }
 
 impl Report {
@@ -280,6 +289,19 @@ fn inspect_database(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Da
     let data = manifest::read(dir)?.ok_or_else(|| Error::NotFound {
         path: dir.to_path_buf(),
     })?;
+    let record = stored_options::read_in(&StdFs, dir)?;
+    let recorded_budget = record.as_ref().and_then(|r| {
+        r.filter.budget.map(|budget| BudgetArgs {
+            budget,
+            memtable_bytes: r.memtable_size,
+            l0_compaction_trigger: usize::try_from(r.l0_compaction_trigger).unwrap_or(usize::MAX),
+        })
+    });
+    let (filter_budget, budget_from) = match (filter_budget, &recorded_budget) {
+        (Some(b), _) => (Some(b), Some("arguments")),
+        (None, Some(b)) => (Some(b), Some("record")),
+        (None, None) => (None, None),
+    };
     let mut levels = Vec::new();
     let mut level_totals = Vec::new();
     let mut totals = Totals::default();
@@ -311,6 +333,8 @@ fn inspect_database(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Da
             };
             budget::plan(&b.budget, &version, Change::None, outlook).allocation
         }),
+        budget_from,
+        recorded_options: record.map(|r| (r.filter.to_string(), r.prefix.to_string())),
     })
 }
 
@@ -340,8 +364,8 @@ pub fn inspect_path(path: &Path) -> Result<Report> {
     inspect_path_with_budget(path, None)
 }
 
-/// A filter budget and the options its plan depends on, for `inspect_path_with_budget` (the
-/// store does not record them on disk).
+/// A filter budget and the options its plan depends on, for `inspect_path_with_budget` (given
+/// here, they take the place of what the store's options record says).
 #[derive(Clone, Copy, Debug)]
 pub struct BudgetArgs {
     /// The budget.

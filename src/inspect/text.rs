@@ -150,9 +150,18 @@ impl fmt::Display for Report {
             Report::Table(t) => write!(f, "{t}"),
             Report::Database(d) => {
                 writeln!(f, "database")?;
+                match &d.recorded_options {
+                    Some((filter, prefix)) => {
+                        writeln!(f, "recorded options: {filter}; {prefix}")?;
+                    }
+                    None => writeln!(f, "recorded options: none (written before records)")?,
+                }
                 write_levels(f, &d.levels, &d.level_totals)?;
                 write!(f, "total: {}", d.totals)?;
                 if let Some(a) = &d.filter_budget {
+                    if d.budget_from == Some("record") {
+                        writeln!(f, "budget from the options record:")?;
+                    }
                     write!(f, "{a}")?;
                 }
                 Ok(())

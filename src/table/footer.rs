@@ -89,6 +89,8 @@ impl Footer {
         let len = match version {
             1 => FOOTER_V1_LEN,
             2 => FOOTER_LEN,
+            // Every format has a version ≥ 1: a 0 is damage, not a newer format.
+            0 => return bad("table format version 0 does not exist: the footer is damaged".into()),
             v => return Err(FooterError::Version(v)),
         };
         if tail.len() < len {
@@ -310,6 +312,11 @@ mod tests {
             assert!(matches!(
                 Footer::decode(&v3, file_len),
                 Err(FooterError::Version(3))
+            ));
+            v3[at] = 0;
+            assert!(matches!(
+                Footer::decode(&v3, file_len),
+                Err(FooterError::Invalid(_))
             ));
             for i in 0..b.len() {
                 let mut d = b.clone();

@@ -160,7 +160,10 @@ pub unsafe extern "C" fn lsm_bloom_rdb_reader_new(
         let reader = Box::new(Reader { filter, live });
         // SAFETY: the caller's contract.
         if let Some(out) = unsafe { probe.as_mut() } {
-            *out = reader.filter.as_ref().map_or(InlineProbe::NONE, InlineProbe::of);
+            *out = reader
+                .filter
+                .as_ref()
+                .map_or(InlineProbe::NONE, InlineProbe::of);
         }
         Box::into_raw(reader)
     })

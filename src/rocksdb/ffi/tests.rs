@@ -77,8 +77,16 @@ fn builds_and_reads_through_the_c_functions() {
             assert_eq!(*o, lsm_bloom_rdb_probe(&probe, k.as_ptr().cast(), k.len()));
             // A probe the shim left zeroed (Rust could not allocate the reader) and a null
             // probe answer "may match".
-            assert!(lsm_bloom_rdb_probe(&InlineProbe::NONE, k.as_ptr().cast(), k.len()));
-            assert!(lsm_bloom_rdb_probe(std::ptr::null(), k.as_ptr().cast(), k.len()));
+            assert!(lsm_bloom_rdb_probe(
+                &InlineProbe::NONE,
+                k.as_ptr().cast(),
+                k.len()
+            ));
+            assert!(lsm_bloom_rdb_probe(
+                std::ptr::null(),
+                k.as_ptr().cast(),
+                k.len()
+            ));
         }
         lsm_bloom_rdb_reader_free(r);
         lsm_bloom_rdb_builder_free(b);

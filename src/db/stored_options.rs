@@ -1,0 +1,410 @@
+//! The options record (`OPTIONS`, FORMAT.md §6): the settings that decide how the store's
+//! files are written and read — the filter choice (one policy, per-level overrides or a
+//! budget) and the prefix rule with whole-key filtering — kept in the directory, so that a
+//! reopen that does not repeat them goes on writing tables the same way instead of silently
+//! falling back to the defaults.
+//!
+//! Use (`recovery.rs`): `read` at open, before anything in the directory changes (a damaged
+//! record refuses the open and nothing is deleted); `resolve` merges the record with the
+//! `Options` passed, group by group — a group the caller left at its default takes the stored
+//! value, a group set to anything else replaces it, and `OptionsRecord::Replace` takes every
+//! group as given — and says what it kept and changed (`Db::recovery().options`); `write`
+//! stores the result, atomically like the manifest, when it differs from the record.
+//!
+//! The budget's planning inputs (`memtable_size`, `l0_compaction_trigger`) are recorded as the
+//! last open ran with them, for tools (`dump_filter DIR` plans the budget from them); they
+//! are tuning, not layout, and a reopen never takes them from the record.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::budget::{FilterBudget, FilterMemory};
+use super::options::{Options, OptionsRecord};
+use super::report::{OptionChange, OptionsReport};
+use crate::error::{Error, Result};
+use crate::filter::{FilterPolicy, Sizing};
+use crate::fs::FileSystem;
+use crate::prefix::PrefixExtractor;
+
+const MAGIC: [u8; 4] = *b"LBOP";
+/// Options record version this build writes and reads.
+pub const OPTIONS_VERSION: u32 = 1;
+/// File name of the options record.
+pub const OPTIONS_FILE: &str = "OPTIONS";
+const TEMP_FILE: &str = "OPTIONS.tmp";
+const HEADER_LEN: usize = 16;
+
+/// Which filters new tables get (`Options::filter_policy`, `filter_policy_per_level`,
+/// `filter_budget`): one setting, since the budget replaces the other two.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FilterChoice {
+    /// `Options::filter_policy`.
+    pub policy: Option<FilterPolicy>,
+    /// `Options::filter_policy_per_level`.
+    pub per_level: BTreeMap<usize, Option<FilterPolicy>>,
+    /// `Options::filter_budget`.
+    pub budget: Option<FilterBudget>,
+}
+
+/// Which prefix filters new tables get (`Options::prefix_extractor`, `whole_key_filtering`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PrefixChoice {
+    /// `Options::prefix_extractor`.
+    pub extractor: Option<PrefixExtractor>,
+    /// `Options::whole_key_filtering`.
+    pub whole_key_filtering: bool,
+}
+
+/// The record's content (FORMAT.md §6).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredOptions {
+    /// The filter setting.
+    pub filter: FilterChoice,
+    /// The prefix setting.
+    pub prefix: PrefixChoice,
+    /// `Options::memtable_size` of the last open (a budget plans level 0 from it).
+    pub memtable_size: u64,
+    /// `Options::l0_compaction_trigger` of the last open.
+    pub l0_compaction_trigger: u64,
+}
+
+impl FilterChoice {
+    fn of(o: &Options) -> Self {
+        FilterChoice {
+            policy: o.filter_policy,
+            per_level: o.filter_policy_per_level.clone(),
+            budget: o.filter_budget,
+        }
+    }
+
+    fn apply(&self, o: &mut Options) {
+        o.filter_policy = self.policy;
+        o.filter_policy_per_level = self.per_level.clone();
+        o.filter_budget = self.budget;
+    }
+}
+
+impl PrefixChoice {
+    fn of(o: &Options) -> Self {
+        PrefixChoice {
+            extractor: o.prefix_extractor,
+            whole_key_filtering: o.whole_key_filtering,
+        }
+    }
+
+    fn apply(&self, o: &mut Options) {
+        o.prefix_extractor = self.extractor;
+        o.whole_key_filtering = self.whole_key_filtering;
+    }
+}
+
+impl StoredOptions {
+    /// What `opts` would store.
+    pub fn of(opts: &Options) -> Self {
+        StoredOptions {
+            filter: FilterChoice::of(opts),
+            prefix: PrefixChoice::of(opts),
+            memtable_size: opts.memtable_size as u64,
+            l0_compaction_trigger: opts.l0_compaction_trigger as u64,
+        }
+    }
+}
+
+fn policy_text(p: Option<FilterPolicy>) -> String {
+    match p {
+        None => "no filter".into(),
+        Some(p) => {
+            let size = match p.sizing {
+                Sizing::BitsPerKey(b) => format!("{b} bits/key"),
+                Sizing::TargetFpr(r) => format!("target false-positive rate {r}"),
+            };
+            let probes = p
+                .num_probes
+                .map_or(String::new(), |k| format!(", {k} probes"));
+            format!("{} Bloom {size}{probes}", p.kind.name()).replace("ribbon Bloom", "Ribbon")
+        }
+    }
+}
+
+impl fmt::Display for FilterChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(b) = &self.budget {
+            let memory = match b.memory {
+                FilterMemory::BitsPerKey(bits) => format!("{bits} bits/key on average"),
+                FilterMemory::TotalBytes(n) => format!("{n} bytes in all"),
+            };
+            return write!(
+                f,
+                "a filter budget of {memory} ({} above the largest level, {} on it)",
+                b.upper_kind.name(),
+                b.last_level_kind.name()
+            );
+        }
+        write!(f, "{}", policy_text(self.policy))?;
+        for (level, p) in &self.per_level {
+            write!(f, "; level {level}: {}", policy_text(*p))?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for PrefixChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.extractor {
+            None => write!(f, "no prefix filters"),
+            Some(rule) => {
+                let rule = match rule {
+                    PrefixExtractor::Fixed { len } => format!("the first {len} bytes"),
+                    PrefixExtractor::Delimiter { byte, count } => format!(
+                        "up to occurrence {count} of {:?}",
+                        char::from(byte).escape_default().to_string()
+                    ),
+                };
+                let whole = if self.whole_key_filtering {
+                    "beside whole-key filters"
+                } else {
+                    "instead of whole-key filters"
+                };
+                write!(f, "prefix filters on {rule}, {whole}")
+            }
+        }
+    }
+}
+
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+/// The record's bytes for `data`.
+pub fn encode(data: &StoredOptions) -> Result<Vec<u8>> {
+    let payload = bincode::serde::encode_to_vec(data, config())
+        .map_err(|e| Error::io("encoding the options record", std::io::Error::other(e)))?;
+    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&OPTIONS_VERSION.to_le_bytes());
+    crate::coding::put_u32_len(&mut out, payload.len(), "options payload")?;
+    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    Ok(out)
+}
+
+/// Decodes and checks a record (every check of FORMAT.md §6); `path` names it in errors.
+pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
+    let bad = |why: String| Error::corruption(path, why);
+    let header = bytes
+        .get(..HEADER_LEN)
+        .ok_or_else(|| bad(format!("{} bytes, shorter than the header", bytes.len())))?;
+    if header[..4] != MAGIC {
+        return Err(bad("not an options record (bad magic)".into()));
+    }
+    let word = |at: usize| {
+        u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
+    };
+    let version = word(4);
+    if version != OPTIONS_VERSION {
+        return Err(Error::UnsupportedVersion {
+            path: path.to_path_buf(),
+            what: "options record",
+            found: version,
+            supported: OPTIONS_VERSION,
+        });
+    }
+    let len = word(8) as usize;
+    let payload = &bytes[HEADER_LEN..];
+    if payload.len() != len {
+        return Err(bad(format!(
+            "payload length {len} but {} bytes follow the header",
+            payload.len()
+        )));
+    }
+    if crc32fast::hash(payload) != word(12) {
+        return Err(bad("payload checksum mismatch".into()));
+    }
+    let (data, used): (StoredOptions, usize) = bincode::serde::decode_from_slice(payload, config())
+        .map_err(|e| bad(format!("payload does not decode: {e}")))?;
+    if used != payload.len() {
+        return Err(bad(format!(
+            "{} bytes after the payload",
+            payload.len() - used
+        )));
+    }
+    // What it holds must be options this build accepts.
+    let mut check = Options::default();
+    data.filter.apply(&mut check);
+    data.prefix.apply(&mut check);
+    check
+        .validate()
+        .map_err(|e| bad(format!("holds options that are not valid: {e}")))?;
+    Ok(data)
+}
+
+/// Reads the record in `dir`: `None` when there is none (a new store, or one written before
+/// records existed).
+pub fn read_in(fs: &dyn FileSystem, dir: &Path) -> Result<Option<StoredOptions>> {
+    let path = dir.join(OPTIONS_FILE);
+    match fs.read_all(&path) {
+        Ok(bytes) => decode(&path, &bytes).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
+    }
+}
+
+/// Where `write` puts the record before renaming it (a leftover one is removed at open).
+pub fn temp_path(dir: &Path) -> std::path::PathBuf {
+    dir.join(TEMP_FILE)
+}
+
+/// Writes `data` as the record, atomically (temporary file, sync, rename, directory sync).
+pub fn write(fs: &dyn FileSystem, dir: &Path, data: &StoredOptions) -> Result<()> {
+    crate::fs::write_atomic(fs, dir, TEMP_FILE, OPTIONS_FILE, &encode(data)?)
+}
+
+/// The options to open with: `given` merged with the record `stored` by `given.options_record`
+/// (module comment), and what was kept and changed.
+pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, OptionsReport) {
+    let mut report = OptionsReport {
+        record_found: stored.is_some(),
+        ..OptionsReport::default()
+    };
+    let Some(stored) = stored else {
+        return (given, report);
+    };
+    let mut opts = given;
+    let defaults = Options::default();
+    let replace = opts.options_record == OptionsRecord::Replace;
+    let mut settle = |setting: &str, given_is_default: bool, was: String, now: String| -> bool {
+        if replace || !given_is_default {
+            if was != now {
+                report.changed.push(OptionChange {
+                    setting: setting.into(),
+                    was,
+                    now,
+                });
+            }
+            false
+        } else {
+            if was != now {
+                report.kept.push((setting.into(), was));
+            }
+            true
+        }
+    };
+    let filter = FilterChoice::of(&opts);
+    if settle(
+        "filter",
+        filter == FilterChoice::of(&defaults),
+        stored.filter.to_string(),
+        filter.to_string(),
+    ) {
+        stored.filter.apply(&mut opts);
+    }
+    let prefix = PrefixChoice::of(&opts);
+    if settle(
+        "prefix",
+        prefix == PrefixChoice::of(&defaults),
+        stored.prefix.to_string(),
+        prefix.to_string(),
+    ) {
+        stored.prefix.apply(&mut opts);
+    }
+    (opts, report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::FilterKind;
+
+    fn budget_store() -> Options {
+        Options {
+            filter_budget: Some(FilterBudget::bits_per_key(8.0)),
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_every_damage_is_refused() {
+        let mut o = Options {
+            filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5)),
+            prefix_extractor: Some(PrefixExtractor::delimiter(b':', 2)),
+            whole_key_filtering: false,
+            ..Options::default()
+        };
+        o.filter_policy_per_level.insert(0, None);
+        let data = StoredOptions::of(&o);
+        let bytes = encode(&data).unwrap();
+        let path = Path::new("OPTIONS");
+        assert_eq!(decode(path, &bytes).unwrap(), data);
+        for i in 0..bytes.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut b = bytes.clone();
+                b[i] ^= bit;
+                assert!(decode(path, &b).is_err(), "flip at {i} accepted");
+            }
+        }
+        for len in 0..bytes.len() {
+            assert!(
+                decode(path, &bytes[..len]).is_err(),
+                "cut at {len} accepted"
+            );
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode(path, &longer).is_err());
+    }
+
+    #[test]
+    fn a_record_holding_invalid_options_is_refused_naming_them() {
+        let o = Options {
+            filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, -3.0)),
+            ..Options::default()
+        };
+        let bytes = encode(&StoredOptions::of(&o)).unwrap();
+        let e = decode(Path::new("d/OPTIONS"), &bytes)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("d/OPTIONS") && e.contains("not valid"), "{e}");
+    }
+
+    #[test]
+    fn defaults_take_the_record_and_anything_else_replaces_it() {
+        let stored = StoredOptions::of(&budget_store());
+        // Nothing given: the budget is kept and reported.
+        let (o, r) = resolve(Options::default(), Some(&stored));
+        assert_eq!(o.filter_budget, Some(FilterBudget::bits_per_key(8.0)));
+        assert!(r.record_found && r.changed.is_empty());
+        assert_eq!(r.kept.len(), 1);
+        assert!(r.kept[0].1.contains("budget of 8 bits/key"), "{:?}", r.kept);
+        // A different filter: applied and reported as a change.
+        let given = Options {
+            filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Standard, 12.0)),
+            ..Options::default()
+        };
+        let (o, r) = resolve(given, Some(&stored));
+        assert_eq!(o.filter_budget, None);
+        assert_eq!(r.changed.len(), 1);
+        assert!(
+            r.changed[0].now.contains("standard Bloom 12 bits/key"),
+            "{:?}",
+            r.changed
+        );
+        // Back to the defaults on purpose.
+        let given = Options {
+            options_record: OptionsRecord::Replace,
+            ..Options::default()
+        };
+        let (o, r) = resolve(given, Some(&stored));
+        assert_eq!(o.filter_budget, None);
+        assert_eq!(o.filter_policy, Some(FilterPolicy::default()));
+        assert_eq!(r.changed.len(), 1);
+        // The same options again: nothing to report.
+        let (_, r) = resolve(budget_store(), Some(&stored));
+        assert!(r.kept.is_empty() && r.changed.is_empty());
+        // No record: as given.
+        let (o, r) = resolve(Options::default(), None);
+        assert!(!r.record_found && o.filter_budget.is_none());
+    }
+}

@@ -1,0 +1,336 @@
+//! The options record (`OPTIONS`, FORMAT.md §6): a store reopened without its filter and
+//! prefix settings keeps writing tables with them; reopened with other ones, it applies and
+//! reports them; a damaged record refuses the open and changes nothing; `dump_filter` plans a
+//! recorded budget by itself.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{example, tiny_options};
+use lsm_bloom::{
+    Db, Error, FilterBudget, FilterKind, FilterPolicy, Options, OptionsRecord, PrefixExtractor,
+};
+
+fn fill(db: &Db, tag: &str, n: usize) {
+    for i in 0..n {
+        db.put(format!("{tag}:{i:05}"), "value").unwrap();
+    }
+    db.flush().unwrap();
+}
+
+/// One flushed table holding `n` keys under each of two prefixes, so its key range spans
+/// every prefix between them.
+fn fill_around(db: &Db, low: &str, high: &str, n: usize) {
+    for i in 0..n {
+        db.put(format!("{low}:{i:05}"), "value").unwrap();
+        db.put(format!("{high}:{i:05}"), "value").unwrap();
+    }
+    db.flush().unwrap();
+}
+
+/// Every file in `dir` with its bytes (LOCK excluded: it is empty and held while open).
+fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name() != "LOCK")
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_budget_is_kept_when_the_store_is_reopened_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = FilterBudget::bits_per_key(14.0).with_kind(FilterKind::Standard);
+    let opts = Options {
+        filter_budget: Some(budget),
+        ..tiny_options()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    assert!(!db.recovery().options.record_found);
+    fill(&db, "a", 500);
+    db.close().unwrap();
+
+    // Reopened with no filter setting at all: the budget stays in force.
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    let r = &db.recovery().options;
+    assert!(r.record_found && r.changed.is_empty(), "{r:?}");
+    assert_eq!(r.kept.len(), 1, "{r:?}");
+    assert_eq!(r.kept[0].0, "filter");
+    assert!(r.kept[0].1.contains("budget of 14 bits/key"), "{r:?}");
+    fill(&db, "b", 500);
+    assert!(
+        db.stats().filter_budget.is_some(),
+        "the recorded budget plans the filters"
+    );
+    db.close().unwrap();
+    // Every table, those written after the reopen too, has the budget's kind (standard), not
+    // the default policy's (blocked).
+    let kinds: Vec<FilterKind> = match lsm_bloom::inspect::inspect_path(dir.path()).unwrap() {
+        lsm_bloom::inspect::Report::Database(d) => d
+            .levels
+            .iter()
+            .flatten()
+            .filter_map(|t| t.filter.as_ref().map(|f| f.info.kind))
+            .collect(),
+        _ => panic!("not read as a database"),
+    };
+    assert!(kinds.len() >= 2, "{kinds:?}");
+    assert!(
+        kinds.iter().all(|k| *k == FilterKind::Standard),
+        "{kinds:?}"
+    );
+}
+
+#[test]
+fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let colon = PrefixExtractor::delimiter(b':', 1);
+    let db = Db::open(
+        dir.path(),
+        Options {
+            prefix_extractor: Some(colon),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    fill_around(&db, "a", "user", 50);
+    db.close().unwrap();
+
+    // Without the rule: tables flushed now still get prefix filters under it, so a prefix
+    // scan skips them by their filter (none read unfiltered).
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.recovery().options.kept.len(), 1);
+    assert!(db.recovery().options.kept[0].1.contains("prefix filters"));
+    fill_around(&db, "b", "y", 50);
+    fill_around(&db, "c", "x", 50);
+    // Every table's key range holds "m:": only the prefix filters can skip them.
+    let n = db.scan_prefix("m:").unwrap().count();
+    assert_eq!(n, 0);
+    let s = db.stats();
+    assert_eq!(
+        s.total.prefix_unfiltered, 0,
+        "a table without the recorded rule"
+    );
+    assert!(s.total.prefix_useful >= 3, "{}", s.total.prefix_useful);
+    db.close().unwrap();
+
+    // A different rule: applied, reported as a change, and the next tables follow it.
+    let db = Db::open(
+        dir.path(),
+        Options {
+            prefix_extractor: Some(PrefixExtractor::fixed(2)),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let r = &db.recovery().options;
+    assert_eq!(r.changed.len(), 1, "{r:?}");
+    assert_eq!(r.changed[0].setting, "prefix");
+    assert!(r.changed[0].was.contains("occurrence 1 of \":\""), "{r:?}");
+    assert!(r.changed[0].now.contains("first 2 bytes"), "{r:?}");
+    db.close().unwrap();
+    // Reopened plain again, the new rule is the one kept.
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert!(db.recovery().options.kept[0].1.contains("first 2 bytes"));
+    db.close().unwrap();
+
+    // Back to no prefix filters on purpose.
+    let db = Db::open(
+        dir.path(),
+        Options {
+            options_record: OptionsRecord::Replace,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(db.recovery().options.changed[0].now, "no prefix filters");
+    db.close().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let r = &db.recovery().options;
+    assert!(r.kept.is_empty() && r.changed.is_empty(), "{r:?}");
+    // Every key written under every rule is still there.
+    assert_eq!(db.scan_prefix("user:").unwrap().count(), 50);
+    assert_eq!(db.scan::<&[u8], _>(..).unwrap().count(), 300);
+}
+
+#[test]
+fn a_damaged_record_refuses_the_open_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 8.0)),
+            ..tiny_options()
+        },
+    )
+    .unwrap();
+    fill(&db, "k", 300);
+    db.put("only-in-the-log", "v").unwrap();
+    drop(db);
+    let path = dir.path().join("OPTIONS");
+    let good = std::fs::read(&path).unwrap();
+    for at in [0, 5, 13, good.len() / 2 + 8, good.len() - 1] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x04;
+        std::fs::write(&path, &bad).unwrap();
+        let before = contents(dir.path());
+        let e = match Db::open(dir.path(), tiny_options()) {
+            Err(e) => e,
+            Ok(_) => panic!("a record flipped at byte {at} was accepted"),
+        };
+        assert!(
+            matches!(
+                e,
+                Error::Corruption { .. } | Error::UnsupportedVersion { .. }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("OPTIONS"), "{e}");
+        assert_eq!(
+            contents(dir.path()),
+            before,
+            "open changed files after refusing"
+        );
+    }
+    std::fs::write(&path, &good[..good.len() - 3]).unwrap();
+    assert!(Db::open(dir.path(), tiny_options()).is_err());
+    // Restored, the store opens with everything, the logged write included.
+    std::fs::write(&path, &good).unwrap();
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    assert_eq!(db.get("only-in-the-log").unwrap(), Some(b"v".to_vec()));
+    assert_eq!(db.scan::<&[u8], _>(..).unwrap().count(), 301);
+}
+
+#[test]
+fn a_store_without_a_record_opens_as_before_and_gets_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    fill(&db, "k", 200);
+    db.close().unwrap();
+    // As a store written by a build from before records.
+    std::fs::remove_file(dir.path().join("OPTIONS")).unwrap();
+    let opts = Options {
+        prefix_extractor: Some(PrefixExtractor::fixed(1)),
+        ..tiny_options()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let r = &db.recovery().options;
+    assert!(!r.record_found && r.kept.is_empty() && r.changed.is_empty());
+    assert_eq!(db.scan::<&[u8], _>(..).unwrap().count(), 200);
+    db.close().unwrap();
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    assert!(db.recovery().options.kept[0].1.contains("first 1 bytes"));
+}
+
+#[test]
+fn dump_filter_plans_the_recorded_budget_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            filter_budget: Some(FilterBudget::bits_per_key(9.0)),
+            ..tiny_options()
+        },
+    )
+    .unwrap();
+    fill(&db, "k", 2000);
+    db.close().unwrap();
+    let out = std::process::Command::new(example("dump_filter"))
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("recorded options: a filter budget of 9 bits/key"),
+        "{text}"
+    );
+    assert!(text.contains("budget from the options record"), "{text}");
+    let json = std::process::Command::new(example("dump_filter"))
+        .arg(dir.path())
+        .arg("--json")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["budget_from"], "record");
+    assert!(v["filter_budget"].is_object(), "{v}");
+}
+
+/// The frozen records of `fixtures/options-v1/` (options record version 1), and the settings
+/// each was written with.
+fn fixture_options() -> Vec<(&'static str, Options)> {
+    let mut per_level = Options {
+        filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 12.0)),
+        prefix_extractor: Some(PrefixExtractor::delimiter(b':', 2)),
+        whole_key_filtering: false,
+        ..Options::default()
+    };
+    per_level.filter_policy_per_level.insert(0, None);
+    per_level
+        .filter_policy_per_level
+        .insert(3, Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.005)));
+    vec![
+        (
+            "budget",
+            Options {
+                filter_budget: Some(FilterBudget::total_bytes(1 << 20)),
+                memtable_size: 1 << 20,
+                ..Options::default()
+            },
+        ),
+        ("per-level-and-prefix", per_level),
+    ]
+}
+
+fn fixture_path(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/options-v1/{name}.OPTIONS"))
+}
+
+#[test]
+#[ignore = "writes the frozen fixtures; run by hand once"]
+fn write_options_fixtures() {
+    for (name, opts) in fixture_options() {
+        let dir = tempfile::tempdir().unwrap();
+        Db::open(dir.path(), opts).unwrap().close().unwrap();
+        let path = fixture_path(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::copy(dir.path().join("OPTIONS"), path).unwrap();
+    }
+}
+
+/// A store whose directory holds only a frozen record opens with the record's settings.
+#[test]
+fn frozen_records_still_open_with_their_settings() {
+    for (name, written) in fixture_options() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::copy(fixture_path(name), dir.path().join("OPTIONS")).unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        let r = &db.recovery().options;
+        assert!(r.record_found && r.changed.is_empty(), "{name}: {r:?}");
+        db.close().unwrap();
+        // Reopened with the settings the fixture was written with, nothing changes: the
+        // record decoded to exactly them.
+        let db = Db::open(dir.path(), written).unwrap();
+        let r = &db.recovery().options;
+        assert!(r.kept.is_empty() && r.changed.is_empty(), "{name}: {r:?}");
+        db.close().unwrap();
+        // And the record in the directory is still byte for byte the fixture.
+        assert_eq!(
+            std::fs::read(dir.path().join("OPTIONS")).unwrap(),
+            std::fs::read(fixture_path(name)).unwrap(),
+            "{name}"
+        );
+    }
+}
