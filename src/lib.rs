@@ -49,7 +49,7 @@ mod fuzz_tests;
 pub use db::stats::DbStats;
 pub use db::{
     Allocation, Db, DbIter, FilterBudget, FilterMemory, LevelAllocation, OptionChange, Options,
-    OptionsRecord, OptionsReport, RecoveryReport, WalRecovery, WriteBatch,
+    OptionsRecord, OptionsReport, RecoveryReport, Snapshot, WalRecovery, WriteBatch,
 };
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use arc_swap::{ArcSwap, Guard};
 
-use super::memtable::Memtable;
 use super::report::RecoveryReport;
 use super::stats::Counters;
 use super::version::{State, Version};
@@ -89,7 +88,8 @@ pub(super) struct Inner {
     /// Held while a new `State` is built from the current one and published.
     pub(super) publish: Mutex<()>,
     /// Verified, decoded data blocks (`None` when `Options::block_cache_bytes` is 0).
-    pub(super) cache: Option<crate::table::BlockCache>,
+    /// Shared with snapshots (`snapshot.rs`), which read through it.
+    pub(super) cache: Option<Arc<crate::table::BlockCache>>,
     /// Writes waiting for group commit (`write.rs`); taken before `writer`, never while
     /// holding it.
     pub(super) queue: Mutex<super::write::WriteQueue>,
@@ -105,6 +105,8 @@ pub(super) struct Inner {
     pub(super) next_file: AtomicU64,
     pub(super) errors: ErrorState,
     pub(super) recovery: RecoveryReport,
+    /// Live snapshots, for `DbStats` (shared with each `Snapshot`).
+    pub(super) snapshots: Arc<super::snapshot::Snapshots>,
     pub(super) _lock: File,
 }
 
@@ -168,11 +170,6 @@ impl Inner {
     /// The current table set.
     pub(super) fn version(&self) -> Arc<Version> {
         self.read_state().version.clone()
-    }
-
-    pub(super) fn snapshot(&self) -> (Arc<Memtable>, Vec<Arc<Memtable>>, Arc<Version>) {
-        let s = self.read_state();
-        (s.mem.clone(), s.imm.clone(), s.version.clone())
     }
 }
 

@@ -14,11 +14,10 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::inner::Inner;
-use super::memtable::{range_is_empty, Memtable};
+use super::memtable::range_is_empty;
 use super::merge::{MergeIter, Source};
 use super::stats::{bump, Counters};
-use super::version::Version;
+use super::version::State;
 use crate::error::Result;
 use crate::filter::hash_key;
 use crate::prefix::{prefix_end, PrefixExtractor};
@@ -101,16 +100,18 @@ pub struct DbIter {
 }
 
 impl DbIter {
-    /// A scan over a snapshot: memtables newest first, then the tables.
+    /// A scan of `state`: memtables newest first, then the tables. `mem_seen`: the batches of
+    /// `state.mem` to see (a snapshot's); `None` sees every batch applied so far.
     pub(super) fn new(
-        inner: &Arc<Inner>,
-        memtables: &[&Arc<Memtable>],
-        version: &Version,
+        shared: &Arc<Counters>,
+        rule: Option<PrefixExtractor>,
+        state: &State,
+        mem_seen: Option<u64>,
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Result<DbIter> {
         let (s, e) = (bound_slice(&start), bound_slice(&end));
-        let counters = inner.counters.reader();
+        let counters = shared.reader();
         bump(&counters.scans, 1);
         if range_is_empty(s, e) {
             return Ok(DbIter {
@@ -120,18 +121,20 @@ impl DbIter {
             });
         }
         let mut sources: Vec<Source> = Vec::new();
-        for m in memtables {
-            let entries: Vec<Result<Entry>> = m
-                .range(s, e)
+        let newest = match mem_seen {
+            None => state.mem.range(s, e),
+            Some(seen) => state.mem.range_at(s, e, seen),
+        };
+        let older = state.imm.iter().rev().map(|m| m.range(s, e));
+        for entries in std::iter::once(newest).chain(older) {
+            let entries: Vec<Result<Entry>> = entries
                 .into_iter()
                 .map(|(key, value)| Ok(Entry { key, value }))
                 .collect();
             sources.push(Box::new(entries.into_iter()));
         }
-        let prefix = inner
-            .opts
-            .prefix_extractor
-            .and_then(|rule| range_prefix(rule, s, e).map(|q| (rule, q, hash_key(q))));
+        let prefix = rule.and_then(|rule| range_prefix(rule, s, e).map(|q| (rule, q, hash_key(q))));
+        let version = &state.version;
         if prefix.is_some() {
             bump(&counters.prefix_scans, 1);
         }
@@ -153,7 +156,7 @@ impl DbIter {
             }
             sources.push(Box::new(Counted {
                 iter: t.iter(s),
-                counters: Arc::clone(&inner.counters),
+                counters: Arc::clone(shared),
                 level,
                 counted: 0,
             }));

@@ -194,7 +194,16 @@ impl Memtable {
     /// `Some(Some(v))` value, `Some(None)` tombstone, `None` not here. An empty memtable (the
     /// common case right after a flush) answers without pinning.
     pub(crate) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        let seen = self.visible.load(Ordering::Acquire);
+        self.get_at(key, self.visible.load(Ordering::Acquire))
+    }
+
+    /// The batches applied so far (`seen` for `get_at` and `range_at`: a snapshot's view).
+    pub(crate) fn visible(&self) -> u64 {
+        self.visible.load(Ordering::Acquire)
+    }
+
+    /// `get` as of the first `seen` batches (at most the visible ones).
+    pub(crate) fn get_at(&self, key: &[u8], seen: u64) -> Option<Option<Vec<u8>>> {
         if seen == 0 {
             return None;
         }
@@ -241,7 +250,16 @@ impl Memtable {
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        let seen = self.visible.load(Ordering::Acquire);
+        self.range_at(start, end, self.visible())
+    }
+
+    /// `range` as of the first `seen` batches (at most the visible ones).
+    pub(crate) fn range_at(
+        &self,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+        seen: u64,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         if seen == 0 || range_is_empty(start, end) {
             return Vec::new();
         }

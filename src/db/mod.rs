@@ -13,7 +13,8 @@
 //! - `write.rs`: `WriteBatch`, WAL append, memtable rotation, the read-only error state.
 //! - `worker.rs`: the background flush and compaction thread, and how a change to the table
 //!   set is committed (table synced → directory synced → manifest → published → old removed).
-//! - `read.rs`: `get`. `iter.rs`: `scan`. `inner.rs`: shared state and lock order.
+//! - `read.rs`: `get`. `iter.rs`: `scan`. `snapshot.rs`: `Snapshot`. `inner.rs`: shared
+//!   state and lock order.
 //! - `stored_options.rs`: the `OPTIONS` record and how it merges with the options passed.
 //! - `wal.rs`, `manifest.rs`, `memtable.rs`, `compaction.rs`, `merge.rs`, `stats.rs`.
 //!
@@ -35,6 +36,7 @@ mod options;
 mod read;
 mod recovery;
 mod report;
+mod snapshot;
 pub mod stats;
 pub(crate) mod stored_options;
 pub(crate) mod version;
@@ -57,6 +59,7 @@ pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use iter::DbIter;
 pub use options::{Options, OptionsRecord, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
+pub use snapshot::Snapshot;
 pub use write::WriteBatch;
 
 /// Largest key accepted, in bytes.
@@ -70,6 +73,25 @@ const _: () = assert!(
     MAX_BATCH_SIZE <= wal::MAX_RECORD,
     "every batch written must replay"
 );
+
+/// `range`'s bounds as owned keys.
+fn own_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let own = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+/// `[prefix, the first key after every key starting with prefix)`.
+fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let end = match crate::prefix::prefix_end(prefix) {
+        Some(e) => Bound::Excluded(e),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), end)
+}
 
 pub(crate) fn table_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:06}.sst"))
@@ -147,20 +169,22 @@ impl Db {
     /// the table set taken now; writes made after the call may or may not be seen. An empty
     /// or reversed range yields nothing.
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
-        let own = |b: Bound<&K>| match b {
-            Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-            Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-            Bound::Unbounded => Bound::Unbounded,
-        };
-        let (mem, imm, version) = self.inner.snapshot();
-        let memtables: Vec<_> = std::iter::once(&mem).chain(imm.iter().rev()).collect();
+        let (start, end) = own_bounds(&range);
         DbIter::new(
-            &self.inner,
-            &memtables,
-            &version,
-            own(range.start_bound()),
-            own(range.end_bound()),
+            &self.inner.counters,
+            self.inner.opts.prefix_extractor,
+            &self.inner.read_state(),
+            None,
+            start,
+            end,
         )
+    }
+
+    /// A consistent read-only view of the store as of now (`Snapshot`): its `get`, `scan` and
+    /// `scan_prefix` see every write acknowledged before this call and none after. Lock-free;
+    /// readers that hold no snapshot pay nothing for it.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::take(&self.inner)
     }
 
     /// Live keys starting with `prefix`, in key order: the scan of `[prefix, the first key
@@ -168,12 +192,7 @@ impl Db {
     /// `prefix` long enough for the rule to give it a prefix, tables whose prefix filter lacks
     /// that prefix are skipped; the result is always exactly the unfiltered scan's.
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<DbIter> {
-        let prefix = prefix.as_ref();
-        let end = match crate::prefix::prefix_end(prefix) {
-            Some(e) => Bound::Excluded(e),
-            None => Bound::Unbounded,
-        };
-        self.scan((Bound::Included(prefix.to_vec()), end))
+        self.scan(prefix_range(prefix.as_ref()))
     }
 
     /// Writes the memtable to a table now and waits until it (and every memtable before it)
@@ -273,6 +292,7 @@ impl Db {
         });
         s.read_only_error = self.inner.errors.check().err().map(|e| e.to_string());
         s.immutable_memtables = self.inner.read_state().imm.len() as u64;
+        (s.live_snapshots, s.oldest_snapshot_age) = self.inner.snapshots.summary();
         if let Some(c) = &self.inner.cache {
             s.block_cache_bytes = c.bytes();
             s.block_cache_capacity = c.capacity();

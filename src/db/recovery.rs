@@ -353,7 +353,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
             version: Arc::new(version),
         }),
         publish: Mutex::new(()),
-        cache: crate::table::BlockCache::new(opts.block_cache_bytes),
+        cache: crate::table::BlockCache::new(opts.block_cache_bytes).map(Arc::new),
         queue: Mutex::default(),
         writer: Mutex::new(writer),
         work: Mutex::new(work),
@@ -368,6 +368,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         next_file,
         errors: ErrorState::default(),
         recovery: report,
+        snapshots: Arc::default(),
         opts,
         _lock: lock_file,
     })

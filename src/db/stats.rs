@@ -253,6 +253,11 @@ pub struct DbStats {
     /// With `Options::filter_budget`: the budget and its per-level allocation for the current
     /// shape (kind, bits/key, filter bytes held, expected FPR).
     pub filter_budget: Option<super::budget::Allocation>,
+    /// Snapshots (`Db::snapshot`) not yet dropped: each keeps the memtables and table files of
+    /// its moment.
+    pub live_snapshots: u64,
+    /// How long ago the oldest live snapshot was taken.
+    pub oldest_snapshot_age: Option<std::time::Duration>,
 }
 
 /// A snapshot of `c` and the per-level figures of `version`.

@@ -157,12 +157,12 @@ impl Inner {
     fn one_job(&self) -> Result<bool> {
         let mut work = self.lock_checked(&self.work);
         self.errors.check()?;
-        let (_, imm, version) = self.snapshot();
-        if let Some(mem) = imm.first() {
+        let state = self.state.load_full();
+        if let Some(mem) = state.imm.first() {
             self.flush_memtable(&mut work, mem)?;
             return Ok(true);
         }
-        match compaction::pick(&version, &self.opts, &mut work.cursors) {
+        match compaction::pick(&state.version, &self.opts, &mut work.cursors) {
             Some(job) => {
                 self.run_compaction(&mut work, &job)?;
                 Ok(true)

@@ -177,7 +177,9 @@ impl Probe {
     }
 
     /// The block's answer for `hash` (seeded as the block says), `bits` its bit array.
-    #[inline]
+    /// Always inlined: the store's `get` loop measured ~10% slower on absent keys when the
+    /// compiler chose a call here (`db_bench --hold absent`, 10^6 keys).
+    #[inline(always)]
     pub(crate) fn test(self, bits: &[u8], hash: u64) -> bool {
         let Probe { kind, k, m } = self;
         if m == 0 {

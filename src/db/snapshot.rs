@@ -1,0 +1,176 @@
+//! Snapshots: a read-only view of the store as of one moment (`Db::snapshot`), for reads that
+//! must agree with each other — two gets, a get and a scan, a long export.
+//!
+//! A snapshot is the published `State` it was taken from (memtables and table set, `version.rs`)
+//! plus how many batches of its mutable memtable it sees. Nothing else is needed, because
+//! nothing in a `State` changes in place: a memtable only gains batches with higher sequence
+//! numbers (which the snapshot ignores, `Memtable::get_at` / `range_at`), and a flush or
+//! compaction publishes a new `State` instead of changing this one. Holding the `Arc<State>`
+//! keeps its memtables in memory and its tables open; a table a compaction replaced is
+//! deleted from the directory but its open handle still reads, and its disk space comes back
+//! when the last snapshot holding it is dropped. So no compaction can drop a version a live
+//! snapshot sees, and readers without a snapshot pay nothing for them: the read path only
+//! gains a branch on `mem_seen`.
+//!
+//! Taking one is lock-free: load the state, read its memtable's visible batch count, and check
+//! the memtable was not rotated meanwhile (else retry). Every write acknowledged before the
+//! count was read is then in the snapshot: it is in that memtable (at or below the count) or
+//! in what came before it (the older memtables and the tables of the loaded state).
+//!
+//! A snapshot holds the store's counters and block cache, not the store: it does not keep the
+//! directory locked, and it reads on after `Db::close`. `snapshots` lists the live ones for
+//! `DbStats` (a mutex touched only when a snapshot is taken or dropped).
+
+use std::collections::BTreeMap;
+use std::ops::RangeBounds;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::inner::{lock, Inner};
+use super::iter::DbIter;
+use super::read::ReadPath;
+use super::stats::Counters;
+use super::version::State;
+use crate::error::Result;
+use crate::prefix::PrefixExtractor;
+use crate::table::BlockCache;
+
+/// The live snapshots of one store: when each was taken.
+#[derive(Debug, Default)]
+pub(super) struct Snapshots {
+    next_id: AtomicU64,
+    live: Mutex<BTreeMap<u64, Instant>>,
+}
+
+impl Snapshots {
+    /// (live snapshots, age of the oldest).
+    pub(super) fn summary(&self) -> (u64, Option<Duration>) {
+        let live = lock(&self.live);
+        let oldest = live.values().min().map(|t| t.elapsed());
+        (live.len() as u64, oldest)
+    }
+}
+
+/// A consistent, read-only view of the store as of `Db::snapshot`: every write acknowledged
+/// before it was taken, whole batches, and nothing written after. `Send + Sync` and not tied
+/// to a borrow of the `Db`: share it with `Arc`, keep it as long as needed — it holds the
+/// memtables and table files of its moment (their memory and disk space) until dropped.
+///
+/// ```
+/// use lsm_bloom::{Db, Options};
+/// let dir = tempfile::tempdir().expect("temporary directory");
+/// let db = Db::open(dir.path(), Options::default())?;
+/// db.put("k", "old")?;
+/// let snap = db.snapshot();
+/// db.put("k", "new")?;
+/// db.compact()?;
+/// assert_eq!(snap.get("k")?, Some(b"old".to_vec()));
+/// assert_eq!(db.get("k")?, Some(b"new".to_vec()));
+/// # Ok::<(), lsm_bloom::Error>(())
+/// ```
+pub struct Snapshot {
+    state: Arc<State>,
+    /// Batches of `state.mem` this snapshot sees.
+    mem_seen: u64,
+    counters: Arc<Counters>,
+    cache: Option<Arc<BlockCache>>,
+    rule: Option<PrefixExtractor>,
+    registry: Arc<Snapshots>,
+    id: u64,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("id", &self.id)
+            .field("mem_seen", &self.mem_seen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Snapshot {
+    pub(super) fn take(inner: &Inner) -> Snapshot {
+        let (state, mem_seen) = loop {
+            let state = inner.state.load_full();
+            let seen = state.mem.visible();
+            // Rotated meanwhile: a write acknowledged before `seen` was read may be in the
+            // new memtable, which `state` lacks.
+            if Arc::ptr_eq(&inner.read_state().mem, &state.mem) {
+                break (state, seen);
+            }
+        };
+        let registry = Arc::clone(&inner.snapshots);
+        let id = registry.next_id.fetch_add(1, Ordering::Relaxed);
+        lock(&registry.live).insert(id, Instant::now());
+        Snapshot {
+            state,
+            mem_seen,
+            counters: Arc::clone(&inner.counters),
+            cache: inner.cache.clone(),
+            rule: inner.opts.prefix_extractor,
+            registry,
+            id,
+        }
+    }
+
+    fn read_path(&self) -> ReadPath<'_> {
+        ReadPath {
+            counters: &self.counters,
+            cache: self.cache.as_deref(),
+            rule: self.rule,
+        }
+    }
+
+    /// The value of `key` as of the snapshot, or `None`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.read_path()
+            .get(&self.state, Some(self.mem_seen), key.as_ref())
+    }
+
+    /// Live keys and values in `range` as of the snapshot, in key order (as `Db::scan`).
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
+        let (start, end) = super::own_bounds(&range);
+        DbIter::new(
+            &self.counters,
+            self.rule,
+            &self.state,
+            Some(self.mem_seen),
+            start,
+            end,
+        )
+    }
+
+    /// Live keys starting with `prefix` as of the snapshot (as `Db::scan_prefix`).
+    pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<DbIter> {
+        self.scan(super::prefix_range(prefix.as_ref()))
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        lock(&self.registry.live).remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_are_send_sync_and_owned() {
+        fn owned<T: Send + Sync + 'static>() {}
+        owned::<Snapshot>();
+    }
+
+    #[test]
+    fn the_registry_counts_live_snapshots_and_the_oldest_age() {
+        let r = Snapshots::default();
+        assert_eq!(r.summary(), (0, None));
+        lock(&r.live).insert(1, Instant::now() - Duration::from_secs(5));
+        lock(&r.live).insert(2, Instant::now());
+        let (n, oldest) = r.summary();
+        assert_eq!(n, 2);
+        assert!(oldest.unwrap() >= Duration::from_secs(5));
+    }
+}
