@@ -13,8 +13,8 @@
 //! - `write.rs`: `WriteBatch`, WAL append, memtable rotation, the read-only error state.
 //! - `worker.rs`: the background flush and compaction thread, and how a change to the table
 //!   set is committed (table synced → directory synced → manifest → published → old removed).
-//! - `read.rs`: `get`. `iter.rs`: `scan`. `snapshot.rs`: `Snapshot`. `inner.rs`: shared
-//!   state and lock order.
+//! - `read.rs`: `get`. `iter.rs`: `scan`. `snapshot.rs`: `Snapshot`; `checkpoint.rs`: a
+//!   snapshot written out as a store. `inner.rs`: shared state and lock order.
 //! - `stored_options.rs`: the `OPTIONS` record and how it merges with the options passed.
 //! - `wal.rs`, `manifest.rs`, `memtable.rs`, `compaction.rs`, `merge.rs`, `stats.rs`.
 //!
@@ -26,6 +26,7 @@
 //! not prove obsolete.
 
 pub(crate) mod budget;
+mod checkpoint;
 mod compaction;
 mod inner;
 mod iter;
@@ -56,6 +57,7 @@ use stats::DbStats;
 use crate::error::{Error, Result};
 
 pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
+pub use checkpoint::CheckpointReport;
 pub use iter::DbIter;
 pub use options::{Options, OptionsRecord, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
@@ -178,6 +180,17 @@ impl Db {
             start,
             end,
         )
+    }
+
+    /// Writes a consistent, openable copy of the store as of now to the new directory `dir`
+    /// (`Error::AlreadyExists` if it exists): tables hard-linked where the file system allows
+    /// (copied otherwise), the memtables' contents as a log, a manifest and the options
+    /// record. Safe while writes, flushes and compactions run, and holds none of them up. The
+    /// copy appears under `dir` only once complete and synced. Open it with `Db::open(dir,
+    /// ..)` like any store; it shares nothing with this one afterwards (a linked table is
+    /// immutable, and either store deletes only its own name for it).
+    pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<CheckpointReport> {
+        checkpoint::checkpoint(&self.inner, dir.as_ref())
     }
 
     /// A consistent read-only view of the store as of now (`Snapshot`): its `get`, `scan` and

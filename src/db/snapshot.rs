@@ -114,6 +114,16 @@ impl Snapshot {
         }
     }
 
+    /// The state it holds.
+    pub(super) fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Batches of `state().mem` it sees.
+    pub(super) fn mem_seen(&self) -> u64 {
+        self.mem_seen
+    }
+
     fn read_path(&self) -> ReadPath<'_> {
         ReadPath {
             counters: &self.counters,

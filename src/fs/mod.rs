@@ -82,6 +82,11 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
         std::fs::read(path)
     }
+    /// Gives the file `from` a second name `to` (`Db::checkpoint` links tables; on an error,
+    /// e.g. across file systems, it copies instead).
+    fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::hard_link(from, to)
+    }
 }
 
 /// `fs.sync_dir(dir)` with the error naming the directory (what the store's write path calls).

@@ -298,6 +298,20 @@ impl Table {
     pub fn file_size(&self) -> u64 {
         self.file_size
     }
+
+    /// Writes the table file's bytes to `out` from the handle this table holds (which still
+    /// reads after the file was deleted from the directory), 1 MiB at a time.
+    pub(crate) fn copy_to(&self, out: &mut dyn crate::fs::WritableFile) -> std::io::Result<()> {
+        let mut buf = vec![0u8; 1 << 20];
+        let mut at = 0u64;
+        while at < self.file_size {
+            let n = (self.file_size - at).min(buf.len() as u64) as usize;
+            self.file.read_exact_at(&mut buf[..n], at)?;
+            out.write_all(&buf[..n])?;
+            at += n as u64;
+        }
+        Ok(())
+    }
     /// The properties block.
     pub fn properties(&self) -> &Properties {
         &self.props

@@ -1,0 +1,177 @@
+//! Checkpoints: a consistent, openable copy of a live store in another directory
+//! (`Db::checkpoint`), taken while writes, flushes and compactions go on.
+//!
+//! A checkpoint is a `Snapshot` written out. Its tables get a second name in the new
+//! directory (a hard link, which costs no space; a copy read from the snapshot's open handle
+//! when linking fails — another file system, or the file already deleted by a compaction that
+//! replaced it). Its memtables are written as one new log, oldest first, entries newest per
+//! key with deletions kept, so the copy's first open replays them into a level-0 table exactly
+//! as recovery does after a crash. Then the manifest naming those tables and that log, and the
+//! options record (FORMAT.md §4, §2, §6). No lock is held while any of this runs: the snapshot
+//! pins what it copies, so writers and the background thread are never held up.
+//!
+//! The copy is built in `<dir>.checkpoint-tmp`, every file synced, and renamed to `<dir>` once
+//! complete (the parent directory synced): a crash leaves no half-written `<dir>`, only the
+//! temporary directory, which the next checkpoint to the same place refuses to reuse (it
+//! names it, for the user to remove).
+
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::inner::Inner;
+use super::manifest::{self, ManifestData, TableMeta};
+use super::memtable::Memtable;
+use super::snapshot::Snapshot;
+use super::stored_options::{self, StoredOptions};
+use super::table_path;
+use super::wal::{self, WalWriter};
+use crate::error::{Error, Result};
+use crate::fs::{CreateMode, FileSystem};
+use crate::table::Table;
+
+/// Largest write batch the checkpoint's log gets (entries are split into batches this size).
+const BATCH_BYTES: usize = 4 << 20;
+
+/// What `Db::checkpoint` wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointReport {
+    /// Tables given a second name (no bytes copied).
+    pub tables_linked: u64,
+    /// Tables copied (linking failed).
+    pub tables_copied: u64,
+    /// Bytes of all tables in the checkpoint.
+    pub table_bytes: u64,
+    /// Memtable entries (values and deletions) written to the checkpoint's log.
+    pub log_entries: u64,
+}
+
+fn temp_dir(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(".checkpoint-tmp");
+    target.with_file_name(name)
+}
+
+/// Writes the checkpoint of `inner` to `target` (module comment).
+pub(super) fn checkpoint(inner: &Inner, target: &Path) -> Result<CheckpointReport> {
+    let fs = &*inner.opts.fs;
+    if target.file_name().is_none() {
+        return Err(Error::InvalidArgument(format!(
+            "checkpoint directory {} has no name",
+            target.display()
+        )));
+    }
+    if target.exists() {
+        return Err(Error::AlreadyExists {
+            path: target.to_path_buf(),
+        });
+    }
+    let tmp = temp_dir(target);
+    if tmp.exists() {
+        return Err(Error::InvalidArgument(format!(
+            "{} is left from an interrupted checkpoint: remove it first",
+            tmp.display()
+        )));
+    }
+    std::fs::create_dir_all(&tmp)
+        .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
+    let snap = Snapshot::take(inner);
+    let state = snap.state();
+    let mut report = CheckpointReport::default();
+
+    let mut levels = Vec::with_capacity(state.version.levels.len());
+    for tables in &state.version.levels {
+        let mut metas = Vec::with_capacity(tables.len());
+        for t in tables {
+            place_table(fs, &inner.dir, &tmp, t, &mut report)?;
+            metas.push(TableMeta {
+                id: t.id(),
+                size: t.file_size(),
+            });
+        }
+        levels.push(metas);
+    }
+    let highest = levels.iter().flatten().map(|m| m.id).max().unwrap_or(0);
+    let log_id = highest + 1;
+    let mut log = WalWriter::create(fs, &tmp, log_id)?;
+    let memtables = state.imm.iter().map(|m| (m, None));
+    for (m, seen) in memtables.chain(std::iter::once((&state.mem, Some(snap.mem_seen())))) {
+        report.log_entries += write_memtable(&mut log, m, seen)?;
+    }
+    log.sync()?;
+    drop(log);
+    manifest::write(
+        fs,
+        &tmp,
+        &ManifestData {
+            next_file: log_id + 1,
+            log_number: log_id,
+            levels,
+        },
+    )?;
+    stored_options::write(fs, &tmp, &StoredOptions::of(&inner.opts))?;
+    crate::fs::sync_dir(fs, &tmp)?;
+    fs.rename(&tmp, target).map_err(|e| {
+        Error::io(
+            format!("renaming {} to {}", tmp.display(), target.display()),
+            e,
+        )
+    })?;
+    let parent = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    crate::fs::sync_dir(fs, parent)?;
+    Ok(report)
+}
+
+/// Links `t` into `to_dir`, or copies it from its open handle.
+fn place_table(
+    fs: &dyn FileSystem,
+    from_dir: &Path,
+    to_dir: &Path,
+    t: &Arc<Table>,
+    report: &mut CheckpointReport,
+) -> Result<()> {
+    let dst = table_path(to_dir, t.id());
+    report.table_bytes += t.file_size();
+    if fs.hard_link(&table_path(from_dir, t.id()), &dst).is_ok() {
+        report.tables_linked += 1;
+        return Ok(());
+    }
+    let io = |what: &str, e| Error::io(format!("{what} {}", dst.display()), e);
+    let mut out = fs
+        .create(&dst, CreateMode::Truncate)
+        .map_err(|e| io("creating", e))?;
+    t.copy_to(&mut *out)
+        .map_err(|e| io("copying a table to", e))?;
+    out.sync().map_err(|e| io("syncing", e))?;
+    report.tables_copied += 1;
+    Ok(())
+}
+
+/// Appends the newest visible entry of each key of `m` (the first `seen` batches when given)
+/// to `log`, in batches of about `BATCH_BYTES`; returns how many entries.
+fn write_memtable(log: &mut WalWriter, m: &Memtable, seen: Option<u64>) -> Result<u64> {
+    let all = (Bound::Unbounded, Bound::Unbounded);
+    let entries = match seen {
+        Some(seen) => m.range_at(all.0, all.1, seen),
+        None => m.range(all.0, all.1),
+    };
+    let count = entries.len() as u64;
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    for (k, v) in entries {
+        bytes += wal::op_encoded_len(k.len(), v.as_ref().map(Vec::len));
+        batch.push((k, v));
+        if bytes >= BATCH_BYTES {
+            log.append(&wal::encode_batch(&batch)?, false)?;
+            batch.clear();
+            bytes = 0;
+        }
+    }
+    if !batch.is_empty() {
+        log.append(&wal::encode_batch(&batch)?, false)?;
+    }
+    Ok(count)
+}

@@ -1,0 +1,204 @@
+//! Checkpoints (`Db::checkpoint`): taken while writes and compactions run, each opens as a
+//! store equal to the model at its moment; the source keeps running and changes nothing in
+//! them; tables are linked, or copied when linking fails.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use common::workload::{apply, batch, workload, Model, Step};
+use common::{tiny_options, Rng};
+use lsm_bloom::fs::{CreateMode, FileSystem, RandomAccessFile, StdFs, WritableFile};
+use lsm_bloom::{Db, Error, Options};
+
+fn contents(dir: &Path) -> Model {
+    let db = Db::open(dir, tiny_options()).unwrap();
+    let found = db
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    db.close().unwrap();
+    found
+}
+
+#[test]
+fn checkpoints_taken_under_a_workload_open_as_the_model_at_their_moment() {
+    let root = tempfile::tempdir().unwrap();
+    let src = root.path().join("src");
+    let db = Db::open(&src, tiny_options()).unwrap();
+    let mut rng = Rng::new(7);
+    let mut model = Model::new();
+    let mut taken: Vec<(std::path::PathBuf, Model)> = Vec::new();
+    let (mut linked, mut logged) = (0, 0);
+    for (i, step) in workload(11, 4000).into_iter().enumerate() {
+        match step {
+            Step::Write(ops) => {
+                db.write(batch(&ops)).unwrap();
+                apply(&mut model, &ops);
+            }
+            Step::Flush => db.flush().unwrap(),
+            Step::Compact => db.compact().unwrap(),
+        }
+        // Background flushes and compactions run meanwhile (tiny options trigger them often).
+        if rng.chance(1) {
+            let dir = root.path().join(format!("ckpt{i}"));
+            let r = db.checkpoint(&dir).unwrap();
+            linked += r.tables_linked;
+            logged += r.log_entries;
+            assert_eq!(r.tables_copied, 0, "{r:?}");
+            taken.push((dir, model.clone()));
+        }
+    }
+    assert!(taken.len() >= 20, "{}", taken.len());
+    assert!(
+        linked > 20 && logged > 20,
+        "{linked} linked, {logged} logged"
+    );
+    // The source goes on: more writes and a full compaction, which deletes every table file
+    // the checkpoints also name.
+    for i in 0..300 {
+        db.put(format!("later{i}"), "x").unwrap();
+        model.insert(format!("later{i}").into_bytes(), b"x".to_vec());
+    }
+    db.compact().unwrap();
+    let found: Model = db
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .collect();
+    assert!(found == model, "the source changed");
+    db.close().unwrap();
+    for (dir, want) in &taken {
+        assert!(
+            contents(dir) == *want,
+            "{} differs from its moment",
+            dir.display()
+        );
+        // Reopened (its log now in a table) it is still the same.
+        assert!(
+            contents(dir) == *want,
+            "{} changed on reopen",
+            dir.display()
+        );
+    }
+}
+
+/// A writer commits batches setting `a` and `b` to the same counter; checkpoints taken from
+/// another thread hold whole batches and every batch acknowledged before they began.
+#[test]
+fn checkpoints_under_a_concurrent_writer_hold_whole_acknowledged_batches() {
+    let root = tempfile::tempdir().unwrap();
+    let db = Arc::new(
+        Db::open(
+            root.path().join("src"),
+            Options {
+                memtable_size: 16 * 1024,
+                ..Options::default()
+            },
+        )
+        .unwrap(),
+    );
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let mut b = lsm_bloom::WriteBatch::new();
+                b.put("a", n.to_be_bytes())
+                    .put(format!("pad{}", n % 300), [1u8; 100])
+                    .put("b", n.to_be_bytes());
+                db.write(b).unwrap();
+                acked.store(n, Ordering::SeqCst);
+            }
+        })
+    };
+    let mut seen = Vec::new();
+    for i in 0..15 {
+        let before = acked.load(Ordering::SeqCst);
+        let dir = root.path().join(format!("ckpt{i}"));
+        db.checkpoint(&dir).unwrap();
+        let copy = Db::open(&dir, Options::default()).unwrap();
+        let read = |k: &str| {
+            copy.get(k)
+                .unwrap()
+                .map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()))
+        };
+        let (a, b) = (read("a"), read("b"));
+        assert_eq!(a, b, "checkpoint {i} holds half a batch");
+        assert!(
+            a >= before,
+            "checkpoint {i}: {before} acknowledged before it, holds {a}"
+        );
+        seen.push(a);
+    }
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
+    assert!(db.stats().flushes > 2, "{}", db.stats().flushes);
+}
+
+/// The real file system without hard links (as across file systems).
+#[derive(Debug)]
+struct NoLinks;
+
+impl FileSystem for NoLinks {
+    fn create(&self, path: &Path, mode: CreateMode) -> std::io::Result<Box<dyn WritableFile>> {
+        StdFs.create(path, mode)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        StdFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        StdFs.remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        StdFs.sync_dir(dir)
+    }
+    fn open_read(&self, path: &Path) -> std::io::Result<Box<dyn RandomAccessFile>> {
+        StdFs.open_read(path)
+    }
+    fn hard_link(&self, _: &Path, _: &Path) -> std::io::Result<()> {
+        Err(std::io::Error::from(std::io::ErrorKind::CrossesDevices))
+    }
+}
+
+#[test]
+fn tables_are_copied_when_they_cannot_be_linked_and_bad_targets_are_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let opts = Options {
+        fs: Arc::new(NoLinks),
+        ..tiny_options()
+    };
+    let db = Db::open(root.path().join("src"), opts).unwrap();
+    let mut model = Model::new();
+    for i in 0..2000 {
+        let (k, v) = (format!("k{:04}", i % 700), format!("v{i}"));
+        db.put(&k, &v).unwrap();
+        model.insert(k.into_bytes(), v.into_bytes());
+    }
+    let dir = root.path().join("copy");
+    let r = db.checkpoint(&dir).unwrap();
+    assert!(r.tables_copied > 0 && r.tables_linked == 0, "{r:?}");
+    assert!(r.table_bytes > 0);
+    // Existing targets and a leftover temporary directory are refused, and left alone.
+    match db.checkpoint(&dir) {
+        Err(Error::AlreadyExists { path }) => assert_eq!(path, dir),
+        other => panic!("{other:?}"),
+    }
+    let leftover = root.path().join("again.checkpoint-tmp");
+    std::fs::create_dir(&leftover).unwrap();
+    let e = db
+        .checkpoint(root.path().join("again"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("again.checkpoint-tmp"), "{e}");
+    assert!(leftover.exists() && !root.path().join("again").exists());
+    drop(db);
+    assert!(contents(&dir) == model);
+}
