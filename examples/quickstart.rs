@@ -40,6 +40,70 @@ fn delta(a: &DbStats, b: &DbStats) -> (u64, u64, u64, u64, u64) {
     )
 }
 
+/// One table: per level, what its tables hold and what the budget allows them.
+fn print_levels(s: &DbStats) {
+    let planned = |level: usize| {
+        s.filter_budget
+            .as_ref()
+            .and_then(|a| a.levels.iter().find(|l| l.level == level))
+    };
+    println!("\nwhere the keys are and what their filters cost:");
+    println!(
+        "{:>5}  {:>6}  {:>9}  {:>8}  {:>7}  {:>10}  {:>12}  {:>14}",
+        "level",
+        "tables",
+        "keys",
+        "data MiB",
+        "filter",
+        "filter KiB",
+        "bits per key",
+        "budget allows"
+    );
+    for l in &s.levels {
+        let level = l.level.unwrap_or(0);
+        let plan = planned(level);
+        if l.tables == 0 && plan.is_none_or(|p| p.keys == 0 && level > 0) {
+            continue;
+        }
+        let kind = plan.and_then(|p| p.kind).map_or("none", |k| k.name());
+        let now = if l.filter_keys == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1}", l.filter_bits_per_key())
+        };
+        let allows = plan.map_or("-".to_string(), |p| format!("{:.1}", p.bits_per_key));
+        println!(
+            "{:>5}  {:>6}  {:>9}  {:>8.1}  {:>7}  {:>10.1}  {:>12}  {:>14}",
+            level,
+            l.tables,
+            l.filter_keys,
+            l.table_bytes as f64 / 1048576.0,
+            kind,
+            l.filter_bytes as f64 / 1024.0,
+            now,
+            allows
+        );
+    }
+    let Some(a) = &s.filter_budget else {
+        return;
+    };
+    let keys = s.total.filter_keys.max(1) as f64;
+    println!(
+        "filters hold {:.0} KiB ({:.1} bits per key); the budget allows {:.0} KiB for these keys \
+         and the level-0 tables to come.",
+        a.filter_bytes as f64 / 1024.0,
+        a.filter_bytes as f64 * 8.0 / keys,
+        a.budget_bytes as f64 / 1024.0
+    );
+    println!(
+        "\"bits per key\": what each level's tables got when they were written. \"budget \
+         allows\": what a table\nwritten there now gets. Every absent lookup asks each level \
+         once, so a bit per key on a small\nlevel costs little memory and saves as many \
+         wasted reads as on a big one: small levels get more.\nCompactions rewrite older \
+         tables at the new allowance. \"filter\": the kind new tables there get."
+    );
+}
+
 fn main() -> lsm_bloom::Result<()> {
     let temp;
     let path = match std::env::args().nth(1) {
@@ -58,7 +122,10 @@ fn main() -> lsm_bloom::Result<()> {
         ..Options::default()
     };
     println!("lsm-bloom quickstart: database in {}", path.display());
-    println!("filter budget: {:?}", opts.filter_budget);
+    println!(
+        "filters: a budget of 10 bits per key on average, planned per level (blocked Bloom \
+         filters on the upper levels, Ribbon on the largest)"
+    );
     let db = Db::open(&path, opts)?;
 
     let t = Instant::now();
@@ -75,30 +142,7 @@ fn main() -> lsm_bloom::Result<()> {
         load.as_secs_f64(),
         KEYS as f64 / load.as_secs_f64()
     );
-    println!(
-        "{:>6} {:>7} {:>12} {:>14} {:>12} {:>16}",
-        "level", "tables", "table MiB", "filter KiB", "bits/key", "expected FPR sum"
-    );
-    for l in s.levels.iter().filter(|l| l.tables > 0) {
-        println!(
-            "{:>6} {:>7} {:>12.1} {:>14.1} {:>12.2} {:>15.3}%",
-            l.level.unwrap_or(0),
-            l.tables,
-            l.table_bytes as f64 / 1048576.0,
-            l.filter_bytes as f64 / 1024.0,
-            l.filter_bits_per_key(),
-            l.expected_fpr_sum * 100.0
-        );
-    }
-    let levels_used = s.levels.iter().filter(|l| l.tables > 0).count();
-    println!(
-        "filter memory: {:.1} KiB for {} keys over {levels_used} levels",
-        s.total.filter_bytes as f64 / 1024.0,
-        s.total.filter_keys
-    );
-    if let Some(allocation) = &s.filter_budget {
-        print!("{allocation}");
-    }
+    print_levels(&s);
 
     let before = db.stats();
     let t = Instant::now();
