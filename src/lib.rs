@@ -36,6 +36,7 @@ mod coding;
 pub mod db;
 pub mod error;
 pub mod filter;
+mod framed;
 pub mod fs;
 pub mod inspect;
 pub mod prefix;

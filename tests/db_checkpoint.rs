@@ -5,11 +5,10 @@
 mod common;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::workload::{apply, batch, workload, Model, Step};
-use common::{tiny_options, Rng};
+use common::workload::{run_step, workload, Model};
+use common::{counter, tiny_options, CounterWriter, Rng};
 use lsm_bloom::fs::{CreateMode, FileSystem, RandomAccessFile, StdFs, WritableFile};
 use lsm_bloom::{Db, Error, Options};
 
@@ -34,14 +33,7 @@ fn checkpoints_taken_under_a_workload_open_as_the_model_at_their_moment() {
     let mut taken: Vec<(std::path::PathBuf, Model)> = Vec::new();
     let (mut linked, mut logged) = (0, 0);
     for (i, step) in workload(11, 4000).into_iter().enumerate() {
-        match step {
-            Step::Write(ops) => {
-                db.write(batch(&ops)).unwrap();
-                apply(&mut model, &ops);
-            }
-            Step::Flush => db.flush().unwrap(),
-            Step::Compact => db.compact().unwrap(),
-        }
+        run_step(&db, &mut model, step);
         // Background flushes and compactions run meanwhile (tiny options trigger them often).
         if rng.chance(1) {
             let dir = root.path().join(format!("ckpt{i}"));
@@ -101,35 +93,17 @@ fn checkpoints_under_a_concurrent_writer_hold_whole_acknowledged_batches() {
         )
         .unwrap(),
     );
-    let acked = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                n += 1;
-                let mut b = lsm_bloom::WriteBatch::new();
-                b.put("a", n.to_be_bytes())
-                    .put(format!("pad{}", n % 300), [1u8; 100])
-                    .put("b", n.to_be_bytes());
-                db.write(b).unwrap();
-                acked.store(n, Ordering::SeqCst);
-            }
-        })
-    };
+    let writer = CounterWriter::start(db.clone());
     let mut seen = Vec::new();
     for i in 0..15 {
-        let before = acked.load(Ordering::SeqCst);
+        let before = writer.acked();
         let dir = root.path().join(format!("ckpt{i}"));
         db.checkpoint(&dir).unwrap();
         let copy = Db::open(&dir, Options::default()).unwrap();
-        let read = |k: &str| {
-            copy.get(k)
-                .unwrap()
-                .map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()))
-        };
-        let (a, b) = (read("a"), read("b"));
+        let (a, b) = (
+            counter(copy.get("a").unwrap()),
+            counter(copy.get("b").unwrap()),
+        );
         assert_eq!(a, b, "checkpoint {i} holds half a batch");
         assert!(
             a >= before,
@@ -137,8 +111,7 @@ fn checkpoints_under_a_concurrent_writer_hold_whole_acknowledged_batches() {
         );
         seen.push(a);
     }
-    stop.store(true, Ordering::Relaxed);
-    writer.join().unwrap();
+    writer.stop();
     assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
     assert!(db.stats().flushes > 2, "{}", db.stats().flushes);
 }

@@ -4,12 +4,12 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::workload::{apply, batch, workload, Model, Step};
-use common::{tiny_options, Rng};
+use common::workload::{run_step, workload, Model};
+use common::{counter, tiny_options, CounterWriter, Rng};
 use lsm_bloom::{Db, Options, PrefixExtractor, Snapshot};
 
 fn scan_all(s: &Snapshot) -> Model {
@@ -69,14 +69,7 @@ fn every_snapshot_read_equals_the_model_at_its_moment() {
         let mut live: Vec<(Snapshot, Model, usize)> = Vec::new();
         let (mut taken, mut checked) = (0, 0);
         for (i, step) in workload(seed, 3000).into_iter().enumerate() {
-            match step {
-                Step::Write(ops) => {
-                    db.write(batch(&ops)).unwrap();
-                    apply(&mut model, &ops);
-                }
-                Step::Flush => db.flush().unwrap(),
-                Step::Compact => db.compact().unwrap(),
-            }
+            run_step(&db, &mut model, step);
             if rng.chance(3) {
                 live.push((db.snapshot(), model.clone(), i));
                 taken += 1;
@@ -136,39 +129,16 @@ fn snapshots_see_whole_batches_and_every_acknowledged_write_under_concurrency() 
         )
         .unwrap(),
     );
-    let acked = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                n += 1;
-                let v = n.to_be_bytes();
-                let mut b = lsm_bloom::WriteBatch::new();
-                b.put("a", v)
-                    .put(format!("pad{}", n % 500), [7u8; 64])
-                    .put("b", v);
-                db.write(b).unwrap();
-                acked.store(n, Ordering::SeqCst);
-            }
-            n
-        })
-    };
+    let writer = CounterWriter::start(db.clone());
     let readers: Vec<_> = (0..2)
         .map(|_| {
-            let (db, acked) = (db.clone(), acked.clone());
+            let (db, acked) = (db.clone(), writer.acked.clone());
             std::thread::spawn(move || {
                 let mut last = 0u64;
                 for _ in 0..3000 {
                     let before = acked.load(Ordering::SeqCst);
                     let s = db.snapshot();
-                    let read = |k: &str| {
-                        s.get(k)
-                            .unwrap()
-                            .map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()))
-                    };
-                    let (a, b) = (read("a"), read("b"));
+                    let (a, b) = (counter(s.get("a").unwrap()), counter(s.get("b").unwrap()));
                     assert_eq!(a, b, "half a batch");
                     assert!(
                         a >= before,
@@ -190,8 +160,7 @@ fn snapshots_see_whole_batches_and_every_acknowledged_write_under_concurrency() 
         })
         .collect();
     let seen: Vec<u64> = readers.into_iter().map(|r| r.join().unwrap()).collect();
-    stop.store(true, Ordering::Relaxed);
-    let written = writer.join().unwrap();
+    let written = writer.stop();
     assert!(db.stats().flushes > 3, "{}", db.stats().flushes);
     assert!(
         seen.iter().all(|&s| s > 0 && s <= written),

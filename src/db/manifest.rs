@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
+use crate::framed::Framed;
 use crate::fs::FileSystem;
 
 const MAGIC: [u8; 4] = *b"LBMF";
@@ -24,7 +25,6 @@ pub const MANIFEST_VERSION: u32 = 1;
 /// File name of the live manifest.
 pub const MANIFEST_FILE: &str = "MANIFEST";
 const TEMP_FILE: &str = "MANIFEST.tmp";
-const HEADER_LEN: usize = 16;
 
 /// One live table.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,21 +46,15 @@ pub struct ManifestData {
     pub levels: Vec<Vec<TableMeta>>,
 }
 
-fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
-}
+const FRAMED: Framed = Framed {
+    magic: MAGIC,
+    version: MANIFEST_VERSION,
+    what: "manifest",
+};
 
 /// The manifest file's bytes for `data`.
 pub fn encode(data: &ManifestData) -> Result<Vec<u8>> {
-    let payload = bincode::serde::encode_to_vec(data, config())
-        .map_err(|e| Error::io("encoding the manifest", std::io::Error::other(e)))?;
-    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&MANIFEST_VERSION.to_le_bytes());
-    crate::coding::put_u32_len(&mut out, payload.len(), "manifest payload")?;
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    Ok(out)
+    FRAMED.encode(data)
 }
 
 /// Writes `data` as the new manifest, atomically, through `fs`.
@@ -94,47 +88,7 @@ pub(crate) fn read_in(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Manifest
 /// distinct and below `next_file`).
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<ManifestData> {
     let bad = |r: String| Err(Error::corruption(path, r));
-    if bytes.len() < HEADER_LEN {
-        return bad(format!(
-            "manifest is {} bytes, shorter than its header",
-            bytes.len()
-        ));
-    }
-    if bytes[..4] != MAGIC {
-        return bad(format!("bad manifest magic {:02x?}", &bytes[..4]));
-    }
-    let word = |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
-    let version = word(4);
-    if version != MANIFEST_VERSION {
-        return Err(Error::UnsupportedVersion {
-            path: path.to_path_buf(),
-            what: "manifest",
-            found: version,
-            supported: MANIFEST_VERSION,
-        });
-    }
-    let (len, crc) = (word(8) as usize, word(12));
-    if bytes.len() - HEADER_LEN != len {
-        return bad(format!(
-            "manifest payload is {} bytes, header says {len}",
-            bytes.len() - HEADER_LEN
-        ));
-    }
-    let payload = &bytes[HEADER_LEN..];
-    let actual = crc32fast::hash(payload);
-    if actual != crc {
-        return bad(format!(
-            "manifest checksum mismatch: stored {crc:#010x}, computed {actual:#010x}"
-        ));
-    }
-    let (data, used): (ManifestData, usize) =
-        match bincode::serde::decode_from_slice(payload, config()) {
-            Ok(v) => v,
-            Err(e) => return bad(format!("manifest payload does not decode: {e}")),
-        };
-    if used != payload.len() {
-        return bad("trailing bytes after the manifest payload".into());
-    }
+    let data: ManifestData = FRAMED.decode(path, bytes)?;
     if data.levels.len() > MAX_LEVELS {
         return bad(format!(
             "{} levels, at most {MAX_LEVELS}",

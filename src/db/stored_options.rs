@@ -26,6 +26,7 @@ use super::options::{Options, OptionsRecord};
 use super::report::{OptionChange, OptionsReport};
 use crate::error::{Error, Result};
 use crate::filter::{FilterPolicy, Sizing};
+use crate::framed::Framed;
 use crate::fs::FileSystem;
 use crate::prefix::PrefixExtractor;
 
@@ -35,7 +36,6 @@ pub const OPTIONS_VERSION: u32 = 1;
 /// File name of the options record.
 pub const OPTIONS_FILE: &str = "OPTIONS";
 const TEMP_FILE: &str = "OPTIONS.tmp";
-const HEADER_LEN: usize = 16;
 
 /// Which filters new tables get (`Options::filter_policy`, `filter_policy_per_level`,
 /// `filter_budget`): one setting, since the budget replaces the other two.
@@ -174,70 +174,27 @@ impl fmt::Display for PrefixChoice {
     }
 }
 
-fn config() -> bincode::config::Configuration {
-    bincode::config::standard()
-}
+const FRAMED: Framed = Framed {
+    magic: MAGIC,
+    version: OPTIONS_VERSION,
+    what: "options record",
+};
 
 /// The record's bytes for `data`.
 pub fn encode(data: &StoredOptions) -> Result<Vec<u8>> {
-    let payload = bincode::serde::encode_to_vec(data, config())
-        .map_err(|e| Error::io("encoding the options record", std::io::Error::other(e)))?;
-    let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
-    out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&OPTIONS_VERSION.to_le_bytes());
-    crate::coding::put_u32_len(&mut out, payload.len(), "options payload")?;
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    Ok(out)
+    FRAMED.encode(data)
 }
 
 /// Decodes and checks a record (every check of FORMAT.md §6); `path` names it in errors.
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
-    let bad = |why: String| Error::corruption(path, why);
-    let header = bytes
-        .get(..HEADER_LEN)
-        .ok_or_else(|| bad(format!("{} bytes, shorter than the header", bytes.len())))?;
-    if header[..4] != MAGIC {
-        return Err(bad("not an options record (bad magic)".into()));
-    }
-    let word = |at: usize| {
-        u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
-    };
-    let version = word(4);
-    if version != OPTIONS_VERSION {
-        return Err(Error::UnsupportedVersion {
-            path: path.to_path_buf(),
-            what: "options record",
-            found: version,
-            supported: OPTIONS_VERSION,
-        });
-    }
-    let len = word(8) as usize;
-    let payload = &bytes[HEADER_LEN..];
-    if payload.len() != len {
-        return Err(bad(format!(
-            "payload length {len} but {} bytes follow the header",
-            payload.len()
-        )));
-    }
-    if crc32fast::hash(payload) != word(12) {
-        return Err(bad("payload checksum mismatch".into()));
-    }
-    let (data, used): (StoredOptions, usize) = bincode::serde::decode_from_slice(payload, config())
-        .map_err(|e| bad(format!("payload does not decode: {e}")))?;
-    if used != payload.len() {
-        return Err(bad(format!(
-            "{} bytes after the payload",
-            payload.len() - used
-        )));
-    }
+    let data: StoredOptions = FRAMED.decode(path, bytes)?;
     // What it holds must be options this build accepts.
     let mut check = Options::default();
     data.filter.apply(&mut check);
     data.prefix.apply(&mut check);
     check
         .validate()
-        .map_err(|e| bad(format!("holds options that are not valid: {e}")))?;
+        .map_err(|e| Error::corruption(path, format!("holds options that are not valid: {e}")))?;
     Ok(data)
 }
 

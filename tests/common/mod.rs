@@ -75,3 +75,58 @@ pub fn colon_prefix_store(
     }
     db.close().unwrap();
 }
+
+/// A thread committing batches that set `a` and `b` to the same counter n = 1, 2, … (beside a
+/// 100-byte padding key `pad{n % 300}`, so memtables fill and flush), storing each n in
+/// `acked` once its `write` returned. Tests of consistent views check that a view holds `a == b`
+/// and at least what was acknowledged before it was taken.
+pub struct CounterWriter {
+    /// The last acknowledged n.
+    pub acked: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl CounterWriter {
+    /// Starts writing to `db`.
+    pub fn start(db: std::sync::Arc<lsm_bloom::Db>) -> Self {
+        use std::sync::atomic::Ordering;
+        let acked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (a, s) = (acked.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !s.load(Ordering::Relaxed) {
+                n += 1;
+                let mut b = lsm_bloom::WriteBatch::new();
+                b.put("a", n.to_be_bytes())
+                    .put(format!("pad{}", n % 300), [1u8; 100])
+                    .put("b", n.to_be_bytes());
+                db.write(b).unwrap();
+                a.store(n, Ordering::SeqCst);
+            }
+            n
+        });
+        CounterWriter {
+            acked,
+            stop,
+            thread,
+        }
+    }
+
+    /// The last acknowledged n.
+    pub fn acked(&self) -> u64 {
+        self.acked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Stops the thread; returns the last n written.
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
+/// The counter a view holds under `key` (0 when absent), as `CounterWriter` writes it.
+pub fn counter(value: Option<Vec<u8>>) -> u64 {
+    value.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()))
+}

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use lsm_bloom::WriteBatch;
+use lsm_bloom::{Db, WriteBatch};
 
 use super::Rng;
 
@@ -70,4 +70,16 @@ pub fn batch(ops: &Ops) -> WriteBatch {
         };
     }
     b
+}
+
+/// Runs one step on `db` and, for a write, on `model`.
+pub fn run_step(db: &Db, model: &mut Model, step: Step) {
+    match step {
+        Step::Write(ops) => {
+            db.write(batch(&ops)).unwrap();
+            apply(model, &ops);
+        }
+        Step::Flush => db.flush().unwrap(),
+        Step::Compact => db.compact().unwrap(),
+    }
 }
