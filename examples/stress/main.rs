@@ -108,6 +108,14 @@ fn phase_options(seed: u64, power_loss: bool) -> (Options, String) {
         o.whole_key_filtering = o.filter_policy.is_none() || rng.chance(60);
         what += &format!(", prefix rule (whole keys {})", o.whole_key_filtering);
     }
+    // Half the phases let the store's options record fill in what they leave at the
+    // defaults (a recorded prefix rule or budget), half replace it.
+    if rng.chance(50) {
+        o.options_record = lsm_bloom::OptionsRecord::Replace;
+        what += ", options record replaced";
+    } else {
+        what += ", recorded settings fill in the defaults";
+    }
     (o, what)
 }
 

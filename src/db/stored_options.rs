@@ -229,45 +229,65 @@ pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, Opti
     let Some(stored) = stored else {
         return (given, report);
     };
-    let mut opts = given;
     let defaults = Options::default();
-    let replace = opts.options_record == OptionsRecord::Replace;
-    let mut settle = |setting: &str, given_is_default: bool, was: String, now: String| -> bool {
-        if replace || !given_is_default {
-            if was != now {
-                report.changed.push(OptionChange {
-                    setting: setting.into(),
-                    was,
-                    now,
-                });
-            }
-            false
+    let replace = given.options_record == OptionsRecord::Replace;
+    let (filter, prefix) = (FilterChoice::of(&given), PrefixChoice::of(&given));
+    // Which settings come from the record: those the caller left at their defaults.
+    let mut keep_filter = !replace && filter == FilterChoice::of(&defaults);
+    let mut keep_prefix = !replace && prefix == PrefixChoice::of(&defaults);
+    let merged = |keep_filter: bool, keep_prefix: bool| {
+        let mut o = given.clone();
+        if keep_filter {
+            stored.filter.apply(&mut o);
+        }
+        if keep_prefix {
+            stored.prefix.apply(&mut o);
+        }
+        o
+    };
+    // A recorded setting that cannot go with the one given (a recorded prefix rule beside a
+    // budget given now) gives way to the one given: that is the caller's latest word.
+    let mut gave_way = false;
+    if keep_filter != keep_prefix && merged(keep_filter, keep_prefix).validate().is_err() {
+        (keep_filter, keep_prefix, gave_way) = (false, false, true);
+    }
+    let note = |now: String, kept_other: bool| {
+        if gave_way && kept_other {
+            format!("{now} (the recorded setting cannot be combined with the other one given)")
         } else {
-            if was != now {
-                report.kept.push((setting.into(), was));
-            }
-            true
+            now
         }
     };
-    let filter = FilterChoice::of(&opts);
-    if settle(
-        "filter",
-        filter == FilterChoice::of(&defaults),
-        stored.filter.to_string(),
-        filter.to_string(),
-    ) {
-        stored.filter.apply(&mut opts);
+    for (setting, kept, was, now, given_other) in [
+        (
+            "filter",
+            keep_filter,
+            stored.filter.to_string(),
+            filter.to_string(),
+            prefix != PrefixChoice::of(&defaults),
+        ),
+        (
+            "prefix",
+            keep_prefix,
+            stored.prefix.to_string(),
+            prefix.to_string(),
+            filter != FilterChoice::of(&defaults),
+        ),
+    ] {
+        if was == now {
+            continue;
+        }
+        if kept {
+            report.kept.push((setting.into(), was));
+        } else {
+            report.changed.push(OptionChange {
+                setting: setting.into(),
+                was,
+                now: note(now, given_other),
+            });
+        }
     }
-    let prefix = PrefixChoice::of(&opts);
-    if settle(
-        "prefix",
-        prefix == PrefixChoice::of(&defaults),
-        stored.prefix.to_string(),
-        prefix.to_string(),
-    ) {
-        stored.prefix.apply(&mut opts);
-    }
-    (opts, report)
+    (merged(keep_filter, keep_prefix), report)
 }
 
 #[cfg(test)]
@@ -360,6 +380,19 @@ mod tests {
         // The same options again: nothing to report.
         let (_, r) = resolve(budget_store(), Some(&stored));
         assert!(r.kept.is_empty() && r.changed.is_empty());
+        // A recorded prefix rule cannot go beside a budget given now: the budget wins, and
+        // the prefix rule's removal is reported, saying why.
+        let prefixed = StoredOptions::of(&Options {
+            prefix_extractor: Some(PrefixExtractor::fixed(3)),
+            ..Options::default()
+        });
+        let (o, r) = resolve(budget_store(), Some(&prefixed));
+        assert!(o.validate().is_ok());
+        assert_eq!(o.filter_budget, Some(FilterBudget::bits_per_key(8.0)));
+        assert_eq!(o.prefix_extractor, None);
+        assert!(r.kept.is_empty(), "{r:?}");
+        assert_eq!(r.changed.len(), 2, "{r:?}");
+        assert!(r.changed[1].now.contains("cannot be combined"), "{r:?}");
         // No record: as given.
         let (o, r) = resolve(Options::default(), None);
         assert!(!r.record_found && o.filter_budget.is_none());
