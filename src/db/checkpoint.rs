@@ -94,8 +94,8 @@ pub(super) fn checkpoint(inner: &Inner, target: &Path) -> Result<CheckpointRepor
     let highest = levels.iter().flatten().map(|m| m.id).max().unwrap_or(0);
     let log_id = highest + 1;
     let mut log = WalWriter::create(fs, &tmp, log_id)?;
-    let memtables = state.imm.iter().map(|m| (m, None));
-    for (m, seen) in memtables.chain(std::iter::once((&state.mem, Some(snap.mem_seen())))) {
+    let memtables = state.imm.iter().map(|m| (m, m.visible()));
+    for (m, seen) in memtables.chain(std::iter::once((&state.mem, snap.mem_seen()))) {
         report.log_entries += write_memtable(&mut log, m, seen)?;
     }
     log.sync()?;
@@ -150,14 +150,10 @@ fn place_table(
     Ok(())
 }
 
-/// Appends the newest visible entry of each key of `m` (the first `seen` batches when given)
-/// to `log`, in batches of about `BATCH_BYTES`; returns how many entries.
-fn write_memtable(log: &mut WalWriter, m: &Memtable, seen: Option<u64>) -> Result<u64> {
-    let all = (Bound::Unbounded, Bound::Unbounded);
-    let entries = match seen {
-        Some(seen) => m.range_at(all.0, all.1, seen),
-        None => m.range(all.0, all.1),
-    };
+/// Appends the newest entry of each key of `m` among its first `seen` batches to `log`, in
+/// batches of about `BATCH_BYTES`; returns how many entries.
+fn write_memtable(log: &mut WalWriter, m: &Memtable, seen: u64) -> Result<u64> {
+    let entries = m.range_at(Bound::Unbounded, Bound::Unbounded, seen);
     let count = entries.len() as u64;
     let mut batch = Vec::new();
     let mut bytes = 0;

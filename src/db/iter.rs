@@ -100,13 +100,13 @@ pub struct DbIter {
 }
 
 impl DbIter {
-    /// A scan of `state`: memtables newest first, then the tables. `mem_seen`: the batches of
-    /// `state.mem` to see (a snapshot's); `None` sees every batch applied so far.
+    /// A scan of `state`: memtables newest first, then the tables, seeing the first `mem_seen`
+    /// batches of `state.mem` (a snapshot's count, or `visible()` for all applied so far).
     pub(super) fn new(
         shared: &Arc<Counters>,
         rule: Option<PrefixExtractor>,
         state: &State,
-        mem_seen: Option<u64>,
+        mem_seen: u64,
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> Result<DbIter> {
@@ -121,10 +121,7 @@ impl DbIter {
             });
         }
         let mut sources: Vec<Source> = Vec::new();
-        let newest = match mem_seen {
-            None => state.mem.range(s, e),
-            Some(seen) => state.mem.range_at(s, e, seen),
-        };
+        let newest = state.mem.range_at(s, e, mem_seen);
         let older = state.imm.iter().rev().map(|m| m.range(s, e));
         for entries in std::iter::once(newest).chain(older) {
             let entries: Vec<Result<Entry>> = entries

@@ -194,7 +194,7 @@ impl Memtable {
     /// `Some(Some(v))` value, `Some(None)` tombstone, `None` not here. An empty memtable (the
     /// common case right after a flush) answers without pinning.
     pub(crate) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        self.get_at(key, self.visible.load(Ordering::Acquire))
+        self.get_at(key, self.visible())
     }
 
     /// The batches applied so far (`seen` for `get_at` and `range_at`: a snapshot's view).

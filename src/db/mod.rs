@@ -172,11 +172,12 @@ impl Db {
     /// or reversed range yields nothing.
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
         let (start, end) = own_bounds(&range);
+        let state = self.inner.read_state();
         DbIter::new(
             &self.inner.counters,
             self.inner.opts.prefix_extractor,
-            &self.inner.read_state(),
-            None,
+            &state,
+            state.mem.visible(),
             start,
             end,
         )

@@ -77,7 +77,8 @@ pub(super) struct ReadPath<'a> {
 impl Inner {
     /// The value of `key`, or `None`.
     pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.read_path().get(&self.read_state(), None, key)
+        let state = self.read_state();
+        self.read_path().get(&state, state.mem.visible(), key)
     }
 
     pub(super) fn read_path(&self) -> ReadPath<'_> {
@@ -90,23 +91,15 @@ impl Inner {
 }
 
 impl ReadPath<'_> {
-    /// The value of `key` in `state`, or `None`. `mem_seen`: the batches of `state.mem` to
-    /// see (a snapshot's); `None` sees every batch applied so far. Always inlined, so that
+    /// The value of `key` in `state`, or `None`, seeing the first `mem_seen` batches of
+    /// `state.mem` (a snapshot's count, or `visible()` for every batch applied so far). Always inlined, so that
     /// `Inner::get` stays one function (as before snapshots: measured 5-10% faster on absent
     /// gets than a call here, `db_bench --hold absent`).
     #[inline(always)]
-    pub(super) fn get(
-        &self,
-        state: &State,
-        mem_seen: Option<u64>,
-        key: &[u8],
-    ) -> Result<Option<Vec<u8>>> {
+    pub(super) fn get(&self, state: &State, mem_seen: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let counters = self.counters.reader();
         bump(&counters.gets, 1);
-        let newest = match mem_seen {
-            None => state.mem.get(key),
-            Some(seen) => state.mem.get_at(key, seen),
-        };
+        let newest = state.mem.get_at(key, mem_seen);
         for found in std::iter::once(newest).chain(state.imm.iter().rev().map(|m| m.get(key))) {
             match Lookup::from(found) {
                 Lookup::Value(v) => return Ok(Some(v)),

@@ -9,8 +9,8 @@
 //! keeps its memtables in memory and its tables open; a table a compaction replaced is
 //! deleted from the directory but its open handle still reads, and its disk space comes back
 //! when the last snapshot holding it is dropped. So no compaction can drop a version a live
-//! snapshot sees, and readers without a snapshot pay nothing for them: the read path only
-//! gains a branch on `mem_seen`.
+//! snapshot sees, and readers without a snapshot pay nothing for them: a live read passes
+//! the memtable's current count where a snapshot passes its own.
 //!
 //! Taking one is lock-free: load the state, read its memtable's visible batch count, and check
 //! the memtable was not rotated meanwhile (else retry). Every write acknowledged before the
@@ -135,7 +135,7 @@ impl Snapshot {
     /// The value of `key` as of the snapshot, or `None`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.read_path()
-            .get(&self.state, Some(self.mem_seen), key.as_ref())
+            .get(&self.state, self.mem_seen, key.as_ref())
     }
 
     /// Live keys and values in `range` as of the snapshot, in key order (as `Db::scan`).
@@ -145,7 +145,7 @@ impl Snapshot {
             &self.counters,
             self.rule,
             &self.state,
-            Some(self.mem_seen),
+            self.mem_seen,
             start,
             end,
         )

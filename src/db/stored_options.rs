@@ -232,9 +232,11 @@ pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, Opti
     let defaults = Options::default();
     let replace = given.options_record == OptionsRecord::Replace;
     let (filter, prefix) = (FilterChoice::of(&given), PrefixChoice::of(&given));
+    let filter_given = filter != FilterChoice::of(&defaults);
+    let prefix_given = prefix != PrefixChoice::of(&defaults);
     // Which settings come from the record: those the caller left at their defaults.
-    let mut keep_filter = !replace && filter == FilterChoice::of(&defaults);
-    let mut keep_prefix = !replace && prefix == PrefixChoice::of(&defaults);
+    let mut keep_filter = !replace && !filter_given;
+    let mut keep_prefix = !replace && !prefix_given;
     let merged = |keep_filter: bool, keep_prefix: bool| {
         let mut o = given.clone();
         if keep_filter {
@@ -264,14 +266,14 @@ pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, Opti
             keep_filter,
             stored.filter.to_string(),
             filter.to_string(),
-            prefix != PrefixChoice::of(&defaults),
+            prefix_given,
         ),
         (
             "prefix",
             keep_prefix,
             stored.prefix.to_string(),
             prefix.to_string(),
-            filter != FilterChoice::of(&defaults),
+            filter_given,
         ),
     ] {
         if was == now {
