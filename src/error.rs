@@ -38,6 +38,14 @@ pub enum Error {
         /// Newest version this build reads.
         supported: u32,
     },
+    /// A file needs something this build was compiled without (e.g. a table compressed with
+    /// zstd, read by a build without the `zstd` feature).
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// What it needs, and how to get it.
+        reason: String,
+    },
     /// A caller passed something out of range (a key, value or batch too large, bad options).
     InvalidArgument(String),
     /// Another process, or another `Db` in this one, has the database open.
@@ -121,6 +129,10 @@ impl Error {
                 found: *found,
                 supported: *supported,
             },
+            Error::Unsupported { path, reason } => Error::Unsupported {
+                path: path.clone(),
+                reason: reason.clone(),
+            },
             Error::InvalidArgument(s) => Error::InvalidArgument(s.clone()),
             Error::Locked { path } => Error::Locked { path: path.clone() },
             Error::NotFound { path } => Error::NotFound { path: path.clone() },
@@ -157,6 +169,13 @@ impl fmt::Display for Error {
                 "{}: unsupported {what} version {found} (this build reads up to {supported})",
                 path.display()
             ),
+            Error::Unsupported { path, reason } => {
+                write!(
+                    f,
+                    "{}: not supported by this build: {reason}",
+                    path.display()
+                )
+            }
             Error::InvalidArgument(reason) => write!(f, "invalid argument: {reason}"),
             Error::Locked { path } => write!(
                 f,

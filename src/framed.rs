@@ -17,8 +17,10 @@ pub(crate) const HEADER_LEN: usize = 16;
 pub(crate) struct Framed {
     /// The first 4 bytes.
     pub(crate) magic: [u8; 4],
-    /// The version this build writes and reads.
+    /// The version this build writes (and the newest it reads).
     pub(crate) version: u32,
+    /// The oldest version it reads.
+    pub(crate) oldest: u32,
     /// What the file is, in errors ("manifest", "options record").
     pub(crate) what: &'static str,
 }
@@ -45,9 +47,17 @@ impl Framed {
         Ok(out)
     }
 
-    /// The payload of `bytes`, once every header field and the checksum are checked
-    /// (`Error::Corruption` naming `path`, or `Error::UnsupportedVersion`).
+    /// The payload of `bytes` (of the one version this kind has), once every header field
+    /// and the checksum are checked (`Error::Corruption` naming `path`, or
+    /// `Error::UnsupportedVersion`).
     pub(crate) fn decode<T: DeserializeOwned>(&self, path: &Path, bytes: &[u8]) -> Result<T> {
+        let (_, payload) = self.open(path, bytes)?;
+        self.parse(path, payload)
+    }
+
+    /// The version and the payload bytes of `bytes`, once every header field and the
+    /// checksum are checked; `parse` then decodes the payload as that version's structure.
+    pub(crate) fn open<'a>(&self, path: &Path, bytes: &'a [u8]) -> Result<(u32, &'a [u8])> {
         let what = self.what;
         let bad = |r: String| Err(Error::corruption(path, r));
         if bytes.len() < HEADER_LEN {
@@ -62,7 +72,7 @@ impl Framed {
         let word =
             |i: usize| u32::from_le_bytes([bytes[i], bytes[i + 1], bytes[i + 2], bytes[i + 3]]);
         let version = word(4);
-        if version != self.version {
+        if !(self.oldest..=self.version).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 path: path.to_path_buf(),
                 what,
@@ -84,6 +94,13 @@ impl Framed {
                 "{what} checksum mismatch: stored {crc:#010x}, computed {actual:#010x}"
             ));
         }
+        Ok((version, payload))
+    }
+
+    /// Decodes a payload `open` returned; bytes left over are `Error::Corruption`.
+    pub(crate) fn parse<T: DeserializeOwned>(&self, path: &Path, payload: &[u8]) -> Result<T> {
+        let what = self.what;
+        let bad = |r: String| Err(Error::corruption(path, r));
         let (data, used): (T, usize) = match bincode::serde::decode_from_slice(payload, config()) {
             Ok(v) => v,
             Err(e) => return bad(format!("{what} payload does not decode: {e}")),

@@ -1,5 +1,5 @@
 //! Decoder fuzzing: every decoder of an on-disk structure — filter block, table footer,
-//! index block, properties block, data block, WAL log, manifest, options record, whole table
+//! index block, properties block, data block, compressed data block, WAL log, manifest, options record, whole table
 //! files, and the RocksDB SST and MANIFEST readers of `inspect` — is fed mutated copies of valid inputs (bit flips, truncations, extensions, length fields set to
 //! boundary and random values, random byte runs, random inputs) and must return a value or a
 //! typed error, never panic. Half the inputs get their checksum recomputed after mutating, so
@@ -13,8 +13,12 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use crate::db::manifest::{self, ManifestData, TableMeta};
 use crate::db::wal;
 use crate::filter::{FilterBuilder, FilterKind, FilterPolicy, FilterReader};
-use crate::table::decoders::{decode_entries, put_entry, seal, unseal, Table};
-use crate::table::{BlockHandle, Footer, Properties, TableBuilder, TableBuilderOptions};
+use crate::table::decoders::{
+    decode_entries, open_block, put_entry, seal, unseal, BlockCompressor, Table,
+};
+use crate::table::{
+    BlockHandle, Compression, Footer, Properties, TableBuilder, TableBuilderOptions,
+};
 
 struct Rng(u64);
 
@@ -153,7 +157,7 @@ fn footer_target() -> Target {
     };
     Target {
         name: "table footer",
-        seeds: vec![f(2).encode(), v1.encode()],
+        seeds: vec![f(3).encode(), f(2).encode(), v1.encode()],
         reseal: |b| {
             // The CRC sits 8 bytes from the end and covers everything before it.
             if b.len() >= 8 {
@@ -197,6 +201,8 @@ fn properties_target() -> Target {
         tombstones: 3,
         data_blocks: 4,
         data_bytes: 16000,
+        raw_data_bytes: 31000,
+        compression: Compression::Lz4,
         min_key: b"aaa".to_vec(),
         max_key: b"zzz".to_vec(),
         filter_kind: Some(FilterKind::Blocked),
@@ -212,15 +218,22 @@ fn properties_target() -> Target {
         prefix_filter_kind: None,
         prefix_extractor: None,
         prefixes: 0,
+        compression: Compression::None,
+        raw_data_bytes: 15984,
         ..p.clone()
     };
     Target {
         name: "properties block",
-        seeds: vec![p.encode().unwrap(), plain.encode().unwrap()],
+        seeds: vec![
+            p.encode(3).unwrap(),
+            plain.encode(2).unwrap(),
+            plain.encode(1).unwrap(),
+        ],
         reseal: reseal_trailing_crc,
         decode: |b| {
             let v1 = Properties::decode(b, 1).is_ok();
-            Properties::decode(b, 2).is_ok() || v1
+            let v2 = Properties::decode(b, 2).is_ok();
+            Properties::decode(b, 3).is_ok() || v1 || v2
         },
     }
 }
@@ -401,6 +414,40 @@ fn rocksdb_manifest_target() -> Target {
     }
 }
 
+/// Format-3 data blocks, LZ4 (and zstd in a build with it): the trailer, the length
+/// bound and the decompressor, then the entries.
+fn compressed_block_target() -> Target {
+    let mut raw = Vec::new();
+    for i in 0..60 {
+        let v = (i % 5 != 0).then(|| format!("value {i} and some repeated text").into_bytes());
+        put_entry(&mut raw, format!("key{i:03}").as_bytes(), v.as_deref()).unwrap();
+    }
+    let mut seeds = Vec::new();
+    for codec in [Compression::Lz4, Compression::Zstd(3), Compression::None] {
+        if let Ok(mut c) = BlockCompressor::new(codec) {
+            let mut out = Vec::new();
+            c.seal(&raw, &mut out).unwrap();
+            seeds.push(out);
+        }
+    }
+    Target {
+        name: "compressed data block",
+        seeds,
+        reseal: reseal_trailing_crc,
+        decode: |b| {
+            let mut ok = false;
+            for codec in [Compression::Lz4, Compression::Zstd(3)] {
+                for max_raw in [64, 1 << 20] {
+                    if let Ok(p) = open_block(b.to_vec(), codec, max_raw) {
+                        ok |= decode_entries(&p).is_ok();
+                    }
+                }
+            }
+            ok
+        },
+    }
+}
+
 fn targets() -> Vec<Target> {
     vec![
         rocksdb_sst_target(),
@@ -410,6 +457,7 @@ fn targets() -> Vec<Target> {
         index_target(),
         properties_target(),
         data_block_target(),
+        compressed_block_target(),
         wal_target(),
         manifest_target(),
         options_target(),
@@ -428,6 +476,8 @@ fn fuzz_table_files(n: usize) {
             level: 1,
             prefix_extractor: Some(crate::PrefixExtractor::fixed(5)),
             whole_key_filter: true,
+            compression: Compression::Lz4,
+            ..TableBuilderOptions::default()
         },
     )
     .unwrap();

@@ -56,6 +56,7 @@ pub use db::{
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};
 pub use prefix::PrefixExtractor;
+pub use table::Compression;
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

@@ -166,7 +166,7 @@ fn future_versions_are_refused_at_open() {
         Err(Error::UnsupportedVersion {
             what,
             found: 7,
-            supported: 2,
+            supported: lsm_bloom::table::TABLE_VERSION,
             ..
         }) => assert_eq!(what, "table format"),
         other => panic!(
@@ -174,7 +174,8 @@ fn future_versions_are_refused_at_open() {
             other.err()
         ),
     }
-    f.write_all_at(&2u32.to_le_bytes(), len - 16).unwrap();
+    let current = lsm_bloom::table::TABLE_VERSION;
+    f.write_all_at(&current.to_le_bytes(), len - 16).unwrap();
     drop(Db::open(dir.path(), opts()).unwrap());
 
     let manifest = dir.path().join("MANIFEST");

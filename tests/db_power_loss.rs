@@ -23,12 +23,17 @@ use common::workload::{apply, batch, workload, Model, Ops, Step};
 use lsm_bloom::fs::{PowerLossFs, UnsyncedTail};
 use lsm_bloom::{Db, Options};
 
+/// Tiny sizes; LZ4 below level 0, so cuts land in raw and compressed tables.
 fn options(fs: &PowerLossFs, sync_writes: bool) -> Options {
-    Options {
+    let mut o = Options {
         sync_writes,
         fs: Arc::new(fs.clone()),
+        compression: lsm_bloom::Compression::Lz4,
         ..tiny_options()
-    }
+    };
+    o.compression_per_level
+        .insert(0, lsm_bloom::Compression::None);
+    o
 }
 
 /// What a run made before the power went.

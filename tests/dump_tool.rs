@@ -294,7 +294,8 @@ fn database_with_prefix_filters_shows_prefix_counts() {
         stats.total.prefix_filter_bytes
     );
     let t = &json["levels"][0][0];
-    assert_eq!(t["format_version"], 2);
+    assert_eq!(t["format_version"], lsm_bloom::table::TABLE_VERSION);
+    assert_eq!(t["properties"]["compression"], "none");
     assert_eq!(t["prefix_filter_status"], "valid");
     assert_eq!(t["prefix_filter"]["n"], 300);
     assert_eq!(t["properties"]["prefix_extractor"], "delimiter:3a:1");

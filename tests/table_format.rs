@@ -1,7 +1,8 @@
 //! Frozen table files (FORMAT.md §3): every released table format version stays readable.
 //!
 //! `fixtures/table-v1/` was written by the table format 1 writer, `fixtures/table-v2/` by the
-//! format 2 writer (prefix filters); neither is ever regenerated.
+//! format 2 writer (prefix filters), `fixtures/table-v3/` by the format 3 writer (per-block
+//! compression); none is ever regenerated.
 //! Each fixture holds the keys of `fixtures/filter-v1/keys.txt` sorted, value `v<i>` for the
 //! i-th key, every 7th key a tombstone.
 
@@ -11,7 +12,7 @@ use lsm_bloom::filter::hash_key;
 use lsm_bloom::filter::FilterKind;
 use lsm_bloom::table::PrefixCheck;
 use lsm_bloom::table::{FilterState, Table, TableBuilder, TableBuilderOptions, TableReadStats};
-use lsm_bloom::{FilterPolicy, PrefixExtractor};
+use lsm_bloom::{Compression, FilterPolicy, PrefixExtractor};
 
 fn fixture_dir(version: u32) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/table-v{version}"))
@@ -113,8 +114,8 @@ fn table_v1_fixtures_still_read() {
 
 /// A format 2 table with a prefix filter under `rule`: every key's prefix passes it, the
 /// recorded rule and count are right, and another rule gets `Unfiltered`.
-fn check_prefix_table(t: &Table, rule: PrefixExtractor, kind: FilterKind) {
-    assert_eq!(t.format_version(), 2);
+fn check_prefix_table(t: &Table, rule: PrefixExtractor, kind: FilterKind, version: u32) {
+    assert_eq!(t.format_version(), version);
     let p = t.properties();
     assert_eq!(p.prefix_extractor.as_deref(), Some(rule.id().as_str()));
     assert_eq!(p.prefix_filter_kind, Some(kind));
@@ -153,7 +154,7 @@ fn table_v2_fixtures_read_with_their_prefix_filters() {
             ..options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
         },
     ));
-    check_prefix_table(&both, fixed, FilterKind::Blocked);
+    check_prefix_table(&both, fixed, FilterKind::Blocked, 2);
     assert!(matches!(both.filter(), FilterState::Valid(_)));
     assert_eq!(both.properties().filter_kind, Some(FilterKind::Blocked));
 
@@ -167,7 +168,7 @@ fn table_v2_fixtures_read_with_their_prefix_filters() {
             ..options(Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01)))
         },
     ));
-    check_prefix_table(&only, delimiter, FilterKind::Ribbon);
+    check_prefix_table(&only, delimiter, FilterKind::Ribbon, 2);
     assert!(matches!(only.filter(), FilterState::None));
     assert_eq!(only.properties().filter_kind, None);
 
@@ -175,4 +176,83 @@ fn table_v2_fixtures_read_with_their_prefix_filters() {
     assert_eq!(plain.format_version(), 2);
     assert!(matches!(plain.filter(), FilterState::None));
     assert!(matches!(plain.prefix_filter(), FilterState::None));
+}
+
+/// Format 3 tables (per-block compression): an LZ4 table whose blocks shrank, and a raw one;
+/// both read every entry, and the recorded byte counts match the file.
+#[test]
+fn table_v3_fixtures_read_compressed_and_raw_blocks() {
+    let lz4 = check_table(&fixture_path(
+        3,
+        "lz4-blocked-prefix-fixed7.sst",
+        TableBuilderOptions {
+            prefix_extractor: Some(PrefixExtractor::fixed(7)),
+            compression: Compression::Lz4,
+            ..options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
+        },
+    ));
+    check_prefix_table(&lz4, PrefixExtractor::fixed(7), FilterKind::Blocked, 3);
+    let p = lz4.properties();
+    assert_eq!(p.compression, Compression::Lz4);
+    assert!(
+        p.raw_data_bytes > p.data_bytes + p.data_bytes / 4,
+        "{} raw bytes in {} on disk",
+        p.raw_data_bytes,
+        p.data_bytes
+    );
+    let plain = check_table(&fixture_path(3, "no-filter.sst", options(None)));
+    assert_eq!(plain.format_version(), 3);
+    let p = plain.properties();
+    assert_eq!(p.compression, Compression::None);
+    // Each raw block's trailer is a type byte and a CRC.
+    assert_eq!(p.raw_data_bytes + 5 * p.data_blocks, p.data_bytes);
+}
+
+/// The builder writes older formats on request, and they read as such.
+#[test]
+fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    for version in 1..=3 {
+        let path = dir.path().join(format!("v{version}.sst"));
+        let mut b = TableBuilder::create(
+            &path,
+            TableBuilderOptions {
+                format_version: version,
+                ..options(Some(FilterPolicy::default()))
+            },
+        )
+        .unwrap();
+        for (k, v) in entries() {
+            b.add(&k, v.as_deref()).unwrap();
+        }
+        b.finish().unwrap();
+        assert_eq!(check_table(&path).format_version(), version);
+    }
+    for (version, opts) in [
+        (
+            2,
+            TableBuilderOptions {
+                compression: Compression::Lz4,
+                ..options(None)
+            },
+        ),
+        (
+            1,
+            TableBuilderOptions {
+                prefix_extractor: Some(PrefixExtractor::fixed(3)),
+                ..options(Some(FilterPolicy::default()))
+            },
+        ),
+        (4, options(None)),
+        (0, options(None)),
+    ] {
+        let opts = TableBuilderOptions {
+            format_version: version,
+            ..opts
+        };
+        let e = TableBuilder::create(&dir.path().join("x.sst"), opts)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().contains(&format!("version {version}")), "{e}");
+    }
 }

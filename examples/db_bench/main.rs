@@ -2,14 +2,17 @@
 //! more threads, medians reported.
 //!
 //! `cargo run --release --features rocksdb --example db_bench -- [--keys N] [--value-size B]
-//!  [--ops M] [--rounds R] [--threads 1,2] [--block-cache-mib C] [--json]`; prefix scans:
+//!  [--ops M] [--rounds R] [--threads 1,2] [--block-cache-mib C] [--compression lz4]
+//!  [--values mixed] [--json]`; prefix scans:
 //! `... -- --workload prefix [--keys N] [--prefixes P] [--scans S]` (`prefix.rs`); RocksDB
 //! with its own filters against lsm-bloom's inside it: `cargo run --release --features
 //! rocksdb-plugin --example db_bench -- --workload rocksdb-filters` (`rocks_filters.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
-//! every level), 4 KiB blocks, no compression, the same memtable size, a write-ahead log
+//! every level), 4 KiB blocks, no compression (`--compression lz4`: LZ4 on every level of all
+//! three; RocksDB's and ours compress a block only when it shrinks by an eighth, fjall's
+//! always), the same memtable size, a write-ahead log
 //! written to the OS on every write without fsync, index and filter blocks held in memory
 //! (pinned, unpartitioned), the same block cache size (default 32 MiB, what RocksDB and fjall
 //! give a store by default), leveled compaction with the same L0 trigger. RocksDB's statistics
@@ -27,6 +30,11 @@
 //! filter probes a `get` makes (hash once; every level-0 table whose range holds the key, then
 //! one table per deeper level by binary search; `may_contain_hash`), with no store around them.
 //! Absent-get time ÷ bare-probe time says how close the read path is to that limit.
+//!
+//! Values (`--values`): `fill`, the same byte repeated (the default, as before), or `mixed`,
+//! half random bytes and half a repeated English sentence, about 2× with LZ4: the data for
+//! compressed runs. Each shape prints the engines' table bytes on disk; a compressed run also
+//! prints what decompressing one 4 KiB block of this data costs, beside a present get.
 
 use std::path::Path;
 use std::sync::{Arc, Barrier};
@@ -94,6 +102,40 @@ struct Args {
     /// Prefix workload: scans per phase, round and thread count.
     #[arg(long, default_value_t = 20_000)]
     scans: u64,
+    /// Data block compression in all three engines: `none` or `lz4`.
+    #[arg(long, default_value = "none", value_parser = ["none", "lz4"])]
+    compression: String,
+    /// Values: `fill` (one byte repeated) or `mixed` (half random, half repeated text).
+    #[arg(long, default_value = "fill", value_parser = ["fill", "mixed"])]
+    values: String,
+}
+
+impl Args {
+    fn lz4(&self) -> bool {
+        self.compression == "lz4"
+    }
+}
+
+/// Value number `i` under `--values`: `fill` one byte repeated; `mixed` half random bytes
+/// (from `i`), half a repeated sentence.
+fn value(args: &Args, i: u64, out: &mut Vec<u8>) {
+    out.clear();
+    if args.values == "fill" {
+        out.resize(args.value_size, b'v');
+        return;
+    }
+    let random = args.value_size / 2;
+    let mut x = mix(i ^ 0xA5A5);
+    while out.len() < random {
+        x = mix(x);
+        let n = (random - out.len()).min(8);
+        out.extend_from_slice(&x.to_le_bytes()[..n]);
+    }
+    let text = b"the quick brown fox jumps over the lazy dog; ";
+    while out.len() < args.value_size {
+        let n = (args.value_size - out.len()).min(text.len());
+        out.extend_from_slice(&text[..n]);
+    }
 }
 
 /// `--hold`: see `Args::hold`.
@@ -172,6 +214,8 @@ trait Engine: Sync {
     fn data_block_reads(&self) -> Option<u64> {
         None
     }
+    /// Bytes of table files on disk.
+    fn table_bytes(&self) -> u64;
 }
 
 struct Ours(Db);
@@ -207,6 +251,9 @@ impl Engine for Ours {
     }
     fn data_block_reads(&self) -> Option<u64> {
         Some(self.0.stats().total.data_block_reads)
+    }
+    fn table_bytes(&self) -> u64 {
+        self.0.stats().total.table_bytes
     }
 }
 
@@ -269,6 +316,13 @@ impl Engine for Rocks {
         self.opts.set_statistics_level(StatsLevel::DisableAll);
         Some((p1 - p0) as f64 / ((u1 - u0) + (p1 - p0)).max(1) as f64)
     }
+    fn table_bytes(&self) -> u64 {
+        self.db
+            .property_int_value("rocksdb.total-sst-files-size")
+            .ok()
+            .flatten()
+            .unwrap_or(0)
+    }
 }
 
 struct Fjall {
@@ -310,6 +364,9 @@ impl Engine for Fjall {
     fn observed_fpr(&self, _keys: &[[u8; 16]]) -> Option<f64> {
         None // fjall reports filter counts only with its `metrics` feature
     }
+    fn table_bytes(&self) -> u64 {
+        self.ks.disk_space()
+    }
 }
 
 fn open_ours(dir: &Path, args: &Args) -> Ours {
@@ -325,6 +382,11 @@ fn ours_options(args: &Args) -> Options {
         size_ratio: 10,
         l0_compaction_trigger: 4,
         block_cache_bytes: args.block_cache_mib << 20,
+        compression: if args.lz4() {
+            lsm_bloom::Compression::Lz4
+        } else {
+            lsm_bloom::Compression::None
+        },
         ..Options::default()
     }
 }
@@ -356,8 +418,13 @@ fn rocks_options(
     tweak(&mut opts, &mut table);
     opts.create_if_missing(true);
     opts.set_block_based_table_factory(&table);
-    opts.set_compression_type(rocksdb::DBCompressionType::None);
-    opts.set_bottommost_compression_type(rocksdb::DBCompressionType::None);
+    let codec = if args.lz4() {
+        rocksdb::DBCompressionType::Lz4
+    } else {
+        rocksdb::DBCompressionType::None
+    };
+    opts.set_compression_type(codec);
+    opts.set_bottommost_compression_type(codec);
     opts.set_write_buffer_size((args.memtable_mib << 20) as usize);
     opts.set_target_file_size_base(64 << 20);
     opts.set_max_bytes_for_level_base(256 << 20);
@@ -378,12 +445,17 @@ fn open_fjall(dir: &Path, args: &Args) -> Fjall {
         .open()
         .expect("open fjall");
     let memtable = args.memtable_mib << 20;
+    let codec = if args.lz4() {
+        fjall::CompressionType::Lz4
+    } else {
+        fjall::CompressionType::None
+    };
     let ks = db
         .keyspace("bench", || {
             fjall::KeyspaceCreateOptions::default()
                 .max_memtable_size(memtable)
                 .data_block_size_policy(BlockSizePolicy::all(4096))
-                .data_block_compression_policy(CompressionPolicy::all(fjall::CompressionType::None))
+                .data_block_compression_policy(CompressionPolicy::all(codec))
                 .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
                     BloomConstructionPolicy::BitsPerKey(10.0),
                 )))
@@ -521,12 +593,13 @@ fn bare_probes(levels: &[Vec<Arc<Table>>], keys: &[([u8; 16], bool)], threads: u
 }
 
 fn load(e: &dyn Engine, args: &Args, threads: usize) -> f64 {
-    let value = vec![b'v'; args.value_size];
     let ids: Vec<u64> = (0..args.keys).collect();
     let t = Instant::now();
     timed_parallel(&ids, threads, |part| {
+        let mut v = Vec::with_capacity(args.value_size);
         for i in part {
-            e.put(&key(*i), &value);
+            value(args, *i, &mut v);
+            e.put(&key(*i), &v);
         }
     });
     e.settle();
@@ -586,8 +659,8 @@ fn main() {
         }
     };
     let config = format!(
-        "keys {} x ({}-byte key, {}-byte value); threads {:?}; 10 bits/key Bloom (ours: blocked; RocksDB: set_bloom_filter(10.0, false), default format_version; fjall: BitsPerKey(10.0) all levels); 4 KiB blocks; no compression; memtable {} MiB; WAL on, no fsync; index+filter pinned in memory, unpartitioned; block cache {} MiB each; RocksDB statistics off in timed phases; target file 64 MiB, L1 256 MiB, ratio 10, L0 trigger 4 (ours, RocksDB; fjall: its leveled defaults); {} gets per read phase and round; {} rounds",
-        args.keys, 16, args.value_size, args.threads, args.memtable_mib, args.block_cache_mib, args.ops, args.rounds
+        "keys {} x ({}-byte key, {}-byte value); threads {:?}; 10 bits/key Bloom (ours: blocked; RocksDB: set_bloom_filter(10.0, false), default format_version; fjall: BitsPerKey(10.0) all levels); 4 KiB blocks; compression {} all levels, values {}; memtable {} MiB; WAL on, no fsync; index+filter pinned in memory, unpartitioned; block cache {} MiB each; RocksDB statistics off in timed phases; target file 64 MiB, L1 256 MiB, ratio 10, L0 trigger 4 (ours, RocksDB; fjall: its leveled defaults); {} gets per read phase and round; {} rounds",
+        args.keys, 16, args.value_size, args.threads, args.compression, args.values, args.memtable_mib, args.block_cache_mib, args.ops, args.rounds
     );
     say(config.clone());
 
@@ -637,6 +710,12 @@ fn main() {
             .map(|x| (x.name(), x.tables_per_level()))
             .collect();
         say(format!("tables per level ({shape}): {per_level:?}"));
+        let disk: Vec<(&str, u64)> = e
+            .all()
+            .iter()
+            .map(|x| (x.name(), x.table_bytes()))
+            .collect();
+        say(format!("table bytes on disk ({shape}): {disk:?}"));
         let absent_keys: Vec<[u8; 16]> = phase_keys(&args, 100, 99)
             .into_iter()
             .map(|(k, _)| k)
@@ -646,8 +725,10 @@ fn main() {
             .iter()
             .map(|x| x.observed_fpr(&absent_keys))
             .collect();
+        let best_disk = disk[1].1.min(disk[2].1).max(1);
         shapes.push(serde_json::json!({
             "shape": shape, "tables_per_level": per_level, "observed_fpr": fprs,
+            "table_bytes": disk, "table_bytes_ours_to_smallest_peer": disk[0].1 as f64 / best_disk as f64,
         }));
         let levels = e.ours.0.levels();
         for (phase, absent_pct) in [
@@ -703,10 +784,11 @@ fn main() {
         })
         .collect();
     let scaling = scaling(&rows, &args);
+    let decompress = args.lz4().then(|| block_decompress_micros(&args));
     if args.json {
         let out = serde_json::json!({
             "config": config, "peers": PEERS, "bulk_load": loads, "shapes": shapes,
-            "phases": rows, "scaling": scaling,
+            "phases": rows, "scaling": scaling, "lz4_block_decompress_micros": decompress,
         });
         println!("{}", serde_json::to_string_pretty(&out).expect("json"));
         return;
@@ -714,6 +796,18 @@ fn main() {
     println!("{config}");
     for s in &shapes {
         println!("{s}");
+    }
+    for s in &shapes {
+        let b = &s["table_bytes"];
+        let mib = |i: usize| b[i][1].as_f64().unwrap_or(0.0) / 1048576.0;
+        println!(
+            "table bytes on disk, {}: lsm-bloom {:.1} MiB, RocksDB {:.1} MiB, fjall {:.1} MiB; ours / smallest peer {:.2}",
+            s["shape"].as_str().unwrap_or(""),
+            mib(0),
+            mib(1),
+            mib(2),
+            s["table_bytes_ours_to_smallest_peer"].as_f64().unwrap_or(0.0)
+        );
     }
     println!("\n| phase | shape | threads | lsm-bloom ops/s | RocksDB ops/s | fjall ops/s | ours / best peer | syscr/op ours / RocksDB / fjall | data-block reads/op ours | absent get ÷ bare probes |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
@@ -747,6 +841,15 @@ fn main() {
             ))
         );
     }
+    if let Some(us) = decompress {
+        let get = rows
+            .iter()
+            .find(|r| r.phase == "present get" && r.threads == 1)
+            .map_or(0.0, |r| 1e6 / r.lsm_bloom.ops_per_sec);
+        println!(
+            "\nLZ4: decompressing one 4 KiB data block of these values takes {us:.2} µs; a present get (1 thread, settled) takes {get:.2} µs in all"
+        );
+    }
     if !scaling.is_empty() {
         println!("\n| phase | shape | scaling | lsm-bloom | RocksDB | fjall |");
         println!("|---|---|---|---|---|---|");
@@ -754,6 +857,37 @@ fn main() {
             println!("{}", s["markdown"].as_str().unwrap_or(""));
         }
     }
+}
+
+/// Microseconds to LZ4-decompress one 4 KiB data block of the run's values (entries as in a
+/// table: 16-byte keys, `--value-size` values), median of 5 timings of 2,000 decompressions:
+/// what a block cache holding compressed blocks would add to every hit.
+fn block_decompress_micros(args: &Args) -> f64 {
+    let mut raw = Vec::new();
+    let mut v = Vec::new();
+    let mut i = 0;
+    while raw.len() < 4096 {
+        value(args, i, &mut v);
+        raw.push(1u8);
+        raw.extend_from_slice(&16u32.to_le_bytes());
+        raw.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        raw.extend_from_slice(&key(i));
+        raw.extend_from_slice(&v);
+        i += 1;
+    }
+    let compressed = lz4_flex::block::compress(&raw);
+    let mut out = vec![0u8; raw.len()];
+    let times: Vec<f64> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..2000 {
+                let n = lz4_flex::block::decompress_into(&compressed, &mut out).expect("lz4");
+                std::hint::black_box(n);
+            }
+            t.elapsed().as_secs_f64() * 1e6 / 2000.0
+        })
+        .collect();
+    median(times)
 }
 
 /// Throughput at the largest thread count ÷ at 1 thread, per phase, shape and engine.

@@ -83,6 +83,11 @@ struct Args {
     /// Prefix filters by length: a key's prefix is its first N bytes (recorded, as above).
     #[arg(long)]
     prefix_len: Option<u32>,
+    /// Data block compression of new tables: `none`, `lz4`, or `zstd[:level]` in a build
+    /// with the `zstd` feature. Recorded in the store, like the prefix rule: later starts
+    /// need not repeat it.
+    #[arg(long)]
+    compression: Option<lsm_bloom::Compression>,
 }
 
 /// The prefix rule the flags ask for.
@@ -144,6 +149,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let opts = Options {
         prefix_extractor: prefix_rule(&args)?,
+        compression: args.compression.unwrap_or_default(),
         ..Options::default()
     };
     let db = Db::open(&args.dir, opts)?;

@@ -108,6 +108,20 @@ fn phase_options(seed: u64, power_loss: bool) -> (Options, String) {
         o.whole_key_filtering = o.filter_policy.is_none() || rng.chance(60);
         what += &format!(", prefix rule (whole keys {})", o.whole_key_filtering);
     }
+    // Compressed tables in a third of the phases (LZ4 on every level, or below level 0).
+    match rng.below(3) {
+        0 => {
+            o.compression = lsm_bloom::Compression::Lz4;
+            what += ", LZ4";
+        }
+        1 => {
+            o.compression = lsm_bloom::Compression::Lz4;
+            o.compression_per_level
+                .insert(0, lsm_bloom::Compression::None);
+            what += ", LZ4 below level 0";
+        }
+        _ => {}
+    }
     // Half the phases let the store's options record fill in what they leave at the
     // defaults (a recorded prefix rule or budget), half replace it.
     if rng.chance(50) {

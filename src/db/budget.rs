@@ -223,7 +223,8 @@ pub(crate) fn plan(
         // Entry size over every table, compaction inputs included (they may be all there is).
         for t in tables {
             entries_total = entries_total.saturating_add(entries(t));
-            data_bytes = data_bytes.saturating_add(t.properties().data_bytes);
+            // Uncompressed: a memtable holds entries raw.
+            data_bytes = data_bytes.saturating_add(t.properties().raw_data_bytes);
         }
         for t in tables.iter().filter(|t| !replaced(t)) {
             live_tables += 1;
@@ -269,8 +270,8 @@ pub(crate) fn plan(
     let flush_keys = if real_l0 > 0 {
         l0_runs.iter().sum::<u64>() / real_l0 as u64
     } else if let Some(on_disk) = data_bytes.checked_div(entries_total) {
-        // A memtable counts each entry's key and value plus a fixed overhead; on disk an entry
-        // is key, value and 9 bytes.
+        // A memtable counts each entry's key and value plus a fixed overhead; in a block's raw
+        // payload an entry is key, value and 9 bytes.
         let per_entry = on_disk.saturating_sub(9) + super::memtable::ENTRY_OVERHEAD as u64;
         outlook.memtable_bytes / per_entry.max(1)
     } else {

@@ -49,6 +49,7 @@ pub struct ManifestData {
 const FRAMED: Framed = Framed {
     magic: MAGIC,
     version: MANIFEST_VERSION,
+    oldest: MANIFEST_VERSION,
     what: "manifest",
 };
 

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::filter::FilterPolicy;
 use crate::fs::{FileSystem, StdFs};
 use crate::prefix::PrefixExtractor;
-use crate::table::TableBuilderOptions;
+use crate::table::{Compression, TableBuilderOptions, TABLE_VERSION};
 
 /// What `Db::open` does with a write-ahead log that is damaged (README "What survives what",
 /// FORMAT.md §2 "Recovery rules").
@@ -78,6 +78,16 @@ pub struct Options {
     /// Build whole-key filters (default true). Turn off with a `prefix_extractor` to hold
     /// only prefix filters: `get` then consults the prefix filter with the key's prefix.
     pub whole_key_filtering: bool,
+    /// How data blocks of new tables are compressed (default none; `Compression::Lz4` roughly
+    /// halves text-like values on disk). Filters, indexes and the block cache hold raw bytes,
+    /// so absent-key gets and cache hits never decompress.
+    pub compression: Compression,
+    /// Per-level overrides of `compression` (e.g. none for levels 0 and 1, which are small
+    /// and rewritten soon, LZ4 below).
+    pub compression_per_level: BTreeMap<usize, Compression>,
+    /// Table format version new tables are written in (default 3, the newest). 2 keeps the
+    /// tables readable by builds before compression (no compression then).
+    pub table_format_version: u32,
     /// `fdatasync` the WAL on every write (default false: a write survives a process crash,
     /// not a power loss).
     pub sync_writes: bool,
@@ -120,6 +130,9 @@ impl Default for Options {
             filter_budget: None,
             prefix_extractor: None,
             whole_key_filtering: true,
+            compression: Compression::None,
+            compression_per_level: BTreeMap::new(),
+            table_format_version: TABLE_VERSION,
             sync_writes: false,
             size_ratio: 10,
             level1_max_bytes: 64 << 20,
@@ -147,7 +160,17 @@ impl Options {
             level,
             prefix_extractor: self.prefix_extractor,
             whole_key_filter: self.whole_key_filtering,
+            compression: self.compression_for_level(level as usize),
+            format_version: self.table_format_version,
         }
+    }
+
+    /// The compression of tables written to `level`.
+    pub fn compression_for_level(&self, level: usize) -> Compression {
+        self.compression_per_level
+            .get(&level)
+            .copied()
+            .unwrap_or(self.compression)
     }
 
     /// The filter policy for tables written to `level`.
@@ -203,6 +226,31 @@ impl Options {
         }
         if let Some(rule) = &self.prefix_extractor {
             rule.validate().map_err(Error::InvalidArgument)?;
+        }
+        for (level, c) in
+            std::iter::once((&0, &self.compression)).chain(&self.compression_per_level)
+        {
+            if *level >= MAX_LEVELS {
+                return Err(Error::InvalidArgument(format!(
+                    "compression override for level {level}, levels are 0..{MAX_LEVELS}"
+                )));
+            }
+            c.validate().map_err(Error::InvalidArgument)?;
+            if *c != Compression::None && self.table_format_version < 3 {
+                return Err(Error::InvalidArgument(format!(
+                    "compression {c} needs table_format_version 3, not {}",
+                    self.table_format_version
+                )));
+            }
+        }
+        if !(1..=TABLE_VERSION).contains(&self.table_format_version) {
+            return Err(Error::InvalidArgument(format!(
+                "table_format_version {} is not one this build writes (1..={TABLE_VERSION})",
+                self.table_format_version
+            )));
+        }
+        if self.table_format_version < 2 && self.prefix_extractor.is_some() {
+            return bad("prefix filters need table_format_version 2 or later");
         }
         if !self.whole_key_filtering && self.prefix_extractor.is_none() {
             return bad(

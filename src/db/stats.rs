@@ -99,6 +99,11 @@ pub struct LevelStats {
     pub tables: u64,
     /// Bytes of table files.
     pub table_bytes: u64,
+    /// Bytes of data blocks on disk (compressed where compression shrank them).
+    pub data_bytes: u64,
+    /// Bytes of the same data blocks uncompressed: `raw_data_bytes / data_bytes` is the
+    /// compression ratio the level got.
+    pub raw_data_bytes: u64,
     /// Keys covered by the level's filters.
     pub filter_keys: u64,
     /// Bytes of filter blocks held in memory.
@@ -181,6 +186,8 @@ impl LevelStats {
         for (a, b) in [
             (&mut self.tables, o.tables),
             (&mut self.table_bytes, o.table_bytes),
+            (&mut self.data_bytes, o.data_bytes),
+            (&mut self.raw_data_bytes, o.raw_data_bytes),
             (&mut self.filter_keys, o.filter_keys),
             (&mut self.filter_bytes, o.filter_bytes),
             (&mut self.filter_checks, o.filter_checks),
@@ -297,6 +304,9 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
         };
         for t in tables {
             l.table_bytes = l.table_bytes.saturating_add(t.file_size());
+            let p = t.properties();
+            l.data_bytes = l.data_bytes.saturating_add(p.data_bytes);
+            l.raw_data_bytes = l.raw_data_bytes.saturating_add(p.raw_data_bytes);
             if let FilterState::Valid(f) = t.filter() {
                 let h = f.header();
                 l.filter_keys = l.filter_keys.saturating_add(h.n);

@@ -1,6 +1,6 @@
 //! The options record (`OPTIONS`, FORMAT.md §6): the settings that decide how the store's
 //! files are written and read — the filter choice (one policy, per-level overrides or a
-//! budget) and the prefix rule with whole-key filtering — kept in the directory, so that a
+//! budget), the prefix rule with whole-key filtering, and the compression per level — kept in the directory, so that a
 //! reopen that does not repeat them goes on writing tables the same way instead of silently
 //! falling back to the defaults.
 //!
@@ -29,10 +29,11 @@ use crate::filter::{FilterPolicy, Sizing};
 use crate::framed::Framed;
 use crate::fs::FileSystem;
 use crate::prefix::PrefixExtractor;
+use crate::table::Compression;
 
 const MAGIC: [u8; 4] = *b"LBOP";
-/// Options record version this build writes and reads.
-pub const OPTIONS_VERSION: u32 = 1;
+/// Options record version this build writes (2: compression); it reads 1 and 2.
+pub const OPTIONS_VERSION: u32 = 2;
 /// File name of the options record.
 pub const OPTIONS_FILE: &str = "OPTIONS";
 const TEMP_FILE: &str = "OPTIONS.tmp";
@@ -58,7 +59,17 @@ pub struct PrefixChoice {
     pub whole_key_filtering: bool,
 }
 
-/// The record's content (FORMAT.md §6).
+/// How new tables' data blocks are compressed (`Options::compression`,
+/// `compression_per_level`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CompressionChoice {
+    /// `Options::compression`.
+    pub default: Compression,
+    /// `Options::compression_per_level`.
+    pub per_level: BTreeMap<usize, Compression>,
+}
+
+/// The record's content (FORMAT.md §6), version 2.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredOptions {
     /// The filter setting.
@@ -69,6 +80,29 @@ pub struct StoredOptions {
     pub memtable_size: u64,
     /// `Options::l0_compaction_trigger` of the last open.
     pub l0_compaction_trigger: u64,
+    /// The compression setting (version 2; a version 1 record reads as none).
+    pub compression: CompressionChoice,
+}
+
+/// Version 1 of the record: version 2 without the compression setting.
+#[derive(Deserialize)]
+struct StoredOptionsV1 {
+    filter: FilterChoice,
+    prefix: PrefixChoice,
+    memtable_size: u64,
+    l0_compaction_trigger: u64,
+}
+
+impl From<StoredOptionsV1> for StoredOptions {
+    fn from(v1: StoredOptionsV1) -> Self {
+        StoredOptions {
+            filter: v1.filter,
+            prefix: v1.prefix,
+            memtable_size: v1.memtable_size,
+            l0_compaction_trigger: v1.l0_compaction_trigger,
+            compression: CompressionChoice::default(),
+        }
+    }
 }
 
 impl FilterChoice {
@@ -101,6 +135,30 @@ impl PrefixChoice {
     }
 }
 
+impl CompressionChoice {
+    fn of(o: &Options) -> Self {
+        CompressionChoice {
+            default: o.compression,
+            per_level: o.compression_per_level.clone(),
+        }
+    }
+
+    fn apply(&self, o: &mut Options) {
+        o.compression = self.default;
+        o.compression_per_level = self.per_level.clone();
+    }
+}
+
+impl fmt::Display for CompressionChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "compression {}", self.default)?;
+        for (level, c) in &self.per_level {
+            write!(f, "; level {level}: {c}")?;
+        }
+        Ok(())
+    }
+}
+
 impl StoredOptions {
     /// What `opts` would store.
     pub fn of(opts: &Options) -> Self {
@@ -109,6 +167,7 @@ impl StoredOptions {
             prefix: PrefixChoice::of(opts),
             memtable_size: opts.memtable_size as u64,
             l0_compaction_trigger: opts.l0_compaction_trigger as u64,
+            compression: CompressionChoice::of(opts),
         }
     }
 }
@@ -177,6 +236,7 @@ impl fmt::Display for PrefixChoice {
 const FRAMED: Framed = Framed {
     magic: MAGIC,
     version: OPTIONS_VERSION,
+    oldest: 1,
     what: "options record",
 };
 
@@ -187,11 +247,27 @@ pub fn encode(data: &StoredOptions) -> Result<Vec<u8>> {
 
 /// Decodes and checks a record (every check of FORMAT.md §6); `path` names it in errors.
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
-    let data: StoredOptions = FRAMED.decode(path, bytes)?;
+    let data: StoredOptions = match FRAMED.open(path, bytes)? {
+        (1, payload) => FRAMED.parse::<StoredOptionsV1>(path, payload)?.into(),
+        (_, payload) => FRAMED.parse(path, payload)?,
+    };
     // What it holds must be options this build accepts.
     let mut check = Options::default();
     data.filter.apply(&mut check);
     data.prefix.apply(&mut check);
+    data.compression.apply(&mut check);
+    // A codec this build lacks (zstd without its feature) is not damage.
+    let codecs = data.compression.per_level.values();
+    let lacking = codecs.chain([&data.compression.default]).find(|c| {
+        matches!(c, Compression::Zstd(l) if (1..=22).contains(l)) && c.validate().is_err()
+    });
+    if let Some(c) = lacking {
+        let reason = c.validate().err().unwrap_or_default();
+        return Err(Error::Unsupported {
+            path: path.to_path_buf(),
+            reason: format!("the store's tables are written with {c}: {reason}"),
+        });
+    }
     check
         .validate()
         .map_err(|e| Error::corruption(path, format!("holds options that are not valid: {e}")))?;
@@ -237,8 +313,14 @@ pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, Opti
     // Which settings come from the record: those the caller left at their defaults.
     let mut keep_filter = !replace && !filter_given;
     let mut keep_prefix = !replace && !prefix_given;
+    // Compression combines with any filter or prefix setting.
+    let compression = CompressionChoice::of(&given);
+    let keep_compression = !replace && compression == CompressionChoice::of(&defaults);
     let merged = |keep_filter: bool, keep_prefix: bool| {
         let mut o = given.clone();
+        if keep_compression {
+            stored.compression.apply(&mut o);
+        }
         if keep_filter {
             stored.filter.apply(&mut o);
         }
@@ -261,6 +343,13 @@ pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, Opti
         }
     };
     for (setting, kept, was, now, given_other) in [
+        (
+            "compression",
+            keep_compression,
+            stored.compression.to_string(),
+            compression.to_string(),
+            false,
+        ),
         (
             "filter",
             keep_filter,

@@ -88,6 +88,10 @@ pub struct Totals {
     pub tables: u64,
     /// Entries in them.
     pub entries: u64,
+    /// Bytes of data blocks on disk (compressed where compression shrank them).
+    pub data_bytes: u64,
+    /// Bytes of the same data blocks uncompressed.
+    pub raw_data_bytes: u64,
     /// Keys covered by valid filters.
     pub filter_keys: u64,
     /// Bytes of valid filter blocks (what the store holds in memory).
@@ -138,10 +142,10 @@ pub struct DatabaseReport {
     /// (the store's options record, FORMAT.md §6).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_from: Option<&'static str>,
-    /// The store's options record, in words: (filter setting, prefix setting); none for a
-    /// store written before records existed.
+    /// The store's options record, in words: (filter setting, prefix setting, compression
+    /// setting); none for a store written before records existed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub recorded_options: Option<(String, String)>,
+    pub recorded_options: Option<(String, String, String)>,
 }
 
 impl Report {
@@ -250,6 +254,10 @@ impl Totals {
     fn add(&mut self, t: &TableReport) {
         self.tables += 1;
         self.entries = self.entries.saturating_add(t.properties.entries); // from disk
+        self.data_bytes = self.data_bytes.saturating_add(t.properties.data_bytes);
+        self.raw_data_bytes = self
+            .raw_data_bytes
+            .saturating_add(t.properties.raw_data_bytes);
         if let Some(f) = &t.filter {
             self.filter_keys = self.filter_keys.saturating_add(f.info.n);
             self.filter_bytes = self.filter_bytes.saturating_add(f.info.block_bytes);
@@ -334,7 +342,13 @@ fn inspect_database(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Da
             budget::plan(&b.budget, &version, Change::None, outlook).allocation
         }),
         budget_from,
-        recorded_options: record.map(|r| (r.filter.to_string(), r.prefix.to_string())),
+        recorded_options: record.map(|r| {
+            (
+                r.filter.to_string(),
+                r.prefix.to_string(),
+                r.compression.to_string(),
+            )
+        }),
     })
 }
 

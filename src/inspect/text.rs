@@ -57,6 +57,11 @@ impl fmt::Display for TableReport {
         )?;
         writeln!(
             f,
+            "  data blocks     {} bytes on disk, {} uncompressed ({}, table format {})",
+            p.data_bytes, p.raw_data_bytes, p.compression, self.format_version
+        )?;
+        writeln!(
+            f,
             "  key range       {} .. {}",
             printable(&p.min_key),
             printable(&p.max_key)
@@ -125,6 +130,13 @@ impl fmt::Display for Totals {
             self.observed_fpr_sum * 100.0,
             self.invalid_filters
         )?;
+        writeln!(
+            f,
+            "  data blocks: {} bytes on disk, {} uncompressed ({:.2}x)",
+            self.data_bytes,
+            self.raw_data_bytes,
+            self.raw_data_bytes as f64 / self.data_bytes.max(1) as f64
+        )?;
         if self.prefix_filters > 0 {
             writeln!(
                 f,
@@ -151,8 +163,8 @@ impl fmt::Display for Report {
             Report::Database(d) => {
                 writeln!(f, "database")?;
                 match &d.recorded_options {
-                    Some((filter, prefix)) => {
-                        writeln!(f, "recorded options: {filter}; {prefix}")?;
+                    Some((filter, prefix, compression)) => {
+                        writeln!(f, "recorded options: {filter}; {prefix}; {compression}")?;
                     }
                     None => writeln!(f, "recorded options: none (written before records)")?,
                 }

@@ -9,6 +9,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::block::{put_entry, seal, BlockHandle};
+use super::compression::{BlockCompressor, Compression};
 use super::footer::{Footer, Properties, TABLE_VERSION};
 use crate::coding::put_len_prefixed;
 use crate::error::{Error, Result};
@@ -43,6 +44,11 @@ pub struct TableBuilderOptions {
     /// Build the whole-key filter (default true); turning it off leaves only the prefix
     /// filter, to save memory when lookups are by prefix.
     pub whole_key_filter: bool,
+    /// How data blocks are compressed (default none; needs format version 3).
+    pub compression: Compression,
+    /// Table format version to write (default `TABLE_VERSION`, 3). 2 writes tables that
+    /// builds before compression read; 1 those before prefix filters too.
+    pub format_version: u32,
 }
 
 impl Default for TableBuilderOptions {
@@ -54,6 +60,8 @@ impl Default for TableBuilderOptions {
             level: 0,
             prefix_extractor: None,
             whole_key_filter: true,
+            compression: Compression::None,
+            format_version: TABLE_VERSION,
         }
     }
 }
@@ -76,6 +84,10 @@ pub struct TableBuilder {
     entries: u64,
     tombstones: u64,
     data_blocks: u64,
+    raw_data_bytes: u64,
+    compressor: BlockCompressor,
+    /// The block being sealed (reused).
+    sealed: Vec<u8>,
 }
 
 impl TableBuilder {
@@ -89,6 +101,22 @@ impl TableBuilder {
         if let Some(rule) = opts.prefix_extractor {
             rule.validate().map_err(Error::InvalidArgument)?;
         }
+        let v = opts.format_version;
+        let refuse = |what: &str| {
+            Err(Error::InvalidArgument(format!(
+                "table format version {v} cannot hold {what}"
+            )))
+        };
+        if !(1..=TABLE_VERSION).contains(&v) {
+            return refuse("anything: versions are 1..=3");
+        }
+        if v < 2 && opts.prefix_extractor.is_some() && opts.filter.is_some() {
+            return refuse("a prefix filter (version 2 added them)");
+        }
+        if v < 3 && opts.compression != Compression::None {
+            return refuse("compressed blocks (version 3 added them)");
+        }
+        let compressor = BlockCompressor::new(opts.compression)?;
         let filter = match opts.filter {
             Some(p) if opts.whole_key_filter => Some(FilterBuilder::new(p)?),
             _ => None,
@@ -116,6 +144,9 @@ impl TableBuilder {
             entries: 0,
             tombstones: 0,
             data_blocks: 0,
+            raw_data_bytes: 0,
+            compressor,
+            sealed: Vec::new(),
         })
     }
 
@@ -178,8 +209,17 @@ impl TableBuilder {
             return Ok(());
         }
         let mut block = std::mem::take(&mut self.block);
-        seal(&mut block, 0);
-        let h = self.write(&block)?;
+        let mut sealed = std::mem::take(&mut self.sealed);
+        sealed.clear();
+        self.raw_data_bytes += block.len() as u64;
+        if self.opts.format_version >= 3 {
+            self.compressor.seal(&block, &mut sealed)?;
+        } else {
+            sealed.extend_from_slice(&block);
+            seal(&mut sealed, 0);
+        }
+        let h = self.write(&sealed)?;
+        self.sealed = sealed;
         let last = self.last_key.as_deref().unwrap_or_default();
         put_len_prefixed(&mut self.index, last, "key")?;
         self.index.extend_from_slice(&h.offset.to_le_bytes());
@@ -219,6 +259,8 @@ impl TableBuilder {
             tombstones: self.tombstones,
             data_blocks: self.data_blocks,
             data_bytes,
+            raw_data_bytes: self.raw_data_bytes,
+            compression: self.opts.compression,
             min_key: self.min_key.take().unwrap_or_default(),
             max_key: self.last_key.take().unwrap_or_default(),
             filter_kind: filter_policy.map(|p| p.kind),
@@ -234,10 +276,10 @@ impl TableBuilder {
                 .map(|r| r.id()),
             prefixes: self.prefixes,
         };
-        let properties = self.write(&props.encode()?)?;
+        let properties = self.write(&props.encode(self.opts.format_version)?)?;
         self.write(
             &Footer {
-                version: TABLE_VERSION,
+                version: self.opts.format_version,
                 index,
                 filter,
                 prefix_filter,

@@ -1,14 +1,17 @@
 //! The fixed-size table footer and the properties block (FORMAT.md §3).
 
 use super::block::{seal, unseal, BlockHandle, Cursor};
+use super::compression::Compression;
 use crate::coding::put_len_prefixed;
 use crate::filter::FilterKind;
 
 /// Magic bytes closing every table file.
 pub const TABLE_MAGIC: [u8; 4] = *b"LBST";
-/// Table format version this build writes; it reads this one and every older one.
-pub const TABLE_VERSION: u32 = 2;
-/// Length of the footer this build writes (version 2), in bytes.
+/// Table format version this build writes by default (3: per-block compression); it reads
+/// this one and every older one, and writes 1 and 2 on request
+/// (`TableBuilderOptions::format_version`).
+pub const TABLE_VERSION: u32 = 3;
+/// Length of the footer of versions 2 and 3, in bytes.
 pub const FOOTER_LEN: usize = 80;
 /// Length of a version 1 footer (no prefix filter handle).
 pub const FOOTER_V1_LEN: usize = 64;
@@ -16,7 +19,7 @@ pub const FOOTER_V1_LEN: usize = 64;
 /// Handles to the metadata blocks, at the end of every table file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Footer {
-    /// Table format version (1 or 2).
+    /// Table format version (1, 2 or 3).
     pub version: u32,
     /// The index block.
     pub index: BlockHandle,
@@ -43,8 +46,7 @@ fn put_handle(b: &mut [u8], h: BlockHandle) {
 }
 
 impl Footer {
-    /// The footer bytes: 80 for version 2 (FORMAT.md §3), 64 for version 1 (written only by
-    /// tests, to check that old tables still read).
+    /// The footer bytes: 80 for versions 2 and 3 (FORMAT.md §3), 64 for version 1.
     pub fn encode(&self) -> Vec<u8> {
         let handles = [self.index, self.filter, self.properties];
         let mut b = match self.version {
@@ -67,9 +69,9 @@ impl Footer {
     }
 
     /// Validates the footer at the end of `tail`, the last `min(FOOTER_LEN, file_len)` bytes
-    /// of a file of `file_len` bytes. The last 64 bytes have the same shape in both versions
-    /// (magic last, version 16 bytes before the end); version 2 adds the prefix filter handle
-    /// in front and its CRC covers it.
+    /// of a file of `file_len` bytes. The last 64 bytes have the same shape in every version
+    /// (magic last, version 16 bytes before the end); versions 2 and 3 add the prefix filter
+    /// handle in front and their CRC covers it.
     pub fn decode(tail: &[u8], file_len: u64) -> Result<Footer, FooterError> {
         let bad = |s: String| Err(FooterError::Invalid(s));
         if tail.len() < FOOTER_V1_LEN {
@@ -88,7 +90,7 @@ impl Footer {
         let version = u32::from_le_bytes([last[48], last[49], last[50], last[51]]);
         let len = match version {
             1 => FOOTER_V1_LEN,
-            2 => FOOTER_LEN,
+            2 | 3 => FOOTER_LEN,
             // Every format has a version ≥ 1: a 0 is damage, not a newer format.
             0 => return bad("table format version 0 does not exist: the footer is damaged".into()),
             v => return Err(FooterError::Version(v)),
@@ -149,8 +151,15 @@ pub struct Properties {
     pub tombstones: u64,
     /// Data blocks.
     pub data_blocks: u64,
-    /// Bytes of data blocks.
+    /// Bytes of data blocks in the file (as stored: compressed, trailers included).
     pub data_bytes: u64,
+    /// Bytes of data block payloads before compression, trailers excluded (versions 1 and 2:
+    /// `data_bytes` less the 4-byte CRC of each block).
+    pub raw_data_bytes: u64,
+    /// The codec data blocks were compressed with (`None` before version 3); a block it did
+    /// not shrink by an eighth is stored raw.
+    #[serde(serialize_with = "ser_display")]
+    pub compression: Compression,
     /// Smallest key.
     #[serde(serialize_with = "ser_key")]
     pub min_key: Vec<u8>,
@@ -177,14 +186,30 @@ pub struct Properties {
     pub prefixes: u64,
 }
 
+fn ser_display<S: serde::Serializer>(c: &Compression, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&c.to_string())
+}
+
 fn ser_key<S: serde::Serializer>(k: &[u8], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&crate::inspect::printable(k))
 }
 
 impl Properties {
-    /// The properties block, CRC included; a key or writer name too long for its u32 length
-    /// field is an error.
-    pub fn encode(&self) -> crate::Result<Vec<u8>> {
+    /// The properties block of a table of format `version`, CRC included; a key or writer
+    /// name too long for its u32 length field is an error, and so are fields `version` cannot
+    /// hold (a prefix filter before 2, compression before 3).
+    pub fn encode(&self, version: u32) -> crate::Result<Vec<u8>> {
+        let lacks = |what: &str| {
+            Err(crate::Error::InvalidArgument(format!(
+                "table format {version} cannot record {what}"
+            )))
+        };
+        if version < 2 && self.prefix_filter_kind.is_some() {
+            return lacks("a prefix filter");
+        }
+        if version < 3 && self.compression != Compression::None {
+            return lacks("compression");
+        }
         let mut b = Vec::new();
         for v in [
             self.entries,
@@ -202,16 +227,23 @@ impl Properties {
         b.extend_from_slice(&self.level.to_le_bytes());
         b.extend_from_slice(&self.created_unix_ms.to_le_bytes());
         put_len_prefixed(&mut b, self.writer.as_bytes(), "writer name")?;
-        b.push(self.prefix_filter_kind.map_or(0, FilterKind::id));
-        let rule = self.prefix_extractor.as_deref().unwrap_or_default();
-        put_len_prefixed(&mut b, rule.as_bytes(), "prefix rule")?;
-        b.extend_from_slice(&self.prefixes.to_le_bytes());
+        if version >= 2 {
+            b.push(self.prefix_filter_kind.map_or(0, FilterKind::id));
+            let rule = self.prefix_extractor.as_deref().unwrap_or_default();
+            put_len_prefixed(&mut b, rule.as_bytes(), "prefix rule")?;
+            b.extend_from_slice(&self.prefixes.to_le_bytes());
+        }
+        if version >= 3 {
+            b.push(self.compression.id());
+            b.extend_from_slice(&self.compression.level().to_le_bytes());
+            b.extend_from_slice(&self.raw_data_bytes.to_le_bytes());
+        }
         seal(&mut b, 0);
         Ok(b)
     }
 
     /// Validates and decodes the properties block (CRC included) of a table of format
-    /// `version` (1: no prefix filter fields).
+    /// `version` (1: no prefix filter fields; 1 and 2: no compression fields).
     pub fn decode(block: &[u8], version: u32) -> Result<Properties, String> {
         let mut c = Cursor::new(unseal(block)?);
         let (entries, tombstones, data_blocks, data_bytes) =
@@ -240,6 +272,21 @@ impl Properties {
         } else {
             (None, None, 0)
         };
+        let (compression, raw_data_bytes) = if version >= 3 {
+            let id = c.u8()?;
+            let level = c.u32()? as i32;
+            let compression = Compression::from_parts(id, level)?;
+            let raw = c.u64()?;
+            if raw > compression.max_raw(data_bytes) {
+                return Err(format!(
+                    "{raw} raw data bytes cannot come from {data_bytes} bytes of {compression}"
+                ));
+            }
+            (compression, raw)
+        } else {
+            let trailers = data_blocks.saturating_mul(4);
+            (Compression::None, data_bytes.saturating_sub(trailers))
+        };
         if !c.is_empty() {
             return Err("trailing bytes in properties block".into());
         }
@@ -251,6 +298,8 @@ impl Properties {
             tombstones,
             data_blocks,
             data_bytes,
+            raw_data_bytes,
+            compression,
             min_key,
             max_key,
             filter_kind,
@@ -284,7 +333,11 @@ mod tests {
 
     #[test]
     fn footer_round_trip_and_rejections_in_both_versions() {
-        for (version, prefix_filter) in [(2, handle(100, 10)), (1, BlockHandle::default())] {
+        for (version, prefix_filter) in [
+            (3, handle(100, 10)),
+            (2, handle(100, 10)),
+            (1, BlockHandle::default()),
+        ] {
             let f = Footer {
                 version,
                 index: handle(110, 10),
@@ -306,16 +359,16 @@ mod tests {
                 Footer::decode(&b, 100),
                 Err(FooterError::Invalid(_))
             ));
-            let mut v3 = b.clone();
-            let at = v3.len() - 16;
-            v3[at] = 3;
+            let mut v4 = b.clone();
+            let at = v4.len() - 16;
+            v4[at] = 4;
             assert!(matches!(
-                Footer::decode(&v3, file_len),
-                Err(FooterError::Version(3))
+                Footer::decode(&v4, file_len),
+                Err(FooterError::Version(4))
             ));
-            v3[at] = 0;
+            v4[at] = 0;
             assert!(matches!(
-                Footer::decode(&v3, file_len),
+                Footer::decode(&v4, file_len),
                 Err(FooterError::Invalid(_))
             ));
             for i in 0..b.len() {
@@ -347,6 +400,8 @@ mod tests {
             tombstones: 1,
             data_blocks: 1,
             data_bytes: 99,
+            raw_data_bytes: 180,
+            compression: Compression::Lz4,
             min_key: b"a".to_vec(),
             max_key: b"z".to_vec(),
             filter_kind: Some(FilterKind::Blocked),
@@ -361,14 +416,52 @@ mod tests {
     }
 
     #[test]
-    fn properties_round_trip() {
+    fn properties_round_trip_in_every_version() {
         for prefix in [false, true] {
             let p = properties(prefix);
-            let b = p.encode().unwrap();
-            assert_eq!(Properties::decode(&b, 2).unwrap(), p);
+            let b = p.encode(3).unwrap();
+            assert_eq!(Properties::decode(&b, 3).unwrap(), p);
             for len in 0..b.len() {
-                assert!(Properties::decode(&b[..len], 2).is_err());
+                assert!(Properties::decode(&b[..len], 3).is_err());
             }
+            // Version 2 has no compression fields: a raw table's derive from its blocks.
+            assert!(p.encode(2).is_err());
+            let raw = Properties {
+                compression: Compression::None,
+                raw_data_bytes: 95,
+                ..p.clone()
+            };
+            assert_eq!(Properties::decode(&raw.encode(2).unwrap(), 2).unwrap(), raw);
+            assert_eq!(prefix, raw.encode(1).is_err());
+        }
+        // A v1 block ends after the writer.
+        let v1 = Properties {
+            compression: Compression::None,
+            raw_data_bytes: 95,
+            ..properties(false)
+        };
+        let b = v1.encode(1).unwrap();
+        assert_eq!(Properties::decode(&b, 1).unwrap(), v1);
+        assert!(Properties::decode(&b, 2).is_err());
+    }
+
+    #[test]
+    fn properties_with_impossible_compression_fields_are_refused() {
+        for (compression, raw) in [
+            (Compression::Lz4, 99 * 255 + 1),
+            (Compression::None, 100),
+            (Compression::Zstd(0), 10),
+            (Compression::Zstd(23), 10),
+        ] {
+            let p = Properties {
+                compression,
+                raw_data_bytes: raw,
+                ..properties(false)
+            };
+            assert!(
+                Properties::decode(&p.encode(3).unwrap(), 3).is_err(),
+                "{compression} {raw}"
+            );
         }
     }
 
@@ -386,7 +479,7 @@ mod tests {
                 prefixes,
                 ..properties(false)
             };
-            let err = Properties::decode(&p.encode().unwrap(), 2).unwrap_err();
+            let err = Properties::decode(&p.encode(3).unwrap(), 3).unwrap_err();
             assert!(
                 err.contains("prefix") || err.contains("inconsistent"),
                 "{err}"

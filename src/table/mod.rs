@@ -10,6 +10,7 @@
 mod block;
 mod builder;
 mod cache;
+mod compression;
 mod footer;
 mod reader;
 
@@ -17,6 +18,7 @@ pub use block::{BlockHandle, Entry};
 pub(crate) use block::{TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use cache::BlockCache;
+pub use compression::Compression;
 pub use footer::{Footer, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_MAGIC, TABLE_VERSION};
 pub use reader::{FilterProblem, FilterState, PrefixCheck, Table, TableIter, TableReadStats};
 
@@ -24,5 +26,6 @@ pub use reader::{FilterProblem, FilterState, PrefixCheck, Table, TableIter, Tabl
 #[cfg(test)]
 pub(crate) mod decoders {
     pub(crate) use super::block::{decode_entries, put_entry, seal, unseal};
+    pub(crate) use super::compression::{open_block, BlockCompressor};
     pub(crate) use super::reader::Table;
 }

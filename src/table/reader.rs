@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::block::{decode_entries, unseal, BlockHandle, Cursor, Entry};
 use super::cache::{Block, BlockCache};
+use super::compression::open_block;
 use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_VERSION};
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
@@ -196,6 +197,16 @@ impl Table {
         })?;
         let props = Properties::decode(&read_at(&*file, path, footer.properties)?, footer.version)
             .map_err(|r| Error::corruption(path, format!("properties block: {r}")))?;
+        props
+            .compression
+            .validate()
+            .map_err(|reason| Error::Unsupported {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "its data blocks are compressed with {}: {reason}",
+                    props.compression
+                ),
+            })?;
         let mut data_end = footer.filter.offset.min(footer.index.offset);
         if footer.version >= 2 {
             data_end = data_end.min(footer.prefix_filter.offset);
@@ -393,16 +404,22 @@ impl Table {
         }
     }
 
-    /// Reads, checks and returns the payload of one data block.
+    /// Reads, checks and returns the raw payload of one data block (decompressed in
+    /// format 3).
     fn read_block(&self, h: BlockHandle, stats: &mut TableReadStats) -> Result<Vec<u8>> {
         let mut buf = read_at(&*self.file, &self.path, h)?;
         stats.blocks += 1;
         stats.bytes += h.size;
-        let payload_len = unseal(&buf)
-            .map_err(|r| Error::corruption(&self.path, format!("data block at {}: {r}", h.offset)))?
-            .len();
-        buf.truncate(payload_len);
-        Ok(buf)
+        let opened = if self.format_version >= 3 {
+            open_block(buf, self.props.compression, self.props.raw_data_bytes)
+        } else {
+            unseal(&buf).map(<[u8]>::len).map(|n| {
+                buf.truncate(n);
+                buf
+            })
+        };
+        opened
+            .map_err(|r| Error::corruption(&self.path, format!("data block at {}: {r}", h.offset)))
     }
 
     /// The first block whose last key is ≥ `key` (`index.len()` if none).
