@@ -1,9 +1,11 @@
 //! `Options::filter_budget`: the total filter memory stays within the budget (plus one table's
 //! filter) while the store grows to several times what the budget could cover at 10 bits/key;
 //! the deepest level gives up bits first; an average-bits/key budget spends what it says and
-//! its filters keep absent lookups near the model's expected reads.
+//! its filters keep absent lookups near the model's expected reads; with a prefix rule the
+//! budget plans the prefix filters as runs of their own, from the same memory.
 
-use lsm_bloom::{Db, FilterBudget, FilterKind, FilterPolicy, Options};
+use lsm_bloom::db::stats::LevelStats;
+use lsm_bloom::{Db, DbStats, FilterBudget, FilterKind, FilterPolicy, Options, PrefixExtractor};
 
 fn options(budget: FilterBudget) -> Options {
     Options {
@@ -31,6 +33,20 @@ fn filter_bytes(db: &Db) -> (u64, u64) {
         .map(|t| t.filter_bytes())
         .collect();
     (sizes.iter().sum(), sizes.iter().copied().max().unwrap_or(0))
+}
+
+/// Expected data-block reads of one absent lookup, from the filters held (`fpr_sum`: a
+/// level's sum of its filters' expected rates): it is checked against every level-0 table and
+/// one table per deeper level.
+fn expected_reads(s: &DbStats, fpr_sum: impl Fn(&LevelStats) -> f64) -> f64 {
+    s.levels
+        .iter()
+        .filter(|l| l.tables > 0)
+        .map(|l| match l.level {
+            Some(0) => fpr_sum(l),
+            _ => fpr_sum(l) / l.tables as f64,
+        })
+        .sum()
 }
 
 #[test]
@@ -125,15 +141,7 @@ fn bits_per_key_budget_spends_its_average_and_filters_work() {
     let per_get = (after.total.data_block_reads - before) as f64 / lookups as f64;
     // Each absent key is checked against every level-0 table and one table per deeper level:
     // the filters held predict the sum of those rates.
-    let expected: f64 = after
-        .levels
-        .iter()
-        .filter(|l| l.tables > 0)
-        .map(|l| match l.level {
-            Some(0) => l.expected_fpr_sum,
-            _ => l.expected_fpr_sum / l.tables as f64,
-        })
-        .sum();
+    let expected = expected_reads(&after, |l| l.expected_fpr_sum);
     assert!(
         per_get <= 1.5 * expected + 0.002,
         "{per_get} reads per absent get, the filters held expect {expected}"
@@ -154,4 +162,108 @@ fn budget_with_per_level_overrides_is_refused() {
         .err()
         .unwrap();
     assert!(e.to_string().contains("bits/key"), "{e}");
+}
+
+/// Key `i` of prefix `p`: `<8 hex digits>:<i>`, prefixes spread over the key space.
+fn prefixed_key(p: u64, i: u64) -> String {
+    format!(
+        "{:08x}:{i:03}",
+        (p.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32
+    )
+}
+
+/// A budget with a prefix rule: tables carry prefix filters sized by the plan, all filters
+/// together stay within the budget (plus one table's filters), absent prefixes are skipped
+/// about as often as the prefix filters' expected rates say, and present ones scan whole. With
+/// whole-key filtering off, the prefix filters alone spend the budget.
+#[test]
+fn budget_plans_prefix_filters_as_runs_of_their_own() {
+    const PREFIXES: u64 = 4000;
+    const PER_PREFIX: u64 = 15;
+    for whole_keys in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            prefix_extractor: Some(PrefixExtractor::delimiter(b':', 1)),
+            whole_key_filtering: whole_keys,
+            ..options(FilterBudget::bits_per_key(6.0))
+        };
+        let db = Db::open(dir.path(), opts).unwrap();
+        for i in 0..PER_PREFIX {
+            for p in 0..PREFIXES {
+                db.put(prefixed_key(p, i), format!("value-{p}-{i}-padding"))
+                    .unwrap();
+            }
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        let s = db.stats();
+        let plan = s.filter_budget.clone().unwrap();
+        let held = s.total.filter_bytes + s.total.prefix_filter_bytes;
+        let largest = db
+            .levels()
+            .iter()
+            .flatten()
+            .map(|t| t.filter_bytes() + t.prefix_filter_bytes())
+            .max()
+            .unwrap();
+        assert!(
+            held <= plan.budget_bytes + largest,
+            "whole keys {whole_keys}: filters hold {held} bytes, budget {} + one table's {largest}",
+            plan.budget_bytes
+        );
+        // Both kinds of run got bits; every table has a prefix filter, and none has a key
+        // filter when whole-key filtering is off.
+        assert!(
+            plan.levels
+                .iter()
+                .any(|l| l.prefixes > 0 && l.prefix_bits_per_key > 1.0),
+            "{plan}"
+        );
+        for t in db.levels().iter().flatten() {
+            assert!(
+                t.prefix_filter_bytes() > 0,
+                "table {} has no prefix filter",
+                t.id()
+            );
+            // (With whole keys on, the plan may give a table's key run no useful bits.)
+            if !whole_keys {
+                assert_eq!(t.filter_bytes(), 0, "table {}", t.id());
+            }
+        }
+        if whole_keys {
+            assert!(s.total.filter_bytes > 0 && s.total.prefix_filter_bytes > 0);
+        } else {
+            // The prefix filters alone: more bits per prefix than with key filters beside them.
+            assert_eq!(s.total.filter_bytes, 0);
+        }
+        // Absent prefixes: the scans read about what the prefix filters' rates predict.
+        let before = db.stats().total;
+        let scans = 4000u64;
+        for p in PREFIXES..PREFIXES + scans {
+            let prefix = &prefixed_key(p, 0)[..9];
+            assert_eq!(db.scan_prefix(prefix).unwrap().count(), 0);
+        }
+        let after = db.stats();
+        let per_scan =
+            (after.total.scan_block_reads - before.scan_block_reads) as f64 / scans as f64;
+        let expected = expected_reads(&after, |l| l.prefix_expected_fpr_sum);
+        assert!(after.total.prefix_useful > before.prefix_useful);
+        assert!(
+            per_scan <= 1.5 * expected + 0.01,
+            "whole keys {whole_keys}: {per_scan} reads per absent prefix scan, expected {expected}"
+        );
+        // Present prefixes scan whole.
+        for p in (0..PREFIXES).step_by(97) {
+            let prefix = &prefixed_key(p, 0)[..9];
+            let got: Vec<Vec<u8>> = db
+                .scan_prefix(prefix)
+                .unwrap()
+                .map(|e| e.unwrap().0)
+                .collect();
+            let want: Vec<Vec<u8>> = (0..PER_PREFIX)
+                .map(|i| prefixed_key(p, i).into_bytes())
+                .collect();
+            assert_eq!(got, want);
+        }
+    }
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::tiny_options;
 use lsm_bloom::table::{FilterState, Footer, FOOTER_LEN};
-use lsm_bloom::{Db, DbStats, Error, FilterBudget, Options, PrefixExtractor};
+use lsm_bloom::{Db, DbStats, Error, Options, PrefixExtractor};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -424,10 +424,10 @@ fn bad_prefix_options_are_refused_by_name() {
         (
             Options {
                 prefix_extractor: Some(PrefixExtractor::fixed(4)),
-                filter_budget: Some(FilterBudget::bits_per_key(10.0)),
+                table_format_version: 1,
                 ..Options::default()
             },
-            "prefix_extractor",
+            "table_format_version",
         ),
     ];
     for (opts, needle) in cases {

@@ -205,12 +205,17 @@ fn lossy(b: &[u8]) -> String {
 fn run_seed(seed: u64, steps: usize) -> usize {
     let mut rng = Rng::new(seed);
     // Even seeds run with a filter budget (4 KiB in all: the store soon outgrows it, so the
-    // deepest level gets few bits and some tables none) instead of the uniform policy.
+    // deepest level gets few bits and some tables none) instead of the uniform policy, and
+    // seeds 4 and 8 add prefix filters the budget plans as runs of their own.
     // Odd seeds run with prefix filters over the keys' first 3 bytes ("k12" of "k123"), every
     // other one of them with no whole-key filters at all.
     let mut opts = tiny_options();
     if seed.is_multiple_of(2) {
         opts.filter_budget = Some(lsm_bloom::FilterBudget::total_bytes(4096));
+        // Seeds 4 and 8: the budget plans prefix filters too.
+        if seed.is_multiple_of(4) {
+            opts.prefix_extractor = Some(lsm_bloom::PrefixExtractor::fixed(3));
+        }
     } else {
         opts.prefix_extractor = Some(lsm_bloom::PrefixExtractor::fixed(3));
         opts.whole_key_filtering = seed % 4 == 1;
@@ -253,7 +258,7 @@ fn run_seed(seed: u64, steps: usize) -> usize {
         let best = (0..7)
             .filter_map(|l| {
                 rocks
-                    .property_value(format!("rocksdb.compression-ratio-at-level{l}"))
+                    .property_value(&format!("rocksdb.compression-ratio-at-level{l}"))
                     .unwrap()
                     .and_then(|v| v.parse::<f64>().ok())
             })

@@ -14,10 +14,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::merge::{MergeIter, Source};
+use super::options::TableFilters;
 use super::version::{Version, MAX_LEVELS};
 use super::{table_path, Options};
 use crate::error::Result;
-use crate::filter::FilterPolicy;
 use crate::table::{Table, TableBuilder};
 
 /// A compaction to run: inputs (level, table) and where the output goes.
@@ -124,7 +124,7 @@ pub(crate) fn run(
     job: &Job,
     dir: &Path,
     opts: &Options,
-    filter: Option<FilterPolicy>,
+    filters: TableFilters,
     next_id: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Output> {
     // Newest first: L0 newest to oldest, then each deeper level (disjoint within a level).
@@ -136,7 +136,7 @@ pub(crate) fn run(
         .map(|(_, t)| Box::new(t.iter(std::ops::Bound::Unbounded)) as Source)
         .collect();
     let merged = MergeIter::new(sources)?;
-    let builder_opts = opts.table_options(job.output_level as u32, filter);
+    let builder_opts = opts.table_options(job.output_level as u32, filters);
     let mut out = Output {
         tables: Vec::new(),
         bytes_read,

@@ -25,6 +25,7 @@
 //! acknowledges a write that recovery would drop. Open never deletes a file the manifest does
 //! not prove obsolete.
 
+mod allocation;
 pub(crate) mod budget;
 mod checkpoint;
 mod compaction;
@@ -300,7 +301,7 @@ impl Db {
                 &b,
                 &version,
                 budget::Change::None,
-                budget::L0Outlook::of(&self.inner.opts),
+                budget::Outlook::of(&self.inner.opts),
             )
             .allocation
         });

@@ -46,6 +46,16 @@ pub enum OptionsRecord {
     Replace,
 }
 
+/// The filters one new table gets: from the level's policy, or what the filter budget
+/// allocates to its runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct TableFilters {
+    /// The whole-key filter (`None`: none).
+    pub(crate) key: Option<FilterPolicy>,
+    /// The prefix filter under `Options::prefix_extractor` (`None`: none).
+    pub(crate) prefix: Option<FilterPolicy>,
+}
+
 /// How the store behaves. `Options::default()` suits most services.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -65,15 +75,17 @@ pub struct Options {
     pub filter_policy_per_level: BTreeMap<usize, Option<FilterPolicy>>,
     /// Filter memory as a budget (default none): when set, it replaces `filter_policy` and
     /// each new table's filter gets the kind and bits/key the budget allocates to its level
-    /// (`FilterBudget`, `src/db/budget.rs`); `DbStats::filter_budget` shows the allocation.
+    /// (`FilterBudget`, `src/db/budget.rs`); with a `prefix_extractor`, the prefix filters are
+    /// planned as runs of their own from the same memory. `DbStats::filter_budget` shows the
+    /// allocation.
     pub filter_budget: Option<FilterBudget>,
     /// Prefix rule for prefix filters (default none). When set, each new table also gets a
     /// filter over its keys' distinct prefixes (same policy as its level's whole-key filter;
-    /// none where the level has none), and `Db::scan_prefix` (or a `scan` whose range lies
+    /// none where the level has none; under a `filter_budget`, the bits the budget allocates
+    /// to the prefix filters' own runs), and `Db::scan_prefix` (or a `scan` whose range lies
     /// inside one prefix) skips every table whose prefix filter says "absent". Tables written
     /// under another rule, or none, are read (counted in `LevelStats::prefix_unfiltered`), so
-    /// changing it is safe at any reopen. Not combinable with `filter_budget` (which plans
-    /// whole-key filters only).
+    /// changing it is safe at any reopen.
     pub prefix_extractor: Option<PrefixExtractor>,
     /// Build whole-key filters (default true). Turn off with a `prefix_extractor` to hold
     /// only prefix filters: `get` then consults the prefix filter with the key's prefix.
@@ -148,18 +160,26 @@ impl Default for Options {
 }
 
 impl Options {
-    /// How to write a table for `level` with `filter`.
-    pub(crate) fn table_options(
-        &self,
-        level: u32,
-        filter: Option<FilterPolicy>,
-    ) -> TableBuilderOptions {
+    /// The filters of a table written to `level` without a budget: the level's policy for
+    /// the whole-key filter (with `whole_key_filtering`) and for the prefix filter (with a
+    /// `prefix_extractor`).
+    pub(crate) fn filters_for_level(&self, level: usize) -> TableFilters {
+        let policy = self.filter_for_level(level);
+        TableFilters {
+            key: policy.filter(|_| self.whole_key_filtering),
+            prefix: policy.filter(|_| self.prefix_extractor.is_some()),
+        }
+    }
+
+    /// How to write a table for `level` with `filters`.
+    pub(crate) fn table_options(&self, level: u32, filters: TableFilters) -> TableBuilderOptions {
         TableBuilderOptions {
             block_size: self.block_size,
-            filter,
+            filter: filters.key.or(filters.prefix),
             level,
-            prefix_extractor: self.prefix_extractor,
-            whole_key_filter: self.whole_key_filtering,
+            prefix_extractor: self.prefix_extractor.filter(|_| filters.prefix.is_some()),
+            prefix_filter_policy: filters.prefix,
+            whole_key_filter: filters.key.is_some(),
             compression: self.compression_for_level(level as usize),
             format_version: self.table_format_version,
         }
@@ -216,12 +236,6 @@ impl Options {
             b.validate()?;
             if !self.filter_policy_per_level.is_empty() {
                 return bad("filter_budget and filter_policy_per_level cannot both be set");
-            }
-            if self.prefix_extractor.is_some() || !self.whole_key_filtering {
-                return bad(
-                    "filter_budget plans whole-key filters only: it cannot be set with \
-                     prefix_extractor or whole_key_filtering = false",
-                );
             }
         }
         if let Some(rule) = &self.prefix_extractor {

@@ -323,8 +323,8 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
             &manifest_data(&version, work.reserved, m.log_number),
         )?;
         let id = next_file.fetch_add(1, Ordering::SeqCst);
-        let filter = l0_filter(&opts, &version, &recovered, id);
-        let t = write_l0(fs, dir, &opts, filter, &recovered, id)?;
+        let filters = l0_filter(&opts, &version, &recovered, id);
+        let t = write_l0(fs, dir, &opts, filters, &recovered, id)?;
         report.filters_rejected += t.rejected_filters();
         version.levels[0].push(Arc::new(t));
         crate::fs::sync_dir(fs, dir)?;

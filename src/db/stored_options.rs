@@ -308,77 +308,63 @@ pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, Opti
     let defaults = Options::default();
     let replace = given.options_record == OptionsRecord::Replace;
     let (filter, prefix) = (FilterChoice::of(&given), PrefixChoice::of(&given));
-    let filter_given = filter != FilterChoice::of(&defaults);
-    let prefix_given = prefix != PrefixChoice::of(&defaults);
-    // Which settings come from the record: those the caller left at their defaults.
-    let mut keep_filter = !replace && !filter_given;
-    let mut keep_prefix = !replace && !prefix_given;
-    // Compression combines with any filter or prefix setting.
     let compression = CompressionChoice::of(&given);
+    // Which settings come from the record: those the caller left at their defaults.
+    let keep_filter = !replace && filter == FilterChoice::of(&defaults);
+    let keep_prefix = !replace && prefix == PrefixChoice::of(&defaults);
     let keep_compression = !replace && compression == CompressionChoice::of(&defaults);
-    let merged = |keep_filter: bool, keep_prefix: bool| {
+    let merged = |keep: [bool; 3]| {
         let mut o = given.clone();
-        if keep_compression {
-            stored.compression.apply(&mut o);
-        }
-        if keep_filter {
+        if keep[0] {
             stored.filter.apply(&mut o);
         }
-        if keep_prefix {
+        if keep[1] {
             stored.prefix.apply(&mut o);
+        }
+        if keep[2] {
+            stored.compression.apply(&mut o);
         }
         o
     };
-    // A recorded setting that cannot go with the one given (a recorded prefix rule beside a
-    // budget given now) gives way to the one given: that is the caller's latest word.
-    let mut gave_way = false;
-    if keep_filter != keep_prefix && merged(keep_filter, keep_prefix).validate().is_err() {
-        (keep_filter, keep_prefix, gave_way) = (false, false, true);
-    }
-    let note = |now: String, kept_other: bool| {
-        if gave_way && kept_other {
-            format!("{now} (the recorded setting cannot be combined with the other one given)")
-        } else {
-            now
-        }
-    };
-    for (setting, kept, was, now, given_other) in [
+    // Recorded settings that cannot go with the options given (recorded LZ4 beside a
+    // `table_format_version` of 2 given now) give way to them: that is the caller's latest
+    // word. The options given alone must then be valid, or the open refuses them.
+    let would_keep = [keep_filter, keep_prefix, keep_compression];
+    let gave_way = would_keep.contains(&true) && merged(would_keep).validate().is_err();
+    let keep = if gave_way { [false; 3] } else { would_keep };
+    for (i, (setting, was, now)) in [
+        ("filter", stored.filter.to_string(), filter.to_string()),
+        ("prefix", stored.prefix.to_string(), prefix.to_string()),
         (
             "compression",
-            keep_compression,
             stored.compression.to_string(),
             compression.to_string(),
-            false,
         ),
-        (
-            "filter",
-            keep_filter,
-            stored.filter.to_string(),
-            filter.to_string(),
-            prefix_given,
-        ),
-        (
-            "prefix",
-            keep_prefix,
-            stored.prefix.to_string(),
-            prefix.to_string(),
-            filter_given,
-        ),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         if was == now {
             continue;
         }
+        let (kept, now) = match (keep[i], gave_way && would_keep[i]) {
+            (false, true) => (
+                false,
+                format!("{now} (the recorded setting cannot be combined with the options given)"),
+            ),
+            (kept, _) => (kept, now),
+        };
         if kept {
             report.kept.push((setting.into(), was));
         } else {
             report.changed.push(OptionChange {
                 setting: setting.into(),
                 was,
-                now: note(now, given_other),
+                now,
             });
         }
     }
-    (merged(keep_filter, keep_prefix), report)
+    (merged(keep), report)
 }
 
 #[cfg(test)]
@@ -471,8 +457,7 @@ mod tests {
         // The same options again: nothing to report.
         let (_, r) = resolve(budget_store(), Some(&stored));
         assert!(r.kept.is_empty() && r.changed.is_empty());
-        // A recorded prefix rule cannot go beside a budget given now: the budget wins, and
-        // the prefix rule's removal is reported, saying why.
+        // A recorded prefix rule goes beside a budget given now: the budget plans both.
         let prefixed = StoredOptions::of(&Options {
             prefix_extractor: Some(PrefixExtractor::fixed(3)),
             ..Options::default()
@@ -480,10 +465,36 @@ mod tests {
         let (o, r) = resolve(budget_store(), Some(&prefixed));
         assert!(o.validate().is_ok());
         assert_eq!(o.filter_budget, Some(FilterBudget::bits_per_key(8.0)));
-        assert_eq!(o.prefix_extractor, None);
+        assert_eq!(o.prefix_extractor, Some(PrefixExtractor::fixed(3)));
+        assert_eq!(r.kept.len(), 1, "{r:?}");
+        assert_eq!(r.changed.len(), 1, "{r:?}");
+        // Recorded LZ4 cannot go beside table format 2 given now: it gives way, and its
+        // removal is reported, saying why.
+        let lz4 = StoredOptions::of(&Options {
+            compression: Compression::Lz4,
+            ..Options::default()
+        });
+        let v2 = Options {
+            table_format_version: 2,
+            ..Options::default()
+        };
+        let (o, r) = resolve(v2, Some(&lz4));
+        assert!(o.validate().is_ok());
+        assert_eq!(o.compression, Compression::None);
         assert!(r.kept.is_empty(), "{r:?}");
-        assert_eq!(r.changed.len(), 2, "{r:?}");
-        assert!(r.changed[1].now.contains("cannot be combined"), "{r:?}");
+        assert_eq!(r.changed.len(), 1, "{r:?}");
+        assert!(r.changed[0].now.contains("cannot be combined"), "{r:?}");
+        // So does a recorded prefix rule beside table format 1, which cannot hold one.
+        let v1 = Options {
+            table_format_version: 1,
+            ..Options::default()
+        };
+        let (o, r) = resolve(v1, Some(&prefixed));
+        assert!(o.validate().is_ok());
+        assert_eq!(o.prefix_extractor, None);
+        assert_eq!(r.changed.len(), 1, "{r:?}");
+        assert_eq!(r.changed[0].setting, "prefix");
+        assert!(r.changed[0].now.contains("cannot be combined"), "{r:?}");
         // No record: as given.
         let (o, r) = resolve(Options::default(), None);
         assert!(!r.record_found && o.filter_budget.is_none());

@@ -16,51 +16,56 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::budget::{self, Change, L0Outlook};
+use super::budget::{self, Change, Outlook};
 use super::compaction::{self, Job};
 use super::inner::{lock, Inner, Work};
 use super::manifest::{self, ManifestData, TableMeta};
 use super::memtable::Memtable;
+use super::options::TableFilters;
 use super::stats::add;
 use super::version::Version;
 use super::{table_path, wal, Options};
 use crate::error::{Error, Result};
-use crate::filter::FilterPolicy;
 use crate::fs::FileSystem;
 use crate::table::{Table, TableBuilder};
 
 /// File numbers reserved by one manifest write (a reservation costs one manifest write).
 pub(super) const ID_RESERVATION: u64 = 64;
 
-/// The filter a new level-0 table holding `mem` gets when added to `version`: the options'
-/// level-0 policy, or what the filter budget allocates to it.
+/// The filters a new level-0 table holding `mem` gets when added to `version`: the options'
+/// level-0 policy, or what the filter budget allocates to its runs.
 pub(super) fn l0_filter(
     opts: &Options,
     version: &Version,
     mem: &Memtable,
     id: u64,
-) -> Option<FilterPolicy> {
+) -> TableFilters {
     let Some(b) = &opts.filter_budget else {
-        return opts.filter_for_level(0);
+        return opts.filters_for_level(0);
     };
-    let mut keys = 0u64;
-    let counted: std::result::Result<(), ()> = mem.for_each_newest(|_, _| {
+    // Keys, and distinct prefixes (adjacent in key order) under the rule.
+    let (mut keys, mut prefixes) = (0u64, 0u64);
+    let mut last: Option<Vec<u8>> = None;
+    let counted: std::result::Result<(), ()> = mem.for_each_newest(|k, _| {
         keys += 1;
+        if let Some(p) = opts.prefix_extractor.and_then(|r| r.prefix(k)) {
+            if last.as_deref() != Some(p) {
+                prefixes += 1;
+                last = Some(p.to_vec());
+            }
+        }
         Ok(())
     });
     debug_assert!(counted.is_ok());
-    budget::plan(b, version, Change::Flush { keys }, L0Outlook::of(opts)).new_table_policy(id)
+    let change = Change::Flush { keys, prefixes };
+    budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(id)
 }
 
-/// The filter for tables `job` writes: the options' policy for its output level, or what the
+/// The filters for tables `job` writes: the options' policy for its output level, or what the
 /// filter budget allocates to that level once the job is done.
-pub(super) fn compaction_filter(
-    opts: &Options,
-    version: &Version,
-    job: &Job,
-) -> Option<FilterPolicy> {
+pub(super) fn compaction_filter(opts: &Options, version: &Version, job: &Job) -> TableFilters {
     let Some(b) = &opts.filter_budget else {
-        return opts.filter_for_level(job.output_level);
+        return opts.filters_for_level(job.output_level);
     };
     let change = Change::Compaction {
         inputs: &job.inputs,
@@ -68,20 +73,20 @@ pub(super) fn compaction_filter(
         target_file_size: opts.target_file_size,
     };
     let salt = job.inputs.first().map_or(0, |(_, t)| t.id());
-    budget::plan(b, version, change, L0Outlook::of(opts)).new_table_policy(salt)
+    budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(salt)
 }
 
-/// Writes `mem` to a new level-0 table `id` with filter `filter` and opens it.
+/// Writes `mem` to a new level-0 table `id` with `filters` and opens it.
 pub(super) fn write_l0(
     fs: &dyn FileSystem,
     dir: &Path,
     opts: &Options,
-    filter: Option<FilterPolicy>,
+    filters: TableFilters,
     mem: &Memtable,
     id: u64,
 ) -> Result<Table> {
     let path = table_path(dir, id);
-    let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filter))?;
+    let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filters))?;
     mem.for_each_newest(|k, v| b.add(k, v))?;
     b.finish()?;
     Table::open_in(fs, &path, id)
@@ -224,8 +229,8 @@ impl Inner {
         let mut version = (*self.version()).clone();
         if !mem.is_empty() {
             let id = self.new_table_id(work)?;
-            let filter = l0_filter(&self.opts, &version, mem, id);
-            let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filter, mem, id)?;
+            let filters = l0_filter(&self.opts, &version, mem, id);
+            let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filters, mem, id)?;
             // Read back through the file system: a filter that fails its check then is
             // counted like one found damaged at open.
             add(
@@ -245,8 +250,8 @@ impl Inner {
 
     /// Runs `job` and installs its output. Called with the work lock held.
     pub(super) fn run_compaction(&self, work: &mut Work, job: &Job) -> Result<()> {
-        let filter = compaction_filter(&self.opts, &self.version(), job);
-        let out = compaction::run(job, &self.dir, &self.opts, filter, &mut || {
+        let filters = compaction_filter(&self.opts, &self.version(), job);
+        let out = compaction::run(job, &self.dir, &self.opts, filters, &mut || {
             self.new_table_id(work)
         })?;
         let mut version = (*self.version()).clone();

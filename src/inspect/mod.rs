@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::db::budget::{self, Allocation, Change, FilterBudget, L0Outlook};
+use crate::db::budget::{self, Allocation, Change, FilterBudget, Outlook};
 use crate::db::version::Version;
 use crate::db::{manifest, stored_options};
 use crate::error::{Error, Result};
@@ -335,9 +335,13 @@ fn inspect_database(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Da
         level_totals,
         totals,
         filter_budget: filter_budget.map(|b| {
-            let outlook = L0Outlook {
+            // Which filters tables get: the record's prefix setting, else whole-key only.
+            let prefix = record.as_ref().map(|r| &r.prefix);
+            let outlook = Outlook {
                 runs: b.l0_compaction_trigger.saturating_sub(1),
                 memtable_bytes: b.memtable_bytes,
+                key_filters: prefix.is_none_or(|p| p.whole_key_filtering),
+                prefix_filters: prefix.is_some_and(|p| p.extractor.is_some()),
             };
             budget::plan(&b.budget, &version, Change::None, outlook).allocation
         }),

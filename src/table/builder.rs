@@ -39,8 +39,12 @@ pub struct TableBuilderOptions {
     pub filter: Option<FilterPolicy>,
     /// Level the table is written for (recorded in its properties).
     pub level: u32,
-    /// Also build a prefix filter under this rule, with the same policy (default none).
+    /// Also build a prefix filter under this rule (default none), with
+    /// `prefix_filter_policy`, or `filter`'s policy when that is `None`.
     pub prefix_extractor: Option<PrefixExtractor>,
+    /// The prefix filter's policy when it differs from `filter`'s (default `None`: the same);
+    /// a prefix filter is built with it even when `filter` is `None`.
+    pub prefix_filter_policy: Option<FilterPolicy>,
     /// Build the whole-key filter (default true); turning it off leaves only the prefix
     /// filter, to save memory when lookups are by prefix.
     pub whole_key_filter: bool,
@@ -59,6 +63,7 @@ impl Default for TableBuilderOptions {
             filter: None,
             level: 0,
             prefix_extractor: None,
+            prefix_filter_policy: None,
             whole_key_filter: true,
             compression: Compression::None,
             format_version: TABLE_VERSION,
@@ -110,7 +115,8 @@ impl TableBuilder {
         if !(1..=TABLE_VERSION).contains(&v) {
             return refuse("anything: versions are 1..=3");
         }
-        if v < 2 && opts.prefix_extractor.is_some() && opts.filter.is_some() {
+        let prefix_policy = opts.prefix_filter_policy.or(opts.filter);
+        if v < 2 && opts.prefix_extractor.is_some() && prefix_policy.is_some() {
             return refuse("a prefix filter (version 2 added them)");
         }
         if v < 3 && opts.compression != Compression::None {
@@ -121,7 +127,10 @@ impl TableBuilder {
             Some(p) if opts.whole_key_filter => Some(FilterBuilder::new(p)?),
             _ => None,
         };
-        let prefix_filter = match (opts.filter, opts.prefix_extractor) {
+        let prefix_filter = match (
+            opts.prefix_filter_policy.or(opts.filter),
+            opts.prefix_extractor,
+        ) {
             (Some(p), Some(_)) => Some(FilterBuilder::new(p)?),
             _ => None,
         };
