@@ -190,9 +190,12 @@ fn the_filter_is_really_consulted() {
         let useful = opts.get_ticker_count(Ticker::BloomFilterUseful) - useful0;
         let positive = opts.get_ticker_count(Ticker::BloomFilterFullPositive) - pos0;
         let checks = useful + positive;
-        // Each absent get checks at least one table's filter; nearly all say "absent".
+        // Nearly every absent get checks at least one table's filter (one whose key falls
+        // between two tables' ranges on every level checks none: the layout, which depends on
+        // file sizes, left 1 of 20,000 such keys once RocksDB was built with LZ4); nearly all
+        // filters say "absent".
         assert!(
-            checks >= gets,
+            checks >= gets * 99 / 100,
             "{name}: {checks} filter checks for {gets} gets"
         );
         let fpr = positive as f64 / checks as f64;
