@@ -39,7 +39,7 @@ fn probe_mask(h: u64, k: u32) -> [u64; 8] {
 
 /// The byte offset of the line hash `h` uses, among `lines` lines (`1..=2^32`).
 #[inline]
-fn line_start(h: u64, lines: u64) -> usize {
+pub(crate) fn line_start(h: u64, lines: u64) -> usize {
     ((((h >> 32) * lines) >> 32) as usize) * LINE_BYTES
 }
 

@@ -176,6 +176,24 @@ impl Probe {
         (self.kind.id(), self.k, self.m)
     }
 
+    /// Starts loading the cache line `test(bits, hash)` reads first, and returns at once:
+    /// a caller about to probe several filters issues this for each, so that their memory
+    /// misses overlap instead of following one another (blocked Bloom: its one line; standard
+    /// Bloom: the first probe's; Ribbon: the row's first block). Never changes an answer.
+    #[inline(always)]
+    pub(crate) fn prefetch(self, bits: &[u8], hash: u64) {
+        let Probe { kind, k, m } = self;
+        if m == 0 {
+            return;
+        }
+        let at = match kind {
+            FilterKind::Standard => (standard::start(m, hash).0 >> 3) as usize,
+            FilterKind::Blocked => blocked::line_start(hash, m / blocked::LINE_BITS),
+            FilterKind::Ribbon => ribbon::row_offset(m / u64::from(k), k, hash),
+        };
+        prefetch_line(bits, at);
+    }
+
     /// The block's answer for `hash` (seeded as the block says), `bits` its bit array.
     /// Always inlined: the store's `get` loop measured ~10% slower on absent keys when the
     /// compiler chose a call here (`db_bench --hold absent`, 10^6 keys).
@@ -191,6 +209,24 @@ impl Probe {
             FilterKind::Ribbon => ribbon::test(bits, m / u64::from(k), k, hash),
         }
     }
+}
+
+/// A hint to the CPU to load the cache line holding `bits[at]` (nothing when `at` is out of
+/// range, or on other architectures).
+#[inline(always)]
+fn prefetch_line(bits: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = bits.get(at) {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch never faults and reads nothing the program sees; the address
+        // is inside `bits` anyway.
+        #[allow(unused_unsafe)]
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(b).cast::<i8>());
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bits, at);
 }
 
 /// A validated filter block, borrowed (`&[u8]`) or owned (`Vec<u8>`); the bit array is used in
@@ -266,6 +302,15 @@ impl<B: AsRef<[u8]>> FilterReader<B> {
             self.may_contain_hash(hash)
         } else {
             self.may_contain(key)
+        }
+    }
+
+    /// Starts loading the memory `may_contain_prehashed(key, hash)` will read first (see
+    /// `Probe::prefetch`); a block with its own seed is left alone (it rehashes the key).
+    #[inline(always)]
+    pub fn prefetch_prehashed(&self, hash: u64) {
+        if self.header.seed == hash::DEFAULT_SEED {
+            self.probe().prefetch(self.bits(), hash);
         }
     }
 
@@ -360,6 +405,36 @@ mod tests {
             b.add_key(&k);
         }
         b.finish()
+    }
+
+    /// A prefetch reads nothing the program sees: for every kind, full and empty, across the
+    /// whole hash range (the last line, the last Ribbon block), the answers after prefetching
+    /// are the answers without, and nothing panics.
+    #[test]
+    fn prefetch_changes_no_answer_for_any_kind() {
+        for kind in [
+            FilterKind::Standard,
+            FilterKind::Blocked,
+            FilterKind::Ribbon,
+        ] {
+            for n in [0u32, 1, 3000] {
+                let block = build(
+                    FilterPolicy::bits_per_key(kind, 10.0),
+                    (0..n).map(|i| i.to_le_bytes().to_vec()),
+                );
+                let r = FilterReader::new(block).unwrap();
+                for i in 0..20_000u64 {
+                    let h = match i {
+                        0 => 0,
+                        1 => u64::MAX,
+                        _ => hash_key(&i.to_le_bytes()),
+                    };
+                    let before = r.may_contain_hash(h);
+                    r.prefetch_prehashed(h);
+                    assert_eq!(r.may_contain_hash(h), before, "{kind:?} n={n} h={h:#x}");
+                }
+            }
+        }
     }
 
     #[test]

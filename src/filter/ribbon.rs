@@ -90,6 +90,13 @@ fn row(h: u64, slots: u64) -> (u64, u128, u32) {
     (start, coeff, h as u32)
 }
 
+/// The byte offset of the first block `test(array, slots, r, h)` reads.
+#[inline]
+pub(crate) fn row_offset(slots: u64, r: u32, h: u64) -> usize {
+    let (s, _, _) = row(h, slots);
+    (s / WIDTH) as usize * r as usize * WORD_BYTES
+}
+
 /// Solves the system for `hashes` with `slots` slots and `r` result bits (1..=30) and returns
 /// the array (`slots × r / 8` bytes), or `None` when the rows are not independent (retry with
 /// `grow(slots)`). Identical hashes are the same row and cost nothing.

@@ -40,7 +40,7 @@ pub(crate) fn test(bits: &[u8], m: u64, k: u32, h: u64) -> bool {
 /// First position and stride, both in `[0, m)`: multiply-shift range reduction of `h` and
 /// `mix(h)` (a multiplication instead of two 64-bit divisions).
 #[inline]
-fn start(m: u64, h: u64) -> (u64, u64) {
+pub(crate) fn start(m: u64, h: u64) -> (u64, u64) {
     (reduce(h, m), reduce(mix(h), m))
 }
 
