@@ -1,6 +1,7 @@
 //! Differential test against RocksDB (feature `rocksdb`): the same random operation sequences
-//! — put / delete / get / write batch / scan / flush / compact / reopen, keys from a small space
-//! so overwrites and deletes of existing keys are common — applied to both engines, every get
+//! — put / delete / get / multi_get / write batch / scan / flush / compact / reopen, keys from
+//! a small space so overwrites and deletes of existing keys are common — applied to both
+//! engines, every get, multi_get
 //! and scan compared. On divergence: the seed, the length of the failing prefix (the first
 //! operation whose result differs, so no shorter prefix fails) and its last operations.
 //! Seeds 6 to 10 run with LZ4 compression on in both engines (values of repeated bytes
@@ -18,6 +19,8 @@ enum Op {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
     Get(Vec<u8>),
+    /// `Db::multi_get` against RocksDB's `multi_get`.
+    MultiGet(Vec<Vec<u8>>),
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
     Scan(Vec<u8>, Vec<u8>),
     Flush,
@@ -35,7 +38,8 @@ fn gen(rng: &mut Rng, step: usize) -> Op {
     match rng.below(1000) {
         0..=349 => Op::Put(key(rng), value(rng)),
         350..=479 => Op::Delete(key(rng)),
-        480..=799 => Op::Get(key(rng)),
+        480..=779 => Op::Get(key(rng)),
+        780..=799 => Op::MultiGet((0..1 + rng.below(100)).map(|_| key(rng)).collect()),
         800..=879 => Op::Batch(
             (0..rng.below(6) + 1)
                 .map(|_| {
@@ -118,6 +122,22 @@ impl Engines {
                         a.as_deref().map(lossy),
                         b.as_deref().map(lossy)
                     ));
+                }
+            }
+            Op::MultiGet(keys) => {
+                let a = ours.multi_get(keys);
+                let b = rocks.multi_get(keys);
+                for ((k, a), b) in keys.iter().zip(a).zip(b) {
+                    let (a, b) = (a.unwrap(), b.unwrap());
+                    if a != b {
+                        return Some(format!(
+                            "multi_get of {} keys, {:?}: ours {:?}, rocksdb {:?}",
+                            keys.len(),
+                            lossy(k),
+                            a.as_deref().map(lossy),
+                            b.as_deref().map(lossy)
+                        ));
+                    }
                 }
             }
             Op::Batch(ops) => {

@@ -20,7 +20,8 @@
 //! tickers are read in a separate untimed pass.
 //!
 //! Phases: bulk load (T threads share the key range; then flush and wait until compactions
-//! are done), then present gets, absent gets and a 90% absent / 10% present mix, first on the
+//! are done), then present gets, absent gets, a 90% absent / 10% present mix, and present and
+//! absent keys through the batched reads in batches of 64 (`multi.rs`), first on the
 //! shape each engine settled into, then after a full manual compaction of all three. Each
 //! read round runs `--ops` gets split over T threads started together. Per phase and thread
 //! count: ops/s per engine, ours / best peer, read syscalls per op (`/proc/self/io` `syscr`),
@@ -46,6 +47,7 @@ use lsm_bloom::{Db, Options};
 use rocksdb::statistics::{StatsLevel, Ticker};
 use serde::Serialize;
 
+mod multi;
 mod prefix;
 #[cfg(feature = "rocksdb-plugin")]
 mod rocks_filters;
@@ -77,7 +79,8 @@ struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
-    /// Profiling mode: load lsm-bloom only, then run this phase ("absent" or "present") for
+    /// Profiling mode: load lsm-bloom only, then run this phase ("absent" or "present";
+    /// "absent-multi" or "present-multi": `Db::multi_get` in batches of 64) for
     /// `--hold-secs` on `--hold-threads` threads, printing the pid first, so that
     /// `perf record -e cpu-clock -g -p PID` sees nothing but gets.
     #[arg(long)]
@@ -146,8 +149,10 @@ fn hold(args: &Args, phase: &str) {
     if args.hold_compacted {
         ours.compact_all();
     }
-    let absent_pct = if phase == "absent" { 100 } else { 0 };
+    let absent_pct = if phase.starts_with("absent") { 100 } else { 0 };
     let keys = phase_keys(args, absent_pct, 1);
+    let batches = multi::batches(&keys);
+    let batched = phase.ends_with("-multi");
     eprintln!(
         "loaded at {rate:.0} puts/s; tables {:?}; pid {}: {phase} gets on {} thread(s) for {} s",
         ours.tables_per_level(),
@@ -155,15 +160,40 @@ fn hold(args: &Args, phase: &str) {
         args.hold_threads,
         args.hold_secs
     );
+    if phase == "bare" {
+        // The bare filter probes of absent gets, one key at a time and in batches.
+        let levels = ours.0.levels();
+        let until = Instant::now() + Duration::from_secs(args.hold_secs);
+        let (mut serial, mut batched) = (Vec::new(), Vec::new());
+        while Instant::now() < until {
+            serial.push(bare_probes(&levels, &keys, args.hold_threads));
+            batched.push(multi::bare_batched(&levels, &keys, args.hold_threads));
+        }
+        let (s, b) = (median(serial), median(batched));
+        println!(
+            "bare probes: {s:.0} keys/s one at a time, {b:.0} keys/s in batches of {} ({:.2}x)",
+            multi::BATCH,
+            b / s
+        );
+        return;
+    }
     let until = Instant::now() + Duration::from_secs(args.hold_secs);
     let mut done = 0u64;
     let mut secs = 0.0;
     while Instant::now() < until {
-        secs += timed_parallel(&keys, args.hold_threads, |part| {
-            for (k, present) in part {
-                assert_eq!(ours.get(k), *present);
-            }
-        });
+        secs += if batched {
+            timed_parallel(&batches, args.hold_threads, |part| {
+                for (keys, present) in part {
+                    assert_eq!(ours.multi_get(keys), Some(*present));
+                }
+            })
+        } else {
+            timed_parallel(&keys, args.hold_threads, |part| {
+                for (k, present) in part {
+                    assert_eq!(ours.get(k), *present);
+                }
+            })
+        };
         done += keys.len() as u64;
     }
     println!(
@@ -216,6 +246,11 @@ trait Engine: Sync {
     }
     /// Bytes of table files on disk.
     fn table_bytes(&self) -> u64;
+    /// Looks a batch up with the engine's batched read (`None` if it has none): how many
+    /// were found.
+    fn multi_get(&self, _keys: &[[u8; 16]]) -> Option<usize> {
+        None
+    }
 }
 
 struct Ours(Db);
@@ -254,6 +289,15 @@ impl Engine for Ours {
     }
     fn table_bytes(&self) -> u64 {
         self.0.stats().total.table_bytes
+    }
+    fn multi_get(&self, keys: &[[u8; 16]]) -> Option<usize> {
+        let found = self.0.multi_get(keys);
+        Some(
+            found
+                .into_iter()
+                .filter(|r| matches!(r, Ok(Some(_))))
+                .count(),
+        )
     }
 }
 
@@ -322,6 +366,16 @@ impl Engine for Rocks {
             .ok()
             .flatten()
             .unwrap_or(0)
+    }
+    fn multi_get(&self, keys: &[[u8; 16]]) -> Option<usize> {
+        let cf = self.db.cf_handle(rocksdb::DEFAULT_COLUMN_FAMILY_NAME)?;
+        let found = self.db.batched_multi_get_cf(cf, keys.iter(), false);
+        Some(
+            found
+                .into_iter()
+                .filter(|r| matches!(r, Ok(Some(_))))
+                .count(),
+        )
     }
 }
 
@@ -398,7 +452,9 @@ fn open_rocks(
     tweak: impl FnOnce(&mut rocksdb::Options, &mut rocksdb::BlockBasedOptions),
 ) -> Rocks {
     let opts = rocks_options(args, tweak);
-    let db = rocksdb::DB::open(&opts, dir).expect("open rocksdb");
+    // The default column family named, so that `cf_handle` finds it for the batched read.
+    let db = rocksdb::DB::open_cf(&opts, dir, [rocksdb::DEFAULT_COLUMN_FAMILY_NAME])
+        .expect("open rocksdb");
     Rocks { db, opts }
 }
 
@@ -621,6 +677,9 @@ struct Row {
     /// absent phases: absent-get time / bare filter-probe time (1 = at the limit).
     overhead_vs_bare_probes: Option<f64>,
     bare_probes_per_sec: Option<f64>,
+    /// multi_get phases: our time per key in batches of `multi::BATCH` ÷ our single get's
+    /// time on the same keys (below 1: the batch is faster).
+    multi_get_per_key_vs_get: Option<f64>,
 }
 
 struct Engines {
@@ -731,29 +790,46 @@ fn main() {
             "table_bytes": disk, "table_bytes_ours_to_smallest_peer": disk[0].1 as f64 / best_disk as f64,
         }));
         let levels = e.ours.0.levels();
-        for (phase, absent_pct) in [
-            ("present get", 0u64),
-            ("absent get", 100),
-            ("mixed 90% absent", 90),
+        for (phase, absent_pct, batched) in [
+            ("present get", 0u64, false),
+            ("absent get", 100, false),
+            ("mixed 90% absent", 90, false),
+            ("present multi_get", 0, true),
+            ("absent multi_get", 100, true),
         ] {
             for &threads in &args.threads {
                 let mut samples: [Vec<Sample>; 3] = Default::default();
                 let mut bare = Vec::new();
                 let mut overhead = Vec::new();
+                let mut per_key = Vec::new();
                 for round in 0..args.rounds {
                     let keys = phase_keys(&args, absent_pct, round as u64 * 7919 + absent_pct);
+                    let batches = if batched {
+                        multi::batches(&keys)
+                    } else {
+                        Vec::new()
+                    };
                     for (i, engine) in e.all().into_iter().enumerate() {
-                        let s = read_phase(engine, &keys, threads);
+                        let s = if batched {
+                            multi::phase(engine, &batches, threads).unwrap_or_default()
+                        } else {
+                            read_phase(engine, &keys, threads)
+                        };
                         say(format!(
                             "  {shape} {phase} {threads}T round {round} {}: {:.0} ops/s, {:.4} syscr/op",
                             engine.name(),
                             s.ops_per_sec,
                             s.read_syscalls_per_op
                         ));
-                        if i == 0 && absent_pct == 100 {
+                        if i == 0 && absent_pct == 100 && !batched {
                             let b = bare_probes(&levels, &keys, threads);
                             overhead.push(b / s.ops_per_sec);
                             bare.push(b);
+                        }
+                        if i == 0 && batched {
+                            // Our single gets on the same keys, for the per-key time ratio.
+                            let single = read_phase(engine, &keys, threads);
+                            per_key.push(single.ops_per_sec / s.ops_per_sec);
                         }
                         samples[i].push(s);
                     }
@@ -767,6 +843,7 @@ fn main() {
                     ratio_to_best_peer: ours.ops_per_sec / best,
                     overhead_vs_bare_probes: (!overhead.is_empty()).then(|| median(overhead)),
                     bare_probes_per_sec: (!bare.is_empty()).then(|| median(bare)),
+                    multi_get_per_key_vs_get: (!per_key.is_empty()).then(|| median(per_key)),
                     lsm_bloom: ours,
                     rocksdb: rocks,
                     fjall,
@@ -809,7 +886,7 @@ fn main() {
             s["table_bytes_ours_to_smallest_peer"].as_f64().unwrap_or(0.0)
         );
     }
-    println!("\n| phase | shape | threads | lsm-bloom ops/s | RocksDB ops/s | fjall ops/s | ours / best peer | syscr/op ours / RocksDB / fjall | data-block reads/op ours | absent get ÷ bare probes |");
+    println!("\n| phase | shape | threads | lsm-bloom ops/s | RocksDB ops/s | fjall ops/s | ours / best peer | syscr/op ours / RocksDB / fjall | data-block reads/op ours | absent get ÷ bare probes; multi_get per key ÷ get |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for l in &loads {
         println!(
@@ -823,22 +900,30 @@ fn main() {
     }
     for r in &rows {
         println!(
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.4} / {:.4} / {:.4} | {:.4} | {} |",
+            "| {} | {} | {} | {:.0} | {:.0} | {} | {:.2} | {:.4} / {:.4} / {:.4} | {:.4} | {} |",
             r.phase,
             r.shape,
             r.threads,
             r.lsm_bloom.ops_per_sec,
             r.rocksdb.ops_per_sec,
-            r.fjall.ops_per_sec,
+            // fjall has no batched read: its multi_get cells stay empty (`-`).
+            if r.fjall.ops_per_sec > 0.0 {
+                format!("{:.0}", r.fjall.ops_per_sec)
+            } else {
+                "-".into()
+            },
             r.ratio_to_best_peer,
             r.lsm_bloom.read_syscalls_per_op,
             r.rocksdb.read_syscalls_per_op,
             r.fjall.read_syscalls_per_op,
             r.lsm_bloom.data_block_reads_per_op.unwrap_or(0.0),
-            r.overhead_vs_bare_probes.map_or(String::new(), |o| format!(
-                "{o:.2} (bare {:.0}/s)",
-                r.bare_probes_per_sec.unwrap_or(0.0)
-            ))
+            r.overhead_vs_bare_probes
+                .map(|o| format!(
+                    "{o:.2} (bare {:.0}/s)",
+                    r.bare_probes_per_sec.unwrap_or(0.0)
+                ))
+                .or_else(|| r.multi_get_per_key_vs_get.map(|m| format!("{m:.2}")))
+                .unwrap_or_default()
         );
     }
     if let Some(us) = decompress {
@@ -890,6 +975,15 @@ fn block_decompress_micros(args: &Args) -> f64 {
     median(times)
 }
 
+/// A ratio to two decimals, or `-` where an engine has no such phase.
+fn cell(r: f64) -> String {
+    if r.is_finite() {
+        format!("{r:.2}")
+    } else {
+        "-".into()
+    }
+}
+
 /// Throughput at the largest thread count ÷ at 1 thread, per phase, shape and engine.
 fn scaling(rows: &[Row], args: &Args) -> Vec<serde_json::Value> {
     let max = args.threads.iter().copied().max().unwrap_or(1);
@@ -913,7 +1007,7 @@ fn scaling(rows: &[Row], args: &Args) -> Vec<serde_json::Value> {
         out.push(serde_json::json!({
             "phase": one.phase, "shape": one.shape, "threads": max,
             "lsm_bloom": v[0], "rocksdb": v[1], "fjall": v[2],
-            "markdown": format!("| {} | {} | {max}T/1T | {:.2} | {:.2} | {:.2} |", one.phase, one.shape, v[0], v[1], v[2]),
+            "markdown": format!("| {} | {} | {max}T/1T | {} | {} | {} |", one.phase, one.shape, cell(v[0]), cell(v[1]), cell(v[2])),
         }));
     }
     out

@@ -285,16 +285,17 @@ impl Server {
         let mut count = 0;
         let mut batch = WriteBatch::new();
         // DEL counts distinct keys removed (`DEL k k` is 1, as in Redis); EXISTS counts every
-        // argument that exists (`EXISTS k k` is 2).
+        // argument that exists (`EXISTS k k` is 2). All keys are looked up in one batched read.
         let mut seen = std::collections::HashSet::new();
-        for k in keys {
-            if del && !seen.insert(k.as_slice()) {
-                continue;
-            }
-            match self.db.get(k) {
+        let keys: Vec<&Vec<u8>> = keys
+            .iter()
+            .filter(|k| !del || seen.insert(k.as_slice()))
+            .collect();
+        for (k, found) in keys.iter().zip(self.db.multi_get(&keys)) {
+            match found {
                 Ok(Some(_)) => {
                     count += 1;
-                    batch.delete(k.clone());
+                    batch.delete(k.to_vec());
                 }
                 Ok(None) => {}
                 Err(e) => return db_err(e),
@@ -414,9 +415,10 @@ impl Server {
             },
             "DEL" | "EXISTS" if !rest.is_empty() => self.del_or_exists(&cmd, rest),
             "MGET" if !rest.is_empty() => {
+                // One batched read (`Db::multi_get`); the first failed key fails the command.
                 let mut values = Vec::with_capacity(rest.len());
-                for k in rest {
-                    match db.get(k) {
+                for found in db.multi_get(rest) {
+                    match found {
                         Ok(v) => values.push(opt_bulk(v)),
                         Err(e) => return (db_err(e), true),
                     }

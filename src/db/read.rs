@@ -17,7 +17,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::inner::Inner;
-use super::stats::{bump, Counters, ReadCounters};
+use super::stats::{bump, Counters, LevelCounters, ReadCounters};
 use super::version::State;
 use crate::error::Result;
 use crate::filter::hash_key;
@@ -25,7 +25,7 @@ use crate::prefix::PrefixExtractor;
 use crate::table::{BlockCache, FilterState, PrefixCheck, Table, TableReadStats};
 
 /// A key's prefix under the store's rule, hashed on first use.
-enum KeyPrefix<'k> {
+pub(super) enum KeyPrefix<'k> {
     /// Not needed yet.
     Pending(Option<PrefixExtractor>, &'k [u8]),
     /// The rule, the prefix and its hash.
@@ -35,7 +35,8 @@ enum KeyPrefix<'k> {
 }
 
 impl<'k> KeyPrefix<'k> {
-    fn get(&mut self) -> Option<(PrefixExtractor, &'k [u8], u64)> {
+    /// The key's prefix under the store's rule, and its hash: worked out on the first call.
+    pub(super) fn get(&mut self) -> Option<(PrefixExtractor, &'k [u8], u64)> {
         if let KeyPrefix::Pending(rule, key) = *self {
             *self = match rule.and_then(|r| r.prefix(key).map(|p| (r, p))) {
                 Some((r, p)) => KeyPrefix::Hashed(r, p, hash_key(p)),
@@ -103,13 +104,10 @@ impl ReadPath<'_> {
     pub(super) fn get(&self, state: &State, mem_seen: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let counters = self.counters.reader();
         bump(&counters.gets, 1);
-        let newest = state.mem.get_at(key, mem_seen);
-        for found in std::iter::once(newest).chain(state.imm.iter().rev().map(|m| m.get(key))) {
-            match Lookup::from(found) {
-                Lookup::Value(v) => return Ok(Some(v)),
-                Lookup::Tombstone => return Ok(None),
-                Lookup::Absent => {}
-            }
+        match in_memtables(state, mem_seen, key) {
+            Lookup::Value(v) => return Ok(Some(v)),
+            Lookup::Tombstone => return Ok(None),
+            Lookup::Absent => {}
         }
         let hash = hash_key(key);
         let mut prefix = KeyPrefix::Pending(self.rule, key);
@@ -162,45 +160,94 @@ impl ReadPath<'_> {
     ) -> Result<Lookup> {
         bump(&counters.tables_probed, 1);
         let c = &counters.levels[level];
-        let filtered = match t.filter() {
-            FilterState::Valid(f) => {
-                bump(&c.filter_checks, 1);
-                if !f.may_contain_prehashed(key, hash) {
-                    bump(&c.filter_useful, 1);
-                    return Ok(Lookup::Absent);
-                }
-                bump(&c.filter_positive, 1);
-                true
-            }
-            FilterState::None | FilterState::Invalid(_) => {
-                let check = match prefix.get() {
-                    Some((rule, p, h)) => t.check_prefix(rule, p, h),
-                    None => PrefixCheck::Unfiltered,
-                };
-                match check {
-                    PrefixCheck::Absent => {
-                        bump(&c.prefix_checks, 1);
-                        bump(&c.prefix_useful, 1);
-                        return Ok(Lookup::Absent);
-                    }
-                    PrefixCheck::Maybe => bump(&c.prefix_checks, 1),
-                    PrefixCheck::Unfiltered => bump(&c.unfiltered_probes, 1),
-                }
-                false
-            }
+        let Verdict::Maybe { filtered } = check_filters(c, t, key, hash, prefix) else {
+            return Ok(Lookup::Absent);
         };
         let mut reads = TableReadStats::default();
         let found = t.get(key, &mut reads, self.cache);
+        self.count_reads(counters, c, &reads);
+        let found = Lookup::from(found?);
+        if filtered && !matches!(found, Lookup::Absent) {
+            bump(&c.filter_true_positive, 1);
+        }
+        Ok(found)
+    }
+
+    /// Counts the data-block reads (and cache hits) of one table lookup.
+    #[inline(always)]
+    pub(super) fn count_reads(
+        &self,
+        counters: &ReadCounters,
+        c: &LevelCounters,
+        reads: &TableReadStats,
+    ) {
         bump(&c.data_block_reads, reads.blocks);
         bump(&c.bytes_read, reads.bytes);
         if self.cache.is_some() {
             bump(&counters.block_cache_hits, reads.cache_hits);
             bump(&counters.block_cache_misses, reads.blocks);
         }
-        let found = Lookup::from(found?);
-        if filtered && !matches!(found, Lookup::Absent) {
-            bump(&c.filter_true_positive, 1);
+    }
+}
+
+/// The newest entry for `key` in the memtables: the first `mem_seen` batches of the active
+/// one, then the immutable ones newest first.
+#[inline(always)]
+pub(super) fn in_memtables(state: &State, mem_seen: u64, key: &[u8]) -> Lookup {
+    let newest = state.mem.get_at(key, mem_seen);
+    for found in std::iter::once(newest).chain(state.imm.iter().rev().map(|m| m.get(key))) {
+        match Lookup::from(found) {
+            Lookup::Absent => {}
+            known => return known,
         }
-        Ok(found)
+    }
+    Lookup::Absent
+}
+
+/// What a table's filters say about a key.
+pub(super) enum Verdict {
+    /// A filter excludes the key: the table does not hold it.
+    Absent,
+    /// The data block must be read; `filtered` when a whole-key filter said "maybe" (a hit
+    /// there is counted as the filter's true positive).
+    Maybe { filtered: bool },
+}
+
+/// Asks `t`'s whole-key filter about `key`, or, without a usable one, its prefix filter about
+/// the key's prefix; counts the answer in `c`.
+#[inline(always)]
+pub(super) fn check_filters(
+    c: &LevelCounters,
+    t: &Table,
+    key: &[u8],
+    hash: u64,
+    prefix: &mut KeyPrefix,
+) -> Verdict {
+    match t.filter() {
+        FilterState::Valid(f) => {
+            bump(&c.filter_checks, 1);
+            if !f.may_contain_prehashed(key, hash) {
+                bump(&c.filter_useful, 1);
+                return Verdict::Absent;
+            }
+            bump(&c.filter_positive, 1);
+            Verdict::Maybe { filtered: true }
+        }
+        FilterState::None | FilterState::Invalid(_) => {
+            let check = match prefix.get() {
+                Some((rule, p, h)) => t.check_prefix(rule, p, h),
+                None => PrefixCheck::Unfiltered,
+            };
+            match check {
+                PrefixCheck::Absent => {
+                    bump(&c.prefix_checks, 1);
+                    bump(&c.prefix_useful, 1);
+                    return Verdict::Absent;
+                }
+                PrefixCheck::Maybe => bump(&c.prefix_checks, 1),
+                PrefixCheck::Unfiltered => bump(&c.unfiltered_probes, 1),
+            }
+            Verdict::Maybe { filtered: false }
+        }
     }
 }

@@ -138,6 +138,11 @@ impl Snapshot {
             .get(&self.state, self.mem_seen, key.as_ref())
     }
 
+    /// The values of `keys` as of the snapshot, in the same order (as `Db::multi_get`).
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        self.read_path().multi_get(&self.state, self.mem_seen, keys)
+    }
+
     /// Live keys and values in `range` as of the snapshot, in key order (as `Db::scan`).
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
         let (start, end) = super::own_bounds(&range);

@@ -17,6 +17,7 @@ mod reader;
 pub use block::{BlockHandle, Entry};
 pub(crate) use block::{TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
+pub(crate) use cache::Block;
 pub use cache::BlockCache;
 pub use compression::Compression;
 pub use footer::{Footer, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_MAGIC, TABLE_VERSION};

@@ -1,0 +1,204 @@
+//! Point lookups of many keys at once (`Db::multi_get`, `Snapshot::multi_get`).
+//!
+//! A single `get` waits for each filter's cache line in turn, or at best overlaps the few
+//! filters of one key (`read.rs`). A batch has many keys' worth of independent lines to fetch,
+//! so it goes level by level instead of key by key: for each level-0 table (newest first) and
+//! then each deeper level, every key still unresolved finds its table there, the filter lines
+//! of all of them are prefetched, then all of them are probed, and the data blocks the
+//! "maybe" answers need are read, each block once for all the keys that fall in it. A key
+//! found (value or deletion) leaves the batch; the rest go down a level.
+//!
+//! Each key sees the same evidence in the same order as `get` (memtables, level 0 newest
+//! first, one table per deeper level), so its answer is `get`'s. All keys read one published
+//! state, loaded once: the batch is a consistent view, as if read under one snapshot. The
+//! keys are taken in chunks of `CHUNK`, so that a chunk's prefetched lines are still in the
+//! CPU cache when they are probed.
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use super::read::{check_filters, in_memtables, KeyPrefix, Lookup, ReadPath, Verdict};
+use super::stats::{bump, ReadCounters};
+use super::version::State;
+use crate::error::Result;
+use crate::filter::hash_key;
+use crate::table::{Block, FilterState, Table, TableReadStats};
+
+/// Keys probed together. Each holds a cache line in flight; a chunk's lines must still be in
+/// L1/L2 when probed.
+const CHUNK: usize = 64;
+
+/// One key of the batch on its way down the levels.
+struct Pending<'k, 'v> {
+    /// Its position in the caller's keys.
+    slot: usize,
+    key: &'k [u8],
+    hash: u64,
+    prefix: KeyPrefix<'k>,
+    /// The table on the level being probed whose range holds the key, if any.
+    table: Option<&'v Arc<Table>>,
+    /// Found (a value, a deletion or an error): it leaves the batch.
+    done: bool,
+}
+
+/// A key whose table's filter said "maybe": the data block it needs.
+struct BlockRead {
+    /// Index into the pending keys.
+    at: usize,
+    table: u64,
+    block: usize,
+    filtered: bool,
+}
+
+impl ReadPath<'_> {
+    /// The values of `keys` in `state` (seeing `mem_seen` batches of its memtable), in the
+    /// caller's order, each as `get` would answer it.
+    pub(super) fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        state: &State,
+        mem_seen: u64,
+        keys: &[K],
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let counters = self.counters.reader();
+        bump(&counters.gets, keys.len() as u64);
+        let mut out: Vec<Result<Option<Vec<u8>>>> = Vec::with_capacity(keys.len());
+        let mut pending: Vec<Pending> = Vec::with_capacity(CHUNK.min(keys.len()));
+        for (base, chunk) in keys.chunks(CHUNK).enumerate() {
+            pending.clear();
+            for (i, key) in chunk.iter().enumerate() {
+                let key = key.as_ref();
+                match in_memtables(state, mem_seen, key) {
+                    Lookup::Value(v) => out.push(Ok(Some(v))),
+                    Lookup::Tombstone => out.push(Ok(None)),
+                    Lookup::Absent => {
+                        out.push(Ok(None));
+                        pending.push(Pending {
+                            slot: base * CHUNK + i,
+                            key,
+                            hash: hash_key(key),
+                            prefix: KeyPrefix::Pending(self.rule, key),
+                            table: None,
+                            done: false,
+                        });
+                    }
+                }
+            }
+            self.tables(counters, state, &mut pending, &mut out);
+        }
+        out
+    }
+
+    /// Takes `pending` down the table levels of `state`, writing what each key finds to `out`.
+    fn tables<'k, 'v>(
+        &self,
+        counters: &ReadCounters,
+        state: &'v State,
+        pending: &mut Vec<Pending<'k, 'v>>,
+        out: &mut [Result<Option<Vec<u8>>>],
+    ) {
+        let levels = &state.version.levels;
+        for t in levels[0].iter().rev() {
+            if pending.is_empty() {
+                return;
+            }
+            self.stage(counters, 0, pending, out, |key| t.covers(key).then_some(t));
+        }
+        for (level, tables) in levels.iter().enumerate().skip(1) {
+            if pending.is_empty() {
+                return;
+            }
+            if tables.is_empty() {
+                continue;
+            }
+            self.stage(counters, level, pending, out, |key| {
+                let i = tables.partition_point(|t| t.ends_before(key));
+                tables.get(i).filter(|t| t.covers(key))
+            });
+        }
+    }
+
+    /// Probes, for every pending key, the table `find` gives on this level: prefetch every
+    /// filter line, probe every filter, then read each needed data block once.
+    fn stage<'k, 'v>(
+        &self,
+        counters: &ReadCounters,
+        level: usize,
+        pending: &mut Vec<Pending<'k, 'v>>,
+        out: &mut [Result<Option<Vec<u8>>>],
+        find: impl Fn(&[u8]) -> Option<&'v Arc<Table>>,
+    ) {
+        for p in pending.iter_mut() {
+            p.table = find(p.key);
+            if let Some(FilterState::Valid(f)) = p.table.map(|t| t.filter()) {
+                f.prefetch_prehashed(p.hash);
+            }
+        }
+        let c = &counters.levels[level];
+        let mut reads: SmallVec<[BlockRead; 8]> = SmallVec::new();
+        for (at, p) in pending.iter_mut().enumerate() {
+            let Some(t) = p.table else { continue };
+            bump(&counters.tables_probed, 1);
+            if let Verdict::Maybe { filtered } = check_filters(c, t, p.key, p.hash, &mut p.prefix) {
+                // A key past the table's last block is not in it: nothing to read.
+                if let Some(block) = t.block_of(p.key) {
+                    reads.push(BlockRead {
+                        at,
+                        table: t.id(),
+                        block,
+                        filtered,
+                    });
+                }
+            }
+        }
+        if !reads.is_empty() {
+            self.read_blocks(counters, level, pending, out, &mut reads);
+            pending.retain(|p| !p.done);
+        }
+    }
+
+    /// Reads the data blocks `reads` need, each once (grouped by table and block), and looks
+    /// each key up in its block.
+    fn read_blocks(
+        &self,
+        counters: &ReadCounters,
+        level: usize,
+        pending: &mut [Pending],
+        out: &mut [Result<Option<Vec<u8>>>],
+        reads: &mut [BlockRead],
+    ) {
+        let c = &counters.levels[level];
+        reads.sort_unstable_by_key(|r| (r.table, r.block));
+        let mut current: Option<(u64, usize, Result<Arc<Block>>)> = None;
+        for r in reads.iter() {
+            let p = &mut pending[r.at];
+            let Some(t) = p.table else { continue };
+            let loaded = match &current {
+                Some((table, block, _)) => (*table, *block) == (r.table, r.block),
+                None => false,
+            };
+            if !loaded {
+                let mut stats = TableReadStats::default();
+                let block = t.data_block(r.block, &mut stats, self.cache);
+                self.count_reads(counters, c, &stats);
+                current = Some((r.table, r.block, block));
+            }
+            let found = match current.as_ref().map(|(_, _, b)| b) {
+                Some(Ok(block)) => t.find_in(block, r.block, p.key),
+                Some(Err(e)) => Err(e.replicate()),
+                None => continue,
+            };
+            match found {
+                Ok(None) => continue,
+                Ok(Some(value)) => {
+                    if r.filtered {
+                        bump(&c.filter_true_positive, 1);
+                    }
+                    out[p.slot] = Ok(value);
+                }
+                Err(e) => out[p.slot] = Err(e),
+            }
+            p.done = true;
+        }
+    }
+}

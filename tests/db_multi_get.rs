@@ -1,0 +1,288 @@
+//! `Db::multi_get` and `Snapshot::multi_get`: for random batches (duplicates, absent keys,
+//! deleted keys, keys in the memtable, level 0 and every deeper level, more keys than one
+//! chunk) every answer is the one `get` gives and the model holds, under each kind of filter,
+//! with and without filters, prefix filters only, block cache on and off; a batch reads each
+//! data block it needs once; a read fault fails only the keys that needed the damaged read.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::{tiny_options, Rng};
+use lsm_bloom::fs::{FaultyFs, FileSystem, ReadFault};
+use lsm_bloom::{Db, Error, FilterKind, FilterPolicy, Options, PrefixExtractor};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Keys `g:NNNN`: the group before the colon is a prefix under `delimiter(':', 1)`.
+fn key(i: u64) -> Vec<u8> {
+    format!("{}:{i:05}", i % 7).into_bytes()
+}
+
+/// Writes 4 rounds of puts and deletes over 3,000 keys, flushing after each, lets compactions
+/// settle, then writes one level-0 table's worth and a little more that stays in the
+/// memtable. Returns the model.
+fn fill(db: &Db, seed: u64) -> Model {
+    let mut model = Model::new();
+    let mut rng = Rng::new(seed);
+    let mut write = |db: &Db, rng: &mut Rng, round: u64| {
+        let i = rng.below(3000);
+        if rng.chance(15) {
+            db.delete(key(i)).unwrap();
+            model.remove(&key(i));
+        } else {
+            let v = format!("v{round}-{i}-{}", "x".repeat(rng.below(40) as usize));
+            db.put(key(i), &v).unwrap();
+            model.insert(key(i), v.into_bytes());
+        }
+    };
+    for round in 0..4 {
+        for _ in 0..900 {
+            write(db, &mut rng, round);
+        }
+        db.flush().unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    // Two overlapping level-0 tables (below the compaction trigger of `options`), then the
+    // memtable.
+    for round in 4..6 {
+        for _ in 0..200 {
+            write(db, &mut rng, round);
+        }
+        db.flush().unwrap();
+    }
+    for _ in 0..40 {
+        write(db, &mut rng, 6);
+    }
+    model
+}
+
+/// `tiny_options` keeping up to 3 tables in level 0.
+fn options() -> Options {
+    Options {
+        l0_compaction_trigger: 4,
+        ..tiny_options()
+    }
+}
+
+/// A random batch of 1 to 200 keys: present, deleted, never written and repeated ones.
+fn batch(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let n = 1 + rng.below(200) as usize;
+    let mut keys: Vec<Vec<u8>> = Vec::with_capacity(n);
+    for _ in 0..n {
+        let k = match rng.below(10) {
+            0 if !keys.is_empty() => keys[rng.below(keys.len() as u64) as usize].clone(),
+            1 => key(3000 + rng.below(3000)), // never written
+            // never written, under a prefix no table holds ("3a:" sorts between "3:" and "4:")
+            2 => format!("{}a:{:05}", rng.below(6), rng.below(3000)).into_bytes(),
+            3 => b"zz-outside".to_vec(), // beyond every table's range
+            _ => key(rng.below(3000)),
+        };
+        keys.push(k);
+    }
+    keys
+}
+
+/// Checks `multi_get` of random batches against `get` and the model; returns how many
+/// answers were values, deletions-or-absent.
+fn check_batches(db: &Db, model: &Model, rng: &mut Rng, what: &str) -> (usize, usize) {
+    let (mut values, mut nones) = (0, 0);
+    for _ in 0..60 {
+        let keys = batch(rng);
+        let got = db.multi_get(&keys);
+        assert_eq!(got.len(), keys.len(), "{what}");
+        for (k, g) in keys.iter().zip(got) {
+            let g = g.unwrap_or_else(|e| panic!("{what}: multi_get {k:?} failed: {e}"));
+            assert_eq!(g.as_ref(), model.get(k), "{what}: multi_get {k:?}");
+            assert_eq!(g, db.get(k).unwrap(), "{what}: get {k:?}");
+            if g.is_some() {
+                values += 1;
+            } else {
+                nones += 1;
+            }
+        }
+    }
+    (values, nones)
+}
+
+#[test]
+fn multi_get_answers_as_get_does_for_random_batches() {
+    let prefix_only = Options {
+        prefix_extractor: Some(PrefixExtractor::delimiter(b':', 1)),
+        whole_key_filtering: false,
+        ..options()
+    };
+    let variants: Vec<(&str, Options)> = vec![
+        ("blocked", options()),
+        (
+            "standard, cache",
+            Options {
+                filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Standard, 10.0)),
+                block_cache_bytes: 1 << 20,
+                ..options()
+            },
+        ),
+        (
+            "ribbon",
+            Options {
+                filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 10.0)),
+                ..options()
+            },
+        ),
+        (
+            "no filters",
+            Options {
+                filter_policy: None,
+                ..options()
+            },
+        ),
+        ("prefix filters only", prefix_only),
+    ];
+    for (seed, (what, opts)) in variants.into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), opts).unwrap();
+        let model = fill(&db, seed as u64);
+        let levels: Vec<usize> = db.levels().iter().map(Vec::len).collect();
+        assert!(
+            levels[0] >= 2 && levels[1..].iter().filter(|&&n| n > 0).count() >= 2,
+            "{what}: the keys should sit in two level-0 tables and two deeper levels: {levels:?}"
+        );
+        let mut rng = Rng::new(100 + seed as u64);
+        let before = db.stats().total;
+        let (values, nones) = check_batches(&db, &model, &mut rng, what);
+        let after = db.stats().total;
+        assert!(
+            values > 1000 && nones > 1000,
+            "{what}: {values} values, {nones} nones"
+        );
+        if what != "no filters" {
+            let said_absent = (after.filter_useful - before.filter_useful)
+                + (after.prefix_useful - before.prefix_useful);
+            assert!(said_absent > 0, "{what}: no filter answered 'absent'");
+        }
+
+        // A snapshot's batch answers as of the snapshot, through later writes and a flush.
+        let snap = db.snapshot();
+        let frozen = model.clone();
+        for i in 0..300 {
+            db.put(key(i), b"later").unwrap();
+            db.delete(key(1000 + i)).unwrap();
+        }
+        db.flush().unwrap();
+        let keys: Vec<Vec<u8>> = (0..1400).step_by(3).map(key).collect();
+        for (k, g) in keys.iter().zip(snap.multi_get(&keys)) {
+            let g = g.unwrap();
+            assert_eq!(g.as_ref(), frozen.get(k), "{what}: snapshot {k:?}");
+            assert_eq!(g, snap.get(k).unwrap(), "{what}: snapshot get {k:?}");
+        }
+    }
+}
+
+#[test]
+fn an_empty_batch_and_an_empty_store_answer_nothing_and_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    assert!(db.multi_get::<&[u8]>(&[]).is_empty());
+    let got = db.multi_get(&["a", "b", "a"]);
+    assert!(got.iter().all(|g| matches!(g, Ok(None))), "{got:?}");
+}
+
+#[test]
+fn a_batch_reads_each_data_block_it_needs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        block_size: 4096,
+        block_cache_bytes: 0, // every block looked at is a counted file read
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..2000u64 {
+        db.put(format!("k{i:05}"), b"value").unwrap();
+    }
+    db.compact().unwrap();
+    // 40 neighbouring keys (~20 bytes each) span at most 2 blocks of 4 KiB.
+    let keys: Vec<String> = (500..540).map(|i| format!("k{i:05}")).collect();
+    let reads = |db: &Db| db.stats().total.data_block_reads;
+    let r0 = reads(&db);
+    for k in &keys {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(&b"value"[..]));
+    }
+    let one_by_one = reads(&db) - r0;
+    let r1 = reads(&db);
+    let got = db.multi_get(&keys);
+    let batched = reads(&db) - r1;
+    assert!(got
+        .iter()
+        .all(|g| matches!(g, Ok(Some(v)) if v == b"value")));
+    assert_eq!(one_by_one, 40);
+    assert!(
+        (1..=2).contains(&batched),
+        "the batch read {batched} blocks"
+    );
+}
+
+fn typed(e: &Error) -> bool {
+    // A flipped bit in a table's version field reads as a newer format (FORMAT.md §3).
+    matches!(
+        e,
+        Error::Io { .. } | Error::Corruption { .. } | Error::UnsupportedVersion { .. }
+    )
+}
+
+#[test]
+fn a_read_fault_fails_only_the_keys_that_needed_the_damaged_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = {
+        let db = Db::open(dir.path(), tiny_options()).unwrap();
+        let m = fill(&db, 9);
+        db.flush().unwrap();
+        m
+    };
+    let fs = FaultyFs::new();
+    let opts = Options {
+        fs: Arc::new(fs.clone()),
+        block_cache_bytes: 0,
+        ..tiny_options()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let mut rng = Rng::new(21);
+    let (mut mixed, mut failed_keys) = (0, 0);
+    for round in 0..300 {
+        let fault = match round % 3 {
+            0 => ReadFault::Error,
+            1 => ReadFault::Short,
+            _ => ReadFault::FlipBit(rng.next()),
+        };
+        let keys = batch(&mut rng);
+        let before = fs.reads_failed();
+        fs.fail_read(fs.reads() + 1 + rng.below(4), fault);
+        let got = db.multi_get(&keys);
+        let hit = fs.reads_failed() > before;
+        let mut errors = 0;
+        for (k, g) in keys.iter().zip(&got) {
+            match g {
+                Ok(v) => assert_eq!(v.as_ref(), model.get(k), "{k:?} under {fault:?}"),
+                Err(e) => {
+                    assert!(hit && typed(e), "{k:?} failed without a fault: {e}");
+                    errors += 1;
+                    // The same key without the fault answers right.
+                    assert_eq!(db.get(k).unwrap().as_ref(), model.get(k));
+                }
+            }
+        }
+        // Consume an unused fault with reads of our own, so it cannot fire later.
+        while fs.reads_failed() == before {
+            let _ = fs.read_all(&dir.path().join("MANIFEST"));
+        }
+        failed_keys += errors;
+        if errors > 0 && errors < keys.len() {
+            mixed += 1;
+        }
+    }
+    assert!(failed_keys > 50, "only {failed_keys} keys met a fault");
+    assert!(
+        mixed > 20,
+        "only {mixed} batches had both failed and answered keys"
+    );
+}
