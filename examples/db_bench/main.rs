@@ -6,7 +6,9 @@
 //!  [--values mixed] [--json]`; prefix scans:
 //! `... -- --workload prefix [--keys N] [--prefixes P] [--scans S]` (`prefix.rs`); RocksDB
 //! with its own filters against lsm-bloom's inside it: `cargo run --release --features
-//! rocksdb-plugin --example db_bench -- --workload rocksdb-filters` (`rocks_filters.rs`).
+//! rocksdb-plugin --example db_bench -- --workload rocksdb-filters` (`rocks_filters.rs`); our
+//! absent lookups as the store grows, in units of memory latency: `... -- --workload scale
+//! [--scale-keys 1000000,10000000,100000000]` (`scale.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -51,6 +53,7 @@ mod multi;
 mod prefix;
 #[cfg(feature = "rocksdb-plugin")]
 mod rocks_filters;
+mod scale;
 
 #[derive(Parser, Clone)]
 #[command(about = "lsm-bloom vs RocksDB vs fjall")]
@@ -94,11 +97,24 @@ struct Args {
     /// Fully compact before the held phase.
     #[arg(long)]
     hold_compacted: bool,
-    /// `gets` (point lookups, the default), `prefix` (prefix scans, `prefix.rs`) or
+    /// Every engine at its own defaults instead of configured alike: ours
+    /// `Options::default()`, fjall's defaults, RocksDB's defaults with a 10 bits/key Bloom
+    /// filter (it has none by default). `--memtable-mib`, `--block-cache-mib` and
+    /// `--compression` are then ignored.
+    #[arg(long)]
+    defaults: bool,
+    /// `gets` (point lookups, the default), `prefix` (prefix scans, `prefix.rs`),
     /// `rocksdb-filters` (RocksDB with its own and lsm-bloom's filters, `rocks_filters.rs`;
-    /// feature `rocksdb-plugin`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters"])]
+    /// feature `rocksdb-plugin`) or `scale` (our absent lookups at `--scale-keys` sizes, in
+    /// units of memory latency, `scale.rs`).
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale"])]
     workload: String,
+    /// Scale workload: store sizes in keys.
+    #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
+    scale_keys: Vec<u64>,
+    /// Scale workload: MiB the pointer chase (the unit) walks over.
+    #[arg(long, default_value_t = 512)]
+    chase_mib: u64,
     /// Prefix workload: distinct prefixes (`--keys / --prefixes` keys each).
     #[arg(long, default_value_t = 100_000)]
     prefixes: u64,
@@ -428,6 +444,9 @@ fn open_ours(dir: &Path, args: &Args) -> Ours {
 }
 
 fn ours_options(args: &Args) -> Options {
+    if args.defaults {
+        return Options::default();
+    }
     Options {
         memtable_size: (args.memtable_mib << 20) as usize,
         block_size: 4096,
@@ -452,9 +471,11 @@ fn open_rocks(
     tweak: impl FnOnce(&mut rocksdb::Options, &mut rocksdb::BlockBasedOptions),
 ) -> Rocks {
     let opts = rocks_options(args, tweak);
-    // The default column family named, so that `cf_handle` finds it for the batched read.
-    let db = rocksdb::DB::open_cf(&opts, dir, [rocksdb::DEFAULT_COLUMN_FAMILY_NAME])
-        .expect("open rocksdb");
+    // The default column family named, so that `cf_handle` finds it for the batched read,
+    // with these options (`DB::open_cf` would give it `Options::default()`: no filter).
+    let default =
+        rocksdb::ColumnFamilyDescriptor::new(rocksdb::DEFAULT_COLUMN_FAMILY_NAME, opts.clone());
+    let db = rocksdb::DB::open_cf_descriptors(&opts, dir, [default]).expect("open rocksdb");
     Rocks { db, opts }
 }
 
@@ -465,6 +486,15 @@ fn rocks_options(
 ) -> rocksdb::Options {
     let mut table = rocksdb::BlockBasedOptions::default();
     table.set_bloom_filter(10.0, false);
+    if args.defaults {
+        let mut opts = rocksdb::Options::default();
+        tweak(&mut opts, &mut table);
+        opts.create_if_missing(true);
+        opts.set_block_based_table_factory(&table);
+        opts.enable_statistics();
+        opts.set_statistics_level(StatsLevel::DisableAll);
+        return opts;
+    }
     table.set_block_size(4096);
     table.set_cache_index_and_filter_blocks(false); // held by the table readers, in memory
     table.set_block_cache(&rocksdb::Cache::new_lru_cache(
@@ -496,6 +526,13 @@ fn open_fjall(dir: &Path, args: &Args) -> Fjall {
         BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy,
         FilterPolicyEntry, PartitioningPolicy, PinningPolicy,
     };
+    if args.defaults {
+        let db = fjall::Database::builder(dir).open().expect("open fjall");
+        let ks = db
+            .keyspace("bench", fjall::KeyspaceCreateOptions::default)
+            .expect("fjall keyspace");
+        return Fjall { db, ks };
+    }
     let db = fjall::Database::builder(dir)
         .cache_size(args.block_cache_mib << 20)
         .open()
@@ -700,6 +737,9 @@ fn main() {
     if args.workload == "prefix" {
         return prefix::run(&args);
     }
+    if args.workload == "scale" {
+        return scale::run(&args);
+    }
     if args.workload == "rocksdb-filters" {
         #[cfg(feature = "rocksdb-plugin")]
         return rocks_filters::run(&args);
@@ -717,10 +757,17 @@ fn main() {
             eprintln!("{s}");
         }
     };
-    let config = format!(
+    let config = if args.defaults {
+        format!(
+            "DEFAULTS: every engine at its own defaults (ours Options::default(); fjall's defaults; RocksDB's defaults + set_bloom_filter(10.0, false)); keys {} x (16-byte key, {}-byte value); threads {:?}; values {}; {} gets per read phase and round; {} rounds",
+            args.keys, args.value_size, args.threads, args.values, args.ops, args.rounds
+        )
+    } else {
+        format!(
         "keys {} x ({}-byte key, {}-byte value); threads {:?}; 10 bits/key Bloom (ours: blocked; RocksDB: set_bloom_filter(10.0, false), default format_version; fjall: BitsPerKey(10.0) all levels); 4 KiB blocks; compression {} all levels, values {}; memtable {} MiB; WAL on, no fsync; index+filter pinned in memory, unpartitioned; block cache {} MiB each; RocksDB statistics off in timed phases; target file 64 MiB, L1 256 MiB, ratio 10, L0 trigger 4 (ours, RocksDB; fjall: its leveled defaults); {} gets per read phase and round; {} rounds",
         args.keys, 16, args.value_size, args.threads, args.compression, args.values, args.memtable_mib, args.block_cache_mib, args.ops, args.rounds
-    );
+    )
+    };
     say(config.clone());
 
     // Bulk load, interleaved; the last load's databases serve the read phases.

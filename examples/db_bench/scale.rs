@@ -1,0 +1,164 @@
+//! `--workload scale`: absent-key lookups of lsm-bloom as the store grows
+//! (`--scale-keys 1000000,10000000,100000000`), in units of this machine's memory latency.
+//!
+//! For each size: a new store, loaded as in the main workload (`--keys` is ignored; values
+//! `--value-size`, one thread) and settled, and one untimed pass of absent gets. Then, per
+//! round (`--rounds`, medians reported):
+//!
+//! - **the unit**: one dependent random load over `--chase-mib` MiB (512 by default): a
+//!   pointer chase through a random cycle, so every hop waits for the last one and misses
+//!   every cache and, at this size, the TLB: what one "trip to memory" costs here;
+//! - **absent get**: `--ops` absent keys through `Db::get` on one thread;
+//! - **absent multi_get**: the same keys through `Db::multi_get`, 64 at a time (per key);
+//! - **bare serial probes**: the same keys through the filter probes an absent get makes,
+//!   one after another, nothing else (`bare_probes`);
+//! - **bare batched probes**: the same, 64 keys per level at a time with prefetches
+//!   (`multi::bare_batched`).
+//!
+//! Each is printed in ns per key and in units; the filter memory, the tables per level and the
+//! data-block reads per absent get (false positives) are printed beside them.
+
+use std::time::Instant;
+
+use crate::{
+    bare_probes, load, median, mix, multi, open_ours, phase_keys, read_phase, Args, Engine,
+};
+
+/// Nanoseconds per hop of a dependent random walk over `mib` MiB (2,000,000 hops).
+pub fn pointer_chase_ns(cycle: &[u32]) -> f64 {
+    const HOPS: usize = 2_000_000;
+    let mut at = 0u32;
+    let t = Instant::now();
+    for _ in 0..HOPS {
+        at = cycle[at as usize];
+    }
+    std::hint::black_box(at);
+    t.elapsed().as_secs_f64() * 1e9 / HOPS as f64
+}
+
+/// A single random cycle through `mib` MiB of `u32` slots (Sattolo's shuffle): following
+/// it from any slot visits every slot once, in an order the prefetchers cannot guess.
+pub fn random_cycle(mib: u64) -> Vec<u32> {
+    let n = ((mib << 20) / 4).max(2) as usize;
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    let mut x = 0x5EED_u64;
+    for i in (1..n).rev() {
+        x = mix(x);
+        order.swap(i, (x % i as u64) as usize);
+    }
+    // order[i] -> order[i + 1] for every i, closing the cycle.
+    let mut next = vec![0u32; n];
+    for i in 0..n {
+        next[order[i] as usize] = order[(i + 1) % n];
+    }
+    next
+}
+
+struct Line {
+    keys: u64,
+    tables: Vec<u64>,
+    filter_mib: f64,
+    unit: f64,
+    get: f64,
+    multi: f64,
+    serial: f64,
+    batched: f64,
+    reads: f64,
+}
+
+pub fn run(args: &Args) {
+    eprintln!(
+        "scale workload: keys {:?}, {}-byte values, {} absent keys per phase and round, {} rounds, unit: pointer chase over {} MiB",
+        args.scale_keys, args.value_size, args.ops, args.rounds, args.chase_mib
+    );
+    let cycle = random_cycle(args.chase_mib);
+    let mut lines = Vec::new();
+    for &n in &args.scale_keys {
+        let sized = Args {
+            keys: n,
+            ..args.clone()
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ours = open_ours(dir.path(), &sized);
+        let t0 = Instant::now();
+        let rate = load(&ours, &sized, 1);
+        let stats = ours.0.stats();
+        let tables = ours.tables_per_level();
+        eprintln!(
+            "{n} keys: loaded in {:.0} s ({rate:.0} puts/s); tables {tables:?}",
+            t0.elapsed().as_secs_f64()
+        );
+        // One untimed pass first: the first gets after a load pay one-time costs (measured at
+        // 3×10^5 keys: 4.2 µs per get in a first pass of 20,000, 0.2 µs after).
+        let warm = phase_keys(&sized, 100, 7);
+        read_phase(&ours, &warm, 1);
+        multi::phase(&ours, &multi::batches(&warm), 1);
+        let levels = ours.0.levels();
+        let (mut unit, mut get, mut multi_ns, mut serial, mut batched, mut reads) =
+            (vec![], vec![], vec![], vec![], vec![], vec![]);
+        for round in 0..args.rounds {
+            let keys = phase_keys(&sized, 100, 31 + round as u64);
+            unit.push(pointer_chase_ns(&cycle));
+            let s = read_phase(&ours, &keys, 1);
+            get.push(1e9 / s.ops_per_sec);
+            reads.push(s.data_block_reads_per_op.unwrap_or(0.0));
+            let m = multi::phase(&ours, &multi::batches(&keys), 1).unwrap_or_default();
+            multi_ns.push(1e9 / m.ops_per_sec);
+            serial.push(1e9 / bare_probes(&levels, &keys, 1));
+            batched.push(1e9 / multi::bare_batched(&levels, &keys, 1));
+            eprintln!(
+                "  round {round}: unit {:.0} ns, get {:.0} ns, multi_get {:.0} ns/key, bare serial {:.0} ns, bare batched {:.0} ns",
+                unit[round], get[round], multi_ns[round], serial[round], batched[round]
+            );
+        }
+        lines.push(Line {
+            keys: n,
+            tables,
+            filter_mib: stats.total.filter_bytes as f64 / 1048576.0,
+            unit: median(unit),
+            get: median(get),
+            multi: median(multi_ns),
+            serial: median(serial),
+            batched: median(batched),
+            reads: median(reads),
+        });
+    }
+    println!("\n| keys | tables per level | filters MiB | unit (ns) | absent get ns (units) | multi_get ns/key (units; ÷ get) | bare serial probes ns | get ÷ bare serial | bare batched ns | data-block reads per absent get |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for l in &lines {
+        println!(
+            "| {} | {:?} | {:.1} | {:.0} | {:.0} ({:.2}) | {:.0} ({:.2}; {:.2}) | {:.0} | {:.2} | {:.0} | {:.4} |",
+            l.keys,
+            l.tables,
+            l.filter_mib,
+            l.unit,
+            l.get,
+            l.get / l.unit,
+            l.multi,
+            l.multi / l.unit,
+            l.multi / l.get,
+            l.serial,
+            l.get / l.serial,
+            l.batched,
+            l.reads
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cycle_visits_every_slot_once() {
+        let c = random_cycle(1);
+        let mut seen = vec![false; c.len()];
+        let mut at = 0u32;
+        for _ in 0..c.len() {
+            assert!(!seen[at as usize]);
+            seen[at as usize] = true;
+            at = c[at as usize];
+        }
+        assert_eq!(at, 0);
+    }
+}
