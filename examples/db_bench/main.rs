@@ -103,6 +103,10 @@ struct Args {
     /// `--compression` are then ignored.
     #[arg(long)]
     defaults: bool,
+    /// Ours with `Options::filter_budget` at this average bits/key (blocked Bloom on every
+    /// level) in place of its fixed filter policy, in either mode.
+    #[arg(long)]
+    ours_budget: Option<f64>,
     /// `gets` (point lookups, the default), `prefix` (prefix scans, `prefix.rs`),
     /// `rocksdb-filters` (RocksDB with its own and lsm-bloom's filters, `rocks_filters.rs`;
     /// feature `rocksdb-plugin`) or `scale` (our absent lookups at `--scale-keys` sizes, in
@@ -444,10 +448,18 @@ fn open_ours(dir: &Path, args: &Args) -> Ours {
 }
 
 fn ours_options(args: &Args) -> Options {
+    let budget = args.ours_budget.map(|bits| lsm_bloom::FilterBudget {
+        last_level_kind: lsm_bloom::FilterKind::Blocked,
+        ..lsm_bloom::FilterBudget::bits_per_key(bits)
+    });
     if args.defaults {
-        return Options::default();
+        return Options {
+            filter_budget: budget,
+            ..Options::default()
+        };
     }
     Options {
+        filter_budget: budget,
         memtable_size: (args.memtable_mib << 20) as usize,
         block_size: 4096,
         target_file_size: 64 << 20,

@@ -12,8 +12,6 @@
 //! asked through its prefix filter for the key's prefix, when the rule gives the key one; that
 //! prefix is hashed at most once per get, and only when such a table is reached.
 
-use std::sync::Arc;
-
 use smallvec::SmallVec;
 
 use super::inner::Inner;
@@ -116,24 +114,19 @@ impl ReadPath<'_> {
         // then one per deeper level), found before any filter is probed: the filters' cache
         // lines are then requested together and their misses overlap (issue 19), where probing
         // one after another would wait for each miss in turn. The answer and the order in
-        // which tables are consulted are as before.
-        let level0 = version.levels[0].iter().rev().map(|t| (0, t));
-        let deeper = version
-            .levels
-            .iter()
-            .enumerate()
-            .skip(1)
-            .filter_map(|(level, tables)| {
-                let i = tables.partition_point(|t| t.ends_before(key));
-                tables.get(i).map(|t| (level, t))
-            });
-        let candidates: SmallVec<[(usize, &Arc<Table>); 24]> = level0
-            .chain(deeper)
-            .filter(|(_, t)| t.covers(key))
-            .collect();
-        for (_, t) in &candidates {
-            if let FilterState::Valid(f) = t.filter() {
-                f.prefetch_prehashed(hash);
+        // which tables are consulted are as before. Each filter's first line is requested as
+        // soon as its table is found (the next level's search runs while it loads), and the
+        // list is built in place, never moved: against collecting first and prefetching after,
+        // absent gets 1.04/1.16/1.10x at 2x10^6 keys, 0.98/1.25x at 10^7 (`db_bench --hold
+        // absent`, interleaved pairs).
+        let mut candidates: SmallVec<[(usize, &Table); 24]> = SmallVec::new();
+        for t in version.levels[0].iter().rev() {
+            consider(&mut candidates, 0, t, key, hash);
+        }
+        for (level, tables) in version.levels.iter().enumerate().skip(1) {
+            let i = tables.partition_point(|t| t.ends_before(key));
+            if let Some(t) = tables.get(i) {
+                consider(&mut candidates, level, t, key, hash);
             }
         }
         for (level, t) in candidates {
@@ -187,6 +180,24 @@ impl ReadPath<'_> {
             bump(&counters.block_cache_hits, reads.cache_hits);
             bump(&counters.block_cache_misses, reads.blocks);
         }
+    }
+}
+
+/// Adds `t` (on `level`) to `get`'s candidates if its range holds `key`, and starts loading
+/// the first line its filter will read.
+#[inline(always)]
+fn consider<'v>(
+    candidates: &mut SmallVec<[(usize, &'v Table); 24]>,
+    level: usize,
+    t: &'v Table,
+    key: &[u8],
+    hash: u64,
+) {
+    if t.covers(key) {
+        if let FilterState::Valid(f) = t.filter() {
+            f.prefetch_prehashed(hash);
+        }
+        candidates.push((level, t));
     }
 }
 
