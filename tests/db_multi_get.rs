@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{tiny_options, Rng};
+use common::{random_write, tiny_options, Rng};
 use lsm_bloom::fs::{FaultyFs, FileSystem, ReadFault};
 use lsm_bloom::{Db, Error, FilterKind, FilterPolicy, Options, PrefixExtractor};
 
@@ -27,15 +27,7 @@ fn fill(db: &Db, seed: u64) -> Model {
     let mut model = Model::new();
     let mut rng = Rng::new(seed);
     let mut write = |db: &Db, rng: &mut Rng, round: u64| {
-        let i = rng.below(3000);
-        if rng.chance(15) {
-            db.delete(key(i)).unwrap();
-            model.remove(&key(i));
-        } else {
-            let v = format!("v{round}-{i}-{}", "x".repeat(rng.below(40) as usize));
-            db.put(key(i), &v).unwrap();
-            model.insert(key(i), v.into_bytes());
-        }
+        random_write(db, &mut model, rng, key, round, 15);
     };
     for round in 0..4 {
         for _ in 0..900 {

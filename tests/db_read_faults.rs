@@ -12,7 +12,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::{tiny_options, Rng};
+use common::{random_write, tiny_options, Rng};
 use lsm_bloom::fs::{FaultyFs, FileSystem, ReadFault};
 use lsm_bloom::{Db, Error, Options};
 
@@ -38,15 +38,7 @@ fn build(dir: &std::path::Path) -> Model {
     let mut rng = Rng::new(7);
     for round in 0..4u64 {
         for _ in 0..900 {
-            let i = rng.below(3000);
-            if rng.chance(10) {
-                db.delete(key(i)).unwrap();
-                model.remove(&key(i));
-            } else {
-                let v = format!("v{round}-{i}-{}", "x".repeat(rng.below(40) as usize));
-                db.put(key(i), &v).unwrap();
-                model.insert(key(i), v.into_bytes());
-            }
+            random_write(&db, &mut model, &mut rng, key, round, 10);
         }
         db.flush().unwrap();
     }

@@ -130,3 +130,25 @@ impl CounterWriter {
 pub fn counter(value: Option<Vec<u8>>) -> u64 {
     value.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()))
 }
+
+/// One random write of the read tests' workload: over keys `key(0..3000)`, a delete
+/// `delete_pct`% of the time, else a put of `v{round}-{i}-` and up to 40 `x`s; applied to
+/// `model` as well.
+pub fn random_write(
+    db: &lsm_bloom::Db,
+    model: &mut std::collections::BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut Rng,
+    key: fn(u64) -> Vec<u8>,
+    round: u64,
+    delete_pct: u64,
+) {
+    let i = rng.below(3000);
+    if rng.chance(delete_pct) {
+        db.delete(key(i)).unwrap();
+        model.remove(&key(i));
+    } else {
+        let v = format!("v{round}-{i}-{}", "x".repeat(rng.below(40) as usize));
+        db.put(key(i), &v).unwrap();
+        model.insert(key(i), v.into_bytes());
+    }
+}
