@@ -684,9 +684,8 @@ fn bare_probes(levels: &[Vec<Arc<Table>>], keys: &[([u8; 16], bool)], threads: u
                 }
             }
             for tables in &levels[1..] {
-                let i = tables.partition_point(|t| t.ends_before(key));
-                if let Some(t) = tables.get(i) {
-                    if t.covers(key) && may_contain(t, key, hash) {
+                if let Some(t) = Table::in_level(tables, key) {
+                    if may_contain(t, key, hash) {
                         maybe += 1;
                     }
                 }

@@ -79,10 +79,11 @@ pub fn bare_batched(
             }
             for tables in &levels[1..] {
                 found.clear();
-                found.extend(batch.iter().map(|(k, _)| {
-                    let i = tables.partition_point(|t| t.ends_before(k));
-                    tables.get(i).filter(|t| t.covers(k)).map(|t| &**t)
-                }));
+                found.extend(
+                    batch
+                        .iter()
+                        .map(|(k, _)| Table::in_level(tables, k).map(|t| &**t)),
+                );
                 maybe += stage(&found, &hashes, batch);
             }
         }

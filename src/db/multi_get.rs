@@ -112,8 +112,7 @@ impl ReadPath<'_> {
                 continue;
             }
             self.stage(counters, level, pending, out, |key| {
-                let i = tables.partition_point(|t| t.ends_before(key));
-                tables.get(i).filter(|t| t.covers(key))
+                Table::in_level(tables, key)
             });
         }
     }

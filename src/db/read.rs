@@ -121,12 +121,13 @@ impl ReadPath<'_> {
         // absent`, interleaved pairs).
         let mut candidates: SmallVec<[(usize, &Table); 24]> = SmallVec::new();
         for t in version.levels[0].iter().rev() {
-            consider(&mut candidates, 0, t, key, hash);
+            if t.covers(key) {
+                consider(&mut candidates, 0, t, hash);
+            }
         }
         for (level, tables) in version.levels.iter().enumerate().skip(1) {
-            let i = tables.partition_point(|t| t.ends_before(key));
-            if let Some(t) = tables.get(i) {
-                consider(&mut candidates, level, t, key, hash);
+            if let Some(t) = Table::in_level(tables, key) {
+                consider(&mut candidates, level, t, hash);
             }
         }
         for (level, t) in candidates {
@@ -183,22 +184,19 @@ impl ReadPath<'_> {
     }
 }
 
-/// Adds `t` (on `level`) to `get`'s candidates if its range holds `key`, and starts loading
+/// Adds `t` (on `level`, its range holding the key) to `get`'s candidates, and starts loading
 /// the first line its filter will read.
 #[inline(always)]
 fn consider<'v>(
     candidates: &mut SmallVec<[(usize, &'v Table); 24]>,
     level: usize,
     t: &'v Table,
-    key: &[u8],
     hash: u64,
 ) {
-    if t.covers(key) {
-        if let FilterState::Valid(f) = t.filter() {
-            f.prefetch_prehashed(hash);
-        }
-        candidates.push((level, t));
+    if let FilterState::Valid(f) = t.filter() {
+        f.prefetch_prehashed(hash);
     }
+    candidates.push((level, t));
 }
 
 /// The newest entry for `key` in the memtables: the first `mem_seen` batches of the active

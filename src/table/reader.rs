@@ -352,6 +352,14 @@ impl Table {
     pub fn ends_before(&self, key: &[u8]) -> bool {
         cmp_prefixed(self.max_prefix, self.max_key(), key_prefix(key), key) == Ordering::Less
     }
+    /// In `tables`, one level's tables in key order with disjoint ranges, the one whose range
+    /// holds `key` (a binary search on `ends_before`, then `covers`): the only table of the
+    /// level a lookup of `key` needs.
+    #[inline]
+    pub fn in_level<'t>(tables: &'t [Arc<Table>], key: &[u8]) -> Option<&'t Arc<Table>> {
+        let i = tables.partition_point(|t| t.ends_before(key));
+        tables.get(i).filter(|t| t.covers(key))
+    }
     /// Bytes of whole-key filter held in memory.
     pub fn filter_bytes(&self) -> u64 {
         match &self.filter {
@@ -640,5 +648,33 @@ mod tests {
                 Some(Some(b"v".to_vec()))
             );
         }
+    }
+
+    /// `in_level` finds the table whose range holds the key, and none for keys in the gaps
+    /// between tables, before the first or after the last.
+    #[test]
+    fn in_level_finds_the_one_table_whose_range_holds_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let ranges = [(10u32, 19u32), (30, 39), (40, 49)];
+        let tables: Vec<Arc<Table>> = ranges
+            .iter()
+            .enumerate()
+            .map(|(n, &(lo, hi))| {
+                let path = dir.path().join(format!("{n}.sst"));
+                let mut b = TableBuilder::create(&path, TableBuilderOptions::default()).unwrap();
+                for k in lo..=hi {
+                    b.add(format!("k{k:03}").as_bytes(), Some(b"v")).unwrap();
+                }
+                b.finish().unwrap();
+                Arc::new(Table::open(&path, n as u64).unwrap())
+            })
+            .collect();
+        for k in 0..60u32 {
+            let key = format!("k{k:03}");
+            let want = ranges.iter().position(|&(lo, hi)| lo <= k && k <= hi);
+            let got = Table::in_level(&tables, key.as_bytes()).map(|t| t.id() as usize);
+            assert_eq!(got, want, "{key}");
+        }
+        assert!(Table::in_level(&[], b"k010").is_none());
     }
 }
