@@ -112,6 +112,7 @@ fn open(args: &Args, bits: f64, config: Config) -> lsm_bloom::Result<(Db, tempfi
     match config {
         Config::Uniform => {
             opts.filter_policy = Some(FilterPolicy::bits_per_key(FilterKind::Blocked, bits));
+            opts.filter_budget = None; // at 10 bits/key the policy equals the default one
         }
         Config::Budget => {
             opts.filter_budget =

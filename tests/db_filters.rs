@@ -13,6 +13,7 @@ fn loaded(dir: &std::path::Path, policy: FilterPolicy, keys: u64) -> Db {
         target_file_size: 256 * 1024,
         level1_max_bytes: 1 << 20,
         filter_policy: Some(policy),
+        filter_budget: None, // the policy as given, even where it equals the default
         block_cache_bytes: 0, // every block a get looks at is a counted file read
         ..Options::default()
     };
@@ -129,6 +130,7 @@ fn sum_of_expected_fprs_bounds_reads_across_all_l0_tables() {
         l0_compaction_trigger: 50,
         l0_stop_writes_trigger: 60,
         filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)),
+        filter_budget: None,
         block_cache_bytes: 0, // every block a get looks at is a counted file read
         ..Options::default()
     };

@@ -109,8 +109,12 @@ fn run(seed: u64, steps: usize, opts: Options) {
 
 #[test]
 fn model_blocked_filters() {
+    let opts = Options {
+        filter_budget: None, // the fixed default policy, blocked Bloom at 10 bits/key
+        ..tiny_options()
+    };
     for seed in 1..=6 {
-        run(seed, 2500, tiny_options());
+        run(seed, 2500, opts.clone());
     }
 }
 
@@ -125,6 +129,7 @@ fn model_filter_budgets() {
             202,
             lsm_bloom::FilterBudget::total_bytes(2048).with_kind(FilterKind::Standard),
         ),
+        (203, lsm_bloom::FilterBudget::default()),
     ] {
         let mut opts = tiny_options();
         opts.filter_budget = Some(budget);

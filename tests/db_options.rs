@@ -110,9 +110,17 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
 
     // Without the rule: tables flushed now still get prefix filters under it, so a prefix
     // scan skips them by their filter (none read unfiltered).
+    // The recorded fixed filter policy is kept beside it (the default filter budget gives
+    // way to a prefix rule, `Options::filter_budget`).
     let db = Db::open(dir.path(), Options::default()).unwrap();
-    assert_eq!(db.recovery().options.kept.len(), 1);
-    assert!(db.recovery().options.kept[0].1.contains("prefix filters"));
+    let kept = &db.recovery().options.kept;
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(
+        (kept[0].0.as_str(), kept[1].0.as_str()),
+        ("filter", "prefix")
+    );
+    assert!(kept[0].1.contains("blocked Bloom 10 bits/key"), "{kept:?}");
+    assert!(kept[1].1.contains("prefix filters"), "{kept:?}");
     fill_around(&db, "b", "y", 50);
     fill_around(&db, "c", "x", 50);
     // Every table's key range holds "m:": only the prefix filters can skip them.
@@ -143,7 +151,8 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
     db.close().unwrap();
     // Reopened plain again, the new rule is the one kept.
     let db = Db::open(dir.path(), Options::default()).unwrap();
-    assert!(db.recovery().options.kept[0].1.contains("first 2 bytes"));
+    let kept = &db.recovery().options.kept;
+    assert!(kept[1].1.contains("first 2 bytes"), "{kept:?}");
     db.close().unwrap();
 
     // Back to no prefix filters on purpose.
@@ -155,7 +164,15 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
         },
     )
     .unwrap();
-    assert_eq!(db.recovery().options.changed[0].now, "no prefix filters");
+    // Both settings return to their defaults: the filter to the budget, as no prefix rule
+    // holds it back any more.
+    let changed = &db.recovery().options.changed;
+    assert_eq!(changed.len(), 2, "{changed:?}");
+    assert!(
+        changed[0].now.starts_with("a filter budget of 10 bits/key"),
+        "{changed:?}"
+    );
+    assert_eq!(changed[1].now, "no prefix filters");
     db.close().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let r = &db.recovery().options;
@@ -231,7 +248,12 @@ fn a_store_without_a_record_opens_as_before_and_gets_one() {
     assert_eq!(db.scan::<&[u8], _>(..).unwrap().count(), 200);
     db.close().unwrap();
     let db = Db::open(dir.path(), tiny_options()).unwrap();
-    assert!(db.recovery().options.kept[0].1.contains("first 1 bytes"));
+    let kept = &db.recovery().options.kept;
+    let prefix = kept.iter().find(|(setting, _)| setting == "prefix");
+    assert!(
+        prefix.is_some_and(|(_, was)| was.contains("first 1 bytes")),
+        "{kept:?}"
+    );
 }
 
 #[test]
@@ -273,12 +295,14 @@ fn dump_filter_plans_the_recorded_budget_by_itself() {
 }
 
 /// The frozen records of `fixtures/options-v<version>/`, and the settings each was written
-/// with.
+/// with (spelled out where a default has changed since: the fixed filter policy was the
+/// default before the filter budget).
 fn fixture_options(version: u32) -> Vec<(&'static str, Options)> {
     if version == 2 {
         let mut lz4 = Options {
             compression: Compression::Lz4,
             prefix_extractor: Some(PrefixExtractor::fixed(4)),
+            filter_budget: None,
             ..Options::default()
         };
         lz4.compression_per_level.insert(0, Compression::None);

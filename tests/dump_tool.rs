@@ -142,6 +142,26 @@ fn dumps_tables_and_database_directories() {
         expected > 0.0 && (observed - expected).abs() < 0.5 * expected,
         "{observed} vs {expected}"
     );
+    // Under the default filter budget: blocked Bloom above the largest level, Ribbon on it.
+    let levels: Vec<Vec<serde_json::Value>> = (json["levels"].as_array().unwrap().iter())
+        .map(|l| l.as_array().unwrap().clone())
+        .collect();
+    let entries = |l: &Vec<serde_json::Value>| -> u64 {
+        let n = l
+            .iter()
+            .map(|t| t["properties"]["entries"].as_u64().unwrap());
+        n.sum()
+    };
+    let largest = (0..levels.len())
+        .max_by_key(|&i| entries(&levels[i]))
+        .unwrap();
+    assert!(largest > 0, "{levels:?}");
+    for (i, level) in levels.iter().enumerate() {
+        for t in level {
+            let want = if i >= largest { "ribbon" } else { "blocked" };
+            assert_eq!(t["filter"]["kind"], want, "level {i} of {levels:?}");
+        }
+    }
     let text = String::from_utf8(run(&[dir.path()]).stdout).unwrap();
     assert!(
         text.contains("total:") && text.contains("filter memory"),
@@ -155,7 +175,13 @@ fn dumps_tables_and_database_directories() {
     assert_eq!(json["type"], "table");
     assert_eq!(json["filter_status"], "valid");
     assert!(json["properties"]["entries"].as_u64().unwrap() > 0);
-    assert_eq!(json["filter"]["kind"], "blocked");
+    // The same kind as the database's listing gives that table.
+    let name = sst.file_name().unwrap().to_str().unwrap();
+    let listed = levels
+        .iter()
+        .flatten()
+        .find(|t| t["file"].as_str().is_some_and(|f| f.ends_with(name)));
+    assert_eq!(json["filter"]["kind"], listed.unwrap()["filter"]["kind"]);
 }
 
 #[test]

@@ -104,9 +104,14 @@ struct Args {
     #[arg(long)]
     defaults: bool,
     /// Ours with `Options::filter_budget` at this average bits/key (blocked Bloom on every
-    /// level) in place of its fixed filter policy, in either mode.
+    /// level) in place of its fixed filter policy (configured alike) or of the default
+    /// budget (`--defaults`).
     #[arg(long)]
     ours_budget: Option<f64>,
+    /// With `--ours-budget`: Ribbon on the largest level (`FilterBudget::bits_per_key`'s
+    /// kinds) instead of blocked Bloom.
+    #[arg(long, requires = "ours_budget")]
+    ours_budget_ribbon: bool,
     /// `gets` (point lookups, the default), `prefix` (prefix scans, `prefix.rs`),
     /// `rocksdb-filters` (RocksDB with its own and lsm-bloom's filters, `rocks_filters.rs`;
     /// feature `rocksdb-plugin`) or `scale` (our absent lookups at `--scale-keys` sizes, in
@@ -200,6 +205,7 @@ fn hold(args: &Args, phase: &str) {
     let until = Instant::now() + Duration::from_secs(args.hold_secs);
     let mut done = 0u64;
     let mut secs = 0.0;
+    let before = ours.0.stats().total;
     while Instant::now() < until {
         secs += if batched {
             timed_parallel(&batches, args.hold_threads, |part| {
@@ -216,10 +222,16 @@ fn hold(args: &Args, phase: &str) {
         };
         done += keys.len() as u64;
     }
+    let after = ours.0.stats().total;
+    let false_positives = (after.filter_positive - after.filter_true_positive)
+        - (before.filter_positive - before.filter_true_positive);
     println!(
-        "{phase}: {:.0} gets/s on {} thread(s)",
+        "{phase}: {:.0} gets/s on {} thread(s); filter false positives per get {:.4}; filters \
+         {:.1} MiB",
         done as f64 / secs,
-        args.hold_threads
+        args.hold_threads,
+        false_positives as f64 / done as f64,
+        after.filter_bytes as f64 / f64::from(1 << 20)
     );
 }
 
@@ -448,14 +460,18 @@ fn open_ours(dir: &Path, args: &Args) -> Ours {
 }
 
 fn ours_options(args: &Args) -> Options {
-    let budget = args.ours_budget.map(|bits| lsm_bloom::FilterBudget {
-        last_level_kind: lsm_bloom::FilterKind::Blocked,
-        ..lsm_bloom::FilterBudget::bits_per_key(bits)
+    let budget = args.ours_budget.map(|bits| {
+        let budget = lsm_bloom::FilterBudget::bits_per_key(bits);
+        match args.ours_budget_ribbon {
+            true => budget,
+            false => budget.with_kind(lsm_bloom::FilterKind::Blocked),
+        }
     });
     if args.defaults {
+        let defaults = Options::default();
         return Options {
-            filter_budget: budget,
-            ..Options::default()
+            filter_budget: budget.or(defaults.filter_budget),
+            ..defaults
         };
     }
     Options {

@@ -88,18 +88,21 @@ fn phase_options(seed: u64, power_loss: bool) -> (Options, String) {
         o.block_cache_bytes > 0,
         o.sync_writes
     );
-    match rng.below(5) {
+    match rng.below(6) {
         0 => {
             o.filter_budget = Some(lsm_bloom::FilterBudget::bits_per_key(8.0));
             what += ", filter budget 8 bits/key";
         }
-        1 => {
+        1 => what += ", the default filter budget",
+        2 => {
             o.filter_policy = None;
+            o.filter_budget = None;
             what += ", no filters";
         }
         _ => {
             let kind = kinds[rng.below(3) as usize];
             o.filter_policy = Some(FilterPolicy::bits_per_key(kind, 4.0 + rng.below(8) as f64));
+            o.filter_budget = None;
             what += &format!(", {kind:?} filters");
         }
     }

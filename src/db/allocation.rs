@@ -33,6 +33,19 @@ pub struct FilterBudget {
     pub last_level_kind: FilterKind,
 }
 
+impl Default for FilterBudget {
+    /// `Options::filter_budget`'s default: 10 bits/key on average, the default kinds (blocked
+    /// Bloom above the largest level, Ribbon on it). Ribbon there rather than blocked Bloom
+    /// everywhere because it reads fewer data blocks from the same memory: measured with
+    /// `db_bench --defaults [--ours-budget 10] --hold absent --keys 2000000`, 3 interleaved
+    /// rounds, 0.0044-0.0146 false positives per absent get against 0.0185-0.0218 (a read
+    /// each, from disk once the tables outgrow the page cache), for 0.69-0.90x the absent-get
+    /// rate with the tables in memory (the Ribbon probe costs more) and ~0.9x the load rate.
+    fn default() -> Self {
+        FilterBudget::bits_per_key(10.0)
+    }
+}
+
 impl FilterBudget {
     /// An average of `bits` bits per key, default kinds.
     pub fn bits_per_key(bits: f64) -> Self {

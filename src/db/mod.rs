@@ -319,9 +319,9 @@ impl Db {
     pub fn stats(&self) -> DbStats {
         let version = self.inner.version();
         let mut s = stats::collect(&self.inner.counters, &version);
-        s.filter_budget = self.inner.opts.filter_budget.map(|b| {
+        s.filter_budget = self.inner.opts.budget_in_effect().map(|b| {
             budget::plan(
-                &b,
+                b,
                 &version,
                 budget::Change::None,
                 budget::Outlook::of(&self.inner.opts),

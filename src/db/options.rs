@@ -69,15 +69,31 @@ pub struct Options {
     pub memtable_size: usize,
     /// Target data block size in bytes (default 4 KiB).
     pub block_size: usize,
-    /// Filter for every level (default blocked Bloom, 10 bits/key); `None` disables filters.
+    /// A fixed filter for every level (default blocked Bloom, 10 bits/key); `None` disables
+    /// filters. Setting it to anything but its default turns the default `filter_budget` off
+    /// (see there).
     pub filter_policy: Option<FilterPolicy>,
-    /// Per-level overrides of `filter_policy` (`None` disables the filter on that level).
+    /// Per-level overrides of `filter_policy` (`None` disables the filter on that level). Any
+    /// entry turns the default `filter_budget` off.
     pub filter_policy_per_level: BTreeMap<usize, Option<FilterPolicy>>,
-    /// Filter memory as a budget (default none): when set, it replaces `filter_policy` and
-    /// each new table's filter gets the kind and bits/key the budget allocates to its level
-    /// (`FilterBudget`, `src/db/budget.rs`); with a `prefix_extractor`, the prefix filters are
+    /// Filter memory as a budget (default [`FilterBudget::default()`]: 10 bits/key on average,
+    /// blocked Bloom above the largest level and Ribbon on it; README "Filter memory as a budget"): each new table's filter gets the
+    /// kind and bits/key the budget allocates to its level (`src/db/budget.rs`), so level 0,
+    /// which every lookup probes, gets the most bits per key; with a `prefix_extractor`, the prefix filters are
     /// planned as runs of their own from the same memory. `DbStats::filter_budget` shows the
-    /// allocation.
+    /// allocation. `None`: the fixed `filter_policy`.
+    ///
+    /// Which one applies (`Options::budget_in_effect`): a budget set to anything but the
+    /// default replaces `filter_policy` (and cannot go with `filter_policy_per_level`). The
+    /// default budget applies only where nothing else about filters was asked for: it gives
+    /// way to the fixed policy when `filter_policy` is set to anything but its default (`None`
+    /// included: no filters), when `filter_policy_per_level` holds an entry, and when a
+    /// `prefix_extractor` is set (the budget shares its bits/key between key and prefix
+    /// filters, less memory than the fixed policy's 10 per key plus 10 per prefix; give a
+    /// budget explicitly to have it plan prefix filters). So code written before the budget
+    /// became the default keeps the filters it asked for. A `filter_policy` equal to the
+    /// default (blocked Bloom, 10 bits/key) does not count as given: to fix that very policy,
+    /// set `filter_budget` to `None`.
     pub filter_budget: Option<FilterBudget>,
     /// Prefix rule for prefix filters (default none). When set, each new table also gets a
     /// filter over its keys' distinct prefixes (same policy as its level's whole-key filter;
@@ -85,7 +101,8 @@ pub struct Options {
     /// to the prefix filters' own runs), and `Db::scan_prefix` (or a `scan` whose range lies
     /// inside one prefix) skips every table whose prefix filter says "absent". Tables written
     /// under another rule, or none, are read (counted in `LevelStats::prefix_unfiltered`), so
-    /// changing it is safe at any reopen.
+    /// changing it is safe at any reopen. Setting it turns the default `filter_budget` off
+    /// (see there).
     pub prefix_extractor: Option<PrefixExtractor>,
     /// Build whole-key filters (default true). Turn off with a `prefix_extractor` to hold
     /// only prefix filters: `get` then consults the prefix filter with the key's prefix.
@@ -139,7 +156,7 @@ impl Default for Options {
             block_size: 4096,
             filter_policy: Some(FilterPolicy::default()),
             filter_policy_per_level: BTreeMap::new(),
-            filter_budget: None,
+            filter_budget: Some(FilterBudget::default()),
             prefix_extractor: None,
             whole_key_filtering: true,
             compression: Compression::None,
@@ -193,7 +210,20 @@ impl Options {
             .unwrap_or(self.compression)
     }
 
-    /// The filter policy for tables written to `level`.
+    /// The budget new tables' filters are sized by, or `None` for the fixed `filter_policy`
+    /// and its per-level overrides: the rule of `Options::filter_budget`.
+    pub fn budget_in_effect(&self) -> Option<&FilterBudget> {
+        let budget = self.filter_budget.as_ref()?;
+        let fixed_given = self.filter_policy != Some(FilterPolicy::default())
+            || !self.filter_policy_per_level.is_empty()
+            || self.prefix_extractor.is_some();
+        if fixed_given && *budget == FilterBudget::default() {
+            return None;
+        }
+        Some(budget)
+    }
+
+    /// The filter policy for tables written to `level` without a budget.
     pub fn filter_for_level(&self, level: usize) -> Option<FilterPolicy> {
         self.filter_policy_per_level
             .get(&level)
@@ -234,9 +264,12 @@ impl Options {
         }
         if let Some(b) = &self.filter_budget {
             b.validate()?;
-            if !self.filter_policy_per_level.is_empty() {
-                return bad("filter_budget and filter_policy_per_level cannot both be set");
-            }
+        }
+        if self.budget_in_effect().is_some() && !self.filter_policy_per_level.is_empty() {
+            return bad(
+                "filter_budget (other than its default) and filter_policy_per_level cannot \
+                 both be set; set filter_budget to None for per-level policies",
+            );
         }
         if let Some(rule) = &self.prefix_extractor {
             rule.validate().map_err(Error::InvalidArgument)?;

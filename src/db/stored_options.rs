@@ -110,7 +110,7 @@ impl FilterChoice {
         FilterChoice {
             policy: o.filter_policy,
             per_level: o.filter_policy_per_level.clone(),
-            budget: o.filter_budget,
+            budget: o.budget_in_effect().copied(),
         }
     }
 
@@ -296,8 +296,15 @@ pub fn write(fs: &dyn FileSystem, dir: &Path, data: &StoredOptions) -> Result<()
 }
 
 /// The options to open with: `given` merged with the record `stored` by `given.options_record`
-/// (module comment), and what was kept and changed.
+/// (module comment), and what was kept and changed. `filter_budget` comes back as the budget
+/// in effect (`Options::budget_in_effect`): `None` where a fixed policy applies.
 pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, OptionsReport) {
+    let (mut opts, report) = merge(given, stored);
+    opts.filter_budget = opts.budget_in_effect().copied();
+    (opts, report)
+}
+
+fn merge(given: Options, stored: Option<&StoredOptions>) -> (Options, OptionsReport) {
     let mut report = OptionsReport {
         record_found: stored.is_some(),
         ..OptionsReport::default()
@@ -451,8 +458,7 @@ mod tests {
             ..Options::default()
         };
         let (o, r) = resolve(given, Some(&stored));
-        assert_eq!(o.filter_budget, None);
-        assert_eq!(o.filter_policy, Some(FilterPolicy::default()));
+        assert_eq!(o.filter_budget, Some(FilterBudget::default()));
         assert_eq!(r.changed.len(), 1);
         // The same options again: nothing to report.
         let (_, r) = resolve(budget_store(), Some(&stored));
@@ -489,14 +495,79 @@ mod tests {
             table_format_version: 1,
             ..Options::default()
         };
+        // Without the prefix rule, the default budget no longer gives way to it (the recorded
+        // fixed policy was there only because of the rule), and that is reported too.
         let (o, r) = resolve(v1, Some(&prefixed));
         assert!(o.validate().is_ok());
         assert_eq!(o.prefix_extractor, None);
-        assert_eq!(r.changed.len(), 1, "{r:?}");
-        assert_eq!(r.changed[0].setting, "prefix");
-        assert!(r.changed[0].now.contains("cannot be combined"), "{r:?}");
+        assert_eq!(o.filter_budget, Some(FilterBudget::default()));
+        let settings: Vec<&str> = r.changed.iter().map(|c| c.setting.as_str()).collect();
+        assert_eq!(settings, ["filter", "prefix"], "{r:?}");
+        assert!(r.changed[1].now.contains("cannot be combined"), "{r:?}");
         // No record: as given.
         let (o, r) = resolve(Options::default(), None);
-        assert!(!r.record_found && o.filter_budget.is_none());
+        assert!(!r.record_found && o.filter_budget == Some(FilterBudget::default()));
+    }
+
+    #[test]
+    fn the_default_budget_gives_way_to_a_fixed_policy_given_and_to_a_recorded_one() {
+        let ribbon = Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.0));
+        // A policy other than the default, `None` included, or a per-level override: fixed.
+        for given in [
+            Options {
+                filter_policy: ribbon,
+                ..Options::default()
+            },
+            Options {
+                filter_policy: None,
+                ..Options::default()
+            },
+            Options {
+                filter_policy_per_level: [(2, None)].into(),
+                ..Options::default()
+            },
+            Options {
+                prefix_extractor: Some(PrefixExtractor::fixed(3)),
+                ..Options::default()
+            },
+        ] {
+            assert!(given.validate().is_ok());
+            assert_eq!(given.budget_in_effect(), None);
+            let (o, _) = resolve(given.clone(), None);
+            assert_eq!(o.filter_budget, None);
+            assert_eq!(StoredOptions::of(&given).filter.budget, None);
+        }
+        // A budget given on purpose replaces the policy, and cannot go with per-level ones.
+        let mine = FilterBudget::bits_per_key(12.0);
+        let both = Options {
+            filter_policy: ribbon,
+            filter_budget: Some(mine),
+            ..Options::default()
+        };
+        assert_eq!(both.budget_in_effect(), Some(&mine));
+        let bad = Options {
+            filter_policy_per_level: [(2, None)].into(),
+            filter_budget: Some(mine),
+            ..Options::default()
+        };
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("filter_policy_per_level"), "{e}");
+        // A store recorded before the budget was the default (the fixed default policy, no
+        // budget) keeps its fixed policy when reopened with the defaults.
+        let old = StoredOptions::of(&Options {
+            filter_budget: None,
+            ..Options::default()
+        });
+        assert_eq!(old.filter.budget, None);
+        let (o, r) = resolve(Options::default(), Some(&old));
+        assert_eq!(o.filter_budget, None);
+        assert_eq!(o.filter_policy, Some(FilterPolicy::default()));
+        assert_eq!(r.kept.len(), 1, "{r:?}");
+        assert!(r.kept[0].1.contains("blocked Bloom 10 bits/key"), "{r:?}");
+        // The default now recorded reads back as the budget.
+        let new = StoredOptions::of(&Options::default());
+        let (o, r) = resolve(Options::default(), Some(&new));
+        assert_eq!(o.filter_budget, Some(FilterBudget::default()));
+        assert!(r.kept.is_empty() && r.changed.is_empty(), "{r:?}");
     }
 }

@@ -40,7 +40,7 @@ pub(super) fn l0_filter(
     mem: &Memtable,
     id: u64,
 ) -> TableFilters {
-    let Some(b) = &opts.filter_budget else {
+    let Some(b) = opts.budget_in_effect() else {
         return opts.filters_for_level(0);
     };
     // Keys, and distinct prefixes (adjacent in key order) under the rule.
@@ -64,7 +64,7 @@ pub(super) fn l0_filter(
 /// The filters for tables `job` writes: the options' policy for its output level, or what the
 /// filter budget allocates to that level once the job is done.
 pub(super) fn compaction_filter(opts: &Options, version: &Version, job: &Job) -> TableFilters {
-    let Some(b) = &opts.filter_budget else {
+    let Some(b) = opts.budget_in_effect() else {
         return opts.filters_for_level(job.output_level);
     };
     let change = Change::Compaction {
