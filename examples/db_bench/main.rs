@@ -616,7 +616,10 @@ fn median_sample(v: &[Sample]) -> Sample {
 fn phase_keys(args: &Args, absent_pct: u64, seed: u64) -> Vec<([u8; 16], bool)> {
     (0..args.ops)
         .map(|i| {
-            let r = mix(i ^ seed);
+            // Seed in the high half: each seed draws its own keys. (`i ^ seed` drew the same set
+            // for every seed below `ops`, reordered: a phase found the blocks the previous
+            // phases' false positives had read in the block cache.)
+            let r = mix(i.wrapping_add(seed << 32));
             if r % 100 < absent_pct {
                 (key(ABSENT + (r >> 8) % (1 << 30)), false)
             } else {
@@ -877,7 +880,13 @@ fn main() {
                 let mut overhead = Vec::new();
                 let mut per_key = Vec::new();
                 for round in 0..args.rounds {
-                    let keys = phase_keys(&args, absent_pct, round as u64 * 7919 + absent_pct);
+                    // Keys of their own for every phase, thread count and round (the engines
+                    // of one round share them).
+                    let seed = (round as u64) << 16
+                        | (threads as u64) << 8
+                        | u64::from(batched) << 7
+                        | absent_pct;
+                    let keys = phase_keys(&args, absent_pct, seed);
                     let batches = if batched {
                         multi::batches(&keys)
                     } else {

@@ -203,10 +203,11 @@ pub fn run(args: &Args) {
         for &threads in &args.threads {
             let mut samples: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
             for round in 0..args.rounds {
-                let keys: Vec<[u8; 16]> = phase_keys(args, 100, round as u64 * 7919 + 5)
-                    .into_iter()
-                    .map(|(k, _)| k)
-                    .collect();
+                let keys: Vec<[u8; 16]> =
+                    phase_keys(args, 100, 1 << 24 | (round as u64) << 8 | threads as u64)
+                        .into_iter()
+                        .map(|(k, _)| k)
+                        .collect();
                 // Each round starts with the next variant, so none is always first.
                 for j in 0..variants.len() {
                     let i = (round + j) % variants.len();

@@ -40,7 +40,8 @@ impl Default for FilterBudget {
     /// `db_bench --defaults [--ours-budget 10] --hold absent --keys 2000000`, 3 interleaved
     /// rounds, 0.0044-0.0146 false positives per absent get against 0.0185-0.0218 (a read
     /// each, from disk once the tables outgrow the page cache), for 0.69-0.90x the absent-get
-    /// rate with the tables in memory (the Ribbon probe costs more) and ~0.9x the load rate.
+    /// rate with tables and false-positive blocks in memory (the Ribbon probe costs more) and
+    /// ~0.9x the load rate.
     fn default() -> Self {
         FilterBudget::bits_per_key(10.0)
     }
