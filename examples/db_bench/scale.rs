@@ -100,16 +100,12 @@ pub fn run(args: &Args) {
         let (mut unit, mut get, mut multi_ns, mut serial, mut batched, mut reads) =
             (vec![], vec![], vec![], vec![], vec![], vec![]);
         let mut false_positives = vec![];
-        let wasted = || {
-            let t = ours.0.stats().total;
-            t.filter_positive - t.filter_true_positive
-        };
         for round in 0..args.rounds {
             let keys = phase_keys(&sized, 100, 31 + round as u64);
             unit.push(pointer_chase_ns(&cycle));
-            let before = wasted();
+            let before = ours.false_positives();
             let s = read_phase(&ours, &keys, 1);
-            false_positives.push((wasted() - before) as f64 / keys.len() as f64);
+            false_positives.push((ours.false_positives() - before) as f64 / keys.len() as f64);
             get.push(1e9 / s.ops_per_sec);
             reads.push(s.data_block_reads_per_op.unwrap_or(0.0));
             let m = multi::phase(&ours, &multi::batches(&keys), 1).unwrap_or_default();

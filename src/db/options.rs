@@ -77,10 +77,11 @@ pub struct Options {
     /// entry turns the default `filter_budget` off.
     pub filter_policy_per_level: BTreeMap<usize, Option<FilterPolicy>>,
     /// Filter memory as a budget (default [`FilterBudget::default()`]: 10 bits/key on average,
-    /// blocked Bloom above the largest level and Ribbon on it; README "Filter memory as a budget"): each new table's filter gets the
-    /// kind and bits/key the budget allocates to its level (`src/db/budget.rs`), so level 0,
-    /// which every lookup probes, gets the most bits per key; with a `prefix_extractor`, the prefix filters are
-    /// planned as runs of their own from the same memory. `DbStats::filter_budget` shows the
+    /// blocked Bloom above the largest level and Ribbon on it; README "Filter memory as a
+    /// budget"): each new table's filter gets the kind and bits/key the budget allocates to its
+    /// level (`src/db/budget.rs`), so level 0, which every lookup probes, gets the most bits
+    /// per key; with a `prefix_extractor`, the prefix filters are planned as runs of their own
+    /// from the same memory. `DbStats::filter_budget` shows the
     /// allocation. `None`: the fixed `filter_policy`.
     ///
     /// Which one applies (`Options::budget_in_effect`): a budget set to anything but the
