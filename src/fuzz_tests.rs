@@ -14,7 +14,7 @@ use crate::db::manifest::{self, ManifestData, TableMeta};
 use crate::db::wal;
 use crate::filter::{FilterBuilder, FilterKind, FilterPolicy, FilterReader};
 use crate::table::decoders::{
-    decode_entries, open_block, put_entry, seal, unseal, BlockCompressor, Table,
+    decode_entries, open_block, put_entry, seal, unseal, BlockCompressor, Index, Table,
 };
 use crate::table::{
     BlockHandle, Compression, Footer, Properties, TableBuilder, TableBuilderOptions,
@@ -189,8 +189,8 @@ fn index_target() -> Target {
         seeds: vec![block],
         reseal: reseal_trailing_crc,
         decode: |b| {
-            let small = Table::decode_index(b, 2000).is_ok();
-            Table::decode_index(b, u64::MAX).is_ok() || small
+            let small = Index::decode(b, 2000).is_ok();
+            Index::decode(b, u64::MAX).is_ok() || small
         },
     }
 }

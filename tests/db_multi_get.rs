@@ -1,7 +1,8 @@
 //! `Db::multi_get` and `Snapshot::multi_get`: for random batches (duplicates, absent keys,
 //! deleted keys, keys in the memtable, level 0 and every deeper level, more keys than one
 //! chunk) every answer is the one `get` gives and the model holds, under each kind of filter,
-//! with and without filters, prefix filters only, block cache on and off; a batch reads each
+//! with and without filters, prefix filters only, block cache on and off, tables read through
+//! memory maps (uncompressed and LZ4); a batch reads each
 //! data block it needs once; a read fault fails only the keys that needed the damaged read.
 
 mod common;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 
 use common::{random_write, tiny_options, Rng};
 use lsm_bloom::fs::{FaultyFs, FileSystem, ReadFault};
-use lsm_bloom::{Db, Error, FilterKind, FilterPolicy, Options, PrefixExtractor};
+use lsm_bloom::{Compression, Db, Error, FilterKind, FilterPolicy, Options, PrefixExtractor};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -130,6 +131,22 @@ fn multi_get_answers_as_get_does_for_random_batches() {
             },
         ),
         ("prefix filters only", prefix_only),
+        (
+            "mmap reads",
+            Options {
+                mmap_reads: true,
+                ..options()
+            },
+        ),
+        (
+            "mmap reads, lz4, cache",
+            Options {
+                mmap_reads: true,
+                compression: Compression::Lz4,
+                block_cache_bytes: 1 << 20,
+                ..options()
+            },
+        ),
     ];
     for (seed, (what, opts)) in variants.into_iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
@@ -148,6 +165,13 @@ fn multi_get_answers_as_get_does_for_random_batches() {
             values > 1000 && nones > 1000,
             "{what}: {values} values, {nones} nones"
         );
+        // A full scan returns the model (mapped tables are scanned by copies out of the map).
+        let scanned: Model = db
+            .scan::<&[u8], _>(..)
+            .unwrap()
+            .map(|e| e.unwrap_or_else(|e| panic!("{what}: scan failed: {e}")))
+            .collect();
+        assert!(scanned == model, "{what}: the scan differs from the model");
         if what != "no filters" {
             let said_absent = (after.filter_useful - before.filter_useful)
                 + (after.prefix_useful - before.prefix_useful);

@@ -112,6 +112,14 @@ struct Args {
     /// kinds) instead of blocked Bloom.
     #[arg(long, requires = "ours_budget")]
     ours_budget_ribbon: bool,
+    /// Ours with `Options::mmap_reads` (tables read through memory maps), the others as
+    /// they are.
+    #[arg(long)]
+    ours_mmap: bool,
+    /// Every engine that can reads its tables through memory maps: ours
+    /// `Options::mmap_reads`, RocksDB `allow_mmap_reads` (fjall 3 has no such option).
+    #[arg(long)]
+    mmap: bool,
     /// `gets` (point lookups, the default), `prefix` (prefix scans, `prefix.rs`),
     /// `rocksdb-filters` (RocksDB with its own and lsm-bloom's filters, `rocks_filters.rs`;
     /// feature `rocksdb-plugin`) or `scale` (our absent lookups at `--scale-keys` sizes, in
@@ -478,6 +486,7 @@ fn ours_options(args: &Args) -> Options {
         let defaults = Options::default();
         return Options {
             filter_budget: budget.or(defaults.filter_budget),
+            mmap_reads: args.ours_mmap || args.mmap,
             ..defaults
         };
     }
@@ -495,6 +504,7 @@ fn ours_options(args: &Args) -> Options {
         } else {
             lsm_bloom::Compression::None
         },
+        mmap_reads: args.ours_mmap || args.mmap,
         ..Options::default()
     }
 }
@@ -526,6 +536,7 @@ fn rocks_options(
         tweak(&mut opts, &mut table);
         opts.create_if_missing(true);
         opts.set_block_based_table_factory(&table);
+        opts.set_allow_mmap_reads(args.mmap);
         opts.enable_statistics();
         opts.set_statistics_level(StatsLevel::DisableAll);
         return opts;
@@ -551,6 +562,7 @@ fn rocks_options(
     opts.set_max_bytes_for_level_base(256 << 20);
     opts.set_max_bytes_for_level_multiplier(10.0);
     opts.set_level_zero_file_num_compaction_trigger(4);
+    opts.set_allow_mmap_reads(args.mmap);
     opts.enable_statistics();
     opts.set_statistics_level(StatsLevel::DisableAll);
     opts
@@ -805,6 +817,12 @@ fn main() {
         args.keys, 16, args.value_size, args.threads, args.compression, args.values, args.memtable_mib, args.block_cache_mib, args.ops, args.rounds
     )
     };
+    let reads = match (args.mmap, args.ours_mmap) {
+        (true, _) => "; tables read through memory maps (ours mmap_reads, RocksDB allow_mmap_reads; fjall has none)",
+        (false, true) => "; ours reads tables through memory maps (mmap_reads), the others with pread",
+        (false, false) => "",
+    };
+    let config = format!("{config}{reads}");
     say(config.clone());
 
     // Bulk load, interleaved; the last load's databases serve the read phases.

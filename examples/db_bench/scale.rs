@@ -67,6 +67,78 @@ struct Line {
     batched: f64,
     reads: f64,
     false_positives: f64,
+    levels: Vec<LevelLine>,
+}
+
+/// One level's filters and what the timed absent gets met there.
+struct LevelLine {
+    level: usize,
+    tables: u64,
+    bits_per_key: f64,
+    /// The allocation's expected false-positive rate for a lookup reaching the level.
+    planned: f64,
+    /// The filters' own expected rates (from their parameters), summed over the runs.
+    built: f64,
+    /// Filter checks per absent get.
+    checks: f64,
+    /// False positives per absent get.
+    false_positives: f64,
+    /// The filters as written: tables per (kind, probes or result bits), with their mean
+    /// bits per key.
+    written: String,
+}
+
+/// Per level: the tables' filters grouped by kind and k (Ribbon: result bits), e.g.
+/// "ribbon r9 ×12 (9.6 b/k), blocked k6 ×3 (8.8 b/k)"; "none ×N" for tables without one.
+fn written_filters(levels: &[Vec<std::sync::Arc<lsm_bloom::table::Table>>]) -> Vec<String> {
+    use lsm_bloom::table::FilterState;
+    levels
+        .iter()
+        .map(|tables| {
+            let mut groups: std::collections::BTreeMap<String, (u64, u64, u64)> =
+                Default::default();
+            for t in tables {
+                let (name, bits, keys) = match t.filter() {
+                    FilterState::Valid(r) => {
+                        let h = r.header();
+                        let p = if h.kind == lsm_bloom::FilterKind::Ribbon {
+                            "r"
+                        } else {
+                            "k"
+                        };
+                        (
+                            format!("{:?} {p}{}", h.kind, h.k),
+                            t.filter_bytes() * 8,
+                            h.n,
+                        )
+                    }
+                    _ => ("none".to_string(), 0, t.properties().entries),
+                };
+                let g = groups.entry(name).or_default();
+                *g = (g.0 + 1, g.1 + bits, g.2 + keys);
+            }
+            groups
+                .iter()
+                .map(|(name, (n, bits, keys))| {
+                    format!(
+                        "{name} ×{n} ({:.1} b/k)",
+                        *bits as f64 / (*keys).max(1) as f64
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .collect()
+}
+
+/// Per level: (filter checks, false positives) so far.
+fn level_counts(ours: &crate::Ours) -> Vec<(u64, u64)> {
+    ours.0
+        .stats()
+        .levels
+        .iter()
+        .map(|l| (l.filter_checks, l.filter_positive - l.filter_true_positive))
+        .collect()
 }
 
 pub fn run(args: &Args) {
@@ -100,12 +172,24 @@ pub fn run(args: &Args) {
         let (mut unit, mut get, mut multi_ns, mut serial, mut batched, mut reads) =
             (vec![], vec![], vec![], vec![], vec![], vec![]);
         let mut false_positives = vec![];
+        let mut per_level = vec![(0u64, 0u64); stats.levels.len()];
+        let mut gets = 0u64;
         for round in 0..args.rounds {
             let keys = phase_keys(&sized, 100, 31 + round as u64);
             unit.push(pointer_chase_ns(&cycle));
             let before = ours.false_positives();
+            let level_before = level_counts(&ours);
             let s = read_phase(&ours, &keys, 1);
             false_positives.push((ours.false_positives() - before) as f64 / keys.len() as f64);
+            for ((sum, b), a) in per_level
+                .iter_mut()
+                .zip(level_before)
+                .zip(level_counts(&ours))
+            {
+                sum.0 += a.0 - b.0;
+                sum.1 += a.1 - b.1;
+            }
+            gets += keys.len() as u64;
             get.push(1e9 / s.ops_per_sec);
             reads.push(s.data_block_reads_per_op.unwrap_or(0.0));
             let m = multi::phase(&ours, &multi::batches(&keys), 1).unwrap_or_default();
@@ -128,6 +212,7 @@ pub fn run(args: &Args) {
             batched: median(batched),
             reads: median(reads),
             false_positives: median(false_positives),
+            levels: level_lines(&stats, &per_level, gets, written_filters(&levels)),
         });
     }
     println!("\n| keys | tables per level | filters MiB | unit (ns) | absent get ns (units) | multi_get ns/key (units; ÷ get) | bare serial probes ns | get ÷ bare serial | bare batched ns | filter false positives per absent get | data-block reads per absent get (block cache misses) |");
@@ -151,6 +236,65 @@ pub fn run(args: &Args) {
             l.reads
         );
     }
+    println!("\nPer level (all rounds' absent gets): planned = the budget's expected false-positive rate for a lookup reaching the level; built = the same from the filters as written.\n");
+    println!("| keys | level | tables | filter bits/key | planned FPR | built FPR | checks per get | false positives per get | observed FPR | filters as written |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for l in &lines {
+        for v in &l.levels {
+            println!(
+                "| {} | {} | {} | {:.2} | {:.5} | {:.5} | {:.3} | {:.5} | {:.5} | {} |",
+                l.keys,
+                v.level,
+                v.tables,
+                v.bits_per_key,
+                v.planned,
+                v.built,
+                v.checks,
+                v.false_positives,
+                v.false_positives / v.checks.max(f64::MIN_POSITIVE),
+                v.written
+            );
+        }
+    }
+}
+
+/// The per-level lines of one size: levels holding tables.
+fn level_lines(
+    stats: &lsm_bloom::DbStats,
+    counts: &[(u64, u64)],
+    gets: u64,
+    written: Vec<String>,
+) -> Vec<LevelLine> {
+    let gets = gets.max(1) as f64;
+    let planned = |level: usize| {
+        let a = stats.filter_budget.as_ref()?;
+        a.levels
+            .iter()
+            .find(|l| l.level == level)
+            .map(|l| l.expected_fpr)
+    };
+    stats
+        .levels
+        .iter()
+        .zip(counts)
+        .enumerate()
+        .filter(|(_, (l, _))| l.tables > 0)
+        .map(|(level, (l, &(checks, fp)))| LevelLine {
+            level,
+            tables: l.tables,
+            bits_per_key: l.filter_bits_per_key(),
+            planned: planned(level).unwrap_or(f64::NAN),
+            // Level 0: every table is a run; deeper: a lookup probes one table (the mean).
+            built: if level == 0 {
+                l.expected_fpr_sum
+            } else {
+                l.expected_fpr_sum / l.tables as f64
+            },
+            checks: checks as f64 / gets,
+            false_positives: fp as f64 / gets,
+            written: written.get(level).cloned().unwrap_or_default(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use super::stats::{bump, ReadCounters};
 use super::version::State;
 use crate::error::Result;
 use crate::filter::hash_key;
-use crate::table::{Block, FilterState, Table, TableReadStats};
+use crate::table::{BlockRef, FilterState, Table, TableReadStats};
 
 /// Keys probed together. Each holds a cache line in flight; a chunk's lines must still be in
 /// L1/L2 when probed.
@@ -168,7 +168,7 @@ impl ReadPath<'_> {
     ) {
         let c = &counters.levels[level];
         reads.sort_unstable_by_key(|r| (r.table, r.block));
-        let mut current: Option<(u64, usize, Result<Arc<Block>>)> = None;
+        let mut current: Option<(u64, usize, Result<BlockRef<'_>>)> = None;
         for r in reads.iter() {
             let p = &mut pending[r.at];
             let Some(t) = p.table else { continue };

@@ -52,6 +52,11 @@ pub trait RandomAccessFile: Send + Sync {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// The file's size in bytes.
     fn size(&self) -> io::Result<u64>;
+    /// The whole file as memory, when it was opened mapped (`FileSystem::open_read_mapped`):
+    /// a reader may then look at its bytes in place instead of copying them out.
+    fn mapped(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 impl RandomAccessFile for File {
@@ -77,6 +82,12 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     /// Opens `path` for positional reads (tables).
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn RandomAccessFile>> {
         Ok(Box::new(File::open(path)?))
+    }
+    /// Opens `path` for reads through a memory map (`Options::mmap_reads`), where this file
+    /// system supports one; the default opens it as `open_read` does, so a test file system
+    /// that wraps `open_read` keeps seeing (and failing) every read.
+    fn open_read_mapped(&self, path: &Path) -> io::Result<Box<dyn RandomAccessFile>> {
+        self.open_read(path)
     }
     /// Reads a whole file (a log or the manifest, at open).
     fn read_all(&self, path: &Path) -> io::Result<Vec<u8>> {
@@ -154,5 +165,46 @@ impl FileSystem for StdFs {
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()
+    }
+    fn open_read_mapped(&self, path: &Path) -> io::Result<Box<dyn RandomAccessFile>> {
+        let file = File::open(path)?;
+        if file.metadata()?.len() == 0 {
+            // Nothing to map (and a zero-length map is an error): read it as a file.
+            return Ok(Box::new(file));
+        }
+        #[expect(
+            unsafe_code,
+            reason = "mapping a file is unsafe only if it changes under the map; the store \
+                      never rewrites or truncates a table file (it writes a new one and unlinks \
+                      the old, which leaves a map valid). See MappedFile"
+        )]
+        // SAFETY: as the reason above; what another process or the device can still do is
+        // in `Options::mmap_reads`.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        // Gets read scattered blocks: read-ahead would fetch pages no lookup asked for.
+        map.advise(memmap2::Advice::Random)?;
+        Ok(Box::new(MappedFile(map)))
+    }
+}
+
+/// A table file read through a memory map: a block read is a look at mapped memory (the page
+/// cache's own pages) instead of a `pread` system call that copies them. The file's size is
+/// the map's, fixed when it was opened, as a table's is.
+struct MappedFile(memmap2::Mmap);
+
+impl RandomAccessFile for MappedFile {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let bytes = usize::try_from(offset)
+            .ok()
+            .and_then(|o| self.0.get(o..o.checked_add(buf.len())?))
+            .ok_or(io::ErrorKind::UnexpectedEof)?;
+        buf.copy_from_slice(bytes);
+        Ok(())
+    }
+    fn size(&self) -> io::Result<u64> {
+        Ok(self.0.len() as u64)
+    }
+    fn mapped(&self) -> Option<&[u8]> {
+        Some(&self.0)
     }
 }

@@ -56,25 +56,37 @@ impl Block {
         Block { payload }
     }
 
-    /// The entry for `key`: `Some(Some(v))` a value, `Some(None)` a tombstone, `None` absent.
-    /// Decodes entries in order up to `key`; the error says what was malformed.
+    /// The verified payload.
+    pub(crate) fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+
+    /// `find` in this block.
+    #[cfg(test)]
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Option<&[u8]>>, String> {
-        let mut c = Cursor::new(&self.payload);
-        while !c.is_empty() {
-            let e = next_entry(&mut c)?;
-            match e.key.cmp(key) {
-                Ordering::Less => continue,
-                Ordering::Equal => return Ok(Some(e.value)),
-                Ordering::Greater => break,
-            }
-        }
-        Ok(None)
+        find(&self.payload, key)
     }
 
     /// Bytes charged to the cache: the payload and the fixed parts.
     fn charge(&self) -> u64 {
         (self.payload.capacity() + 64) as u64
     }
+}
+
+/// The entry for `key` in a verified data block payload: `Some(Some(v))` a value,
+/// `Some(None)` a tombstone, `None` absent. Decodes entries in order up to `key`; the error
+/// says what was malformed.
+pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'b [u8]>>, String> {
+    let mut c = Cursor::new(payload);
+    while !c.is_empty() {
+        let e = next_entry(&mut c)?;
+        match e.key.cmp(key) {
+            Ordering::Less => continue,
+            Ordering::Equal => return Ok(Some(e.value)),
+            Ordering::Greater => break,
+        }
+    }
+    Ok(None)
 }
 
 #[derive(Clone)]

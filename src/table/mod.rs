@@ -12,21 +12,25 @@ mod builder;
 mod cache;
 mod compression;
 mod footer;
+mod index;
 mod reader;
 
 pub use block::{BlockHandle, Entry};
 pub(crate) use block::{TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
-pub(crate) use cache::Block;
 pub use cache::BlockCache;
 pub use compression::Compression;
 pub use footer::{Footer, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_MAGIC, TABLE_VERSION};
-pub use reader::{FilterProblem, FilterState, PrefixCheck, Table, TableIter, TableReadStats};
+pub(crate) use reader::BlockRef;
+pub use reader::{
+    FilterProblem, FilterState, PrefixCheck, Table, TableIter, TableReadStats, TableReads,
+};
 
 /// Decoders of the blocks inside a table, for the crate's decoder fuzz test.
 #[cfg(test)]
 pub(crate) mod decoders {
     pub(crate) use super::block::{decode_entries, put_entry, seal, unseal};
     pub(crate) use super::compression::{open_block, BlockCompressor};
+    pub(crate) use super::index::Index;
     pub(crate) use super::reader::Table;
 }
