@@ -118,6 +118,11 @@ impl Plan {
 /// The most bits per key the allocation gives a run (`filter::budget`'s grid).
 const MAX_BITS_PER_KEY_PLANNED: f64 = 32.0;
 
+/// How far below its run's share (before older tables' surplus is settled) a new table's
+/// filter may go, in bits per key: one bit, at most ~2× the run's rate (one Ribbon result bit;
+/// ~1.6× for the blocked Bloom).
+const FLOOR_BITS: f64 = 1.0;
+
 /// One run a lookup probes: a level-0 table's filter, or one deeper level's; a whole-key
 /// filter (probed by gets) or a prefix filter (probed by prefix scans).
 struct Run {
@@ -442,13 +447,18 @@ pub(crate) fn plan(
             0
         };
         let i = run_of(level, l0, prefix)?;
-        // Never below half of what the plan gives the run before settling older tables'
-        // surplus: filter_budget's 10^7-key run had two level-2 tables written with no filter
-        // at all (the surplus of level-1 tables built when level 1 was small took everything),
-        // each costing a read on 1/62 of absent lookups until rewritten. The floor can put
-        // the total over the budget by part of this table's filter until compaction rewrites
-        // the surplus away.
-        Some((runs[i].kind, bits[i].max(0.5 * unreserved[i])))
+        // Never more than `FLOOR_BITS` below what the plan gives the run before settling older
+        // tables' surplus. A run's rate is the mean of its tables' rates, and a rate is
+        // exponential in bits: a table starved to pay back another's surplus costs far more
+        // than the surplus saves. Measured at 10^8 keys with a floor of half the share: the
+        // largest level held 8.85 bits/key of Ribbon, which would give ~0.003 spread evenly,
+        // at a rate of 0.023 (README, the scale series); and filter_budget's 10^7-key run had
+        // two level-2 tables written with no filter at all. The floor can put the total over
+        // the budget by up to `FLOOR_BITS` per key of the tables written while older ones
+        // hold a surplus, until compaction rewrites the surplus away.
+        // (Half the share bounds it where the share is under two bits.)
+        let floor = (unreserved[i] - FLOOR_BITS).max(0.5 * unreserved[i]);
+        Some((runs[i].kind, bits[i].max(floor)))
     };
     Plan {
         allocation: Allocation {
