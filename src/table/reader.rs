@@ -9,85 +9,18 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::block::{decode_entries, unseal, BlockHandle, Entry};
+use super::block::{unseal, BlockHandle};
 use super::cache::{find, Block, BlockCache};
 use super::compression::{open_block, Compression};
+use super::filter_state::{FilterProblem, FilterState, PrefixCheck};
 use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_VERSION};
 use super::index::Index;
+use super::iter::TableIter;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
-use crate::filter::{FilterError, FilterReader};
+use crate::filter::FilterReader;
 use crate::fs::{FileSystem, RandomAccessFile, StdFs};
 use crate::prefix::PrefixExtractor;
-
-/// The table's filter as loaded at open.
-#[derive(Debug)]
-pub enum FilterState {
-    /// A validated filter block.
-    Valid(FilterReader<Vec<u8>>),
-    /// The table was written without a filter.
-    None,
-    /// The filter block failed validation or does not match its table; the table is read as
-    /// if it had no filter (counted in `DbStats::filter_validation_failures`).
-    Invalid(FilterProblem),
-}
-
-/// Why a table's filter block is not used.
-#[derive(Clone, Debug, PartialEq)]
-pub enum FilterProblem {
-    /// The block itself is damaged or of an unknown kind or version.
-    Damaged(FilterError),
-    /// The block is intact but describes a different number of keys than the table holds:
-    /// it was not built over this table's keys, so an "absent" from it could be wrong.
-    KeyCountMismatch {
-        /// Keys the filter header says it holds.
-        filter_keys: u64,
-        /// Entries the table's properties say it holds.
-        table_entries: u64,
-    },
-    /// An intact prefix filter block that holds a different number of prefixes than the
-    /// table's properties record.
-    PrefixCountMismatch {
-        /// Prefixes the filter header says it holds.
-        filter_prefixes: u64,
-        /// Distinct prefixes the table's properties record.
-        table_prefixes: u64,
-    },
-}
-
-/// What a table's prefix filter says about a prefix (`Table::check_prefix`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PrefixCheck {
-    /// No key of the table has this prefix: skip the table.
-    Absent,
-    /// The filter says "maybe".
-    Maybe,
-    /// No usable prefix filter under this rule (none written, written under another rule,
-    /// or it failed validation): the table must be read.
-    Unfiltered,
-}
-
-impl std::fmt::Display for FilterProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FilterProblem::Damaged(e) => write!(f, "{e}"),
-            FilterProblem::KeyCountMismatch {
-                filter_keys,
-                table_entries,
-            } => write!(
-                f,
-                "filter holds {filter_keys} keys but the table has {table_entries} entries"
-            ),
-            FilterProblem::PrefixCountMismatch {
-                filter_prefixes,
-                table_prefixes,
-            } => write!(
-                f,
-                "prefix filter holds {filter_prefixes} prefixes but the table records {table_prefixes}"
-            ),
-        }
-    }
-}
 
 /// How a table's data blocks are read (`Options::mmap_reads`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -406,7 +339,7 @@ impl Table {
 
     /// Reads, checks and returns the raw payload of one data block (decompressed in
     /// format 3).
-    fn read_block(&self, h: BlockHandle, stats: &mut TableReadStats) -> Result<Vec<u8>> {
+    pub(super) fn read_block(&self, h: BlockHandle, stats: &mut TableReadStats) -> Result<Vec<u8>> {
         let mut buf = read_at(&*self.file, &self.path, h)?;
         stats.blocks += 1;
         stats.bytes += h.size;
@@ -538,73 +471,12 @@ impl Table {
             Bound::Unbounded => 0,
             Bound::Included(k) | Bound::Excluded(k) => self.block_for(k),
         };
-        TableIter {
-            table: Arc::clone(self),
-            next_block: block,
-            entries: Vec::new().into_iter(),
-            start: match start {
-                Bound::Unbounded => Bound::Unbounded,
-                Bound::Included(k) => Bound::Included(k.to_vec()),
-                Bound::Excluded(k) => Bound::Excluded(k.to_vec()),
-            },
-            stats: TableReadStats::default(),
-            failed: false,
-        }
+        TableIter::new(Arc::clone(self), block, start)
     }
-}
 
-/// Entries of one table in key order, from a start bound; see `Table::iter`.
-pub struct TableIter {
-    table: Arc<Table>,
-    next_block: usize,
-    entries: std::vec::IntoIter<Entry>,
-    start: Bound<Vec<u8>>,
-    /// Reads done so far.
-    pub stats: TableReadStats,
-    failed: bool,
-}
-
-impl Iterator for TableIter {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if self.failed {
-                return None;
-            }
-            if let Some(e) = self.entries.next() {
-                let before_start = match &self.start {
-                    Bound::Unbounded => false,
-                    Bound::Included(s) => e.key < *s,
-                    Bound::Excluded(s) => e.key <= *s,
-                };
-                if before_start {
-                    continue;
-                }
-                self.start = Bound::Unbounded;
-                return Some(Ok(e));
-            }
-            let handle = self.table.index.handle(self.next_block)?;
-            self.next_block += 1;
-            let decoded = self
-                .table
-                .read_block(handle, &mut self.stats)
-                .and_then(|p| {
-                    decode_entries(&p).map_err(|r| {
-                        Error::corruption(
-                            &self.table.path,
-                            format!("data block at {}: {r}", handle.offset),
-                        )
-                    })
-                });
-            match decoded {
-                Ok(entries) => self.entries = entries.into_iter(),
-                Err(e) => {
-                    self.failed = true;
-                    return Some(Err(e));
-                }
-            }
-        }
+    /// Where data block `i` is (`None` past the last).
+    pub(super) fn block_handle(&self, i: usize) -> Option<BlockHandle> {
+        self.index.handle(i)
     }
 }
 
