@@ -31,7 +31,7 @@ fn checkpoints_taken_under_a_workload_open_as_the_model_at_their_moment() {
     let mut rng = Rng::new(7);
     let mut model = Model::new();
     let mut taken: Vec<(std::path::PathBuf, Model)> = Vec::new();
-    let (mut linked, mut logged) = (0, 0);
+    let (mut linked, mut copied, mut logged) = (0, 0, 0);
     for (i, step) in workload(11, 4000).into_iter().enumerate() {
         run_step(&db, &mut model, step);
         // Background flushes and compactions run meanwhile (tiny options trigger them often).
@@ -39,15 +39,19 @@ fn checkpoints_taken_under_a_workload_open_as_the_model_at_their_moment() {
             let dir = root.path().join(format!("ckpt{i}"));
             let r = db.checkpoint(&dir).unwrap();
             linked += r.tables_linked;
+            copied += r.tables_copied;
             logged += r.log_entries;
-            assert_eq!(r.tables_copied, 0, "{r:?}");
+            // A table that a background compaction deleted after the snapshot was taken
+            // cannot be linked: it is copied from the snapshot's open handle (a CI run once
+            // saw 1 linked and 2 copied in one checkpoint). Either way the copy must open as
+            // the model, which the loop at the end checks.
             taken.push((dir, model.clone()));
         }
     }
     assert!(taken.len() >= 20, "{}", taken.len());
     assert!(
-        linked > 20 && logged > 20,
-        "{linked} linked, {logged} logged"
+        linked > 20 && logged > 20 && copied < linked,
+        "{linked} linked, {copied} copied, {logged} logged"
     );
     // The source goes on: more writes and a full compaction, which deletes every table file
     // the checkpoints also name.
@@ -139,6 +143,58 @@ impl FileSystem for NoLinks {
     fn hard_link(&self, _: &Path, _: &Path) -> std::io::Result<()> {
         Err(std::io::Error::from(std::io::ErrorKind::CrossesDevices))
     }
+}
+
+/// The real file system where a table is deleted just before it is linked: the race in which
+/// a compaction replaces a table the checkpoint's snapshot still holds.
+#[derive(Debug)]
+struct DeletedBeforeLink;
+
+impl FileSystem for DeletedBeforeLink {
+    fn create(&self, path: &Path, mode: CreateMode) -> std::io::Result<Box<dyn WritableFile>> {
+        StdFs.create(path, mode)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        StdFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        StdFs.remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
+        StdFs.sync_dir(dir)
+    }
+    fn open_read(&self, path: &Path) -> std::io::Result<Box<dyn RandomAccessFile>> {
+        StdFs.open_read(path)
+    }
+    fn hard_link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        StdFs.remove_file(from)?;
+        StdFs.hard_link(from, to)
+    }
+}
+
+#[test]
+fn a_table_deleted_before_it_is_linked_is_copied_from_the_open_handle() {
+    let root = tempfile::tempdir().unwrap();
+    let db = Db::open(root.path().join("src"), tiny_options()).unwrap();
+    let mut model = Model::new();
+    for i in 0..2000 {
+        let (k, v) = (format!("k{:04}", i % 700), format!("v{i}"));
+        db.put(&k, &v).unwrap();
+        model.insert(k.into_bytes(), v.into_bytes());
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    // Reopened on the deleting file system: the tables are open before any is deleted.
+    let opts = Options {
+        fs: Arc::new(DeletedBeforeLink),
+        ..tiny_options()
+    };
+    let db = Db::open(root.path().join("src"), opts).unwrap();
+    let dir = root.path().join("copy");
+    let r = db.checkpoint(&dir).unwrap();
+    assert!(r.tables_copied > 0 && r.tables_linked == 0, "{r:?}");
+    drop(db);
+    assert!(contents(&dir) == model);
 }
 
 #[test]
