@@ -38,6 +38,7 @@ pub mod error;
 pub mod filter;
 mod framed;
 pub mod fs;
+pub mod huge_pages;
 pub mod inspect;
 pub mod prefix;
 #[cfg(feature = "rocksdb-plugin")]

@@ -120,6 +120,13 @@ struct Args {
     /// `Options::mmap_reads`, RocksDB `allow_mmap_reads` (fjall 3 has no such option).
     #[arg(long)]
     mmap: bool,
+    /// Ours with `Options::filter_huge_pages` (filter blocks in huge-page memory).
+    #[arg(long)]
+    ours_huge_pages: bool,
+    /// Scale workload: at each size, also time absent gets and bare probes with the same
+    /// store reopened with and without `Options::filter_huge_pages`, interleaved per round.
+    #[arg(long)]
+    huge_pages_ab: bool,
     /// `gets` (point lookups, the default), `prefix` (prefix scans, `prefix.rs`),
     /// `rocksdb-filters` (RocksDB with its own and lsm-bloom's filters, `rocks_filters.rs`;
     /// feature `rocksdb-plugin`) or `scale` (our absent lookups at `--scale-keys` sizes, in
@@ -291,7 +298,7 @@ trait Engine: Sync {
     }
 }
 
-struct Ours(Db);
+pub(crate) struct Ours(Db);
 
 impl Ours {
     /// Filter "maybe" answers for keys that were not there, so far: each costs a data-block
@@ -487,6 +494,7 @@ fn ours_options(args: &Args) -> Options {
         return Options {
             filter_budget: budget.or(defaults.filter_budget),
             mmap_reads: args.ours_mmap || args.mmap,
+            filter_huge_pages: args.ours_huge_pages,
             ..defaults
         };
     }
@@ -505,6 +513,7 @@ fn ours_options(args: &Args) -> Options {
             lsm_bloom::Compression::None
         },
         mmap_reads: args.ours_mmap || args.mmap,
+        filter_huge_pages: args.ours_huge_pages,
         ..Options::default()
     }
 }

@@ -19,11 +19,21 @@
 //! filters' false positives per absent get (each a data-block read with a cold cache) and the
 //! data-block reads per absent get (the false positives the block cache did not hold) are
 //! printed beside them. Each round and the warm-up draw keys of their own.
+//!
+//! With `--huge-pages-ab`, each size then also runs the huge-page A/B (`huge_pages_ab`): per
+//! round, the same store closed and reopened with its filters in ordinary memory and then in
+//! huge-page memory (`Options::filter_huge_pages`), a warm-up pass, then absent gets and bare
+//! serial probes on the same keys for each; medians and the ratio are printed, with the
+//! process's `AnonHugePages` (how much the kernel did back with 2 MiB pages).
 
+use std::path::Path;
 use std::time::Instant;
 
+use lsm_bloom::{Db, Options};
+
 use crate::{
-    bare_probes, load, median, mix, multi, open_ours, phase_keys, read_phase, Args, Engine,
+    bare_probes, load, median, mix, multi, open_ours, ours_options, phase_keys, read_phase, Args,
+    Engine, Ours,
 };
 
 /// Nanoseconds per hop of a dependent random walk over `mib` MiB (2,000,000 hops).
@@ -148,6 +158,7 @@ pub fn run(args: &Args) {
     );
     let cycle = random_cycle(args.chase_mib);
     let mut lines = Vec::new();
+    let mut ab = Vec::new();
     for &n in &args.scale_keys {
         let sized = Args {
             keys: n,
@@ -214,6 +225,15 @@ pub fn run(args: &Args) {
             false_positives: median(false_positives),
             levels: level_lines(&stats, &per_level, gets, written_filters(&levels)),
         });
+        drop(levels);
+        if args.huge_pages_ab {
+            ab.push(huge_pages_ab(
+                ours,
+                dir.path(),
+                &sized,
+                lines.last().map_or(0.0, |l| l.unit),
+            ));
+        }
     }
     println!("\n| keys | tables per level | filters MiB | unit (ns) | absent get ns (units) | multi_get ns/key (units; ÷ get) | bare serial probes ns | get ÷ bare serial | bare batched ns | filter false positives per absent get | data-block reads per absent get (block cache misses) |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
@@ -236,6 +256,9 @@ pub fn run(args: &Args) {
             l.reads
         );
     }
+    if !ab.is_empty() {
+        print_ab(&ab);
+    }
     println!("\nPer level (all rounds' absent gets): planned = the budget's expected false-positive rate for a lookup reaching the level; built = the same from the filters as written.\n");
     println!("| keys | level | tables | filter bits/key | planned FPR | built FPR | checks per get | false positives per get | observed FPR | filters as written |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
@@ -255,6 +278,90 @@ pub fn run(args: &Args) {
                 v.written
             );
         }
+    }
+}
+
+/// One size's huge-page A/B: medians over the rounds.
+struct AbLine {
+    keys: u64,
+    unit: f64,
+    get: [f64; 2],
+    serial: [f64; 2],
+    anon_huge_mib: f64,
+}
+
+/// `--huge-pages-ab` at one size (module comment): `ours` is closed and reopened twice per
+/// round, ordinary memory first.
+fn huge_pages_ab(ours: Ours, dir: &Path, args: &Args, unit: f64) -> AbLine {
+    let mut db = Some(ours.0);
+    let (mut get, mut serial) = ([vec![], vec![]], [vec![], vec![]]);
+    let mut anon_huge_mib = 0.0;
+    for round in 0..args.rounds {
+        let keys = phase_keys(args, 100, 131 + round as u64);
+        for (i, huge) in [false, true].into_iter().enumerate() {
+            db.take().expect("open store").close().expect("close");
+            let opts = Options {
+                filter_huge_pages: huge,
+                ..ours_options(args)
+            };
+            let reopened = Ours(Db::open(dir, opts).expect("reopen"));
+            read_phase(&reopened, &phase_keys(args, 100, 531 + round as u64), 1);
+            get[i].push(1e9 / read_phase(&reopened, &keys, 1).ops_per_sec);
+            let levels = reopened.0.levels();
+            serial[i].push(1e9 / bare_probes(&levels, &keys, 1));
+            if huge {
+                anon_huge_mib = anon_huge_pages_kib() as f64 / 1024.0;
+            }
+            eprintln!(
+                "  huge-page A/B round {round}, {}: get {:.0} ns, bare serial {:.0} ns",
+                if huge { "huge pages" } else { "ordinary pages" },
+                get[i][round],
+                serial[i][round]
+            );
+            drop(levels);
+            db = Some(reopened.0);
+        }
+    }
+    let [g0, g1] = get;
+    let [s0, s1] = serial;
+    AbLine {
+        keys: args.keys,
+        unit,
+        get: [median(g0), median(g1)],
+        serial: [median(s0), median(s1)],
+        anon_huge_mib,
+    }
+}
+
+/// The process's anonymous memory backed by huge pages, in KiB (0 where not reported).
+fn anon_huge_pages_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/smaps_rollup")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn print_ab(ab: &[AbLine]) {
+    println!("\nHuge-page A/B (the same store reopened per round, ordinary then huge-page filter memory; medians):\n");
+    println!("| keys | unit (ns) | absent get, ordinary ns (units) | absent get, huge pages ns (units) | huge ÷ ordinary | bare serial, ordinary ns | bare serial, huge pages ns | huge ÷ ordinary | AnonHugePages MiB |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for l in ab {
+        println!(
+            "| {} | {:.0} | {:.0} ({:.2}) | {:.0} ({:.2}) | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} |",
+            l.keys,
+            l.unit,
+            l.get[0],
+            l.get[0] / l.unit,
+            l.get[1],
+            l.get[1] / l.unit,
+            l.get[1] / l.get[0],
+            l.serial[0],
+            l.serial[1],
+            l.serial[1] / l.serial[0],
+            l.anon_huge_mib
+        );
     }
 }
 

@@ -149,7 +149,7 @@ pub(crate) fn run(
                 return Ok(());
             }
             b.finish()?;
-            let t = Table::open_in(&*opts.fs, &table_path(dir, id), id, opts.table_reads())?;
+            let t = Table::open_in(&*opts.fs, &table_path(dir, id), id, opts.table_open())?;
             out.bytes_written += t.file_size();
             out.tables.push(Arc::new(t));
         }

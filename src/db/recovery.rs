@@ -39,7 +39,7 @@ use super::worker::{l0_filter, manifest_data, write_l0, ID_RESERVATION};
 use super::{table_path, Options, WalRecovery};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
-use crate::table::{Table, TableReads};
+use crate::table::{Table, TableOpen};
 
 struct Inventory {
     tables: Vec<u64>,
@@ -98,14 +98,14 @@ fn describe(inv: &Inventory) -> Option<String> {
 fn load_version(
     fs: &dyn FileSystem,
     dir: &Path,
-    reads: TableReads,
+    how: TableOpen,
     m: &ManifestData,
     report: &mut RecoveryReport,
 ) -> Result<Version> {
     let mut version = Version::empty();
     for (level, metas) in m.levels.iter().enumerate().take(MAX_LEVELS) {
         for meta in metas {
-            let t = Table::open_in(fs, &table_path(dir, meta.id), meta.id, reads)?;
+            let t = Table::open_in(fs, &table_path(dir, meta.id), meta.id, how)?;
             report.filters_rejected += t.rejected_filters();
             version.levels[level].push(Arc::new(t));
         }
@@ -268,7 +268,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
     }
     report.options = options_report;
     let fs = &*opts.fs;
-    let mut version = load_version(fs, dir, opts.table_reads(), &m, &mut report)?;
+    let mut version = load_version(fs, dir, opts.table_open(), &m, &mut report)?;
 
     let live: HashSet<u64> = m.levels.iter().flatten().map(|t| t.id).collect();
     let mut obsolete: Vec<PathBuf> = Vec::new();

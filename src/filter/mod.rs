@@ -282,6 +282,12 @@ impl<B: AsRef<[u8]>> FilterReader<B> {
         &self.header
     }
 
+    /// The whole block as validated (header, bit array, trailer), in the storage it was
+    /// handed in.
+    pub fn block(&self) -> &B {
+        &self.block
+    }
+
     /// The bytes of the bit array.
     fn bits(&self) -> &[u8] {
         let b = self.block.as_ref();

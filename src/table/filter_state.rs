@@ -1,14 +1,69 @@
 //! What an open table knows about its filter blocks: a validated filter, none, or one that
 //! failed validation and why (`FilterState`, `FilterProblem`), and what a prefix filter says
-//! (`PrefixCheck`). Built by `Table::open`; read by the store's read path and stats.
+//! (`PrefixCheck`), and where a loaded filter's bytes live (`FilterBytes`, `FilterPages`).
+//! Built by `Table::open`; read by the store's read path and stats.
 
 use crate::filter::{FilterError, FilterReader};
+use crate::huge_pages::{self, HugeBytes};
+
+/// Where an open table holds its filter blocks (`Options::filter_huge_pages`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FilterPages {
+    /// On the heap, in ordinary pages.
+    #[default]
+    Heap,
+    /// In the process's huge-page arena (`crate::huge_pages`), or on the heap where the arena
+    /// cannot map memory.
+    Huge,
+}
+
+/// A loaded filter block's bytes.
+#[derive(Debug)]
+pub enum FilterBytes {
+    /// On the heap.
+    Heap(Vec<u8>),
+    /// In huge-page memory.
+    Huge(HugeBytes),
+}
+
+impl FilterBytes {
+    /// `len` zeroed bytes where `pages` says (the heap if the arena cannot map memory), for
+    /// the block to be read into.
+    pub fn zeroed(len: usize, pages: FilterPages) -> FilterBytes {
+        match pages {
+            FilterPages::Huge => match huge_pages::shared().alloc(len) {
+                Ok(b) => FilterBytes::Huge(b),
+                Err(_) => FilterBytes::Heap(vec![0; len]),
+            },
+            FilterPages::Heap => FilterBytes::Heap(vec![0; len]),
+        }
+    }
+}
+
+impl AsMut<[u8]> for FilterBytes {
+    fn as_mut(&mut self) -> &mut [u8] {
+        match self {
+            FilterBytes::Heap(v) => v,
+            FilterBytes::Huge(b) => b.as_mut(),
+        }
+    }
+}
+
+impl AsRef<[u8]> for FilterBytes {
+    #[inline(always)]
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            FilterBytes::Heap(v) => v,
+            FilterBytes::Huge(b) => b.as_ref(),
+        }
+    }
+}
 
 /// The table's filter as loaded at open.
 #[derive(Debug)]
 pub enum FilterState {
     /// A validated filter block.
-    Valid(FilterReader<Vec<u8>>),
+    Valid(FilterReader<FilterBytes>),
     /// The table was written without a filter.
     None,
     /// The filter block failed validation or does not match its table; the table is read as

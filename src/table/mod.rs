@@ -22,11 +22,11 @@ pub(crate) use block::{TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use cache::BlockCache;
 pub use compression::Compression;
-pub use filter_state::{FilterProblem, FilterState, PrefixCheck};
+pub use filter_state::{FilterBytes, FilterPages, FilterProblem, FilterState, PrefixCheck};
 pub use footer::{Footer, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_MAGIC, TABLE_VERSION};
 pub use iter::TableIter;
 pub(crate) use reader::BlockRef;
-pub use reader::{Table, TableReadStats, TableReads};
+pub use reader::{Table, TableOpen, TableReadStats, TableReads};
 
 /// Decoders of the blocks inside a table, for the crate's decoder fuzz test.
 #[cfg(test)]

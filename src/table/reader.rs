@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::block::{unseal, BlockHandle};
 use super::cache::{find, Block, BlockCache};
 use super::compression::{open_block, Compression};
-use super::filter_state::{FilterProblem, FilterState, PrefixCheck};
+use super::filter_state::{FilterBytes, FilterPages, FilterProblem, FilterState, PrefixCheck};
 use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_VERSION};
 use super::index::Index;
 use super::iter::TableIter;
@@ -23,15 +23,25 @@ use crate::fs::{FileSystem, RandomAccessFile, StdFs};
 use crate::prefix::PrefixExtractor;
 
 /// How a table's data blocks are read (`Options::mmap_reads`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TableReads {
     /// Positional reads into a buffer (`pread`), through the block cache.
+    #[default]
     Pread,
     /// Through a memory map, where the file system has one: a table stored uncompressed is
     /// looked up in the mapped bytes in place (checksum checked on every read, no copy, no
     /// block cache); a compressed one reads its blocks out of the map and caches them
     /// decompressed, as with `Pread`.
     Mmap,
+}
+
+/// How a table is opened: how its data blocks are read and where its filters are held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableOpen {
+    /// How data blocks are read.
+    pub reads: TableReads,
+    /// Where the filter blocks are held.
+    pub filters: FilterPages,
 }
 
 /// A data block being looked at: one the block cache holds (or a copy read for it), or the
@@ -94,7 +104,18 @@ fn read_at(file: &dyn RandomAccessFile, path: &Path, h: BlockHandle) -> Result<V
     let len = usize::try_from(h.size)
         .map_err(|_| Error::corruption(path, "block size overflows usize"))?;
     let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, h.offset).map_err(|e| {
+    read_into(file, path, h, &mut buf)?;
+    Ok(buf)
+}
+
+/// Reads the block at `h` into `buf` (of `h.size` bytes).
+fn read_into(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    h: BlockHandle,
+    buf: &mut [u8],
+) -> Result<()> {
+    file.read_exact_at(buf, h.offset).map_err(|e| {
         Error::io(
             format!(
                 "reading {} bytes at {} of {}",
@@ -104,8 +125,7 @@ fn read_at(file: &dyn RandomAccessFile, path: &Path, h: BlockHandle) -> Result<V
             ),
             e,
         )
-    })?;
-    Ok(buf)
+    })
 }
 
 impl Table {
@@ -113,12 +133,12 @@ impl Table {
     /// `Error::Corruption` / `Error::UnsupportedVersion`); a damaged filter block is kept as
     /// `FilterState::Invalid` and the table stays readable.
     pub fn open(path: &Path, id: u64) -> Result<Table> {
-        Self::open_in(&StdFs, path, id, TableReads::Pread)
+        Self::open_in(&StdFs, path, id, TableOpen::default())
     }
 
-    /// `open`, reading through `fs` (the store's file system) as `reads` says.
-    pub fn open_in(fs: &dyn FileSystem, path: &Path, id: u64, reads: TableReads) -> Result<Table> {
-        let file = match reads {
+    /// `open`, reading through `fs` (the store's file system) as `how` says.
+    pub fn open_in(fs: &dyn FileSystem, path: &Path, id: u64, how: TableOpen) -> Result<Table> {
+        let file = match how.reads {
             TableReads::Pread => fs.open_read(path),
             TableReads::Mmap => fs.open_read_mapped(path),
         }
@@ -170,19 +190,24 @@ impl Table {
         }
         let index = Index::decode(&read_at(&*file, path, footer.index)?, data_end)
             .map_err(|r| Error::corruption(path, format!("index block: {r}")))?;
-        let filter = Self::load_filter(&*file, path, footer.filter, props.entries, |n| {
+        let pages = how.filters;
+        let filter = Self::load_filter(&*file, path, footer.filter, props.entries, pages, |n| {
             FilterProblem::KeyCountMismatch {
                 filter_keys: n,
                 table_entries: props.entries,
             }
         })?;
-        let prefix_filter =
-            Self::load_filter(&*file, path, footer.prefix_filter, props.prefixes, |n| {
-                FilterProblem::PrefixCountMismatch {
-                    filter_prefixes: n,
-                    table_prefixes: props.prefixes,
-                }
-            })?;
+        let prefix_filter = Self::load_filter(
+            &*file,
+            path,
+            footer.prefix_filter,
+            props.prefixes,
+            pages,
+            |n| FilterProblem::PrefixCountMismatch {
+                filter_prefixes: n,
+                table_prefixes: props.prefixes,
+            },
+        )?;
         let prefix_rule = props
             .prefix_extractor
             .as_deref()
@@ -210,12 +235,17 @@ impl Table {
         path: &Path,
         h: BlockHandle,
         n: u64,
+        pages: FilterPages,
         mismatch: impl Fn(u64) -> FilterProblem,
     ) -> Result<FilterState> {
         if h.size == 0 {
             return Ok(FilterState::None);
         }
-        Ok(match FilterReader::new(read_at(file, path, h)?) {
+        let len = usize::try_from(h.size)
+            .map_err(|_| Error::corruption(path, "filter block size overflows usize"))?;
+        let mut bytes = FilterBytes::zeroed(len, pages);
+        read_into(file, path, h, bytes.as_mut())?;
+        Ok(match FilterReader::new(bytes) {
             Ok(r) if r.header().n == n => FilterState::Valid(r),
             Ok(r) => FilterState::Invalid(mismatch(r.header().n)),
             Err(e) => FilterState::Invalid(FilterProblem::Damaged(e)),
