@@ -286,7 +286,9 @@ struct AbLine {
     keys: u64,
     unit: f64,
     get: [f64; 2],
+    multi: [f64; 2],
     serial: [f64; 2],
+    batched: [f64; 2],
     anon_huge_mib: f64,
 }
 
@@ -294,7 +296,7 @@ struct AbLine {
 /// round, ordinary memory first.
 fn huge_pages_ab(ours: Ours, dir: &Path, args: &Args, unit: f64) -> AbLine {
     let mut db = Some(ours.0);
-    let (mut get, mut serial) = ([vec![], vec![]], [vec![], vec![]]);
+    let [mut get, mut multi_ns, mut serial, mut batched]: [[Vec<f64>; 2]; 4] = Default::default();
     let mut anon_huge_mib = 0.0;
     for round in 0..args.rounds {
         let keys = phase_keys(args, 100, 131 + round as u64);
@@ -307,28 +309,34 @@ fn huge_pages_ab(ours: Ours, dir: &Path, args: &Args, unit: f64) -> AbLine {
             let reopened = Ours(Db::open(dir, opts).expect("reopen"));
             read_phase(&reopened, &phase_keys(args, 100, 531 + round as u64), 1);
             get[i].push(1e9 / read_phase(&reopened, &keys, 1).ops_per_sec);
+            let m = multi::phase(&reopened, &multi::batches(&keys), 1).unwrap_or_default();
+            multi_ns[i].push(1e9 / m.ops_per_sec);
             let levels = reopened.0.levels();
             serial[i].push(1e9 / bare_probes(&levels, &keys, 1));
+            batched[i].push(1e9 / multi::bare_batched(&levels, &keys, 1));
             if huge {
                 anon_huge_mib = anon_huge_pages_kib() as f64 / 1024.0;
             }
             eprintln!(
-                "  huge-page A/B round {round}, {}: get {:.0} ns, bare serial {:.0} ns",
+                "  huge-page A/B round {round}, {}: get {:.0} ns, multi_get {:.0} ns/key, bare serial {:.0} ns, bare batched {:.0} ns",
                 if huge { "huge pages" } else { "ordinary pages" },
                 get[i][round],
-                serial[i][round]
+                multi_ns[i][round],
+                serial[i][round],
+                batched[i][round]
             );
             drop(levels);
             db = Some(reopened.0);
         }
     }
-    let [g0, g1] = get;
-    let [s0, s1] = serial;
+    let medians = |[a, b]: [Vec<f64>; 2]| [median(a), median(b)];
     AbLine {
         keys: args.keys,
         unit,
-        get: [median(g0), median(g1)],
-        serial: [median(s0), median(s1)],
+        get: medians(get),
+        multi: medians(multi_ns),
+        serial: medians(serial),
+        batched: medians(batched),
         anon_huge_mib,
     }
 }
@@ -345,22 +353,27 @@ fn anon_huge_pages_kib() -> u64 {
 
 fn print_ab(ab: &[AbLine]) {
     println!("\nHuge-page A/B (the same store reopened per round, ordinary then huge-page filter memory; medians):\n");
-    println!("| keys | unit (ns) | absent get, ordinary ns (units) | absent get, huge pages ns (units) | huge ÷ ordinary | bare serial, ordinary ns | bare serial, huge pages ns | huge ÷ ordinary | AnonHugePages MiB |");
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("| keys | unit (ns) | what | ordinary pages ns (units) | huge pages ns (units) | huge ÷ ordinary |");
+    println!("|---|---|---|---|---|---|");
     for l in ab {
+        for (what, [a, b]) in [
+            ("absent get", l.get),
+            ("absent multi_get, per key", l.multi),
+            ("bare serial probes", l.serial),
+            ("bare batched probes", l.batched),
+        ] {
+            println!(
+                "| {} | {:.0} | {what} | {a:.0} ({:.2}) | {b:.0} ({:.2}) | {:.2} |",
+                l.keys,
+                l.unit,
+                a / l.unit,
+                b / l.unit,
+                b / a
+            );
+        }
         println!(
-            "| {} | {:.0} | {:.0} ({:.2}) | {:.0} ({:.2}) | {:.2} | {:.0} | {:.0} | {:.2} | {:.0} |",
-            l.keys,
-            l.unit,
-            l.get[0],
-            l.get[0] / l.unit,
-            l.get[1],
-            l.get[1] / l.unit,
-            l.get[1] / l.get[0],
-            l.serial[0],
-            l.serial[1],
-            l.serial[1] / l.serial[0],
-            l.anon_huge_mib
+            "\n{} keys: AnonHugePages {:.0} MiB with the filters in huge-page memory.",
+            l.keys, l.anon_huge_mib
         );
     }
 }
