@@ -120,37 +120,11 @@ fn checkpoints_under_a_concurrent_writer_hold_whole_acknowledged_batches() {
     assert!(db.stats().flushes > 2, "{}", db.stats().flushes);
 }
 
-/// The real file system without hard links (as across file systems).
+/// The real file system with `hard_link` replaced.
 #[derive(Debug)]
-struct NoLinks;
+struct Links(fn(&Path, &Path) -> std::io::Result<()>);
 
-impl FileSystem for NoLinks {
-    fn create(&self, path: &Path, mode: CreateMode) -> std::io::Result<Box<dyn WritableFile>> {
-        StdFs.create(path, mode)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        StdFs.rename(from, to)
-    }
-    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
-        StdFs.remove_file(path)
-    }
-    fn sync_dir(&self, dir: &Path) -> std::io::Result<()> {
-        StdFs.sync_dir(dir)
-    }
-    fn open_read(&self, path: &Path) -> std::io::Result<Box<dyn RandomAccessFile>> {
-        StdFs.open_read(path)
-    }
-    fn hard_link(&self, _: &Path, _: &Path) -> std::io::Result<()> {
-        Err(std::io::Error::from(std::io::ErrorKind::CrossesDevices))
-    }
-}
-
-/// The real file system where a table is deleted just before it is linked: the race in which
-/// a compaction replaces a table the checkpoint's snapshot still holds.
-#[derive(Debug)]
-struct DeletedBeforeLink;
-
-impl FileSystem for DeletedBeforeLink {
+impl FileSystem for Links {
     fn create(&self, path: &Path, mode: CreateMode) -> std::io::Result<Box<dyn WritableFile>> {
         StdFs.create(path, mode)
     }
@@ -167,10 +141,19 @@ impl FileSystem for DeletedBeforeLink {
         StdFs.open_read(path)
     }
     fn hard_link(&self, from: &Path, to: &Path) -> std::io::Result<()> {
-        StdFs.remove_file(from)?;
-        StdFs.hard_link(from, to)
+        (self.0)(from, to)
     }
 }
+
+/// No hard links, as across file systems.
+const NO_LINKS: Links = Links(|_, _| Err(std::io::ErrorKind::CrossesDevices.into()));
+
+/// A table deleted just before it is linked: the race in which a compaction replaces a table
+/// the checkpoint's snapshot still holds.
+const DELETED_BEFORE_LINK: Links = Links(|from, to| {
+    StdFs.remove_file(from)?;
+    StdFs.hard_link(from, to)
+});
 
 #[test]
 fn a_table_deleted_before_it_is_linked_is_copied_from_the_open_handle() {
@@ -186,7 +169,7 @@ fn a_table_deleted_before_it_is_linked_is_copied_from_the_open_handle() {
     db.close().unwrap();
     // Reopened on the deleting file system: the tables are open before any is deleted.
     let opts = Options {
-        fs: Arc::new(DeletedBeforeLink),
+        fs: Arc::new(DELETED_BEFORE_LINK),
         ..tiny_options()
     };
     let db = Db::open(root.path().join("src"), opts).unwrap();
@@ -201,7 +184,7 @@ fn a_table_deleted_before_it_is_linked_is_copied_from_the_open_handle() {
 fn tables_are_copied_when_they_cannot_be_linked_and_bad_targets_are_refused() {
     let root = tempfile::tempdir().unwrap();
     let opts = Options {
-        fs: Arc::new(NoLinks),
+        fs: Arc::new(NO_LINKS),
         ..tiny_options()
     };
     let db = Db::open(root.path().join("src"), opts).unwrap();
