@@ -125,6 +125,15 @@ fn phase_options(seed: u64, power_loss: bool) -> (Options, String) {
         }
         _ => {}
     }
+    // Tables read through memory maps, and filters in huge-page memory, each in a third.
+    if rng.chance(33) {
+        o.mmap_reads = true;
+        what += ", mmap reads";
+    }
+    if rng.chance(33) {
+        o.filter_huge_pages = true;
+        what += ", filters in huge pages";
+    }
     // Half the phases let the store's options record fill in what they leave at the
     // defaults (a recorded prefix rule or budget), half replace it.
     if rng.chance(50) {
