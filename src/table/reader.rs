@@ -2,7 +2,8 @@
 //! demand with positional reads (`pread`), or looked at in place in a memory map
 //! (`TableReads::Mmap`), so every data-block read is a real, countable file read. The file is
 //! opened through the store's `FileSystem` (`Table::open_in`), so tests can make reads fail or
-//! return damaged bytes after the table was validated.
+//! return damaged bytes after the table was validated. Opening (footer, properties, index and
+//! filters read and validated) is in `reader/open.rs`.
 
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -12,37 +13,18 @@ use std::sync::Arc;
 use super::block::{unseal, BlockHandle};
 use super::cache::{find, Block, BlockCache};
 use super::compression::{open_block, Compression};
-use super::filter_state::{FilterBytes, FilterPages, FilterProblem, FilterState, PrefixCheck};
-use super::footer::{Footer, FooterError, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_VERSION};
+use super::filter_state::{FilterState, PrefixCheck};
+use super::footer::Properties;
 use super::index::Index;
 use super::iter::TableIter;
+
+mod open;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
-use crate::filter::FilterReader;
-use crate::fs::{FileSystem, RandomAccessFile, StdFs};
+use crate::fs::RandomAccessFile;
 use crate::prefix::PrefixExtractor;
-
-/// How a table's data blocks are read (`Options::mmap_reads`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TableReads {
-    /// Positional reads into a buffer (`pread`), through the block cache.
-    #[default]
-    Pread,
-    /// Through a memory map, where the file system has one: a table stored uncompressed is
-    /// looked up in the mapped bytes in place (checksum checked on every read, no copy, no
-    /// block cache); a compressed one reads its blocks out of the map and caches them
-    /// decompressed, as with `Pread`.
-    Mmap,
-}
-
-/// How a table is opened: how its data blocks are read and where its filters are held.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TableOpen {
-    /// How data blocks are read.
-    pub reads: TableReads,
-    /// Where the filter blocks are held.
-    pub filters: FilterPages,
-}
+use open::read_at;
+pub use open::{TableOpen, TableReads};
 
 /// A data block being looked at: one the block cache holds (or a copy read for it), or the
 /// mapped bytes of one in a table read through a memory map.
@@ -100,158 +82,7 @@ impl std::fmt::Debug for Table {
     }
 }
 
-fn read_at(file: &dyn RandomAccessFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
-    let len = usize::try_from(h.size)
-        .map_err(|_| Error::corruption(path, "block size overflows usize"))?;
-    let mut buf = vec![0u8; len];
-    read_into(file, path, h, &mut buf)?;
-    Ok(buf)
-}
-
-/// Reads the block at `h` into `buf` (of `h.size` bytes).
-fn read_into(
-    file: &dyn RandomAccessFile,
-    path: &Path,
-    h: BlockHandle,
-    buf: &mut [u8],
-) -> Result<()> {
-    file.read_exact_at(buf, h.offset).map_err(|e| {
-        Error::io(
-            format!(
-                "reading {} bytes at {} of {}",
-                h.size,
-                h.offset,
-                path.display()
-            ),
-            e,
-        )
-    })
-}
-
 impl Table {
-    /// Opens and validates `path`: footer, index and properties must be intact (else
-    /// `Error::Corruption` / `Error::UnsupportedVersion`); a damaged filter block is kept as
-    /// `FilterState::Invalid` and the table stays readable.
-    pub fn open(path: &Path, id: u64) -> Result<Table> {
-        Self::open_in(&StdFs, path, id, TableOpen::default())
-    }
-
-    /// `open`, reading through `fs` (the store's file system) as `how` says.
-    pub fn open_in(fs: &dyn FileSystem, path: &Path, id: u64, how: TableOpen) -> Result<Table> {
-        let file = match how.reads {
-            TableReads::Pread => fs.open_read(path),
-            TableReads::Mmap => fs.open_read_mapped(path),
-        }
-        .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        let file_size = file
-            .size()
-            .map_err(|e| Error::io(format!("stat {}", path.display()), e))?;
-        if file_size < FOOTER_V1_LEN as u64 {
-            return Err(Error::corruption(
-                path,
-                format!(
-                    "table file is {file_size} bytes, shorter than the smallest footer ({FOOTER_V1_LEN})"
-                ),
-            ));
-        }
-        let tail = file_size.min(FOOTER_LEN as u64);
-        let footer_bytes = read_at(
-            &*file,
-            path,
-            BlockHandle {
-                offset: file_size - tail,
-                size: tail,
-            },
-        )?;
-        let footer = Footer::decode(&footer_bytes, file_size).map_err(|e| match e {
-            FooterError::Version(found) => Error::UnsupportedVersion {
-                path: path.to_path_buf(),
-                what: "table format",
-                found,
-                supported: TABLE_VERSION,
-            },
-            FooterError::Invalid(reason) => Error::corruption(path, reason),
-        })?;
-        let props = Properties::decode(&read_at(&*file, path, footer.properties)?, footer.version)
-            .map_err(|r| Error::corruption(path, format!("properties block: {r}")))?;
-        props
-            .compression
-            .validate()
-            .map_err(|reason| Error::Unsupported {
-                path: path.to_path_buf(),
-                reason: format!(
-                    "its data blocks are compressed with {}: {reason}",
-                    props.compression
-                ),
-            })?;
-        let mut data_end = footer.filter.offset.min(footer.index.offset);
-        if footer.version >= 2 {
-            data_end = data_end.min(footer.prefix_filter.offset);
-        }
-        let index = Index::decode(&read_at(&*file, path, footer.index)?, data_end)
-            .map_err(|r| Error::corruption(path, format!("index block: {r}")))?;
-        let pages = how.filters;
-        let filter = Self::load_filter(&*file, path, footer.filter, props.entries, pages, |n| {
-            FilterProblem::KeyCountMismatch {
-                filter_keys: n,
-                table_entries: props.entries,
-            }
-        })?;
-        let prefix_filter = Self::load_filter(
-            &*file,
-            path,
-            footer.prefix_filter,
-            props.prefixes,
-            pages,
-            |n| FilterProblem::PrefixCountMismatch {
-                filter_prefixes: n,
-                table_prefixes: props.prefixes,
-            },
-        )?;
-        let prefix_rule = props
-            .prefix_extractor
-            .as_deref()
-            .and_then(PrefixExtractor::from_id);
-        Ok(Table {
-            id,
-            path: path.to_path_buf(),
-            file,
-            file_size,
-            min_prefix: key_prefix(&props.min_key),
-            max_prefix: key_prefix(&props.max_key),
-            index,
-            props,
-            filter,
-            prefix_filter,
-            prefix_rule,
-            format_version: footer.version,
-        })
-    }
-
-    /// Reads and validates the filter block at `h` (none when its size is 0); a block that
-    /// fails validation, or holds other than `n` keys, is kept as `Invalid` and never used.
-    fn load_filter(
-        file: &dyn RandomAccessFile,
-        path: &Path,
-        h: BlockHandle,
-        n: u64,
-        pages: FilterPages,
-        mismatch: impl Fn(u64) -> FilterProblem,
-    ) -> Result<FilterState> {
-        if h.size == 0 {
-            return Ok(FilterState::None);
-        }
-        let len = usize::try_from(h.size)
-            .map_err(|_| Error::corruption(path, "filter block size overflows usize"))?;
-        let mut bytes = FilterBytes::zeroed(len, pages);
-        read_into(file, path, h, bytes.as_mut())?;
-        Ok(match FilterReader::new(bytes) {
-            Ok(r) if r.header().n == n => FilterState::Valid(r),
-            Ok(r) => FilterState::Invalid(mismatch(r.header().n)),
-            Err(e) => FilterState::Invalid(FilterProblem::Damaged(e)),
-        })
-    }
-
     /// The table's file number.
     pub fn id(&self) -> u64 {
         self.id
