@@ -208,7 +208,6 @@ impl Options {
         }
     }
 
-    /// How to write a table for `level` with `filters`.
     /// How tables are opened (`mmap_reads`, `filter_huge_pages`).
     pub(crate) fn table_open(&self) -> crate::table::TableOpen {
         use crate::table::{FilterPages, TableOpen, TableReads};
@@ -224,6 +223,7 @@ impl Options {
         }
     }
 
+    /// How to write a table for `level` with `filters`.
     pub(crate) fn table_options(&self, level: u32, filters: TableFilters) -> TableBuilderOptions {
         TableBuilderOptions {
             block_size: self.block_size,
