@@ -179,19 +179,29 @@ impl Probe {
     /// Starts loading the cache line `test(bits, hash)` reads first, and returns at once:
     /// a caller about to probe several filters issues this for each, so that their memory
     /// misses overlap instead of following one another (blocked Bloom: its one line; standard
-    /// Bloom: the first probe's; Ribbon: the row's first block). Never changes an answer.
+    /// Bloom: the first probe's; Ribbon: every line of the two blocks its row reads). Never
+    /// changes an answer.
     #[inline(always)]
     pub(crate) fn prefetch(self, bits: &[u8], hash: u64) {
         let Probe { kind, k, m } = self;
         if m == 0 {
             return;
         }
-        let at = match kind {
-            FilterKind::Standard => (standard::start(m, hash).0 >> 3) as usize,
-            FilterKind::Blocked => blocked::line_start(hash, m / blocked::LINE_BITS),
-            FilterKind::Ribbon => ribbon::row_offset(m / u64::from(k), k, hash),
+        let (at, len) = match kind {
+            FilterKind::Standard => ((standard::start(m, hash).0 >> 3) as usize, 1),
+            FilterKind::Blocked => (blocked::line_start(hash, m / blocked::LINE_BITS), 1),
+            FilterKind::Ribbon => ribbon::row_span(m / u64::from(k), k, hash),
         };
-        prefetch_line(bits, at);
+        // Every line of the span: a Ribbon row reads two blocks of r × 16 bytes (4 lines at
+        // r = 8), and prefetching only the first left the others to miss one after another.
+        // Points at most 64 bytes apart, the last byte included, touch every line of the span
+        // whatever the array's alignment.
+        for p in (at..at + len).step_by(64) {
+            prefetch_line(bits, p);
+        }
+        if len > 1 {
+            prefetch_line(bits, at + len - 1);
+        }
     }
 
     /// The block's answer for `hash` (seeded as the block says), `bits` its bit array.

@@ -90,11 +90,14 @@ fn row(h: u64, slots: u64) -> (u64, u128, u32) {
     (start, coeff, h as u32)
 }
 
-/// The byte offset of the first block `test(array, slots, r, h)` reads.
+/// The bytes `test(array, slots, r, h)` reads: the offset of its first block and the length
+/// of the two blocks (the second is not read when the row starts on a block boundary).
 #[inline]
-pub(crate) fn row_offset(slots: u64, r: u32, h: u64) -> usize {
+pub(crate) fn row_span(slots: u64, r: u32, h: u64) -> (usize, usize) {
     let (s, _, _) = row(h, slots);
-    (s / WIDTH) as usize * r as usize * WORD_BYTES
+    let width = r as usize * WORD_BYTES;
+    let blocks = if s % WIDTH == 0 { 1 } else { 2 };
+    ((s / WIDTH) as usize * width, blocks * width)
 }
 
 /// Solves the system for `hashes` with `slots` slots and `r` result bits (1..=30) and returns
