@@ -944,8 +944,11 @@ fn main() {
                             bare.push(b);
                         }
                         if i == 0 && batched {
-                            // Our single gets on the same keys, for the per-key time ratio.
-                            let single = read_phase(engine, &keys, threads);
+                            // Our single gets on keys of their own drawn alike, for the per-key
+                            // time ratio (on the batch's own keys they found the blocks the
+                            // batch's false positives had just read in the block cache).
+                            let own = phase_keys(&args, absent_pct, seed | 1 << 24);
+                            let single = read_phase(engine, &own, threads);
                             per_key.push(single.ops_per_sec / s.ops_per_sec);
                         }
                         samples[i].push(s);
