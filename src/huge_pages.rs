@@ -75,7 +75,10 @@ impl HugePageArena {
                 return Ok(HugeBytes::new(r.clone(), offset, len));
             }
         }
-        let size = len.div_ceil(HUGE_PAGE).max(1) * HUGE_PAGE;
+        let size = len
+            .checked_next_multiple_of(HUGE_PAGE)
+            .filter(|s| s.checked_add(HUGE_PAGE).is_some())
+            .ok_or_else(|| std::io::Error::other(format!("a block of {len} bytes")))?;
         let r = Arc::new(Region::map(size.max(REGION))?);
         let offset = lock(&r.spans)
             .take(len)
@@ -289,6 +292,14 @@ mod tests {
         assert_eq!(arena.usage().0, REGION);
         drop((small, again));
         assert_eq!(arena.usage(), (REGION, 0));
+    }
+
+    #[test]
+    fn an_impossible_size_is_an_error_not_a_panic() {
+        let arena = HugePageArena::new();
+        assert!(arena.alloc(usize::MAX - 5).is_err());
+        assert!(arena.alloc(usize::MAX / 2).is_err());
+        assert_eq!(arena.usage(), (0, 0));
     }
 
     #[test]
