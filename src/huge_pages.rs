@@ -17,7 +17,8 @@
 //! How: the arena maps anonymous regions of `REGION` bytes (more for a larger block), starts
 //! each at a 2 MiB boundary and asks for huge pages with `madvise(MADV_HUGEPAGE)` (which
 //! works with transparent huge pages in `madvise` or `always` mode; elsewhere the memory is
-//! simply ordinary pages). Blocks are carved out first-fit, 64-byte aligned, and given back
+//! simply ordinary pages). Blocks are carved out first-fit, each placed so that a chosen byte
+//! starts a cache line (a filter's bit array, after its 48-byte header), and given back
 //! when their table closes; neighbouring free spans merge, and a region left empty is unmapped
 //! at the arena's next allocation. Allocation happens when a table opens (a flush, a
 //! compaction, recovery) and never on a read, so a mutex over a `BTreeMap` of free spans is
@@ -37,7 +38,8 @@ const HUGE_PAGE: usize = 2 << 20;
 /// Bytes mapped per region: 16 huge pages. A region is held while any block in it lives, so
 /// smaller regions free memory sooner after compactions; larger ones pack better.
 const REGION: usize = 32 << 20;
-/// Alignment of every block: a cache line, so a blocked filter's lines never straddle two.
+/// Alignment of every span: a cache line (`alloc_aligned_at` then skews the block in it, so
+/// that a blocked filter's lines never straddle two).
 const ALIGN: usize = 64;
 
 /// Regions of huge-page memory, carved into blocks (module comment).
@@ -61,8 +63,25 @@ impl HugePageArena {
         }
     }
 
-    /// A zeroed block of `len` bytes, or the error mapping a new region met.
+    /// A zeroed block of `len` bytes, 64-byte aligned, or the error mapping a new region met.
     pub fn alloc(&self, len: usize) -> std::io::Result<HugeBytes> {
+        self.alloc_aligned_at(len, 0)
+    }
+
+    /// A zeroed block of `len` bytes whose byte `at` starts a cache line (a filter block's
+    /// bit array, after its header), or the error mapping a new region met.
+    pub fn alloc_aligned_at(&self, len: usize, at: usize) -> std::io::Result<HugeBytes> {
+        let skew = (ALIGN - at % ALIGN) % ALIGN;
+        let whole = len
+            .checked_add(skew)
+            .ok_or_else(|| std::io::Error::other(format!("a block of {len} bytes")))?;
+        let mut b = self.alloc_span(whole)?;
+        b.skew = skew;
+        b.len = len;
+        Ok(b)
+    }
+
+    fn alloc_span(&self, len: usize) -> std::io::Result<HugeBytes> {
         let mut regions = lock(&self.regions);
         // Regions emptied since the last allocation go now (the newest stays for reuse).
         let newest = regions.len().saturating_sub(1);
@@ -186,11 +205,15 @@ impl Spans {
     }
 }
 
-/// A block of arena memory, zeroed when handed out; given back when dropped.
+/// A block of arena memory, zeroed when handed out; given back when dropped. It starts `skew`
+/// bytes into its span (`HugePageArena::alloc_aligned_at`).
 #[derive(Debug)]
 pub struct HugeBytes {
     region: Arc<Region>,
+    /// Where the span starts in the region, and its length.
     offset: usize,
+    span: usize,
+    skew: usize,
     len: usize,
 }
 
@@ -199,6 +222,8 @@ impl HugeBytes {
         let mut b = HugeBytes {
             region,
             offset,
+            span: len,
+            skew: 0,
             len,
         };
         // A freed span holds an earlier block's bytes.
@@ -208,15 +233,15 @@ impl HugeBytes {
 
     /// Where the block starts (for tests of alignment).
     pub fn as_ptr(&self) -> *const u8 {
-        self.region.base.wrapping_add(self.offset)
+        self.region.base.wrapping_add(self.offset + self.skew)
     }
 }
 
 impl AsRef<[u8]> for HugeBytes {
     #[inline(always)]
     fn as_ref(&self) -> &[u8] {
-        // SAFETY: `offset + len` lies inside the region's mapping (`Spans::take` handed out
-        // at most the region's length), which lives while `self.region` does; no `&mut` to
+        // SAFETY: `offset + skew + len` lies inside the span, inside the region's mapping
+        // (`Spans::take` handed out at most the region's length), which lives while `self.region` does; no `&mut` to
         // these bytes exists while `&self` is borrowed (`as_mut` takes `&mut self`, and the
         // span is this block's alone).
         unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len) }
@@ -232,7 +257,7 @@ impl AsMut<[u8]> for HugeBytes {
 
 impl Drop for HugeBytes {
     fn drop(&mut self) {
-        lock(&self.region.spans).give(self.offset, self.len);
+        lock(&self.region.spans).give(self.offset, self.span);
     }
 }
 
@@ -293,6 +318,27 @@ mod tests {
         assert_eq!(arena.usage().0, REGION);
         drop((small, again));
         assert_eq!(arena.usage(), (REGION, 0));
+    }
+
+    #[test]
+    fn a_block_can_be_aligned_at_a_byte_inside_it() {
+        let arena = HugePageArena::new();
+        let mut blocks = Vec::new();
+        for i in 0..50usize {
+            let mut b = arena.alloc_aligned_at(100 + i * 31, 48).unwrap();
+            assert_eq!((b.as_ptr() as usize + 48) % ALIGN, 0);
+            assert_eq!(b.as_ref().len(), 100 + i * 31);
+            b.as_mut().fill(i as u8);
+            blocks.push(b);
+        }
+        for (i, b) in blocks.iter().enumerate() {
+            assert!(
+                b.as_ref().iter().all(|&x| x == i as u8),
+                "block {i} overwritten"
+            );
+        }
+        drop(blocks);
+        assert_eq!(arena.usage().1, 0);
     }
 
     #[test]

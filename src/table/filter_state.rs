@@ -3,6 +3,7 @@
 //! (`PrefixCheck`), and where a loaded filter's bytes live (`FilterBytes`, `FilterPages`).
 //! Built by `Table::open`; read by the store's read path and stats.
 
+use crate::filter::format::HEADER_LEN;
 use crate::filter::{FilterError, FilterReader};
 use crate::huge_pages::{self, HugeBytes};
 
@@ -17,11 +18,20 @@ pub enum FilterPages {
     Huge,
 }
 
-/// A loaded filter block's bytes.
+/// A loaded filter block's bytes, placed so that its bit array (after the header) starts a
+/// cache line: a blocked filter's probe then reads one line, never two. (With the heap's
+/// 16-byte alignment and a 48-byte header, three lines in four straddled two.)
 #[derive(Debug)]
 pub enum FilterBytes {
-    /// On the heap.
-    Heap(Vec<u8>),
+    /// On the heap: `len` bytes at `start` in `buf`.
+    Heap {
+        /// The allocation, a cache line longer than the block.
+        buf: Vec<u8>,
+        /// Where the block starts in it.
+        start: usize,
+        /// The block's length.
+        len: usize,
+    },
     /// In huge-page memory.
     Huge(HugeBytes),
 }
@@ -30,20 +40,24 @@ impl FilterBytes {
     /// `len` zeroed bytes where `pages` says (the heap if the arena cannot map memory), for
     /// the block to be read into.
     pub fn zeroed(len: usize, pages: FilterPages) -> FilterBytes {
-        match pages {
-            FilterPages::Huge => match huge_pages::shared().alloc(len) {
-                Ok(b) => FilterBytes::Huge(b),
-                Err(_) => FilterBytes::Heap(vec![0; len]),
-            },
-            FilterPages::Heap => FilterBytes::Heap(vec![0; len]),
+        if pages == FilterPages::Huge {
+            if let Ok(b) = huge_pages::shared().alloc_aligned_at(len, HEADER_LEN) {
+                return FilterBytes::Huge(b);
+            }
         }
+        let buf = vec![0; len.saturating_add(LINE - 1)];
+        let start = (LINE - (buf.as_ptr() as usize + HEADER_LEN) % LINE) % LINE;
+        FilterBytes::Heap { buf, start, len }
     }
 }
+
+/// A cache line.
+const LINE: usize = 64;
 
 impl AsMut<[u8]> for FilterBytes {
     fn as_mut(&mut self) -> &mut [u8] {
         match self {
-            FilterBytes::Heap(v) => v,
+            FilterBytes::Heap { buf, start, len } => &mut buf[*start..*start + *len],
             FilterBytes::Huge(b) => b.as_mut(),
         }
     }
@@ -53,7 +67,7 @@ impl AsRef<[u8]> for FilterBytes {
     #[inline(always)]
     fn as_ref(&self) -> &[u8] {
         match self {
-            FilterBytes::Heap(v) => v,
+            FilterBytes::Heap { buf, start, len } => &buf[*start..*start + *len],
             FilterBytes::Huge(b) => b.as_ref(),
         }
     }
