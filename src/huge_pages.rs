@@ -265,23 +265,34 @@ impl Drop for HugeBytes {
 mod tests {
     use super::*;
 
-    #[test]
-    fn blocks_are_aligned_disjoint_zeroed_and_given_back() {
-        let arena = HugePageArena::new();
-        let mut blocks = Vec::new();
-        for i in 0..200usize {
-            let mut b = arena.alloc(1 + i * 997).unwrap();
-            assert_eq!(b.as_ptr() as usize % ALIGN, 0);
+    /// Blocks of the given lengths, each with the given byte on a line: each checked zeroed,
+    /// aligned and as long as asked, then filled with its index; none overwrote another.
+    fn filled(
+        arena: &HugePageArena,
+        blocks: impl Iterator<Item = (usize, usize)>,
+    ) -> Vec<HugeBytes> {
+        let mut out = Vec::new();
+        for (i, (len, at)) in blocks.enumerate() {
+            let mut b = arena.alloc_aligned_at(len, at).unwrap();
+            assert_eq!((b.as_ptr() as usize + at) % ALIGN, 0);
+            assert_eq!(b.as_ref().len(), len);
             assert!(b.as_ref().iter().all(|&x| x == 0), "block {i} not zeroed");
             b.as_mut().fill(i as u8);
-            blocks.push(b);
+            out.push(b);
         }
-        for (i, b) in blocks.iter().enumerate() {
+        for (i, b) in out.iter().enumerate() {
             assert!(
                 b.as_ref().iter().all(|&x| x == i as u8),
                 "block {i} overwritten"
             );
         }
+        out
+    }
+
+    #[test]
+    fn blocks_are_aligned_disjoint_zeroed_and_given_back() {
+        let arena = HugePageArena::new();
+        let blocks = filled(&arena, (0..200).map(|i| (1 + i * 997, 0)));
         let (mapped, used) = arena.usage();
         assert_eq!(mapped % HUGE_PAGE, 0);
         let want: usize = (0..200).map(|i| rounded(1 + i * 997)).sum();
@@ -323,20 +334,7 @@ mod tests {
     #[test]
     fn a_block_can_be_aligned_at_a_byte_inside_it() {
         let arena = HugePageArena::new();
-        let mut blocks = Vec::new();
-        for i in 0..50usize {
-            let mut b = arena.alloc_aligned_at(100 + i * 31, 48).unwrap();
-            assert_eq!((b.as_ptr() as usize + 48) % ALIGN, 0);
-            assert_eq!(b.as_ref().len(), 100 + i * 31);
-            b.as_mut().fill(i as u8);
-            blocks.push(b);
-        }
-        for (i, b) in blocks.iter().enumerate() {
-            assert!(
-                b.as_ref().iter().all(|&x| x == i as u8),
-                "block {i} overwritten"
-            );
-        }
+        let blocks = filled(&arena, (0..50).map(|i| (100 + i * 31, 48)));
         drop(blocks);
         assert_eq!(arena.usage().1, 0);
     }
