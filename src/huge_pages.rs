@@ -72,16 +72,15 @@ impl HugePageArena {
     /// bit array, after its header), or the error mapping a new region met.
     pub fn alloc_aligned_at(&self, len: usize, at: usize) -> std::io::Result<HugeBytes> {
         let skew = (ALIGN - at % ALIGN) % ALIGN;
-        let whole = len
+        let span = len
             .checked_add(skew)
             .ok_or_else(|| std::io::Error::other(format!("a block of {len} bytes")))?;
-        let mut b = self.alloc_span(whole)?;
-        b.skew = skew;
-        b.len = len;
-        Ok(b)
+        let (region, offset) = self.take_span(span)?;
+        Ok(HugeBytes::new(region, offset, skew, len))
     }
 
-    fn alloc_span(&self, len: usize) -> std::io::Result<HugeBytes> {
+    /// A span of `len` bytes: its region and where it starts there.
+    fn take_span(&self, len: usize) -> std::io::Result<(Arc<Region>, usize)> {
         let mut regions = lock(&self.regions);
         // Regions emptied since the last allocation go now (the newest stays for reuse).
         let newest = regions.len().saturating_sub(1);
@@ -92,7 +91,7 @@ impl HugePageArena {
         });
         for r in regions.iter() {
             if let Some(offset) = lock(&r.spans).take(len) {
-                return Ok(HugeBytes::new(r.clone(), offset, len));
+                return Ok((r.clone(), offset));
             }
         }
         let size = len
@@ -104,7 +103,7 @@ impl HugePageArena {
             .take(len)
             .ok_or_else(|| std::io::Error::other("a new region cannot hold the block"))?;
         regions.push(r.clone());
-        Ok(HugeBytes::new(r, offset, len))
+        Ok((r, offset))
     }
 
     /// Bytes mapped and bytes handed out, over all regions.
@@ -210,23 +209,21 @@ impl Spans {
 #[derive(Debug)]
 pub struct HugeBytes {
     region: Arc<Region>,
-    /// Where the span starts in the region, and its length.
+    /// Where the span (`skew + len` bytes) starts in the region.
     offset: usize,
-    span: usize,
     skew: usize,
     len: usize,
 }
 
 impl HugeBytes {
-    fn new(region: Arc<Region>, offset: usize, len: usize) -> HugeBytes {
+    fn new(region: Arc<Region>, offset: usize, skew: usize, len: usize) -> HugeBytes {
         let mut b = HugeBytes {
             region,
             offset,
-            span: len,
-            skew: 0,
+            skew,
             len,
         };
-        // A freed span holds an earlier block's bytes.
+        // A freed span holds an earlier block's bytes (the skew in front is never read).
         b.as_mut().fill(0);
         b
     }
@@ -240,10 +237,10 @@ impl HugeBytes {
 impl AsRef<[u8]> for HugeBytes {
     #[inline(always)]
     fn as_ref(&self) -> &[u8] {
-        // SAFETY: `offset + skew + len` lies inside the span, inside the region's mapping
-        // (`Spans::take` handed out at most the region's length), which lives while `self.region` does; no `&mut` to
-        // these bytes exists while `&self` is borrowed (`as_mut` takes `&mut self`, and the
-        // span is this block's alone).
+        // SAFETY: `offset + skew + len` ends the span, which lies inside the region's mapping
+        // (`Spans::take` hands out at most the region's length), alive while `self.region`
+        // is; no `&mut` to these bytes exists while `&self` is borrowed (`as_mut` takes
+        // `&mut self`, and the span is this block's alone).
         unsafe { std::slice::from_raw_parts(self.as_ptr(), self.len) }
     }
 }
@@ -257,7 +254,7 @@ impl AsMut<[u8]> for HugeBytes {
 
 impl Drop for HugeBytes {
     fn drop(&mut self) {
-        lock(&self.region.spans).give(self.offset, self.span);
+        lock(&self.region.spans).give(self.offset, self.skew + self.len);
     }
 }
 

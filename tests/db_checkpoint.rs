@@ -120,6 +120,17 @@ fn checkpoints_under_a_concurrent_writer_hold_whole_acknowledged_batches() {
     assert!(db.stats().flushes > 2, "{}", db.stats().flushes);
 }
 
+/// 2,000 puts over 700 keys (several tables under `tiny_options`); returns what they left.
+fn overwritten(db: &Db) -> Model {
+    let mut model = Model::new();
+    for i in 0..2000 {
+        let (k, v) = (format!("k{:04}", i % 700), format!("v{i}"));
+        db.put(&k, &v).unwrap();
+        model.insert(k.into_bytes(), v.into_bytes());
+    }
+    model
+}
+
 /// The real file system with `hard_link` replaced.
 #[derive(Debug)]
 struct Links(fn(&Path, &Path) -> std::io::Result<()>);
@@ -159,12 +170,7 @@ const DELETED_BEFORE_LINK: Links = Links(|from, to| {
 fn a_table_deleted_before_it_is_linked_is_copied_from_the_open_handle() {
     let root = tempfile::tempdir().unwrap();
     let db = Db::open(root.path().join("src"), tiny_options()).unwrap();
-    let mut model = Model::new();
-    for i in 0..2000 {
-        let (k, v) = (format!("k{:04}", i % 700), format!("v{i}"));
-        db.put(&k, &v).unwrap();
-        model.insert(k.into_bytes(), v.into_bytes());
-    }
+    let model = overwritten(&db);
     db.flush().unwrap();
     db.close().unwrap();
     // Reopened on the deleting file system: the tables are open before any is deleted.
@@ -188,12 +194,7 @@ fn tables_are_copied_when_they_cannot_be_linked_and_bad_targets_are_refused() {
         ..tiny_options()
     };
     let db = Db::open(root.path().join("src"), opts).unwrap();
-    let mut model = Model::new();
-    for i in 0..2000 {
-        let (k, v) = (format!("k{:04}", i % 700), format!("v{i}"));
-        db.put(&k, &v).unwrap();
-        model.insert(k.into_bytes(), v.into_bytes());
-    }
+    let model = overwritten(&db);
     let dir = root.path().join("copy");
     let r = db.checkpoint(&dir).unwrap();
     assert!(r.tables_copied > 0 && r.tables_linked == 0, "{r:?}");

@@ -168,8 +168,9 @@ fn sum_of_expected_fprs_bounds_reads_across_all_l0_tables() {
 
 /// `Options::filter_huge_pages`: through flushes and compactions (tables opened and closed,
 /// their filters taken from and given back to the huge-page arena) and a reopen, every filter
-/// sits in the arena, its bit array on a cache line (as on the heap), holding the bytes and giving the answers of the same
-/// block loaded on the heap; gets answer as the model says, and the filters stop absent keys.
+/// sits in the arena, its bit array on a cache line (as on the heap), holding the bytes and
+/// giving the answers of the same block loaded on the heap; gets answer as the model says,
+/// and the filters stop absent keys.
 #[test]
 fn filters_in_huge_page_memory_answer_as_the_model() {
     let dir = tempfile::tempdir().unwrap();

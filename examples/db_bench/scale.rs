@@ -22,8 +22,9 @@
 //!
 //! With `--huge-pages-ab`, each size then also runs the huge-page A/B (`huge_pages_ab`): per
 //! round, the same store closed and reopened with its filters in ordinary memory and then in
-//! huge-page memory (`Options::filter_huge_pages`), a warm-up pass, then absent gets and bare
-//! serial probes on the same keys for each; medians and the ratio are printed, with the
+//! huge-page memory (`Options::filter_huge_pages`), a warm-up pass, then absent gets,
+//! multi_get and bare serial and batched probes on the same keys for each; medians and the
+//! ratio are printed, with the
 //! process's `AnonHugePages` (how much the kernel did back with 2 MiB pages).
 
 use std::path::Path;
