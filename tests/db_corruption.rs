@@ -65,26 +65,33 @@ fn corrupt_filter_block_never_hides_a_key() {
     let sst = one_table(dir.path(), 5000);
     let (off, size) = handle(&sst, 1);
     assert!(size > 100);
-    // Damage the bit array, the header and the CRC, each in turn.
-    for at in [off + size / 2, off + 4, off + size - 1] {
-        flip(&sst, at);
-        let db = Db::open(dir.path(), opts()).unwrap();
-        for i in 0..5000 {
-            assert_eq!(
-                db.get(key(i)).unwrap(),
-                Some(format!("value{i}").into_bytes()),
-                "key {i}"
-            );
+    // Damage the bit array, the header and the CRC, each in turn; with the filter loaded on
+    // the heap and into huge-page memory (`Options::filter_huge_pages`).
+    for huge in [false, true] {
+        let opts = || Options {
+            filter_huge_pages: huge,
+            ..opts()
+        };
+        for at in [off + size / 2, off + 4, off + size - 1] {
+            flip(&sst, at);
+            let db = Db::open(dir.path(), opts()).unwrap();
+            for i in 0..5000 {
+                assert_eq!(
+                    db.get(key(i)).unwrap(),
+                    Some(format!("value{i}").into_bytes()),
+                    "key {i}, huge pages {huge}"
+                );
+            }
+            assert_eq!(db.get("key000001-absent").unwrap(), None);
+            let s = db.stats();
+            assert_eq!(s.filter_validation_failures, 1);
+            assert_eq!(s.total.filter_checks, 0);
+            assert_eq!(s.total.unfiltered_probes, 5000 + 1);
+            drop(db);
+            flip(&sst, at); // restore
+            let db = Db::open(dir.path(), opts()).unwrap();
+            assert_eq!(db.stats().filter_validation_failures, 0);
         }
-        assert_eq!(db.get("key000001-absent").unwrap(), None);
-        let s = db.stats();
-        assert_eq!(s.filter_validation_failures, 1);
-        assert_eq!(s.total.filter_checks, 0);
-        assert_eq!(s.total.unfiltered_probes, 5000 + 1);
-        drop(db);
-        flip(&sst, at); // restore
-        let db = Db::open(dir.path(), opts()).unwrap();
-        assert_eq!(db.stats().filter_validation_failures, 0);
     }
 }
 
