@@ -68,7 +68,8 @@ impl ReadPath<'_> {
             pending.clear();
             for (i, key) in chunk.iter().enumerate() {
                 let key = key.as_ref();
-                match in_memtables(state, mem_seen, key) {
+                let hash = hash_key(key);
+                match in_memtables(state, mem_seen, key, hash) {
                     Lookup::Value(v) => out.push(Ok(Some(v))),
                     Lookup::Tombstone => out.push(Ok(None)),
                     Lookup::Absent => {
@@ -76,7 +77,7 @@ impl ReadPath<'_> {
                         pending.push(Pending {
                             slot: base * CHUNK + i,
                             key,
-                            hash: hash_key(key),
+                            hash,
                             prefix: KeyPrefix::Pending(self.rule, key),
                             table: None,
                             done: false,

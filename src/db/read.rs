@@ -102,12 +102,12 @@ impl ReadPath<'_> {
     pub(super) fn get(&self, state: &State, mem_seen: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let counters = self.counters.reader();
         bump(&counters.gets, 1);
-        match in_memtables(state, mem_seen, key) {
+        let hash = hash_key(key);
+        match in_memtables(state, mem_seen, key, hash) {
             Lookup::Value(v) => return Ok(Some(v)),
             Lookup::Tombstone => return Ok(None),
             Lookup::Absent => {}
         }
-        let hash = hash_key(key);
         let mut prefix = KeyPrefix::Pending(self.rule, key);
         let version = &state.version;
         // Every table that may hold the key, in the order of evidence (level 0 newest first,
@@ -200,11 +200,12 @@ fn consider<'v>(
 }
 
 /// The newest entry for `key` in the memtables: the first `mem_seen` batches of the active
-/// one, then the immutable ones newest first.
+/// one, then the immutable ones newest first. `hash` is `hash_key(key)`.
 #[inline(always)]
-pub(super) fn in_memtables(state: &State, mem_seen: u64, key: &[u8]) -> Lookup {
-    let newest = state.mem.get_at(key, mem_seen);
-    for found in std::iter::once(newest).chain(state.imm.iter().rev().map(|m| m.get(key))) {
+pub(super) fn in_memtables(state: &State, mem_seen: u64, key: &[u8], hash: u64) -> Lookup {
+    let newest = state.mem.get_at(key, hash, mem_seen);
+    let older = state.imm.iter().rev();
+    for found in std::iter::once(newest).chain(older.map(|m| m.get_at(key, hash, m.visible()))) {
         match Lookup::from(found) {
             Lookup::Absent => {}
             known => return known,
