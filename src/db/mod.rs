@@ -16,7 +16,7 @@
 //! - `read.rs`: `get`. `iter.rs`: `scan`. `snapshot.rs`: `Snapshot`; `checkpoint.rs`: a
 //!   snapshot written out as a store. `inner.rs`: shared state and lock order.
 //! - `stored_options.rs`: the `OPTIONS` record and how it merges with the options passed.
-//! - `wal.rs`, `manifest.rs`, `memtable.rs`, `compaction.rs`, `merge.rs`, `stats.rs`.
+//! - `wal.rs`, `manifest.rs`, `memtable/` (log, hash index, sorted runs), `compaction.rs`, `merge.rs`, `stats.rs`.
 //!
 //! Guarantees (README "What survives what"): a write that returned `Ok` survives a process
 //! crash, and with `sync_writes` a power loss; after any write-path I/O error (full disk,
