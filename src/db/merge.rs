@@ -126,7 +126,9 @@ impl Iterator for MergeIter {
         let mut result = self.advance_top();
         // Older versions of the same key, in the older sources: skipped.
         while result.is_ok() {
-            let Some(&next) = self.heap.first() else { break };
+            let Some(&next) = self.heap.first() else {
+                break;
+            };
             match &self.heads[next] {
                 Some((p, e)) if *p == prefix && e.key == entry.key => result = self.advance_top(),
                 _ => break,
@@ -222,13 +224,19 @@ mod tests {
     fn a_failing_source_ends_the_merge_with_its_error() {
         let failing: Source = Box::new(
             vec![
-                Ok(Entry { key: b"b".to_vec(), value: None }),
-                Err(crate::error::Error::corruption(std::path::Path::new("t"), "bad block")),
+                Ok(Entry {
+                    key: b"b".to_vec(),
+                    value: None,
+                }),
+                Err(crate::error::Error::corruption(
+                    std::path::Path::new("t"),
+                    "bad block",
+                )),
             ]
             .into_iter(),
         );
-        let mut m = MergeIter::new(vec![src(&[("a", Some("1")), ("c", Some("3"))]), failing])
-            .unwrap();
+        let mut m =
+            MergeIter::new(vec![src(&[("a", Some("1")), ("c", Some("3"))]), failing]).unwrap();
         assert_eq!(m.next().unwrap().unwrap().key, b"a");
         // "b" comes out, and reading the failing source's next entry fails with it.
         assert!(m.next().unwrap().is_err());

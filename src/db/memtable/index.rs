@@ -74,7 +74,11 @@ impl Index {
 
     /// The slot of the key hashed to `hash` (`is_key(entry)`: the entry holds that key), or
     /// the empty slot that ends its probe sequence.
-    fn find_slot(&self, hash: u64, mut is_key: impl FnMut(usize) -> bool) -> (usize, Option<usize>) {
+    fn find_slot(
+        &self,
+        hash: u64,
+        mut is_key: impl FnMut(usize) -> bool,
+    ) -> (usize, Option<usize>) {
         let mask = self.slots.len() - 1;
         let mut pos = self.home(hash);
         loop {
@@ -111,10 +115,12 @@ impl Index {
 
     /// The newest entry of every key, in slot order.
     pub(super) fn entries(&self) -> impl Iterator<Item = usize> + '_ {
-        self.slots.iter().filter_map(|s| match s.load(Ordering::Acquire) {
-            0 => None,
-            s => Some(entry_of(s)),
-        })
+        self.slots
+            .iter()
+            .filter_map(|s| match s.load(Ordering::Acquire) {
+                0 => None,
+                s => Some(entry_of(s)),
+            })
     }
 
     /// Writer only: a table of twice the slots holding the same keys, each placed by its tag
@@ -142,7 +148,11 @@ mod tests {
     /// Keys are their entry numbers here; `hashes[e]` is entry e's hash.
     fn insert_all(index: &Index, hashes: &[u64]) {
         for (e, &h) in hashes.iter().enumerate() {
-            assert_eq!(index.insert(h, e, |o| o == e), None, "entry {e} is a new key");
+            assert_eq!(
+                index.insert(h, e, |o| o == e),
+                None,
+                "entry {e} is a new key"
+            );
         }
     }
 
@@ -150,14 +160,25 @@ mod tests {
     fn colliding_hashes_and_tags_keep_keys_apart() {
         // Equal hashes (same home, same tag), the same home with another tag, and wrap-around
         // from the last slot (home 1023 of 1024).
-        let hashes = [5 << 54, 5 << 54, 5 << 54 | 1 << 33, 1023 << 54, 1023 << 54, 7];
+        let hashes = [
+            5 << 54,
+            5 << 54,
+            5 << 54 | 1 << 33,
+            1023 << 54,
+            1023 << 54,
+            7,
+        ];
         let index = Index::default();
         insert_all(&index, &hashes);
         for (e, &h) in hashes.iter().enumerate() {
             assert_eq!(index.find(h, |o| o == e), Some(e));
         }
         assert_eq!(index.find(5 << 54, |_| false), None);
-        assert_eq!(index.find(6 << 54, |_| true), None, "empty slot ends the probe");
+        assert_eq!(
+            index.find(6 << 54, |_| true),
+            None,
+            "empty slot ends the probe"
+        );
         // A new version replaces the old in place and reports it.
         assert_eq!(index.insert(5 << 54, 10, |o| o == 1), Some(1));
         assert_eq!(index.find(5 << 54, |o| o == 10), Some(10));

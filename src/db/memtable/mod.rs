@@ -134,9 +134,10 @@ impl Memtable {
             clippy::expect_used,
             reason = "an index, link or count only ever names an entry appended before it"
         )]
-        self.entries.get(i).expect("memtable entry named before it was appended")
+        self.entries
+            .get(i)
+            .expect("memtable entry named before it was appended")
     }
-
 
     /// Applies `ops` as one batch: readers see all of it or none. One writer at a time (the
     /// store's writer lock; recovery is single-threaded).
@@ -166,7 +167,11 @@ impl Memtable {
                 key,
                 value,
             });
-            assert!(at < index::MAX_ENTRIES, "memtable over {} entries", index::MAX_ENTRIES);
+            assert!(
+                at < index::MAX_ENTRIES,
+                "memtable over {} entries",
+                index::MAX_ENTRIES
+            );
             // The slot was found above; `insert` finds it again in the same cache line.
             index.insert(hash, at, |e| e == prev);
         }
@@ -249,11 +254,15 @@ impl Memtable {
         let seen = self.visible();
         let len = self.len.load(Ordering::Acquire);
         let order = {
-            let mut kept = self.flush_order.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut kept = self
+                .flush_order
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             match &*kept {
                 Some((at, order)) if *at == len => Arc::clone(order),
                 _ => {
-                    let order = Arc::new(sorted::sorted_distinct(self.index.load().entries(), self));
+                    let order =
+                        Arc::new(sorted::sorted_distinct(self.index.load().entries(), self));
                     *kept = Some((len, Arc::clone(&order)));
                     order
                 }
@@ -416,12 +425,18 @@ mod tests {
             for _ in 0..20 {
                 let k = key(rng.below(3000));
                 let got = m.get_at(&k, hash_key(&k), at);
-                assert_eq!(got.as_ref(), want.get(&k), "key {k:?} at batch {at} of {seq}");
+                assert_eq!(
+                    got.as_ref(),
+                    want.get(&k),
+                    "key {k:?} at batch {at} of {seq}"
+                );
             }
             let (lo, hi) = (key(rng.below(3000)), key(rng.below(3000)));
             let got = m.range_at(Bound::Included(&lo), Bound::Excluded(&hi), at);
             let expect: Vec<(Vec<u8>, Option<Vec<u8>>)> = if lo < hi {
-                want.range(lo.clone()..hi.clone()).map(|(k, v)| (k.clone(), v.clone())).collect()
+                want.range(lo.clone()..hi.clone())
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -433,7 +448,10 @@ mod tests {
             Ok::<(), ()>(())
         })
         .unwrap();
-        let last: Vec<_> = models[400].iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let last: Vec<_> = models[400]
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         assert_eq!(flushed, last);
     }
 
@@ -461,7 +479,9 @@ mod tests {
                         let mut by_i = std::collections::HashMap::new();
                         for (k, v) in &all {
                             if k.as_slice() != b"n" {
-                                by_i.entry(k[1..].to_vec()).or_insert_with(Vec::new).push(v.clone());
+                                by_i.entry(k[1..].to_vec())
+                                    .or_insert_with(Vec::new)
+                                    .push(v.clone());
                             }
                         }
                         for (i, vs) in by_i {

@@ -37,7 +37,10 @@ pub(super) trait Keys {
 /// `entries` sorted by key, one per key. Sorting (head, entry) pairs loads each key once;
 /// sorting entry numbers by `cmp` loaded two keys per comparison (measured: the sort, its
 /// comparisons and `memcmp` were a fifth of a bulk load's flush thread).
-pub(super) fn sorted_distinct(entries: impl Iterator<Item = usize>, keys: &impl Keys) -> Vec<usize> {
+pub(super) fn sorted_distinct(
+    entries: impl Iterator<Item = usize>,
+    keys: &impl Keys,
+) -> Vec<usize> {
     let mut pairs: Vec<(u128, usize)> = entries.map(|e| (keys.head(e), e)).collect();
     pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys.cmp(a.1, b.1)));
     pairs.dedup_by(|a, b| a.0 == b.0 && keys.cmp(a.1, b.1) == Ordering::Equal);
