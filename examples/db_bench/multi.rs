@@ -48,6 +48,7 @@ pub fn bare_batched(
     threads: usize,
 ) -> f64 {
     use lsm_bloom::table::{FilterState, Table};
+    let max_prefixes = crate::phases::max_prefixes(levels);
     let stage = |found: &[Option<&Table>], hashes: &[u64], keys: &[([u8; 16], bool)]| {
         for (t, h) in found.iter().zip(hashes) {
             if let Some(FilterState::Valid(f)) = t.map(Table::filter) {
@@ -77,12 +78,12 @@ pub fn bare_batched(
                 found.extend(batch.iter().map(|(k, _)| t.covers(k).then_some(&**t)));
                 maybe += stage(&found, &hashes, batch);
             }
-            for tables in &levels[1..] {
+            for (tables, prefixes) in levels[1..].iter().zip(&max_prefixes[1..]) {
                 found.clear();
                 found.extend(
                     batch
                         .iter()
-                        .map(|(k, _)| Table::in_level(tables, k).map(|t| &**t)),
+                        .map(|(k, _)| Table::in_level_by(tables, prefixes, k).map(|t| &**t)),
                 );
                 maybe += stage(&found, &hashes, batch);
             }

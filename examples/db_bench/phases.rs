@@ -106,12 +106,21 @@ pub(crate) fn read_phase(e: &dyn Engine, keys: &[([u8; 16], bool)], threads: usi
     }
 }
 
+/// Each level's tables' `max_prefix`es, which a `get`'s search reads (`Table::in_level_by`).
+pub(crate) fn max_prefixes(levels: &[Vec<Arc<Table>>]) -> Vec<Vec<u64>> {
+    levels
+        .iter()
+        .map(|tables| tables.iter().map(|t| t.max_prefix()).collect())
+        .collect()
+}
+
 /// The filter probes an absent `get` makes, and nothing else: returns probes per second.
 pub(crate) fn bare_probes(
     levels: &[Vec<Arc<Table>>],
     keys: &[([u8; 16], bool)],
     threads: usize,
 ) -> f64 {
+    let max_prefixes = max_prefixes(levels);
     let may_contain = |t: &Table, key: &[u8], hash: u64| match t.filter() {
         FilterState::Valid(f) => f.may_contain_prehashed(key, hash),
         _ => true,
@@ -126,8 +135,8 @@ pub(crate) fn bare_probes(
                     maybe += 1;
                 }
             }
-            for tables in &levels[1..] {
-                if let Some(t) = Table::in_level(tables, key) {
+            for (tables, prefixes) in levels[1..].iter().zip(&max_prefixes[1..]) {
+                if let Some(t) = Table::in_level_by(tables, prefixes, key) {
                     if may_contain(t, key, hash) {
                         maybe += 1;
                     }

@@ -183,7 +183,7 @@ pub(crate) fn plan(
     let mut held: Vec<Held> = Vec::new();
     let mut filter_bytes = 0u64;
     let mut live_tables = 0u64;
-    for (level, tables) in version.levels.iter().enumerate() {
+    for (level, tables) in version.levels().iter().enumerate() {
         // Entry size over every table, compaction inputs included (they may be all there is).
         for t in tables {
             all.add(Counts::of(t));
@@ -418,7 +418,7 @@ pub(crate) fn plan(
         } else {
             counts.keys
         };
-        let tables = &version.levels[level];
+        let tables = &version.levels()[level];
         levels.push(LevelAllocation {
             level,
             runs: real_runs as u64,

@@ -79,8 +79,8 @@ pub(super) fn checkpoint(inner: &Inner, target: &Path) -> Result<CheckpointRepor
     let state = snap.state();
     let mut report = CheckpointReport::default();
 
-    let mut levels = Vec::with_capacity(state.version.levels.len());
-    for tables in &state.version.levels {
+    let mut levels = Vec::with_capacity(state.version.levels().len());
+    for tables in state.version.levels() {
         let mut metas = Vec::with_capacity(tables.len());
         for t in tables {
             place_table(fs, &inner.dir, &tmp, t, &mut report)?;

@@ -46,7 +46,7 @@ fn max_bytes(opts: &Options, level: usize) -> f64 {
 }
 
 fn finish_job(v: &Version, inputs: Vec<(usize, Arc<Table>)>, output_level: usize) -> Job {
-    let drop_tombstones = v.levels[output_level + 1..].iter().all(Vec::is_empty);
+    let drop_tombstones = v.levels()[output_level + 1..].iter().all(Vec::is_empty);
     Job {
         inputs,
         output_level,
@@ -57,7 +57,7 @@ fn finish_job(v: &Version, inputs: Vec<(usize, Arc<Table>)>, output_level: usize
 /// The most urgent compaction, if any level is over its limit. `cursors[l]` is the largest key
 /// of the last table compacted out of level `l` (round robin).
 pub(crate) fn pick(v: &Version, opts: &Options, cursors: &mut [Vec<u8>]) -> Option<Job> {
-    let l0_score = v.levels[0].len() as f64 / opts.l0_compaction_trigger as f64;
+    let l0_score = v.levels()[0].len() as f64 / opts.l0_compaction_trigger as f64;
     let (level, score) = (1..MAX_LEVELS - 1)
         .map(|l| (l, v.level_bytes(l) as f64 / max_bytes(opts, l)))
         .fold(
@@ -68,17 +68,17 @@ pub(crate) fn pick(v: &Version, opts: &Options, cursors: &mut [Vec<u8>]) -> Opti
         return None;
     }
     if level == 0 {
-        let l0 = v.levels[0].clone();
+        let l0 = v.levels()[0].clone();
         let (min, max) = key_range(&l0)?;
         let mut inputs: Vec<(usize, Arc<Table>)> = l0.into_iter().map(|t| (0, t)).collect();
         inputs.extend(
-            overlapping(&v.levels[1], &min, &max)
+            overlapping(&v.levels()[1], &min, &max)
                 .into_iter()
                 .map(|t| (1, t)),
         );
         return Some(finish_job(v, inputs, 1));
     }
-    let tables = &v.levels[level];
+    let tables = &v.levels()[level];
     let cursor = &cursors[level];
     let t = tables
         .iter()
@@ -88,7 +88,7 @@ pub(crate) fn pick(v: &Version, opts: &Options, cursors: &mut [Vec<u8>]) -> Opti
     cursors[level] = t.max_key().to_vec();
     let mut inputs = vec![(level, t.clone())];
     inputs.extend(
-        overlapping(&v.levels[level + 1], t.min_key(), t.max_key())
+        overlapping(&v.levels()[level + 1], t.min_key(), t.max_key())
             .into_iter()
             .map(|x| (level + 1, x)),
     );
@@ -99,7 +99,7 @@ pub(crate) fn pick(v: &Version, opts: &Options, cursors: &mut [Vec<u8>]) -> Opti
 pub(crate) fn full(v: &Version) -> Option<Job> {
     let output_level = v.deepest_nonempty()?.max(1);
     let inputs: Vec<(usize, Arc<Table>)> = v
-        .levels
+        .levels()
         .iter()
         .enumerate()
         .flat_map(|(l, ts)| ts.iter().map(move |t| (l, t.clone())))

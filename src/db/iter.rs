@@ -135,9 +135,9 @@ impl DbIter {
         if prefix.is_some() {
             bump(&counters.prefix_scans, 1);
         }
-        let level0 = version.levels[0].iter().rev().map(|t| (0, t));
-        let deeper = (1..version.levels.len())
-            .flat_map(|level| version.levels[level].iter().map(move |t| (level, t)));
+        let level0 = version.levels()[0].iter().rev().map(|t| (0, t));
+        let deeper = (1..version.levels().len())
+            .flat_map(|level| version.levels()[level].iter().map(move |t| (level, t)));
         for (level, t) in level0.chain(deeper).filter(|(_, t)| overlaps(t, s, e)) {
             if let Some((rule, q, hash)) = prefix {
                 let c = &counters.levels[level];

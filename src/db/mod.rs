@@ -312,7 +312,7 @@ impl Db {
     /// The live tables per level, as a `get` consults them: level 0 oldest first, deeper
     /// levels in key order. For tools and benchmarks that look at the filters themselves.
     pub fn levels(&self) -> Vec<Vec<Arc<crate::table::Table>>> {
-        self.inner.version().levels.clone()
+        self.inner.version().levels().to_vec()
     }
 
     /// Counters and per-level figures.

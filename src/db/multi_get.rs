@@ -98,7 +98,7 @@ impl ReadPath<'_> {
         pending: &mut Vec<Pending<'k, 'v>>,
         out: &mut [Result<Option<Vec<u8>>>],
     ) {
-        let levels = &state.version.levels;
+        let levels = &state.version.levels();
         for t in levels[0].iter().rev() {
             if pending.is_empty() {
                 return;
@@ -112,9 +112,8 @@ impl ReadPath<'_> {
             if tables.is_empty() {
                 continue;
             }
-            self.stage(counters, level, pending, out, |key| {
-                Table::in_level(tables, key)
-            });
+            let version = &state.version;
+            self.stage(counters, level, pending, out, |key| version.in_level(level, key));
         }
     }
 

@@ -65,7 +65,10 @@ pub struct Options {
     pub error_if_exists: bool,
     /// What to do with a damaged write-ahead log at open (default `PointInTime`).
     pub wal_recovery: WalRecovery,
-    /// Memtable size that triggers a flush, in bytes (default 8 MiB).
+    /// Memtable size that triggers a flush, in bytes (default 8 MiB). Each entry is charged
+    /// its key, its value and 64 bytes; the memory it holds is more (the entry in the log,
+    /// two allocations, the hash index): measured, 248 bytes of resident memory per entry of
+    /// a 16-byte key and a 100-byte value, which are charged 180.
     pub memtable_size: usize,
     /// Target data block size in bytes (default 4 KiB).
     pub block_size: usize,

@@ -120,13 +120,13 @@ impl ReadPath<'_> {
         // absent gets 1.04/1.16/1.10x at 2x10^6 keys, 0.98/1.25x at 10^7 (`db_bench --hold
         // absent`, interleaved pairs).
         let mut candidates: SmallVec<[(usize, &Table); 24]> = SmallVec::new();
-        for t in version.levels[0].iter().rev() {
+        for t in version.levels()[0].iter().rev() {
             if t.covers(key) {
                 consider(&mut candidates, 0, t, hash);
             }
         }
-        for (level, tables) in version.levels.iter().enumerate().skip(1) {
-            if let Some(t) = Table::in_level(tables, key) {
+        for level in 1..version.levels().len() {
+            if let Some(t) = version.in_level(level, key) {
                 consider(&mut candidates, level, t, hash);
             }
         }

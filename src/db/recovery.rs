@@ -103,14 +103,17 @@ fn load_version(
     report: &mut RecoveryReport,
 ) -> Result<Version> {
     let mut version = Version::empty();
-    for (level, metas) in m.levels.iter().enumerate().take(MAX_LEVELS) {
-        for meta in metas {
-            let t = Table::open_in(fs, &table_path(dir, meta.id), meta.id, how)?;
-            report.filters_rejected += t.rejected_filters();
-            version.levels[level].push(Arc::new(t));
+    version.edit(|levels| -> Result<()> {
+        for (level, metas) in m.levels.iter().enumerate().take(MAX_LEVELS) {
+            for meta in metas {
+                let t = Table::open_in(fs, &table_path(dir, meta.id), meta.id, how)?;
+                report.filters_rejected += t.rejected_filters();
+                levels[level].push(Arc::new(t));
+            }
         }
-    }
-    for (level, tables) in version.levels.iter().enumerate().skip(1) {
+        Ok(())
+    })?;
+    for (level, tables) in version.levels().iter().enumerate().skip(1) {
         let live: Vec<&Arc<Table>> = tables
             .iter()
             .filter(|t| t.properties().entries > 0)
@@ -327,7 +330,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         let filters = l0_filter(&opts, &version, &recovered, id);
         let t = write_l0(fs, dir, &opts, filters, &recovered, id)?;
         report.filters_rejected += t.rejected_filters();
-        version.levels[0].push(Arc::new(t));
+        version.edit(|levels| levels[0].push(Arc::new(t)));
         crate::fs::sync_dir(fs, dir)?;
     }
     work.reserved = work.reserved.max(next_file.load(Ordering::SeqCst));

@@ -296,7 +296,7 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
         }
     }
     let mut total = LevelStats::default();
-    for (level, tables) in version.levels.iter().enumerate() {
+    for (level, tables) in version.levels().iter().enumerate() {
         let mut l = LevelStats {
             level: Some(level),
             tables: tables.len() as u64,

@@ -19,16 +19,43 @@ use crate::table::Table;
 pub const MAX_LEVELS: usize = 7;
 
 /// Live tables per level: level 0 oldest first, other levels sorted by key.
+/// Changed only through `edit`, which keeps `max_prefixes` in step with `levels`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Version {
-    pub(crate) levels: Vec<Vec<Arc<Table>>>,
+    levels: Vec<Vec<Arc<Table>>>,
+    /// Per level, each table's `max_prefix`, in the level's order: what a lookup's search for
+    /// its table on a level reads (`Table::in_level_by`).
+    max_prefixes: Vec<Vec<u64>>,
 }
 
 impl Version {
     pub(crate) fn empty() -> Self {
         Version {
             levels: vec![Vec::new(); MAX_LEVELS],
+            max_prefixes: vec![Vec::new(); MAX_LEVELS],
         }
+    }
+
+    /// The tables per level.
+    pub(crate) fn levels(&self) -> &[Vec<Arc<Table>>] {
+        &self.levels
+    }
+
+    /// Changes the table set with `f`, then derives the search arrays from it again.
+    pub(crate) fn edit<R>(&mut self, f: impl FnOnce(&mut [Vec<Arc<Table>>]) -> R) -> R {
+        let r = f(&mut self.levels);
+        self.max_prefixes = self
+            .levels
+            .iter()
+            .map(|tables| tables.iter().map(|t| t.max_prefix()).collect())
+            .collect();
+        r
+    }
+
+    /// The table of `level` (1 and deeper) whose range holds `key`, if any.
+    #[inline]
+    pub(crate) fn in_level(&self, level: usize, key: &[u8]) -> Option<&Arc<Table>> {
+        Table::in_level_by(&self.levels[level], &self.max_prefixes[level], key)
     }
 
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {

@@ -98,7 +98,7 @@ pub(super) fn manifest_data(v: &Version, next_file: u64, log_number: u64) -> Man
         next_file,
         log_number,
         levels: v
-            .levels
+            .levels()
             .iter()
             .map(|ts| {
                 ts.iter()
@@ -237,7 +237,7 @@ impl Inner {
                 &self.counters.filter_validation_failures,
                 t.rejected_filters(),
             );
-            version.levels[0].push(Arc::new(t));
+            version.edit(|levels| levels[0].push(Arc::new(t)));
         }
         let log_number = self.log_number_after(Some(mem));
         self.commit(work, version, log_number, |s| {
@@ -256,18 +256,20 @@ impl Inner {
         })?;
         let mut version = (*self.version()).clone();
         let gone: std::collections::HashSet<u64> = job.inputs.iter().map(|(_, t)| t.id()).collect();
-        for tables in &mut version.levels {
-            tables.retain(|t| !gone.contains(&t.id()));
-        }
         for t in &out.tables {
             add(
                 &self.counters.filter_validation_failures,
                 t.rejected_filters(),
             );
         }
-        let level = &mut version.levels[job.output_level];
-        level.extend(out.tables.iter().cloned());
-        level.sort_by(|a, b| a.min_key().cmp(b.min_key()));
+        version.edit(|levels| {
+            for tables in levels.iter_mut() {
+                tables.retain(|t| !gone.contains(&t.id()));
+            }
+            let level = &mut levels[job.output_level];
+            level.extend(out.tables.iter().cloned());
+            level.sort_by(|a, b| a.min_key().cmp(b.min_key()));
+        });
         let log_number = self.log_number_after(None);
         self.commit(work, version, log_number, |_| {})?;
         for (_, t) in &job.inputs {

@@ -253,7 +253,7 @@ impl Inner {
             let behind = {
                 let s = self.read_state();
                 s.imm.len() >= self.opts.max_immutable_memtables
-                    || s.version.levels[0].len() >= self.opts.l0_stop_writes_trigger
+                    || s.version.levels()[0].len() >= self.opts.l0_stop_writes_trigger
             };
             if !behind {
                 break;

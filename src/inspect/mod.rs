@@ -314,14 +314,13 @@ fn inspect_database(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Da
     let mut level_totals = Vec::new();
     let mut totals = Totals::default();
     let mut version = Version::empty();
+    let mut opened: Vec<(usize, Arc<Table>)> = Vec::new();
     for (level, metas) in data.levels.iter().enumerate() {
         let mut tables = Vec::new();
         let mut lt = Totals::default();
         for meta in metas {
             let t = Arc::new(Table::open(&crate::db::table_path(dir, meta.id), meta.id)?);
-            if let Some(l) = version.levels.get_mut(level) {
-                l.push(t.clone());
-            }
+            opened.push((level, t.clone()));
             let r = TableReport::new(&t, Some(level as u32));
             lt.add(&r);
             totals.add(&r);
@@ -330,6 +329,13 @@ fn inspect_database(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Da
         levels.push(tables);
         level_totals.push(lt);
     }
+    version.edit(|levels| {
+        for (level, t) in opened {
+            if let Some(l) = levels.get_mut(level) {
+                l.push(t);
+            }
+        }
+    });
     Ok(DatabaseReport {
         levels,
         level_totals,

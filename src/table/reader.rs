@@ -138,12 +138,38 @@ impl Table {
     pub fn ends_before(&self, key: &[u8]) -> bool {
         cmp_prefixed(self.max_prefix, self.max_key(), key_prefix(key), key) == Ordering::Less
     }
+    /// `key_prefix` of the table's largest key (0 for an empty table): what `in_level_by`
+    /// searches.
+    pub fn max_prefix(&self) -> u64 {
+        self.max_prefix
+    }
     /// In `tables`, one level's tables in key order with disjoint ranges, the one whose range
     /// holds `key` (a binary search on `ends_before`, then `covers`): the only table of the
     /// level a lookup of `key` needs.
     #[inline]
     pub fn in_level<'t>(tables: &'t [Arc<Table>], key: &[u8]) -> Option<&'t Arc<Table>> {
         let i = tables.partition_point(|t| t.ends_before(key));
+        tables.get(i).filter(|t| t.covers(key))
+    }
+    /// `in_level`, searching `max_prefixes` (each table's `max_prefix`, in the same order)
+    /// instead of the tables: the binary search reads one dense array, which stays in the CPU
+    /// caches, where `in_level` loads a `Table` at each step. A table is read only where its
+    /// prefix ties the key's, and then the one found. Measured at 10^8 keys (145 tables in the
+    /// largest level): the search's loads of `Table`s, a chain of cache misses, were ~14% of an
+    /// absent get, and the filter prefetch waited on the found table's load (issue 19).
+    #[inline]
+    pub fn in_level_by<'t>(
+        tables: &'t [Arc<Table>],
+        max_prefixes: &[u64],
+        key: &[u8],
+    ) -> Option<&'t Arc<Table>> {
+        debug_assert_eq!(tables.len(), max_prefixes.len());
+        let p = key_prefix(key);
+        let mut i = max_prefixes.partition_point(|&m| m < p);
+        // Tables whose largest key shares the key's prefix may still end before the key.
+        while i < tables.len() && max_prefixes.get(i) == Some(&p) && tables[i].ends_before(key) {
+            i += 1;
+        }
         tables.get(i).filter(|t| t.covers(key))
     }
     /// Bytes of whole-key filter held in memory.
@@ -432,12 +458,48 @@ mod tests {
                 Arc::new(Table::open(&path, n as u64).unwrap())
             })
             .collect();
+        let prefixes: Vec<u64> = tables.iter().map(|t| t.max_prefix()).collect();
         for k in 0..60u32 {
             let key = format!("k{k:03}");
             let want = ranges.iter().position(|&(lo, hi)| lo <= k && k <= hi);
             let got = Table::in_level(&tables, key.as_bytes()).map(|t| t.id() as usize);
             assert_eq!(got, want, "{key}");
+            let by = Table::in_level_by(&tables, &prefixes, key.as_bytes());
+            assert_eq!(by.map(|t| t.id() as usize), want, "{key} by prefixes");
         }
         assert!(Table::in_level(&[], b"k010").is_none());
+        assert!(Table::in_level_by(&[], &[], b"k010").is_none());
+    }
+
+    /// `in_level_by` agrees with `in_level` when several tables' keys share their first 8
+    /// bytes (ties on the prefix array), for keys before, inside, between and after them.
+    #[test]
+    fn in_level_by_resolves_prefix_ties_as_in_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let ranges = [(10u32, 19u32), (30, 39), (40, 49), (70, 79)];
+        let tables: Vec<Arc<Table>> = ranges
+            .iter()
+            .enumerate()
+            .map(|(n, &(lo, hi))| {
+                let path = dir.path().join(format!("{n}.sst"));
+                let mut b = TableBuilder::create(&path, TableBuilderOptions::default()).unwrap();
+                for k in lo..=hi {
+                    b.add(format!("samepfx:{k:03}").as_bytes(), Some(b"v")).unwrap();
+                }
+                b.finish().unwrap();
+                Arc::new(Table::open(&path, n as u64).unwrap())
+            })
+            .collect();
+        let prefixes: Vec<u64> = tables.iter().map(|t| t.max_prefix()).collect();
+        assert!(prefixes.windows(2).all(|w| w[0] == w[1]), "all tables tie on the prefix");
+        let mut keys: Vec<Vec<u8>> = (0..90u32)
+            .map(|k| format!("samepfx:{k:03}").into_bytes())
+            .collect();
+        keys.extend([&b"samepfx"[..], b"samepfx:", b"samepfx:0", b"samepfy", b"a", b""].map(<[u8]>::to_vec));
+        for key in keys {
+            let want = Table::in_level(&tables, &key).map(|t| t.id());
+            let got = Table::in_level_by(&tables, &prefixes, &key).map(|t| t.id());
+            assert_eq!(got, want, "{key:?}");
+        }
     }
 }

@@ -42,7 +42,10 @@ use crate::filter::hash_key;
 use index::Index;
 use sorted::{Keys, View};
 
-/// Bytes charged per entry on top of key and value, for the size estimate.
+/// Bytes charged per entry on top of key and value, for the size estimate. Below the real
+/// cost (`Options::memtable_size`): measured, 248 bytes of resident memory per entry of a
+/// 16-byte key and a 100-byte value (229 with the skip list), charged 180. Kept, so that a
+/// memtable holds as many entries as before and stores keep their flush sizes.
 pub(crate) const ENTRY_OVERHEAD: usize = 64;
 
 /// `Entry::prev` of a key's first entry.
