@@ -113,7 +113,9 @@ impl ReadPath<'_> {
                 continue;
             }
             let version = &state.version;
-            self.stage(counters, level, pending, out, |key| version.in_level(level, key));
+            self.stage(counters, level, pending, out, |key| {
+                version.in_level(level, key)
+            });
         }
     }
 

@@ -439,25 +439,32 @@ mod tests {
         }
     }
 
+    /// One level's tables in `dir`, table n holding keys `{prefix}{k:03}` for k in
+    /// `ranges[n]`.
+    fn level_of(dir: &std::path::Path, ranges: &[(u32, u32)], prefix: &str) -> Vec<Arc<Table>> {
+        ranges
+            .iter()
+            .enumerate()
+            .map(|(n, &(lo, hi))| {
+                let path = dir.join(format!("{n}.sst"));
+                let mut b = TableBuilder::create(&path, TableBuilderOptions::default()).unwrap();
+                for k in lo..=hi {
+                    b.add(format!("{prefix}{k:03}").as_bytes(), Some(b"v"))
+                        .unwrap();
+                }
+                b.finish().unwrap();
+                Arc::new(Table::open(&path, n as u64).unwrap())
+            })
+            .collect()
+    }
+
     /// `in_level` finds the table whose range holds the key, and none for keys in the gaps
     /// between tables, before the first or after the last.
     #[test]
     fn in_level_finds_the_one_table_whose_range_holds_the_key() {
         let dir = tempfile::tempdir().unwrap();
         let ranges = [(10u32, 19u32), (30, 39), (40, 49)];
-        let tables: Vec<Arc<Table>> = ranges
-            .iter()
-            .enumerate()
-            .map(|(n, &(lo, hi))| {
-                let path = dir.path().join(format!("{n}.sst"));
-                let mut b = TableBuilder::create(&path, TableBuilderOptions::default()).unwrap();
-                for k in lo..=hi {
-                    b.add(format!("k{k:03}").as_bytes(), Some(b"v")).unwrap();
-                }
-                b.finish().unwrap();
-                Arc::new(Table::open(&path, n as u64).unwrap())
-            })
-            .collect();
+        let tables = level_of(dir.path(), &ranges, "k");
         let prefixes: Vec<u64> = tables.iter().map(|t| t.max_prefix()).collect();
         for k in 0..60u32 {
             let key = format!("k{k:03}");
@@ -477,25 +484,26 @@ mod tests {
     fn in_level_by_resolves_prefix_ties_as_in_level() {
         let dir = tempfile::tempdir().unwrap();
         let ranges = [(10u32, 19u32), (30, 39), (40, 49), (70, 79)];
-        let tables: Vec<Arc<Table>> = ranges
-            .iter()
-            .enumerate()
-            .map(|(n, &(lo, hi))| {
-                let path = dir.path().join(format!("{n}.sst"));
-                let mut b = TableBuilder::create(&path, TableBuilderOptions::default()).unwrap();
-                for k in lo..=hi {
-                    b.add(format!("samepfx:{k:03}").as_bytes(), Some(b"v")).unwrap();
-                }
-                b.finish().unwrap();
-                Arc::new(Table::open(&path, n as u64).unwrap())
-            })
-            .collect();
+        let tables = level_of(dir.path(), &ranges, "samepfx:");
         let prefixes: Vec<u64> = tables.iter().map(|t| t.max_prefix()).collect();
-        assert!(prefixes.windows(2).all(|w| w[0] == w[1]), "all tables tie on the prefix");
+        assert!(
+            prefixes.windows(2).all(|w| w[0] == w[1]),
+            "all tables tie on the prefix"
+        );
         let mut keys: Vec<Vec<u8>> = (0..90u32)
             .map(|k| format!("samepfx:{k:03}").into_bytes())
             .collect();
-        keys.extend([&b"samepfx"[..], b"samepfx:", b"samepfx:0", b"samepfy", b"a", b""].map(<[u8]>::to_vec));
+        keys.extend(
+            [
+                &b"samepfx"[..],
+                b"samepfx:",
+                b"samepfx:0",
+                b"samepfy",
+                b"a",
+                b"",
+            ]
+            .map(<[u8]>::to_vec),
+        );
         for key in keys {
             let want = Table::in_level(&tables, &key).map(|t| t.id());
             let got = Table::in_level_by(&tables, &prefixes, &key).map(|t| t.id());
