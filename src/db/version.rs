@@ -20,7 +20,7 @@ pub const MAX_LEVELS: usize = 7;
 
 /// Live tables per level: level 0 oldest first, other levels sorted by key.
 /// Changed only through `edit`, which keeps `max_prefixes` in step with `levels`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct Version {
     levels: Vec<Vec<Arc<Table>>>,
     /// Per level, each table's `max_prefix`, in the level's order: what a lookup's search for
