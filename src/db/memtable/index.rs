@@ -38,6 +38,13 @@ fn entry_of(slot: u64) -> usize {
     (slot & u64::from(u32::MAX)) as usize - 1
 }
 
+/// A slot found by `Index::slot_for`: where it is, and the entry it names (`None`: the empty
+/// slot a new key claims).
+pub(super) struct Slot {
+    pos: usize,
+    pub(super) entry: Option<usize>,
+}
+
 /// A table of slots (see the module comment).
 pub(super) struct Index {
     slots: Box<[AtomicU64]>,
@@ -74,20 +81,19 @@ impl Index {
 
     /// The slot of the key hashed to `hash` (`is_key(entry)`: the entry holds that key), or
     /// the empty slot that ends its probe sequence.
-    fn find_slot(
-        &self,
-        hash: u64,
-        mut is_key: impl FnMut(usize) -> bool,
-    ) -> (usize, Option<usize>) {
+    pub(super) fn slot_for(&self, hash: u64, mut is_key: impl FnMut(usize) -> bool) -> Slot {
         let mask = self.slots.len() - 1;
         let mut pos = self.home(hash);
         loop {
             let s = self.slots[pos].load(Ordering::Acquire);
             if s == 0 {
-                return (pos, None);
+                return Slot { pos, entry: None };
             }
             if s >> 32 == hash >> 32 && is_key(entry_of(s)) {
-                return (pos, Some(entry_of(s)));
+                return Slot {
+                    pos,
+                    entry: Some(entry_of(s)),
+                };
             }
             pos = (pos + 1) & mask;
         }
@@ -95,22 +101,15 @@ impl Index {
 
     /// The newest entry of the key hashed to `hash`, `None` when the key was never written.
     pub(super) fn find(&self, hash: u64, is_key: impl FnMut(usize) -> bool) -> Option<usize> {
-        self.find_slot(hash, is_key).1
+        self.slot_for(hash, is_key).entry
     }
 
-    /// Writer only: points the key's slot at `entry` (written before this call) and returns
-    /// the entry it pointed at before (the key's previous version; `None` for a new key,
-    /// which claims an empty slot). The caller keeps the load at most one half.
-    pub(super) fn insert(
-        &self,
-        hash: u64,
-        entry: usize,
-        is_key: impl FnMut(usize) -> bool,
-    ) -> Option<usize> {
+    /// Writer only: points `at` (from `slot_for` on this table, for the key hashed to `hash`,
+    /// with nothing set since) at `entry`, written before this call. A new key claims the
+    /// empty slot; the caller keeps the load at most one half.
+    pub(super) fn set(&self, at: Slot, hash: u64, entry: usize) {
         debug_assert!(entry <= MAX_ENTRIES);
-        let (pos, previous) = self.find_slot(hash, is_key);
-        self.slots[pos].store(slot(hash, entry), Ordering::Release);
-        previous
+        self.slots[at.pos].store(slot(hash, entry), Ordering::Release);
     }
 
     /// The newest entry of every key, in slot order.
@@ -127,14 +126,11 @@ impl Index {
     /// (keys are distinct: no entry is read).
     pub(super) fn grown(&self) -> Index {
         let next = Index::with_slots(self.slots.len() * 2);
-        let mask = next.slots.len() - 1;
         for s in self.slots.iter().map(|s| s.load(Ordering::Relaxed)) {
             if s != 0 {
-                let mut pos = next.home(s);
-                while next.slots[pos].load(Ordering::Relaxed) != 0 {
-                    pos = (pos + 1) & mask;
-                }
-                next.slots[pos].store(s, Ordering::Relaxed);
+                // A slot's top 32 bits are its key's hash's: it stands for the hash here.
+                let at = next.slot_for(s, |_| false);
+                next.set(at, s, entry_of(s));
             }
         }
         next
@@ -145,11 +141,25 @@ impl Index {
 mod tests {
     use super::*;
 
+    /// What `Memtable::apply` does: find the key's slot, point it at `entry`; the entry it
+    /// named before.
+    fn insert(
+        index: &Index,
+        hash: u64,
+        entry: usize,
+        is_key: impl FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        let at = index.slot_for(hash, is_key);
+        let previous = at.entry;
+        index.set(at, hash, entry);
+        previous
+    }
+
     /// Keys are their entry numbers here; `hashes[e]` is entry e's hash.
     fn insert_all(index: &Index, hashes: &[u64]) {
         for (e, &h) in hashes.iter().enumerate() {
             assert_eq!(
-                index.insert(h, e, |o| o == e),
+                insert(index, h, e, |o| o == e),
                 None,
                 "entry {e} is a new key"
             );
@@ -180,7 +190,7 @@ mod tests {
             "empty slot ends the probe"
         );
         // A new version replaces the old in place and reports it.
-        assert_eq!(index.insert(5 << 54, 10, |o| o == 1), Some(1));
+        assert_eq!(insert(&index, 5 << 54, 10, |o| o == 1), Some(1));
         assert_eq!(index.find(5 << 54, |o| o == 10), Some(10));
         assert_eq!(index.find(5 << 54, |o| o == 1), None);
         let mut all: Vec<usize> = index.entries().collect();
@@ -198,7 +208,7 @@ mod tests {
             if index.needs_growth(e) {
                 index = index.grown();
             }
-            assert_eq!(index.insert(h, e, |o| o == e), None);
+            assert_eq!(insert(&index, h, e, |o| o == e), None);
         }
         assert!(index.slots.len() >= 2 * hashes.len());
         for (e, &h) in hashes.iter().enumerate() {

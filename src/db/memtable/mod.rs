@@ -158,11 +158,10 @@ impl Memtable {
                 index = Arc::new(index.grown());
                 self.index.store(Arc::clone(&index));
             }
-            let prev = index
-                .find(hash, |e| self.entry(e).key == key)
-                .unwrap_or(NO_PREV);
-            keys += usize::from(prev == NO_PREV);
-            let at = self.entries.push(Entry {
+            let at = index.slot_for(hash, |e| self.entry(e).key == key);
+            let prev = at.entry.unwrap_or(NO_PREV);
+            keys += usize::from(at.entry.is_none());
+            let entry = self.entries.push(Entry {
                 seq,
                 hash,
                 prefix: key_prefix(&key),
@@ -171,12 +170,12 @@ impl Memtable {
                 value,
             });
             assert!(
-                at < index::MAX_ENTRIES,
+                entry < index::MAX_ENTRIES,
                 "memtable over {} entries",
                 index::MAX_ENTRIES
             );
-            // The slot was found above; `insert` finds it again in the same cache line.
-            index.insert(hash, at, |e| e == prev);
+            // Only this writer changes the index: the slot found above is still the key's.
+            index.set(at, hash, entry);
         }
         self.keys.store(keys, Ordering::Relaxed);
         self.size.fetch_add(added, Ordering::Relaxed);
