@@ -74,11 +74,19 @@ pub(crate) fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8], what: &str) -> c
 
 /// The first 8 bytes of `key`, big-endian, zero-padded: order-preserving (a < b implies
 /// prefix(a) <= prefix(b)), so unequal prefixes decide a comparison without the keys.
+///
+/// A key of 8 bytes or more is one load; a shorter one is assembled a byte at a time. The
+/// first version copied `min(len, 8)` bytes into a buffer: a variable-length copy, which the
+/// compiler made a `memcpy` call, 6.5% of an absent get at 2x10^6 keys (`perf record
+/// --call-graph dwarf` on `db_bench --hold absent`; a get computes it for every level).
+#[inline]
 pub(crate) fn key_prefix(key: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = key.len().min(8);
-    b[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(b)
+    if let Some(head) = key.first_chunk::<8>() {
+        return u64::from_be_bytes(*head);
+    }
+    key.iter()
+        .zip((0..8u32).rev())
+        .fold(0, |p, (&b, i)| p | u64::from(b) << (8 * i))
 }
 
 /// Compares keys `a` and `b` given their `key_prefix`es: the prefixes first, the key bytes
@@ -90,6 +98,29 @@ pub(crate) fn cmp_prefixed(a_prefix: u64, a: &[u8], b_prefix: u64, b: &[u8]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `key_prefix` is the zero-padded first 8 bytes, for every length up to and past 8, and
+    /// preserves order between keys.
+    #[test]
+    fn key_prefix_is_the_padded_head_and_preserves_order() {
+        let mut keys: Vec<Vec<u8>> = vec![Vec::new()];
+        for len in 1..=10usize {
+            for b in [0u8, 1, 0x7f, 0x80, 0xff] {
+                keys.push((0..len).map(|i| b.wrapping_add(i as u8)).collect());
+                keys.push(vec![b; len]);
+            }
+        }
+        keys.sort();
+        for k in &keys {
+            let mut padded = [0u8; 8];
+            let n = k.len().min(8);
+            padded[..n].copy_from_slice(&k[..n]);
+            assert_eq!(key_prefix(k), u64::from_be_bytes(padded), "{k:?}");
+        }
+        for w in keys.windows(2) {
+            assert!(key_prefix(&w[0]) <= key_prefix(&w[1]), "{w:?}");
+        }
+    }
 
     #[test]
     fn cursor_reads_fields_and_rejects_overruns() {

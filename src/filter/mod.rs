@@ -118,7 +118,7 @@ impl FilterBuilder {
     /// fixed r takes the largest r whose array fits `bits_per_key × n` at the first slot count
     /// (at least 1); a banding failure grows the slots (~1.5%) and keeps r, so a filter that
     /// needed a retry is that much over its bits/key.
-    fn finish_ribbon(self) -> Vec<u8> {
+    fn finish_ribbon(mut self) -> Vec<u8> {
         let n = self.hashes.len() as u64;
         let mut slots = ribbon::slots_for(n);
         let r = match (self.policy.num_probes, self.policy.sizing) {
@@ -131,7 +131,7 @@ impl FilterBuilder {
             if slots == 0 {
                 break Vec::new();
             }
-            if let Some(a) = ribbon::build(&self.hashes, slots, r) {
+            if let Some(a) = ribbon::build(&mut self.hashes, slots, r) {
                 break a;
             }
             slots = ribbon::grow(slots);
