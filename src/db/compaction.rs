@@ -9,6 +9,13 @@
 //! freshly built filter for the output level. That rebuild is how deleted keys leave filters:
 //! a key's bit pattern stays in a table's filter until the table is rewritten, and a tombstone
 //! is dropped only when no deeper level holds data, i.e. nothing older can reappear.
+//!
+//! A full output table is finished (its filter built, the rest written, the file synced) on a
+//! second thread while the merge fills the next, one at a time. Measured at the defaults
+//! (`db_bench --defaults --hold absent --hold-secs 0`, 2×10^6 keys, `perf record -s`): the
+//! finishing threads took 8.6% of the load's samples off the compaction thread; load rate
+//! 269–302 k → 294–305 k puts/s against the commit before (3 interleaved runs, within this
+//! machine's noise), 270–273 k before the Ribbon build change too.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,7 +24,7 @@ use super::merge::{MergeIter, Source};
 use super::options::TableFilters;
 use super::version::{Version, MAX_LEVELS};
 use super::{table_path, Options};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::table::{Table, TableBuilder};
 
 /// A compaction to run: inputs (level, table) and where the output goes.
@@ -142,38 +149,162 @@ pub(crate) fn run(
         bytes_read,
         bytes_written: 0,
     };
-    let mut current: Option<(u64, TableBuilder)> = None;
-    let finish = |cur: Option<(u64, TableBuilder)>, out: &mut Output| -> Result<()> {
-        if let Some((id, b)) = cur {
-            if b.entries() == 0 {
-                return Ok(());
+    // A full output table is finished (filter built; filter, index and footer written; file
+    // synced; reopened) on a second thread while the merge fills the next one: at most one
+    // table finishing at a time, and outputs collected in key order.
+    std::thread::scope(|scope| -> Result<Output> {
+        let mut finishing: Option<std::thread::ScopedJoinHandle<'_, Result<Option<Table>>>> =
+            None;
+        let mut current: Option<(u64, TableBuilder)> = None;
+        for entry in merged {
+            let e = entry?;
+            if e.value.is_none() && job.drop_tombstones {
+                continue;
             }
-            b.finish()?;
-            let t = Table::open_in(&*opts.fs, &table_path(dir, id), id, opts.table_open())?;
-            out.bytes_written += t.file_size();
-            out.tables.push(Arc::new(t));
-        }
-        Ok(())
-    };
-    for entry in merged {
-        let e = entry?;
-        if e.value.is_none() && job.drop_tombstones {
-            continue;
-        }
-        if current.is_none() {
-            let id = next_id()?;
-            current = Some((
-                id,
-                TableBuilder::create_in(&*opts.fs, &table_path(dir, id), builder_opts.clone())?,
-            ));
-        }
-        if let Some((_, b)) = current.as_mut() {
+            let (_, b) = match current.as_mut() {
+                Some(c) => c,
+                None => {
+                    let id = next_id()?;
+                    let path = table_path(dir, id);
+                    let b = TableBuilder::create_in(&*opts.fs, &path, builder_opts.clone())?;
+                    current.insert((id, b))
+                }
+            };
             b.add(&e.key, e.value.as_deref())?;
             if b.estimated_size() >= opts.target_file_size {
-                finish(current.take(), &mut out)?;
+                collect(finishing.take(), &mut out)?;
+                let full = current.take();
+                let finisher = std::thread::Builder::new().name("lsm-bloom-finish".into());
+                finishing = Some(
+                    finisher
+                        .spawn_scoped(scope, || finish_table(dir, opts, full))
+                        .map_err(|e| Error::io("starting a table-finishing thread", e))?,
+                );
             }
         }
+        collect(finishing.take(), &mut out)?;
+        if let Some(t) = finish_table(dir, opts, current.take())? {
+            out.push(t);
+        }
+        Ok(out)
+    })
+}
+
+/// Finishes `table` (id and builder) and opens it; `None` for none or an empty one.
+fn finish_table(
+    dir: &Path,
+    opts: &Options,
+    table: Option<(u64, TableBuilder)>,
+) -> Result<Option<Table>> {
+    let Some((id, b)) = table else {
+        return Ok(None);
+    };
+    if b.entries() == 0 {
+        return Ok(None);
     }
-    finish(current.take(), &mut out)?;
-    Ok(out)
+    b.finish()?;
+    Table::open_in(&*opts.fs, &table_path(dir, id), id, opts.table_open()).map(Some)
+}
+
+/// Waits for the table being finished, if any, and adds it to `out`. A panic there (a file
+/// system that panics) continues here, on the job's thread, where the worker catches it.
+fn collect(
+    finishing: Option<std::thread::ScopedJoinHandle<'_, Result<Option<Table>>>>,
+    out: &mut Output,
+) -> Result<()> {
+    let Some(h) = finishing else {
+        return Ok(());
+    };
+    match h.join() {
+        Ok(t) => {
+            if let Some(t) = t? {
+                out.push(t);
+            }
+            Ok(())
+        }
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+impl Output {
+    fn push(&mut self, t: Table) {
+        self.bytes_written += t.file_size();
+        self.tables.push(Arc::new(t));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::TableBuilderOptions;
+
+    /// Input table `id` at `dir` holding `keys` with value `tag`, or tombstones for `None`.
+    fn input(dir: &Path, id: u64, keys: &[u32], tag: Option<&[u8]>) -> Arc<Table> {
+        let path = table_path(dir, id);
+        let mut b = TableBuilder::create(&path, TableBuilderOptions::default()).unwrap();
+        for k in keys {
+            b.add(format!("key{k:06}").as_bytes(), tag).unwrap();
+        }
+        b.finish().unwrap();
+        Arc::new(Table::open(&path, id).unwrap())
+    }
+
+    /// A compaction into many output tables (each finished on the second thread while the
+    /// next fills): outputs in key order with disjoint ranges, every key once with its newest
+    /// value, tombstones dropped, and each output readable through its filter.
+    #[test]
+    fn many_outputs_come_back_in_key_order_with_the_newest_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let evens: Vec<u32> = (0..6_000).map(|i| i * 2).collect();
+        let threes: Vec<u32> = (0..4_000).map(|i| i * 3).collect();
+        let fives: Vec<u32> = (0..2_400).map(|i| i * 5).collect();
+        let job = Job {
+            inputs: vec![
+                (1, input(dir.path(), 1, &evens, Some(b"old"))),
+                (0, input(dir.path(), 2, &threes, Some(b"mid"))),
+                (0, input(dir.path(), 3, &fives, None)),
+            ],
+            output_level: 1,
+            drop_tombstones: true,
+        };
+        let opts = Options {
+            target_file_size: 8 * 1024,
+            ..Options::default()
+        };
+        let mut next = 10;
+        let out = run(&job, dir.path(), &opts, opts.filters_for_level(1), &mut || {
+            next += 1;
+            Ok(next)
+        })
+        .unwrap();
+        assert!(out.tables.len() > 10, "{} outputs", out.tables.len());
+        for w in out.tables.windows(2) {
+            assert!(w[0].max_key() < w[1].min_key());
+        }
+        let mut model = std::collections::BTreeMap::new();
+        for (keys, v) in [(&evens, Some("old")), (&threes, Some("mid")), (&fives, None)] {
+            for k in keys {
+                model.insert(format!("key{k:06}"), v);
+            }
+        }
+        model.retain(|_, v| v.is_some());
+        let mut seen = 0;
+        for t in &out.tables {
+            let mut stats = crate::table::TableReadStats::default();
+            for e in t.iter(std::ops::Bound::Unbounded) {
+                let e = e.unwrap();
+                let key = String::from_utf8(e.key.clone()).unwrap();
+                let want = model.get(&key).copied().flatten().map(str::as_bytes);
+                assert_eq!(e.value.as_deref(), want, "{key}");
+                let crate::table::FilterState::Valid(f) = t.filter() else {
+                    panic!("output {} has no filter", t.id());
+                };
+                assert!(f.may_contain(&e.key), "{key}: filter says absent");
+                assert_eq!(t.get(&e.key, &mut stats, None).unwrap(), Some(e.value));
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, model.len());
+        assert_eq!(out.bytes_written, out.tables.iter().map(|t| t.file_size()).sum::<u64>());
+    }
 }
