@@ -9,12 +9,15 @@ pub(crate) struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
+    #[inline]
     pub(crate) fn new(buf: &'a [u8]) -> Self {
         Cursor { buf, pos: 0 }
     }
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.pos >= self.buf.len()
     }
+    #[inline]
     pub(crate) fn bytes(&mut self, n: usize) -> Result<&'a [u8], String> {
         let end = self
             .pos
@@ -31,19 +34,23 @@ impl<'a> Cursor<'a> {
         self.pos = end;
         Ok(s)
     }
+    #[inline]
     pub(crate) fn u8(&mut self) -> Result<u8, String> {
         Ok(self.bytes(1)?[0])
     }
+    #[inline]
     pub(crate) fn u32(&mut self) -> Result<u32, String> {
         let b = self.bytes(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
+    #[inline]
     pub(crate) fn u64(&mut self) -> Result<u64, String> {
         let mut a = [0u8; 8];
         a.copy_from_slice(self.bytes(8)?);
         Ok(u64::from_le_bytes(a))
     }
     /// A u32 length followed by that many bytes.
+    #[inline]
     pub(crate) fn len_prefixed(&mut self) -> Result<&'a [u8], String> {
         let n = self.u32()? as usize;
         self.bytes(n)

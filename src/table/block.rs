@@ -68,6 +68,7 @@ pub(crate) struct RawEntry<'a> {
 }
 
 /// Decodes the next entry of a data block payload.
+#[inline]
 pub(crate) fn next_entry<'a>(c: &mut Cursor<'a>) -> Result<RawEntry<'a>, String> {
     let tag = c.u8()?;
     let key_len = c.u32()? as usize;

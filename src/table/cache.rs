@@ -43,6 +43,7 @@ use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
 use super::block::{next_entry, Cursor};
+use crate::coding::{cmp_prefixed, key_prefix};
 
 /// A data block whose checksum was verified when it was read: its payload.
 #[derive(Debug)]
@@ -76,11 +77,18 @@ impl Block {
 /// The entry for `key` in a verified data block payload: `Some(Some(v))` a value,
 /// `Some(None)` a tombstone, `None` absent. Decodes entries in order up to `key`; the error
 /// says what was malformed.
+///
+/// Keys are compared by their 8-byte `key_prefix` first (one load and compare for keys of 8
+/// bytes or more), the bytes only when those tie. With a `memcmp` call per entry, the scan
+/// (`next_entry`, `memcmp`, `Cursor::u32`, `find_in`) was ~11% of an absent get at 2×10^6
+/// keys, one false positive per 35 gets (`db_bench --hold absent`, `perf record`); with the
+/// prefix first, `memcmp` (2.7%) left the profile and the scan fell to ~9%.
 pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'b [u8]>>, String> {
+    let p = key_prefix(key);
     let mut c = Cursor::new(payload);
     while !c.is_empty() {
         let e = next_entry(&mut c)?;
-        match e.key.cmp(key) {
+        match cmp_prefixed(key_prefix(e.key), e.key, p, key) {
             Ordering::Less => continue,
             Ordering::Equal => return Ok(Some(e.value)),
             Ordering::Greater => break,
@@ -167,6 +175,33 @@ mod tests {
         }
         assert_eq!(b.get(b"").unwrap(), None);
         assert!(Block::new(Vec::new()).get(b"a").unwrap().is_none());
+    }
+
+    /// Keys that tie on their 8-byte prefix (shorter than 8 bytes with trailing zeros, equal
+    /// first 8 bytes, one a prefix of another): `find` answers as a plain comparison would,
+    /// for every key in the block and for keys between, before and after them.
+    #[test]
+    fn prefix_ties_are_decided_by_the_whole_key() {
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for head in [&b""[..], b"a", b"a\0", b"a\0\0", b"abcdefgh", b"abcdefgh\0", b"abcdefgz"] {
+            for tail in [&b""[..], b"\0", b"1", b"12", b"\xff"] {
+                keys.push([head, tail].concat());
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let b = Block::new(block(&refs));
+        let mut probes = keys.clone();
+        probes.extend(keys.iter().map(|k| [k.as_slice(), b"\0"].concat()));
+        probes.extend(keys.iter().map(|k| [k.as_slice(), b"0"].concat()));
+        probes.push(vec![0xff; 9]);
+        for p in &probes {
+            let want = keys.iter().position(|k| k == p).map(|i| {
+                (i % 3 != 2).then(|| format!("v{i}").into_bytes())
+            });
+            assert_eq!(b.get(p).unwrap().map(|v| v.map(<[u8]>::to_vec)), want, "{p:?}");
+        }
     }
 
     #[test]
