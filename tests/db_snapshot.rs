@@ -135,7 +135,15 @@ fn snapshots_see_whole_batches_and_every_acknowledged_write_under_concurrency() 
             let (db, acked) = (db.clone(), writer.acked.clone());
             std::thread::spawn(move || {
                 let mut last = 0u64;
-                for _ in 0..3000 {
+                // At least 3,000 snapshots, and on until the writer's batches have made several
+                // flushes: with only a count, fast readers on a loaded machine could finish
+                // before the writer's first batch (the final checks then failed).
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+                let mut taken = 0;
+                while taken < 3000
+                    || (db.stats().flushes <= 3 && std::time::Instant::now() < deadline)
+                {
+                    taken += 1;
                     let before = acked.load(Ordering::SeqCst);
                     let s = db.snapshot();
                     let (a, b) = (counter(s.get("a").unwrap()), counter(s.get("b").unwrap()));

@@ -153,8 +153,7 @@ pub(crate) fn run(
     // synced; reopened) on a second thread while the merge fills the next one: at most one
     // table finishing at a time, and outputs collected in key order.
     std::thread::scope(|scope| -> Result<Output> {
-        let mut finishing: Option<std::thread::ScopedJoinHandle<'_, Result<Option<Table>>>> =
-            None;
+        let mut finishing: Option<std::thread::ScopedJoinHandle<'_, Result<Option<Table>>>> = None;
         let mut current: Option<(u64, TableBuilder)> = None;
         for entry in merged {
             let e = entry?;
@@ -272,17 +271,27 @@ mod tests {
             ..Options::default()
         };
         let mut next = 10;
-        let out = run(&job, dir.path(), &opts, opts.filters_for_level(1), &mut || {
-            next += 1;
-            Ok(next)
-        })
+        let out = run(
+            &job,
+            dir.path(),
+            &opts,
+            opts.filters_for_level(1),
+            &mut || {
+                next += 1;
+                Ok(next)
+            },
+        )
         .unwrap();
         assert!(out.tables.len() > 10, "{} outputs", out.tables.len());
         for w in out.tables.windows(2) {
             assert!(w[0].max_key() < w[1].min_key());
         }
         let mut model = std::collections::BTreeMap::new();
-        for (keys, v) in [(&evens, Some("old")), (&threes, Some("mid")), (&fives, None)] {
+        for (keys, v) in [
+            (&evens, Some("old")),
+            (&threes, Some("mid")),
+            (&fives, None),
+        ] {
             for k in keys {
                 model.insert(format!("key{k:06}"), v);
             }
@@ -305,6 +314,9 @@ mod tests {
             }
         }
         assert_eq!(seen, model.len());
-        assert_eq!(out.bytes_written, out.tables.iter().map(|t| t.file_size()).sum::<u64>());
+        assert_eq!(
+            out.bytes_written,
+            out.tables.iter().map(|t| t.file_size()).sum::<u64>()
+        );
     }
 }

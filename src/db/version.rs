@@ -12,20 +12,26 @@
 use std::sync::Arc;
 
 use super::memtable::Memtable;
-use crate::table::Table;
+use crate::filter::FilterHint;
+use crate::table::{FilterState, Table};
 
 /// Levels the store uses (0..MAX_LEVELS): the manifest, compaction, the budget and the
 /// statistics all size their per-level arrays by it.
 pub const MAX_LEVELS: usize = 7;
 
 /// Live tables per level: level 0 oldest first, other levels sorted by key.
-/// Changed only through `edit`, which keeps `max_prefixes` in step with `levels`.
+/// Changed only through `edit`, which keeps `max_prefixes` and `hints` in step with `levels`.
 #[derive(Clone, Debug)]
 pub(crate) struct Version {
     levels: Vec<Vec<Arc<Table>>>,
     /// Per level, each table's `max_prefix`, in the level's order: what a lookup's search for
     /// its table on a level reads (`Table::in_level_by`).
     max_prefixes: Vec<Vec<u64>>,
+    /// Per level, each table's whole-key `FilterHint` (`None`: no usable filter, or one with
+    /// its own seed), in the level's order: a lookup starts loading the filter's lines as soon
+    /// as the search has found the table's position, before it reads the table (whose
+    /// `covers` and filter reader are then loaded while the filter's lines are on their way).
+    hints: Vec<Vec<Option<FilterHint>>>,
 }
 
 impl Version {
@@ -33,6 +39,7 @@ impl Version {
         Version {
             levels: vec![Vec::new(); MAX_LEVELS],
             max_prefixes: vec![Vec::new(); MAX_LEVELS],
+            hints: vec![Vec::new(); MAX_LEVELS],
         }
     }
 
@@ -49,6 +56,11 @@ impl Version {
             .iter()
             .map(|tables| tables.iter().map(|t| t.max_prefix()).collect())
             .collect();
+        self.hints = self
+            .levels
+            .iter()
+            .map(|tables| tables.iter().map(|t| filter_hint(t)).collect())
+            .collect();
         r
     }
 
@@ -56,6 +68,27 @@ impl Version {
     #[inline]
     pub(crate) fn in_level(&self, level: usize, key: &[u8]) -> Option<&Arc<Table>> {
         Table::in_level_by(&self.levels[level], &self.max_prefixes[level], key)
+    }
+
+    /// `in_level`, and the lines that table's filter will read for `hash` (the key's
+    /// `hash_key`) requested first, from the level's hints, before the table is read. Measured
+    /// at 10^8 keys (`absent_ab time`, 10 interleaved pairs against the commit before): 0.975×
+    /// the absent-get time, median, within this machine's noise; the profile had shown the
+    /// search's table read (`Table::covers`) at ~5% of an absent get ahead of each prefetch
+    /// (`db_bench --defaults --hold absent`, 2×10^6 keys).
+    #[inline(always)]
+    pub(crate) fn in_level_prefetched(
+        &self,
+        level: usize,
+        key: &[u8],
+        hash: u64,
+    ) -> Option<&Arc<Table>> {
+        let tables = &self.levels[level];
+        let i = Table::candidate_in_level(tables, &self.max_prefixes[level], key)?;
+        if let Some(Some(hint)) = self.hints[level].get(i) {
+            hint.prefetch(hash);
+        }
+        tables.get(i).filter(|t| t.covers(key))
     }
 
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
@@ -68,6 +101,14 @@ impl Version {
     }
 }
 
+/// `t`'s whole-key filter hint, if it has a usable filter.
+fn filter_hint(t: &Table) -> Option<FilterHint> {
+    match t.filter() {
+        FilterState::Valid(f) => f.hint(),
+        _ => None,
+    }
+}
+
 /// What readers see: the mutable memtable, the immutable ones waiting for flush, the tables.
 /// Never changed in place: a change publishes a new `State` (`Inner::update_state`).
 #[derive(Clone)]
@@ -76,4 +117,72 @@ pub(super) struct State {
     /// Oldest first.
     pub(super) imm: Vec<Arc<Memtable>>,
     pub(super) version: Arc<Version>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::{FilterKind, FilterPolicy};
+    use crate::table::{TableBuilder, TableBuilderOptions};
+
+    /// Table `id` at `dir` holding keys `lo..=hi` (`k` and 8 digits), with a filter of `kind`
+    /// or none.
+    fn table(
+        dir: &std::path::Path,
+        id: u64,
+        lo: u32,
+        hi: u32,
+        kind: Option<FilterKind>,
+    ) -> Arc<Table> {
+        let path = dir.join(format!("{id}.sst"));
+        let opts = TableBuilderOptions {
+            filter: kind.map(|k| FilterPolicy::bits_per_key(k, 10.0)),
+            ..TableBuilderOptions::default()
+        };
+        let mut b = TableBuilder::create(&path, opts).unwrap();
+        for k in lo..=hi {
+            b.add(format!("k{k:08}").as_bytes(), Some(b"v")).unwrap();
+        }
+        b.finish().unwrap();
+        Arc::new(Table::open(&path, id).unwrap())
+    }
+
+    /// The hints follow every edit (one per table, `Some` where the table has a filter), and
+    /// the prefetching search finds what the plain one finds, on levels mixing filter kinds
+    /// and a table without a filter, for keys inside, between, before and after the tables.
+    #[test]
+    fn prefetching_search_agrees_with_the_plain_one_and_hints_follow_edits() {
+        let dir = tempfile::tempdir().unwrap();
+        let kinds = [
+            Some(FilterKind::Blocked),
+            Some(FilterKind::Ribbon),
+            None,
+            Some(FilterKind::Standard),
+        ];
+        let mut v = Version::empty();
+        v.edit(|levels| {
+            for (i, kind) in kinds.iter().enumerate() {
+                let lo = i as u32 * 1_000;
+                levels[1].push(table(dir.path(), i as u64, lo, lo + 499, *kind));
+            }
+            levels[2].push(table(dir.path(), 10, 0, 3_999, Some(FilterKind::Ribbon)));
+        });
+        let with_filter: Vec<bool> = v.hints[1].iter().map(Option::is_some).collect();
+        assert_eq!(with_filter, [true, true, false, true]);
+        assert_eq!(v.hints[2].len(), 1);
+        for k in (0..4_200u32).step_by(7).chain([u32::MAX]) {
+            let key = format!("k{k:08}");
+            let hash = crate::filter::hash_key(key.as_bytes());
+            for level in 1..=2 {
+                let plain = v.in_level(level, key.as_bytes()).map(|t| t.id());
+                let prefetched = v
+                    .in_level_prefetched(level, key.as_bytes(), hash)
+                    .map(|t| t.id());
+                assert_eq!(prefetched, plain, "{key} level {level}");
+            }
+        }
+        v.edit(|levels| levels[1].remove(0));
+        assert_eq!(v.hints[1].len(), 3);
+        assert!(v.in_level_prefetched(1, b"k00000100", 0).is_none());
+    }
 }

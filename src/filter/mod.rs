@@ -183,25 +183,24 @@ impl Probe {
     /// changes an answer.
     #[inline(always)]
     pub(crate) fn prefetch(self, bits: &[u8], hash: u64) {
+        if let Some((at, len)) = self.span(hash) {
+            prefetch_span(bits.as_ptr() as usize, bits.len(), at, len);
+        }
+    }
+
+    /// The byte range of the bit array `test(_, hash)` reads first (offset, length); `None`
+    /// for an empty filter.
+    #[inline(always)]
+    fn span(self, hash: u64) -> Option<(usize, usize)> {
         let Probe { kind, k, m } = self;
         if m == 0 {
-            return;
+            return None;
         }
-        let (at, len) = match kind {
+        Some(match kind {
             FilterKind::Standard => ((standard::start(m, hash).0 >> 3) as usize, 1),
             FilterKind::Blocked => (blocked::line_start(hash, m / blocked::LINE_BITS), 1),
             FilterKind::Ribbon => ribbon::row_span(m / u64::from(k), k, hash),
-        };
-        // Every line of the span: a Ribbon row reads two blocks of r × 16 bytes (4 lines at
-        // r = 8), and prefetching only the first left the others to miss one after another.
-        // Points at most 64 bytes apart, the last byte included, touch every line of the span
-        // whatever the array's alignment.
-        for p in (at..at + len).step_by(64) {
-            prefetch_line(bits, p);
-        }
-        if len > 1 {
-            prefetch_line(bits, at + len - 1);
-        }
+        })
     }
 
     /// The block's answer for `hash` (seeded as the block says), `bits` its bit array.
@@ -221,22 +220,61 @@ impl Probe {
     }
 }
 
-/// A hint to the CPU to load the cache line holding `bits[at]` (nothing when `at` is out of
-/// range, or on other architectures).
+/// Hints to the CPU to load every cache line of bytes `at..at + len` of the `array_len`-byte
+/// array at `address` (what lies past the array is skipped). Points at most 64 bytes apart, the last byte included, touch every
+/// line of the span whatever the array's alignment: a Ribbon row reads two blocks of r × 16
+/// bytes (4 lines at r = 8), and prefetching only the first left the others to miss one after
+/// another.
 #[inline(always)]
-fn prefetch_line(bits: &[u8], at: usize) {
+fn prefetch_span(address: usize, array_len: usize, at: usize, len: usize) {
+    let end = at.saturating_add(len).min(array_len);
+    for p in (at..end).step_by(64) {
+        prefetch_address(address + p);
+    }
+    if len > 1 && end > at {
+        prefetch_address(address + end - 1);
+    }
+}
+
+/// A hint to the CPU to load the cache line holding the byte at `address` (nothing on other
+/// architectures). Any address is safe: a prefetch never faults and reads nothing the
+/// program sees.
+#[inline(always)]
+fn prefetch_address(address: usize) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(b) = bits.get(at) {
+    {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch never faults and reads nothing the program sees; the address
-        // is inside `bits` anyway.
+        // SAFETY: a prefetch never faults, whatever the address, and changes no memory.
         #[allow(unused_unsafe)]
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(std::ptr::from_ref(b).cast::<i8>());
+            _mm_prefetch::<_MM_HINT_T0>(std::ptr::without_provenance::<i8>(address));
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (bits, at);
+    let _ = address;
+}
+
+/// Where a filter's bit array is and how it is probed, copied out of its reader so that a
+/// lookup can start loading the lines a probe will read before it touches the table that
+/// holds the reader (`db::version`: one per table, in a dense array per level). Only an
+/// address: `prefetch` never reads through it, so a hint that outlived its filter would
+/// prefetch harmless garbage, never read it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FilterHint {
+    probe: Probe,
+    address: usize,
+    len: usize,
+}
+
+impl FilterHint {
+    /// Starts loading what `may_contain_prehashed(_, hash)` reads first, as
+    /// `FilterReader::prefetch_prehashed` does.
+    #[inline(always)]
+    pub(crate) fn prefetch(self, hash: u64) {
+        if let Some((at, len)) = self.probe.span(hash) {
+            prefetch_span(self.address, self.len, at, len);
+        }
+    }
 }
 
 /// A validated filter block, borrowed (`&[u8]`) or owned (`Vec<u8>`); the bit array is used in
@@ -328,6 +366,16 @@ impl<B: AsRef<[u8]>> FilterReader<B> {
         if self.header.seed == hash::DEFAULT_SEED {
             self.probe().prefetch(self.bits(), hash);
         }
+    }
+
+    /// The block's `FilterHint`, when `prefetch_prehashed` would prefetch (the default seed).
+    pub(crate) fn hint(&self) -> Option<FilterHint> {
+        let bits = self.bits();
+        (self.header.seed == hash::DEFAULT_SEED).then(|| FilterHint {
+            probe: self.probe(),
+            address: bits.as_ptr() as usize,
+            len: bits.len(),
+        })
     }
 
     /// Like `may_contain`, for a key already hashed with this block's seed
@@ -425,7 +473,8 @@ mod tests {
 
     /// A prefetch reads nothing the program sees: for every kind, full and empty, across the
     /// whole hash range (the last line, the last Ribbon block), the answers after prefetching
-    /// are the answers without, and nothing panics.
+    /// (through the reader and through its `FilterHint`) are the answers without, and nothing
+    /// panics.
     #[test]
     fn prefetch_changes_no_answer_for_any_kind() {
         for kind in [
@@ -439,6 +488,7 @@ mod tests {
                     (0..n).map(|i| i.to_le_bytes().to_vec()),
                 );
                 let r = FilterReader::new(block).unwrap();
+                let hint = r.hint().expect("the builder writes the default seed");
                 for i in 0..20_000u64 {
                     let h = match i {
                         0 => 0,
@@ -447,6 +497,7 @@ mod tests {
                     };
                     let before = r.may_contain_hash(h);
                     r.prefetch_prehashed(h);
+                    hint.prefetch(h);
                     assert_eq!(r.may_contain_hash(h), before, "{kind:?} n={n} h={h:#x}");
                 }
             }

@@ -114,10 +114,12 @@ pub(crate) fn row_span(slots: u64, r: u32, h: u64) -> (usize, usize) {
 /// (`row`), so sorting the hashes sorts the rows, and banding then walks `coeffs` forwards
 /// instead of jumping to a random slot per key.
 ///
-/// Measured (`filter_bench --large-mib 64`, ribbon at 10 bits/key, build ns/key, 3 rounds,
-/// medians, 10^4 / 5.4·10^7 keys): 156 / 371 before (banding in key order, then per slot and
-/// column a 128-bit window read from the array and a software `count_ones`); after: below
-/// (`back_substitute`).
+/// Measured (`filter_bench --large-mib 64 --rounds 1 --queries 500000`, two interleaved runs
+/// of each build, build ns/key at 10^4 / 5.4·10^7 keys), before (banding in key order, then
+/// per slot and column a 128-bit window read from the array and a software `count_ones`) and
+/// after (sorted banding, `back_substitute`): `ribbon` (10 bits/key, r = 9) 123–146 / 262–304
+/// → 122–139 / 102–129; `ribbon-1%` (r = 7) 107–110 / 242–274 → 107–112 / 85–86. In cache
+/// nothing changed; out of cache the random walk through `coeffs` was most of the build.
 pub(crate) fn build(hashes: &mut [u64], slots: u64, r: u32) -> Option<Vec<u8>> {
     debug_assert!(slots >= WIDTH && slots.is_multiple_of(WIDTH) && (1..=30).contains(&r));
     hashes.sort_unstable();
@@ -381,7 +383,14 @@ mod tests {
     /// back-substitution equals the window one, for r across one and several 8-column groups.
     #[test]
     fn banding_order_does_not_change_the_array() {
-        for (n, r) in [(1u64, 1u32), (300, 7), (3_000, 8), (3_000, 9), (20_000, 17), (5_000, 30)] {
+        for (n, r) in [
+            (1u64, 1u32),
+            (300, 7),
+            (3_000, 8),
+            (3_000, 9),
+            (20_000, 17),
+            (5_000, 30),
+        ] {
             let hs = hashes(n, u64::from(r) + 77);
             let (built, slots, _) = build_grown(&hs, r);
             let mut reversed = hs.clone();

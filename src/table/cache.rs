@@ -183,7 +183,15 @@ mod tests {
     #[test]
     fn prefix_ties_are_decided_by_the_whole_key() {
         let mut keys: Vec<Vec<u8>> = Vec::new();
-        for head in [&b""[..], b"a", b"a\0", b"a\0\0", b"abcdefgh", b"abcdefgh\0", b"abcdefgz"] {
+        for head in [
+            &b""[..],
+            b"a",
+            b"a\0",
+            b"a\0\0",
+            b"abcdefgh",
+            b"abcdefgh\0",
+            b"abcdefgz",
+        ] {
             for tail in [&b""[..], b"\0", b"1", b"12", b"\xff"] {
                 keys.push([head, tail].concat());
             }
@@ -197,10 +205,15 @@ mod tests {
         probes.extend(keys.iter().map(|k| [k.as_slice(), b"0"].concat()));
         probes.push(vec![0xff; 9]);
         for p in &probes {
-            let want = keys.iter().position(|k| k == p).map(|i| {
-                (i % 3 != 2).then(|| format!("v{i}").into_bytes())
-            });
-            assert_eq!(b.get(p).unwrap().map(|v| v.map(<[u8]>::to_vec)), want, "{p:?}");
+            let want = keys
+                .iter()
+                .position(|k| k == p)
+                .map(|i| (i % 3 != 2).then(|| format!("v{i}").into_bytes()));
+            assert_eq!(
+                b.get(p).unwrap().map(|v| v.map(<[u8]>::to_vec)),
+                want,
+                "{p:?}"
+            );
         }
     }
 

@@ -163,6 +163,18 @@ impl Table {
         max_prefixes: &[u64],
         key: &[u8],
     ) -> Option<&'t Arc<Table>> {
+        let i = Table::candidate_in_level(tables, max_prefixes, key)?;
+        tables.get(i).filter(|t| t.covers(key))
+    }
+    /// The position of the one table in `tables` (as `in_level_by`) that may hold `key`, the
+    /// first that does not end before it, not yet checked to cover it; `None` past the last.
+    /// Reads a table only where its prefix ties the key's.
+    #[inline]
+    pub(crate) fn candidate_in_level(
+        tables: &[Arc<Table>],
+        max_prefixes: &[u64],
+        key: &[u8],
+    ) -> Option<usize> {
         debug_assert_eq!(tables.len(), max_prefixes.len());
         let p = key_prefix(key);
         let mut i = max_prefixes.partition_point(|&m| m < p);
@@ -170,7 +182,7 @@ impl Table {
         while i < tables.len() && max_prefixes.get(i) == Some(&p) && tables[i].ends_before(key) {
             i += 1;
         }
-        tables.get(i).filter(|t| t.covers(key))
+        (i < tables.len()).then_some(i)
     }
     /// Bytes of whole-key filter held in memory.
     pub fn filter_bytes(&self) -> u64 {
