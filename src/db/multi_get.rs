@@ -98,7 +98,7 @@ impl ReadPath<'_> {
         pending: &mut Vec<Pending<'k, 'v>>,
         out: &mut [Result<Option<Vec<u8>>>],
     ) {
-        let levels = &state.version.levels();
+        let levels = state.version.levels();
         for t in levels[0].iter().rev() {
             if pending.is_empty() {
                 return;

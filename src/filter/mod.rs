@@ -176,18 +176,6 @@ impl Probe {
         (self.kind.id(), self.k, self.m)
     }
 
-    /// Starts loading the cache line `test(bits, hash)` reads first, and returns at once:
-    /// a caller about to probe several filters issues this for each, so that their memory
-    /// misses overlap instead of following one another (blocked Bloom: its one line; standard
-    /// Bloom: the first probe's; Ribbon: every line of the two blocks its row reads). Never
-    /// changes an answer.
-    #[inline(always)]
-    pub(crate) fn prefetch(self, bits: &[u8], hash: u64) {
-        if let Some((at, len)) = self.span(hash) {
-            prefetch_span(bits.as_ptr() as usize, bits.len(), at, len);
-        }
-    }
-
     /// The byte range of the bit array `test(_, hash)` reads first (offset, length); `None`
     /// for an empty filter.
     #[inline(always)]
@@ -221,10 +209,10 @@ impl Probe {
 }
 
 /// Hints to the CPU to load every cache line of bytes `at..at + len` of the `array_len`-byte
-/// array at `address` (what lies past the array is skipped). Points at most 64 bytes apart, the last byte included, touch every
-/// line of the span whatever the array's alignment: a Ribbon row reads two blocks of r × 16
-/// bytes (4 lines at r = 8), and prefetching only the first left the others to miss one after
-/// another.
+/// array at `address` (what lies past the array is skipped). Points at most 64 bytes apart,
+/// the last byte included, touch every line of the span whatever the array's alignment: a
+/// Ribbon row reads two blocks of r × 16 bytes (4 lines at r = 8), and prefetching only the
+/// first left the others to miss one after another.
 #[inline(always)]
 fn prefetch_span(address: usize, array_len: usize, at: usize, len: usize) {
     let end = at.saturating_add(len).min(array_len);
@@ -267,8 +255,11 @@ pub(crate) struct FilterHint {
 }
 
 impl FilterHint {
-    /// Starts loading what `may_contain_prehashed(_, hash)` reads first, as
-    /// `FilterReader::prefetch_prehashed` does.
+    /// Starts loading the cache lines `may_contain_prehashed(_, hash)` reads first, and
+    /// returns at once: a caller about to probe several filters issues this for each, so
+    /// that their memory misses overlap instead of following one another (blocked Bloom: its
+    /// one line; standard Bloom: the first probe's; Ribbon: every line of the two blocks its
+    /// row reads). Never changes an answer.
     #[inline(always)]
     pub(crate) fn prefetch(self, hash: u64) {
         if let Some((at, len)) = self.probe.span(hash) {
@@ -360,15 +351,17 @@ impl<B: AsRef<[u8]>> FilterReader<B> {
     }
 
     /// Starts loading the memory `may_contain_prehashed(key, hash)` will read first (see
-    /// `Probe::prefetch`); a block with its own seed is left alone (it rehashes the key).
+    /// `FilterHint::prefetch`); a block with its own seed is left alone (it rehashes the key).
     #[inline(always)]
     pub fn prefetch_prehashed(&self, hash: u64) {
-        if self.header.seed == hash::DEFAULT_SEED {
-            self.probe().prefetch(self.bits(), hash);
+        if let Some(hint) = self.hint() {
+            hint.prefetch(hash);
         }
     }
 
-    /// The block's `FilterHint`, when `prefetch_prehashed` would prefetch (the default seed).
+    /// What `prefetch_prehashed` prefetches through, to keep apart from the reader: `None`
+    /// for a block with its own seed.
+    #[inline(always)]
     pub(crate) fn hint(&self) -> Option<FilterHint> {
         let bits = self.bits();
         (self.header.seed == hash::DEFAULT_SEED).then(|| FilterHint {
