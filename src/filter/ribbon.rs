@@ -178,16 +178,7 @@ fn back_substitute(coeffs: &[u128], results: &[u32], r: u32) -> Vec<u8> {
         }
         let c = coeffs[s];
         if c != 0 {
-            let mut parities = 0u32;
-            for (chunk, ws) in state.chunks(8).enumerate() {
-                let mut packed = 0u64;
-                for (j, w) in ws.iter().enumerate() {
-                    let v = w & c;
-                    packed |= fold8(v as u64 ^ (v >> 64) as u64) << (8 * j);
-                }
-                parities |= byte_parities(packed) << (8 * chunk);
-            }
-            let bits = parities ^ results[s];
+            let bits = parities(r, |j| state[j] & c) ^ results[s];
             for (j, w) in state.iter_mut().enumerate() {
                 *w |= u128::from((bits >> j) & 1);
             }
@@ -262,25 +253,35 @@ fn test_any(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
     let hi_block = array
         .get((b + 1) * width..(b + 2) * width)
         .unwrap_or(lo_block);
-    let mut parities = 0u32;
+    // Words by index, not `chunks_exact(..).zip(..)`: that pair was an out-of-line `Zip::new`
+    // with two hardware divisions (its lengths), 5.7% of an absent get at the defaults (2×10^6
+    // keys, `perf record --call-graph dwarf` on `db_bench --defaults --hold absent`).
+    let found = parities(r as usize, |j| {
+        (word(lo_block, j) & c_lo) ^ (word(hi_block, j) & c_hi)
+    });
+    let mask = if r >= 32 { u32::MAX } else { (1u32 << r) - 1 };
+    found == x & mask
+}
+
+/// Bit j (j < r ≤ 32) is the parity of `value(j)`: eight at a time, each 128-bit value folded
+/// to a byte of one 64-bit word (`fold8`) whose byte parities are taken together
+/// (`byte_parities`). Shared by the query and the back-substitution.
+#[inline(always)]
+fn parities(r: usize, value: impl Fn(usize) -> u128) -> u32 {
+    let mut found = 0u32;
     let mut packed = 0u64;
-    // Indexed, not `chunks_exact(..).zip(..)`: that pair was an out-of-line `Zip::new` with two
-    // hardware divisions (its lengths), 5.7% of an absent get at the defaults (2×10^6 keys,
-    // `perf record --call-graph dwarf` on `db_bench --defaults --hold absent`).
-    for j in 0..r as usize {
-        let v = (word(lo_block, j) & c_lo) ^ (word(hi_block, j) & c_hi);
+    for j in 0..r {
+        let v = value(j);
         packed |= fold8(v as u64 ^ (v >> 64) as u64) << (8 * (j % 8));
         if j % 8 == 7 {
-            parities |= byte_parities(packed) << (j - 7);
+            found |= byte_parities(packed) << (j - 7);
             packed = 0;
         }
     }
-    let r = r as usize;
     if !r.is_multiple_of(8) {
-        parities |= byte_parities(packed) << (r - r % 8);
+        found |= byte_parities(packed) << (r - r % 8);
     }
-    let mask = if r >= 32 { u32::MAX } else { (1u32 << r) - 1 };
-    parities == x & mask
+    found
 }
 
 /// The `j`th 16-byte word of `block`, little-endian (0 past its end, which a decoded block
