@@ -17,7 +17,6 @@ pub(crate) fn hold(args: &Args, phase: &str) {
     }
     let absent_pct = if phase.starts_with("absent") { 100 } else { 0 };
     let keys = phase_keys(args, absent_pct, 1);
-    let batches = multi::batches(&keys);
     let batched = phase.ends_with("-multi");
     eprintln!(
         "loaded at {rate:.0} puts/s; tables {:?}; pid {}: {phase} gets on {} thread(s) for {} s",
@@ -47,7 +46,14 @@ pub(crate) fn hold(args: &Args, phase: &str) {
     let mut done = 0u64;
     let mut secs = 0.0;
     let before = ours.false_positives();
+    let mut pass = 1;
     while Instant::now() < until {
+        // Each pass draws keys of its own (as each phase and round of the full run does): with
+        // the same keys again, the blocks the first pass's false positives read would be in
+        // the block cache, and the profile would miss what a false positive costs.
+        let keys = phase_keys(args, absent_pct, pass);
+        pass += 1;
+        let batches = multi::batches(&keys);
         secs += if batched {
             timed_parallel(&batches, args.hold_threads, |part| {
                 for (keys, present) in part {

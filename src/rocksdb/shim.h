@@ -45,7 +45,7 @@ struct LsmBloomProbe {
   const uint8_t* bits;
   size_t len;
   uint64_t seed;
-  uint64_t m;
+  uint64_t units;
   uint32_t k;
   uint32_t kind;
 };

@@ -49,8 +49,8 @@ pub struct InlineProbe {
     len: usize,
     /// The block's hash seed.
     seed: u64,
-    /// Bits in the array (header `m`).
-    m: u64,
+    /// What the probe divides the array into (`Probe::parts`: lines, slots or bits).
+    units: u64,
     /// Probes or rows per key (header `k`).
     k: u32,
     /// `FilterKind::id()` of the block, or 0: no usable filter.
@@ -63,19 +63,19 @@ impl InlineProbe {
         bits: std::ptr::null(),
         len: 0,
         seed: 0,
-        m: 0,
+        units: 0,
         k: 0,
         kind: 0,
     };
 
     fn of(filter: &FilterReader<Borrowed>) -> InlineProbe {
-        let (kind, k, m) = filter.probe().parts();
+        let (kind, k, units) = filter.probe().parts();
         let bits = filter.bit_array();
         InlineProbe {
             bits: bits.as_ptr(),
             len: bits.len(),
             seed: filter.header().seed,
-            m,
+            units,
             k,
             kind: u32::from(kind),
         }
@@ -86,7 +86,7 @@ impl InlineProbe {
     fn may_match(&self, key: &[u8]) -> bool {
         let Some(probe) = u8::try_from(self.kind)
             .ok()
-            .and_then(|id| Probe::from_parts(id, self.k, self.m))
+            .and_then(|id| Probe::from_parts(id, self.k, self.units))
         else {
             return true;
         };
