@@ -103,7 +103,13 @@ impl ReadPath<'_> {
             if pending.is_empty() {
                 return;
             }
-            self.stage(counters, 0, pending, out, |key| t.covers(key).then_some(t));
+            self.stage(counters, 0, pending, out, |key, hash| {
+                let found = t.covers(key).then_some(t);
+                if let Some(FilterState::Valid(f)) = found.map(|t| t.filter()) {
+                    f.prefetch_prehashed(hash);
+                }
+                found
+            });
         }
         for (level, tables) in levels.iter().enumerate().skip(1) {
             if pending.is_empty() {
@@ -113,27 +119,26 @@ impl ReadPath<'_> {
                 continue;
             }
             let version = &state.version;
-            self.stage(counters, level, pending, out, |key| {
-                version.in_level(level, key)
+            self.stage(counters, level, pending, out, |key, hash| {
+                version.in_level_prefetched(level, key, hash)
             });
         }
     }
 
-    /// Probes, for every pending key, the table `find` gives on this level: prefetch every
-    /// filter line, probe every filter, then read each needed data block once.
+    /// Probes, for every pending key, the table `find` gives on this level: `find` requests
+    /// the filter lines as it finds each table (on levels 1 and deeper from the level's dense
+    /// `FilterHint`s, before the table is read, as `get` does), then every filter is probed,
+    /// then each needed data block is read once.
     fn stage<'k, 'v>(
         &self,
         counters: &ReadCounters,
         level: usize,
         pending: &mut Vec<Pending<'k, 'v>>,
         out: &mut [Result<Option<Vec<u8>>>],
-        find: impl Fn(&[u8]) -> Option<&'v Arc<Table>>,
+        find: impl Fn(&[u8], u64) -> Option<&'v Arc<Table>>,
     ) {
         for p in pending.iter_mut() {
-            p.table = find(p.key);
-            if let Some(FilterState::Valid(f)) = p.table.map(|t| t.filter()) {
-                f.prefetch_prehashed(p.hash);
-            }
+            p.table = find(p.key, p.hash);
         }
         let c = &counters.levels[level];
         let mut reads: SmallVec<[BlockRead; 8]> = SmallVec::new();
