@@ -71,8 +71,9 @@ impl Version {
         Table::in_level_by(&self.levels[level], &self.max_prefixes[level], key)
     }
 
-    /// `in_level`, and the lines that table's filter will read for `hash` (the key's
-    /// `hash_key`) requested first, from the level's hints, before the table is read. Measured
+    /// The table of `level` (1 and deeper) whose range holds `key`, if any, with the lines its
+    /// filter will read for `hash` (the key's `hash_key`) requested first, from the level's
+    /// hints, before the table is read (`get` and `multi_get` both search this way). Measured
     /// at 10^8 keys (`absent_ab time`, 10 interleaved pairs against the commit before): 0.975×
     /// the absent-get time, median, within this machine's noise; the profile had shown the
     /// search's table read (`Table::covers`) at ~5% of an absent get ahead of each prefetch
