@@ -151,9 +151,9 @@ impl FilterBuilder {
 /// A validated block's probe parameters (from its header), for a caller that keeps the bit
 /// array's address itself. `units` is what the kind's probe divides its array into, worked
 /// out once here instead of on every probe: a Ribbon filter's slots are m / r, and that
-/// 64-bit division, made twice per Ribbon probe (prefetch span and test), held 5.8% of an
-/// absent get's samples at the defaults (`db_bench --defaults --hold absent`, 2×10^6 keys,
-/// `perf annotate`).
+/// 64-bit division, made twice per Ribbon probe (prefetch span and test), held 5.8% of
+/// `Inner::get`'s own samples (3% of the profile) at the defaults (`db_bench --defaults
+/// --hold absent`, 2×10^6 keys, `perf annotate`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Probe {
     kind: FilterKind,
