@@ -18,12 +18,14 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use super::read::{check_filters, in_memtables, KeyPrefix, Lookup, ReadPath, Verdict};
+use super::read::{
+    check_filters, in_memtables, prefetch_filter, KeyPrefix, Lookup, ReadPath, Verdict,
+};
 use super::stats::{bump, ReadCounters};
 use super::version::State;
 use crate::error::Result;
 use crate::filter::hash_key;
-use crate::table::{BlockRef, FilterState, Table, TableReadStats};
+use crate::table::{BlockRef, Table, TableReadStats};
 
 /// Keys probed together. Each holds a cache line in flight; a chunk's lines must still be in
 /// L1/L2 when probed.
@@ -105,8 +107,8 @@ impl ReadPath<'_> {
             }
             self.stage(counters, 0, pending, out, |key, hash| {
                 let found = t.covers(key).then_some(t);
-                if let Some(FilterState::Valid(f)) = found.map(|t| t.filter()) {
-                    f.prefetch_prehashed(hash);
+                if let Some(t) = found {
+                    prefetch_filter(t, hash);
                 }
                 found
             });

@@ -124,7 +124,8 @@ impl ReadPath<'_> {
         let mut candidates: SmallVec<[(usize, &Table); 24]> = SmallVec::new();
         for t in version.levels()[0].iter().rev() {
             if t.covers(key) {
-                consider(&mut candidates, 0, t, hash);
+                prefetch_filter(t, hash);
+                candidates.push((0, t));
             }
         }
         for level in 1..version.levels().len() {
@@ -186,19 +187,13 @@ impl ReadPath<'_> {
     }
 }
 
-/// Adds `t` (on `level`, its range holding the key) to `get`'s candidates, and starts loading
-/// the first line its filter will read.
+/// Starts loading the first line `t`'s filter will read for `hash`, through the table's own
+/// reader: for level-0 tables, which have no dense hints (`get` and `multi_get`).
 #[inline(always)]
-fn consider<'v>(
-    candidates: &mut SmallVec<[(usize, &'v Table); 24]>,
-    level: usize,
-    t: &'v Table,
-    hash: u64,
-) {
+pub(super) fn prefetch_filter(t: &Table, hash: u64) {
     if let FilterState::Valid(f) = t.filter() {
         f.prefetch_prehashed(hash);
     }
-    candidates.push((level, t));
 }
 
 /// The newest entry for `key` in the memtables: the first `mem_seen` batches of the active
