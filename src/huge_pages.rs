@@ -11,15 +11,17 @@
 //! 514 -> 463 ns (0.90x), bare serial probes 0.91x, with 118 MiB of `AnonHugePages` for 116.7
 //! MiB of filters (a second run, after the Ribbon prefetch covered whole rows: 481 -> 400 ns,
 //! 0.83x); at 10^7 (11.5 MiB of filters, inside the L3) the bare probes 0.75x but a
-//! get, whose probes already overlap, 1.02x; at 10^6 0.99x. Hence opt-in (README, "Huge pages
-//! for filters").
+//! get, whose probes already overlap, 1.02x; at 10^6 0.99x. Hence by default only the levels
+//! that hold most of a large store's filters use it (`Options::filter_huge_pages`,
+//! `HugePages::LevelsFrom`; README, "Huge pages for filters").
 //!
 //! How: the arena maps anonymous regions of `REGION` bytes (more for a larger block), starts
 //! each at a 2 MiB boundary and asks for huge pages with `madvise(MADV_HUGEPAGE)` (which
 //! works with transparent huge pages in `madvise` or `always` mode; elsewhere the memory is
 //! simply ordinary pages). Blocks are carved out first-fit, each placed so that a chosen byte
 //! starts a cache line (a filter's bit array, after its 48-byte header), and given back
-//! when their table closes; neighbouring free spans merge, and a region left empty is unmapped
+//! when their table closes; neighbouring free spans merge, the whole huge pages inside a free
+//! span go back to the kernel at once (`MADV_DONTNEED`), and a region left empty is unmapped
 //! at the arena's next allocation. Allocation happens when a table opens (a flush, a
 //! compaction, recovery) and never on a read, so a mutex over a `BTreeMap` of free spans is
 //! enough: a ready-made sub-allocator (`offset-allocator`) rounds sizes to float bins and
@@ -125,7 +127,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 struct Region {
     /// Keeps the mapping alive; written only through `HugeBytes`, each in its own span.
-    _map: memmap2::MmapMut,
+    map: memmap2::MmapMut,
+    /// Where `base` is in `map`.
+    skip: usize,
     /// The first byte at a 2 MiB boundary.
     base: *mut u8,
     len: usize,
@@ -154,11 +158,36 @@ impl Region {
         let mut free = BTreeMap::new();
         free.insert(0, len);
         Ok(Region {
-            _map: map,
+            map,
+            skip,
             base,
             len,
             spans: Mutex::new(Spans { free, used: 0 }),
         })
+    }
+}
+
+impl Region {
+    /// Returns the whole huge pages inside the free span `[start, start + size)` to the
+    /// kernel (`MADV_DONTNEED`: they read as zeros when next touched), so that memory a
+    /// compaction freed is not held until the region empties. The caller holds the region's
+    /// `spans` lock, so no block is carved out of the span meanwhile.
+    fn release(&self, start: usize, size: usize) {
+        let first = start.next_multiple_of(HUGE_PAGE);
+        let end = (start + size) / HUGE_PAGE * HUGE_PAGE;
+        #[cfg(unix)]
+        if end > first {
+            // SAFETY: the range is inside the mapping (a free span lies in the region) and
+            // inside a free span, which no `HugeBytes` covers: nothing reads these bytes until
+            // a later `take` hands them out again, and `HugeBytes::new` zeroes them then.
+            let _ = unsafe {
+                self.map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    self.skip + first,
+                    end - first,
+                )
+            };
+        }
     }
 }
 
@@ -186,8 +215,9 @@ impl Spans {
         Some(at)
     }
 
-    /// Gives back the span of `len` bytes at `at`, merged with free neighbours.
-    fn give(&mut self, at: usize, len: usize) {
+    /// Gives back the span of `len` bytes at `at`, merged with free neighbours; returns the
+    /// free span it is now part of (start and size).
+    fn give(&mut self, at: usize, len: usize) -> (usize, usize) {
         let (mut start, mut size) = (at, rounded(len));
         self.used -= size;
         if let Some((&prev, &prev_size)) = self.free.range(..at).next_back() {
@@ -201,6 +231,7 @@ impl Spans {
             size += next_size;
         }
         self.free.insert(start, size);
+        (start, size)
     }
 }
 
@@ -254,7 +285,9 @@ impl AsMut<[u8]> for HugeBytes {
 
 impl Drop for HugeBytes {
     fn drop(&mut self) {
-        lock(&self.region.spans).give(self.offset, self.skew + self.len);
+        let mut spans = lock(&self.region.spans);
+        let (start, size) = spans.give(self.offset, self.skew + self.len);
+        self.region.release(start, size);
     }
 }
 
@@ -326,6 +359,37 @@ mod tests {
         assert_eq!(arena.usage().0, REGION);
         drop((small, again));
         assert_eq!(arena.usage(), (REGION, 0));
+    }
+
+    /// Whole huge pages inside a freed span go back to the kernel at once (they read as
+    /// zeros), while bytes in the pages a live block shares keep theirs until handed out
+    /// again (and zeroed then).
+    #[test]
+    #[cfg(unix)]
+    fn freed_whole_huge_pages_go_back_to_the_kernel() {
+        let arena = HugePageArena::new();
+        let keep = arena.alloc(100).unwrap();
+        let mut big = arena.alloc(3 * HUGE_PAGE).unwrap();
+        let after = arena.alloc(100).unwrap();
+        big.as_mut().fill(7);
+        let (region, start) = (big.region.clone(), big.offset);
+        assert_eq!(start, 128);
+        drop(big);
+        // SAFETY: inside the region's mapping, which `region` keeps alive; no block covers
+        // these bytes now.
+        let read = |at: usize| unsafe { *region.base.add(at) };
+        // Pages 1 and 2 lay wholly inside the freed span; pages 0 and 3 are shared with
+        // `keep` and `after`.
+        assert_eq!(read(HUGE_PAGE), 0);
+        assert_eq!(read(2 * HUGE_PAGE + 5), 0);
+        assert_eq!(read(3 * HUGE_PAGE - 1), 0);
+        assert_eq!(read(start), 7);
+        assert_eq!(read(start + 3 * HUGE_PAGE - 1), 7);
+        // Handed out again, the span is zeroed as ever.
+        let again = arena.alloc(3 * HUGE_PAGE).unwrap();
+        assert!(again.as_ref().iter().all(|&x| x == 0));
+        drop((keep, after, again));
+        assert_eq!(arena.usage().1, 0);
     }
 
     #[test]

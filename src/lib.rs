@@ -50,9 +50,9 @@ mod fuzz_tests;
 
 pub use db::stats::DbStats;
 pub use db::{
-    Allocation, CheckpointReport, Db, DbIter, FilterBudget, FilterMemory, LevelAllocation,
-    OptionChange, Options, OptionsRecord, OptionsReport, RecoveryReport, Snapshot, WalRecovery,
-    WriteBatch,
+    Allocation, CheckpointReport, Db, DbIter, FilterBudget, FilterMemory, HugePages,
+    LevelAllocation, OptionChange, Options, OptionsRecord, OptionsReport, RecoveryReport, Snapshot,
+    WalRecovery, WriteBatch,
 };
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};

@@ -6,7 +6,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use lsm_bloom::{Db, Error, Options};
+use lsm_bloom::{Db, Error, HugePages, Options};
 
 fn opts() -> Options {
     Options {
@@ -67,7 +67,7 @@ fn corrupt_filter_block_never_hides_a_key() {
     assert!(size > 100);
     // Damage the bit array, the header and the CRC, each in turn; with the filter loaded on
     // the heap and into huge-page memory (`Options::filter_huge_pages`).
-    for huge in [false, true] {
+    for huge in [HugePages::Never, HugePages::Always] {
         let opts = || Options {
             filter_huge_pages: huge,
             ..opts()
@@ -79,7 +79,7 @@ fn corrupt_filter_block_never_hides_a_key() {
                 assert_eq!(
                     db.get(key(i)).unwrap(),
                     Some(format!("value{i}").into_bytes()),
-                    "key {i}, huge pages {huge}"
+                    "key {i}, huge pages {huge:?}"
                 );
             }
             assert_eq!(db.get("key000001-absent").unwrap(), None);

@@ -7,7 +7,7 @@ mod common;
 use common::workload::{run_step, workload, Model};
 use common::{tiny_options, Rng};
 use lsm_bloom::table::{FilterBytes, FilterState};
-use lsm_bloom::{Db, FilterKind, FilterPolicy, Options};
+use lsm_bloom::{Db, FilterKind, FilterPolicy, HugePages, Options};
 
 fn loaded(dir: &std::path::Path, policy: FilterPolicy, keys: u64) -> Db {
     let opts = Options {
@@ -175,7 +175,7 @@ fn sum_of_expected_fprs_bounds_reads_across_all_l0_tables() {
 fn filters_in_huge_page_memory_answer_as_the_model() {
     let dir = tempfile::tempdir().unwrap();
     let opts = || Options {
-        filter_huge_pages: true,
+        filter_huge_pages: HugePages::Always,
         block_cache_bytes: 0,
         ..tiny_options()
     };
@@ -236,4 +236,69 @@ fn filters_in_huge_page_memory_answer_as_the_model() {
     );
     // (A store this small gets small filters from the default budget: measured 60% useful.)
     assert!(checks > 0 && useful * 2 > checks, "{useful} of {checks}");
+}
+
+/// `HugePages::LevelsFrom` (the default's rule): the filters of tables in levels allowed at
+/// least the given bytes sit in the huge-page arena, the others on the heap, whether the
+/// table was written by a flush or a compaction or opened again by recovery; gets answer as
+/// the model says either way.
+#[test]
+fn huge_pages_levels_from_places_only_large_levels_in_the_arena() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = tiny_options();
+    // Level 2's limit: levels 2 and deeper qualify, levels 0 and 1 do not.
+    let level2 = base.level1_max_bytes * base.size_ratio as u64;
+    let opts = || Options {
+        filter_huge_pages: HugePages::LevelsFrom(level2),
+        block_cache_bytes: 0,
+        ..tiny_options()
+    };
+    let db = Db::open(dir.path(), opts()).unwrap();
+    let mut model = Model::new();
+    for step in workload(29, 3000) {
+        run_step(&db, &mut model, step);
+    }
+    // ~300 KiB more: past level 1's 16 KiB, into level 2 (64 KiB) and deeper.
+    for i in 0..3000 {
+        let (k, v) = (format!("bulk{:05}", (i * 7919) % 3000), format!("{i:0100}"));
+        db.put(&k, &v).unwrap();
+        model.insert(k.into_bytes(), v.into_bytes());
+    }
+    db.wait_for_compactions().unwrap();
+    let check = |db: &Db, when: &str| {
+        let (mut heap, mut huge) = (0, 0);
+        for (level, tables) in db.levels().iter().enumerate() {
+            for t in tables {
+                let FilterState::Valid(f) = t.filter() else {
+                    continue;
+                };
+                let in_arena = matches!(f.block(), FilterBytes::Huge(_));
+                assert_eq!(
+                    in_arena,
+                    level >= 2,
+                    "{when}: table {} in level {level}",
+                    t.id()
+                );
+                if in_arena {
+                    huge += 1;
+                } else {
+                    heap += 1;
+                }
+            }
+        }
+        assert!(
+            heap >= 1 && huge >= 1,
+            "{when}: {heap} on the heap, {huge} in the arena"
+        );
+    };
+    check(&db, "written");
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    drop(db);
+    let db = Db::open(dir.path(), opts()).unwrap();
+    check(&db, "reopened");
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
 }

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use lsm_bloom::{Db, Options};
+use lsm_bloom::{Db, HugePages, Options};
 use rocksdb::statistics::{StatsLevel, Ticker};
 
 use crate::Args;
@@ -41,6 +41,16 @@ pub(crate) trait Engine: Sync {
     /// were found.
     fn multi_get(&self, _keys: &[[u8; 16]]) -> Option<usize> {
         None
+    }
+}
+
+/// Ours' huge-page setting: every filter with `--ours-huge-pages`, else the default
+/// (`HugePages::LevelsFrom`: at these sizes no level is large enough, so none).
+fn huge_pages(args: &Args) -> HugePages {
+    if args.ours_huge_pages {
+        HugePages::Always
+    } else {
+        HugePages::default()
     }
 }
 
@@ -240,7 +250,7 @@ pub(crate) fn ours_options(args: &Args) -> Options {
         return Options {
             filter_budget: budget.or(defaults.filter_budget),
             mmap_reads: args.ours_mmap || args.mmap,
-            filter_huge_pages: args.ours_huge_pages,
+            filter_huge_pages: huge_pages(args),
             ..defaults
         };
     }
@@ -259,7 +269,7 @@ pub(crate) fn ours_options(args: &Args) -> Options {
             lsm_bloom::Compression::None
         },
         mmap_reads: args.ours_mmap || args.mmap,
-        filter_huge_pages: args.ours_huge_pages,
+        filter_huge_pages: huge_pages(args),
         ..Options::default()
     }
 }

@@ -126,11 +126,13 @@ struct Args {
     /// `Options::mmap_reads`, RocksDB `allow_mmap_reads` (fjall 3 has no such option).
     #[arg(long)]
     mmap: bool,
-    /// Ours with `Options::filter_huge_pages` (filter blocks in huge-page memory).
+    /// Ours with `Options::filter_huge_pages` at `Always` (every filter block in huge-page
+    /// memory; without it, the default: only levels allowed 1 GiB or more).
     #[arg(long)]
     ours_huge_pages: bool,
     /// Scale workload: at each size, also time absent gets and bare probes with the same
-    /// store reopened with and without `Options::filter_huge_pages`, interleaved per round.
+    /// store reopened with `Options::filter_huge_pages` at `Never` and at `Always`, interleaved
+    /// per round.
     #[arg(long)]
     huge_pages_ab: bool,
     /// `gets` (point lookups, the default), `prefix` (prefix scans, `prefix.rs`),

@@ -30,7 +30,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use lsm_bloom::{Db, Options};
+use lsm_bloom::{Db, HugePages, Options};
 
 use crate::{
     bare_probes, load, median, mix, multi, open_ours, ours_options, phase_keys, read_phase, Args,
@@ -304,7 +304,11 @@ fn huge_pages_ab(ours: Ours, dir: &Path, args: &Args, unit: f64) -> AbLine {
         for (i, huge) in [false, true].into_iter().enumerate() {
             db.take().expect("open store").close().expect("close");
             let opts = Options {
-                filter_huge_pages: huge,
+                filter_huge_pages: if huge {
+                    HugePages::Always
+                } else {
+                    HugePages::Never
+                },
                 ..ours_options(args)
             };
             let reopened = Ours(Db::open(dir, opts).expect("reopen"));

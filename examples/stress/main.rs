@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use lsm_bloom::fs::{PowerLossFs, UnsyncedTail};
-use lsm_bloom::{Db, FilterKind, FilterPolicy, Options, PrefixExtractor};
+use lsm_bloom::{Db, FilterKind, FilterPolicy, HugePages, Options, PrefixExtractor};
 
 use oracle::{allowed, key, Oracle};
 use worker::{Counts, Rng, Shared};
@@ -131,8 +131,11 @@ fn phase_options(seed: u64, power_loss: bool) -> (Options, String) {
         what += ", mmap reads";
     }
     if rng.chance(33) {
-        o.filter_huge_pages = true;
+        o.filter_huge_pages = HugePages::Always;
         what += ", filters in huge pages";
+    } else if rng.chance(50) {
+        o.filter_huge_pages = HugePages::Never;
+        what += ", no filters in huge pages";
     }
     // Half the phases let the store's options record fill in what they leave at the
     // defaults (a recorded prefix rule or budget), half replace it.

@@ -48,10 +48,6 @@ fn key_range(tables: &[Arc<Table>]) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((min, max))
 }
 
-fn max_bytes(opts: &Options, level: usize) -> f64 {
-    opts.level1_max_bytes as f64 * (opts.size_ratio as f64).powi(level as i32 - 1)
-}
-
 fn finish_job(v: &Version, inputs: Vec<(usize, Arc<Table>)>, output_level: usize) -> Job {
     let drop_tombstones = v.levels()[output_level + 1..].iter().all(Vec::is_empty);
     Job {
@@ -66,7 +62,7 @@ fn finish_job(v: &Version, inputs: Vec<(usize, Arc<Table>)>, output_level: usize
 pub(crate) fn pick(v: &Version, opts: &Options, cursors: &mut [Vec<u8>]) -> Option<Job> {
     let l0_score = v.levels()[0].len() as f64 / opts.l0_compaction_trigger as f64;
     let (level, score) = (1..MAX_LEVELS - 1)
-        .map(|l| (l, v.level_bytes(l) as f64 / max_bytes(opts, l)))
+        .map(|l| (l, v.level_bytes(l) as f64 / opts.level_max_bytes(l)))
         .fold(
             (0, l0_score),
             |best, cur| if cur.1 > best.1 { cur } else { best },
@@ -176,23 +172,25 @@ pub(crate) fn run(
                 let finisher = std::thread::Builder::new().name("lsm-bloom-finish".into());
                 finishing = Some(
                     finisher
-                        .spawn_scoped(scope, || finish_table(dir, opts, full))
+                        .spawn_scoped(scope, || finish_table(dir, opts, job.output_level, full))
                         .map_err(|e| Error::io("starting a table-finishing thread", e))?,
                 );
             }
         }
         collect(finishing.take(), &mut out)?;
-        if let Some(t) = finish_table(dir, opts, current.take())? {
+        if let Some(t) = finish_table(dir, opts, job.output_level, current.take())? {
             out.push(t);
         }
         Ok(out)
     })
 }
 
-/// Finishes `table` (id and builder) and opens it; `None` for none or an empty one.
+/// Finishes `table` (id and builder) and opens it as a table of `level`; `None` for none or
+/// an empty one.
 fn finish_table(
     dir: &Path,
     opts: &Options,
+    level: usize,
     table: Option<(u64, TableBuilder)>,
 ) -> Result<Option<Table>> {
     let Some((id, b)) = table else {
@@ -202,7 +200,7 @@ fn finish_table(
         return Ok(None);
     }
     b.finish()?;
-    Table::open_in(&*opts.fs, &table_path(dir, id), id, opts.table_open()).map(Some)
+    Table::open_in(&*opts.fs, &table_path(dir, id), id, opts.table_open(level)).map(Some)
 }
 
 /// Waits for the table being finished, if any, and adds it to `out`. A panic there (a file

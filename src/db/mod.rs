@@ -61,7 +61,7 @@ use crate::error::{Error, Result};
 pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use checkpoint::CheckpointReport;
 pub use iter::DbIter;
-pub use options::{Options, OptionsRecord, WalRecovery};
+pub use options::{HugePages, Options, OptionsRecord, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
 pub use snapshot::Snapshot;
 pub use write::WriteBatch;

@@ -12,6 +12,37 @@ use crate::fs::{FileSystem, StdFs};
 use crate::prefix::PrefixExtractor;
 use crate::table::{Compression, TableBuilderOptions, TABLE_VERSION};
 
+/// Which open tables hold their filter blocks in huge-page memory (`Options::filter_huge_pages`,
+/// `crate::huge_pages`).
+///
+/// Huge pages pay once the filters a get probes span many times the TLB's reach (~8 MiB of
+/// 4 KiB pages here): measured at 10^8 keys (117 MiB of filters) an absent get took 0.83–0.90×
+/// the time with ordinary pages; at 10^7 (11.5 MiB) and 10^6 nothing changed (README, "Huge
+/// pages for filters"). The cost is memory granularity: the kernel backs the arena in 2 MiB
+/// pages, and a block freed by a compaction is held until the next table reuses it or its
+/// 32 MiB region empties. Hence the default gives them only to the levels that hold most of a
+/// large store's filters: a level allowed a gigabyte or more holds, once full, ~10 MiB of
+/// filters and up (10 bits/key, ~120-byte entries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HugePages {
+    /// Every filter on the heap, in ordinary pages.
+    Never,
+    /// Every table's filter in huge-page memory.
+    Always,
+    /// The filters of tables in levels whose size limit (`level1_max_bytes ×
+    /// size_ratio^(level − 1)`) is at least this many bytes; level 0 and smaller levels on the
+    /// heap.
+    LevelsFrom(u64),
+}
+
+impl Default for HugePages {
+    /// `LevelsFrom(1 GiB)`: with the other defaults, level 3 (6.4 GiB) and deeper, so a store
+    /// starts using huge pages once it holds more than ~700 MiB of tables.
+    fn default() -> Self {
+        HugePages::LevelsFrom(1 << 30)
+    }
+}
+
 /// What `Db::open` does with a write-ahead log that is damaged (README "What survives what",
 /// FORMAT.md §2 "Recovery rules").
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -150,15 +181,15 @@ pub struct Options {
     /// truncates, ends the process with `SIGBUS` instead of returning `Error::Io` (the store
     /// itself never rewrites or truncates a table). Measured in `db_bench --ours-mmap`.
     pub mmap_reads: bool,
-    /// Hold the open tables' filter blocks in memory the kernel can back with 2 MiB pages
-    /// (default false; `crate::huge_pages`): with the filters spread over far more 4 KiB
-    /// pages than the TLB covers, most filter probes of an absent get pay a page walk on top
-    /// of the cache miss. Linux with transparent huge pages in `madvise` or `always` mode
-    /// (`/sys/kernel/mm/transparent_hugepage/enabled`); elsewhere, or if the memory cannot be
-    /// mapped, the filters stay in ordinary memory. The cost: filter memory is taken in 32 MiB
-    /// regions, each held while any table with a filter in it is open. Measured in
-    /// `db_bench --workload scale --huge-pages-ab`.
-    pub filter_huge_pages: bool,
+    /// Which open tables hold their filter blocks in memory the kernel can back with 2 MiB
+    /// pages (`crate::huge_pages`; default `HugePages::LevelsFrom(1 GiB)`): with the filters
+    /// spread over far more 4 KiB pages than the TLB covers, most filter probes of an absent
+    /// get pay a page walk on top of the cache miss. Linux with transparent huge pages in
+    /// `madvise` or `always` mode (`/sys/kernel/mm/transparent_hugepage/enabled`); elsewhere,
+    /// or if the memory cannot be mapped, the filters stay in ordinary memory. Measured in
+    /// `db_bench --workload scale --huge-pages-ab` and `examples/absent_ab.rs` (README, "Huge
+    /// pages for filters").
+    pub filter_huge_pages: HugePages,
     /// Whether the settings recorded in the directory fill in the ones left at their defaults
     /// (default `Merge`; `OptionsRecord`).
     pub options_record: OptionsRecord,
@@ -192,7 +223,7 @@ impl Default for Options {
             max_immutable_memtables: 2,
             block_cache_bytes: 32 << 20,
             mmap_reads: false,
-            filter_huge_pages: false,
+            filter_huge_pages: HugePages::default(),
             options_record: OptionsRecord::Merge,
             fs: Arc::new(StdFs),
         }
@@ -211,19 +242,32 @@ impl Options {
         }
     }
 
-    /// How tables are opened (`mmap_reads`, `filter_huge_pages`).
-    pub(crate) fn table_open(&self) -> crate::table::TableOpen {
+    /// How tables of `level` are opened (`mmap_reads`, `filter_huge_pages`).
+    pub(crate) fn table_open(&self, level: usize) -> crate::table::TableOpen {
         use crate::table::{FilterPages, TableOpen, TableReads};
+        let huge = match self.filter_huge_pages {
+            HugePages::Never => false,
+            HugePages::Always => true,
+            HugePages::LevelsFrom(bytes) => {
+                level > 0 && self.level_max_bytes(level) >= bytes as f64
+            }
+        };
         TableOpen {
             reads: match self.mmap_reads {
                 true => TableReads::Mmap,
                 false => TableReads::Pread,
             },
-            filters: match self.filter_huge_pages {
+            filters: match huge {
                 true => FilterPages::Huge,
                 false => FilterPages::Heap,
             },
         }
+    }
+
+    /// The size level `level` (1 or deeper) is kept under: `level1_max_bytes ×
+    /// size_ratio^(level − 1)`.
+    pub(crate) fn level_max_bytes(&self, level: usize) -> f64 {
+        self.level1_max_bytes as f64 * (self.size_ratio as f64).powi(level as i32 - 1)
     }
 
     /// How to write a table for `level` with `filters`.
@@ -349,5 +393,38 @@ impl Options {
             p.validate()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::FilterPages;
+
+    /// Which levels' filters go to huge-page memory under each `HugePages`.
+    #[test]
+    fn huge_pages_by_level() {
+        let pages = |o: &Options| -> Vec<FilterPages> {
+            (0..MAX_LEVELS).map(|l| o.table_open(l).filters).collect()
+        };
+        let (heap, huge) = (FilterPages::Heap, FilterPages::Huge);
+        // The default: levels allowed 1 GiB or more; with 64 MiB × 10^(l-1), levels 3 and on.
+        let o = Options::default();
+        assert_eq!(pages(&o)[..5], [heap, heap, heap, huge, huge]);
+        let o = Options {
+            level1_max_bytes: 256 << 20,
+            ..Options::default()
+        };
+        assert_eq!(pages(&o)[..4], [heap, heap, huge, huge]);
+        let o = Options {
+            filter_huge_pages: HugePages::Never,
+            ..Options::default()
+        };
+        assert!(pages(&o).iter().all(|p| *p == heap));
+        let o = Options {
+            filter_huge_pages: HugePages::Always,
+            ..Options::default()
+        };
+        assert!(pages(&o).iter().all(|p| *p == huge));
     }
 }

@@ -39,7 +39,7 @@ use super::worker::{l0_filter, manifest_data, write_l0, ID_RESERVATION};
 use super::{table_path, Options, WalRecovery};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
-use crate::table::{Table, TableOpen};
+use crate::table::Table;
 
 struct Inventory {
     tables: Vec<u64>,
@@ -98,7 +98,7 @@ fn describe(inv: &Inventory) -> Option<String> {
 fn load_version(
     fs: &dyn FileSystem,
     dir: &Path,
-    how: TableOpen,
+    opts: &Options,
     m: &ManifestData,
     report: &mut RecoveryReport,
 ) -> Result<Version> {
@@ -106,6 +106,7 @@ fn load_version(
     version.edit(|levels| -> Result<()> {
         for (level, metas) in m.levels.iter().enumerate().take(MAX_LEVELS) {
             for meta in metas {
+                let how = opts.table_open(level);
                 let t = Table::open_in(fs, &table_path(dir, meta.id), meta.id, how)?;
                 report.filters_rejected += t.rejected_filters();
                 levels[level].push(Arc::new(t));
@@ -271,7 +272,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
     }
     report.options = options_report;
     let fs = &*opts.fs;
-    let mut version = load_version(fs, dir, opts.table_open(), &m, &mut report)?;
+    let mut version = load_version(fs, dir, &opts, &m, &mut report)?;
 
     let live: HashSet<u64> = m.levels.iter().flatten().map(|t| t.id).collect();
     let mut obsolete: Vec<PathBuf> = Vec::new();

@@ -89,7 +89,7 @@ pub(super) fn write_l0(
     let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filters))?;
     mem.for_each_newest(|k, v| b.add(k, v))?;
     b.finish()?;
-    Table::open_in(fs, &path, id, opts.table_open())
+    Table::open_in(fs, &path, id, opts.table_open(0))
 }
 
 /// The manifest describing `v`.
