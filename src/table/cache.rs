@@ -42,7 +42,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use super::block::{next_entry, Cursor};
+use super::block::{next_entry, Cursor, TAG_DELETE, TAG_PUT};
 use crate::coding::{cmp_prefixed, key_prefix};
 
 /// A data block whose checksum was verified when it was read: its payload.
@@ -83,7 +83,51 @@ impl Block {
 /// (`next_entry`, `memcmp`, `Cursor::u32`, `find_in`) was ~11% of an absent get at 2×10^6
 /// keys, one false positive per 35 gets (`db_bench --hold absent`, `perf record`); with the
 /// prefix first, `memcmp` (2.7%) left the profile and the scan fell to ~9%.
+///
+/// Each entry's fixed part is decoded in place, with one bounds check for it and one for its
+/// key and value. Through `next_entry` (a call per entry, returning its entry or a `String`
+/// error) finding an absent key in a 4 KiB block of 34 entries (16-byte keys, 100-byte
+/// values) already in L1 took 200 ns, here 74 ns (a timing loop over 8 such blocks, 160,000
+/// lookups); the scan was 7% of an absent get's profile at 2×10^6 keys settled (`find_in`,
+/// one false positive per 35 gets) and ~10% of a present get's. Any entry this decoding
+/// cannot take sends the whole lookup to `find_checked`, whose errors say what was wrong.
 pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'b [u8]>>, String> {
+    let p = key_prefix(key);
+    let mut pos = 0;
+    while pos < payload.len() {
+        // An entry's fixed part (FORMAT.md §3.2): tag, key length, value length.
+        let Some(head) = payload.get(pos..).and_then(|r| r.first_chunk::<9>()) else {
+            return find_checked(payload, key);
+        };
+        let key_len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let value_len = u32::from_le_bytes([head[5], head[6], head[7], head[8]]) as usize;
+        let key_start = pos + 9;
+        let Some((k, value_end)) = key_start
+            .checked_add(key_len)
+            .and_then(|key_end| Some((key_end, key_end.checked_add(value_len)?)))
+            .and_then(|(key_end, value_end)| Some((payload.get(key_start..key_end)?, value_end)))
+            .filter(|&(_, value_end)| value_end <= payload.len())
+        else {
+            return find_checked(payload, key);
+        };
+        let value = match head[0] {
+            TAG_PUT => Some(&payload[key_start + key_len..value_end]),
+            TAG_DELETE if value_len == 0 => None,
+            _ => return find_checked(payload, key),
+        };
+        match cmp_prefixed(key_prefix(k), k, p, key) {
+            Ordering::Less => pos = value_end,
+            Ordering::Equal => return Ok(Some(value)),
+            Ordering::Greater => break,
+        }
+    }
+    Ok(None)
+}
+
+/// `find` entry by entry through `next_entry`, whose errors say what was malformed: what
+/// `find` falls back to when its fast decoding meets an entry it cannot take, so that both
+/// give the same answer or the same error for every payload.
+fn find_checked<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'b [u8]>>, String> {
     let p = key_prefix(key);
     let mut c = Cursor::new(payload);
     while !c.is_empty() {
@@ -214,6 +258,42 @@ mod tests {
                 want,
                 "{p:?}"
             );
+        }
+    }
+
+    /// `find` and `find_checked` give the same answer or the same error for every payload:
+    /// well-formed blocks, and the same with bytes changed, cut short or lengthened.
+    #[test]
+    fn the_fast_scan_answers_as_the_checked_one() {
+        use proptest::prelude::*;
+        let keys: Vec<Vec<u8>> = (0..24u32)
+            .map(|i| format!("k{:02}{}", i * 3, "x".repeat(i as usize % 11)).into_bytes())
+            .collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let good = block(&refs);
+        let mut probes = keys.clone();
+        probes.extend((0..24u32).map(|i| format!("k{:02}", i * 3 + 1).into_bytes()));
+        probes.extend([Vec::new(), b"zzz".to_vec(), b"k".to_vec()]);
+        let edits = proptest::collection::vec((any::<usize>(), any::<u8>()), 0..4);
+        proptest!(|(edits in edits, cut in any::<usize>(), cut_it in any::<bool>(), tail in proptest::collection::vec(any::<u8>(), 0..12))| {
+            let mut b = good.clone();
+            for (at, byte) in edits {
+                let at = at % b.len();
+                b[at] = byte;
+            }
+            if cut_it {
+                b.truncate(cut % (b.len() + 1));
+            }
+            b.extend_from_slice(&tail);
+            for p in &probes {
+                prop_assert_eq!(find(&b, p), find_checked(&b, p), "probe {:?}", p);
+            }
+        });
+        // And on the unedited block, every key is found.
+        for (i, k) in refs.iter().enumerate() {
+            let want = (i % 3 != 2).then(|| format!("v{i}").into_bytes());
+            let found = find(&good, k).unwrap().map(|v| v.map(<[u8]>::to_vec));
+            assert_eq!(found, Some(want));
         }
     }
 
