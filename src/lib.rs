@@ -40,6 +40,7 @@ mod framed;
 pub mod fs;
 pub mod huge_pages;
 pub mod inspect;
+mod prefetch;
 pub mod prefix;
 #[cfg(feature = "rocksdb-plugin")]
 pub mod rocksdb;

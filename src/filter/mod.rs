@@ -29,6 +29,8 @@ pub use hash::{hash_key, hash_key_with_seed};
 pub use kind::FilterKind;
 pub use policy::{FilterPolicy, Sizing};
 
+use crate::prefetch::prefetch_address;
+
 /// Builds one filter block: `(add_key | add_hash)* finish`.
 ///
 /// Hashes are buffered (8 bytes per key) because the array is sized from the final key count.
@@ -240,24 +242,6 @@ fn prefetch_span(address: usize, array_len: usize, at: usize, len: usize) {
     if len > 1 && end > at {
         prefetch_address(address + end - 1);
     }
-}
-
-/// A hint to the CPU to load the cache line holding the byte at `address` (nothing on other
-/// architectures). Any address is safe: a prefetch never faults and reads nothing the
-/// program sees.
-#[inline(always)]
-fn prefetch_address(address: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch never faults, whatever the address, and changes no memory.
-        #[allow(unused_unsafe)]
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(std::ptr::without_provenance::<i8>(address));
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = address;
 }
 
 /// Where a filter's bit array is and how it is probed, copied out of its reader so that a

@@ -44,6 +44,7 @@ use quick_cache::Weighter;
 
 use super::block::{next_entry, Cursor, TAG_DELETE, TAG_PUT};
 use crate::coding::{cmp_prefixed, key_prefix};
+use crate::prefetch::prefetch_address;
 
 /// A data block whose checksum was verified when it was read: its payload.
 #[derive(Debug)]
@@ -74,6 +75,14 @@ impl Block {
     }
 }
 
+/// How far ahead of the entry being decoded `find` requests the block's lines: a block taken
+/// from the block cache is usually in no CPU cache (32 MiB of blocks), and each entry's
+/// position depends on the one before, so without the hint the scan waits for its lines one
+/// after another. A timing loop over 16,384 such blocks (64 MiB, 34 entries each, absent
+/// keys): 760–945 ns per lookup without, 576–590 ns 512 bytes ahead, 514–545 ns 1 KiB ahead,
+/// 588–613 ns 2 KiB ahead and 699 ns with the whole block requested first; in L1 all ~76 ns.
+const SCAN_AHEAD: usize = 1024;
+
 /// The entry for `key` in a verified data block payload: `Some(Some(v))` a value,
 /// `Some(None)` a tombstone, `None` absent. Decodes entries in order up to `key`; the error
 /// says what was malformed.
@@ -93,8 +102,13 @@ impl Block {
 /// cannot take sends the whole lookup to `find_checked`, whose errors say what was wrong.
 pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'b [u8]>>, String> {
     let p = key_prefix(key);
+    let base = payload.as_ptr() as usize;
+    for ahead in (0..SCAN_AHEAD).step_by(64) {
+        prefetch_address(base + ahead);
+    }
     let mut pos = 0;
     while pos < payload.len() {
+        prefetch_address(base + pos + SCAN_AHEAD);
         // An entry's fixed part (FORMAT.md §3.2): tag, key length, value length.
         let Some(head) = payload.get(pos..).and_then(|r| r.first_chunk::<9>()) else {
             return find_checked(payload, key);
