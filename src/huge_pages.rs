@@ -165,9 +165,7 @@ impl Region {
             spans: Mutex::new(Spans { free, used: 0 }),
         })
     }
-}
 
-impl Region {
     /// Returns the whole huge pages inside the free span `[start, start + size)` to the
     /// kernel (`MADV_DONTNEED`: they read as zeros when next touched), so that memory a
     /// compaction freed is not held until the region empties. The caller holds the region's

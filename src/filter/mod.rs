@@ -29,7 +29,7 @@ pub use hash::{hash_key, hash_key_with_seed};
 pub use kind::FilterKind;
 pub use policy::{FilterPolicy, Sizing};
 
-use crate::prefetch::prefetch_address;
+use crate::prefetch::prefetch_lines;
 
 /// Builds one filter block: `(add_key | add_hash)* finish`.
 ///
@@ -229,18 +229,14 @@ impl Probe {
 }
 
 /// Hints to the CPU to load every cache line of bytes `at..at + len` of the `array_len`-byte
-/// array at `address` (what lies past the array is skipped). Points at most 64 bytes apart,
-/// the last byte included, touch every line of the span whatever the array's alignment: a
-/// Ribbon row reads two blocks of r × 16 bytes (4 lines at r = 8), and prefetching only the
-/// first left the others to miss one after another.
+/// array at `address` (what lies past the array is skipped), whatever the array's alignment:
+/// a Ribbon row reads two blocks of r × 16 bytes (4 lines at r = 8), and prefetching only
+/// the first left the others to miss one after another.
 #[inline(always)]
 fn prefetch_span(address: usize, array_len: usize, at: usize, len: usize) {
     let end = at.saturating_add(len).min(array_len);
-    for p in (at..end).step_by(64) {
-        prefetch_address(address + p);
-    }
-    if len > 1 && end > at {
-        prefetch_address(address + end - 1);
+    if end > at {
+        prefetch_lines(address + at, end - at);
     }
 }
 

@@ -44,7 +44,7 @@ use quick_cache::Weighter;
 
 use super::block::{next_entry, Cursor, TAG_DELETE, TAG_PUT};
 use crate::coding::{cmp_prefixed, key_prefix};
-use crate::prefetch::prefetch_address;
+use crate::prefetch::{prefetch_address, prefetch_lines};
 
 /// A data block whose checksum was verified when it was read: its payload.
 #[derive(Debug)]
@@ -103,9 +103,7 @@ const SCAN_AHEAD: usize = 1024;
 pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'b [u8]>>, String> {
     let p = key_prefix(key);
     let base = payload.as_ptr() as usize;
-    for ahead in (0..SCAN_AHEAD).step_by(64) {
-        prefetch_address(base + ahead);
-    }
+    prefetch_lines(base, SCAN_AHEAD);
     let mut pos = 0;
     while pos < payload.len() {
         prefetch_address(base + pos + SCAN_AHEAD);
@@ -116,16 +114,17 @@ pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'
         let key_len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
         let value_len = u32::from_le_bytes([head[5], head[6], head[7], head[8]]) as usize;
         let key_start = pos + 9;
-        let Some((k, value_end)) = key_start
+        let Some((key_end, value_end)) = key_start
             .checked_add(key_len)
             .and_then(|key_end| Some((key_end, key_end.checked_add(value_len)?)))
-            .and_then(|(key_end, value_end)| Some((payload.get(key_start..key_end)?, value_end)))
             .filter(|&(_, value_end)| value_end <= payload.len())
         else {
             return find_checked(payload, key);
         };
+        // In bounds: key_start ≤ key_end ≤ value_end ≤ payload.len().
+        let k = &payload[key_start..key_end];
         let value = match head[0] {
-            TAG_PUT => Some(&payload[key_start + key_len..value_end]),
+            TAG_PUT => Some(&payload[key_end..value_end]),
             TAG_DELETE if value_len == 0 => None,
             _ => return find_checked(payload, key),
         };

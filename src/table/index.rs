@@ -33,15 +33,15 @@
 //! and the search was 5.1%.
 //!
 //! Measured after the summaries (same command): `Index::search` 7.2% of the profile, plus
-//! 4.3% for the one entry (handle) line the answer needs; present gets, medians of 3 interleaved rounds against
-//! the entry-array search, 220k vs 224k/s on one thread (within this machine's noise) and 418k
-//! vs 356k/s on two. The rest of a present get is the block read (`mmap_reads`).
+//! 4.3% for the one entry (handle) line the answer needs; present gets, medians of 3
+//! interleaved rounds against the entry-array search, 220k vs 224k/s on one thread (within
+//! this machine's noise) and 418k vs 356k/s on two. The rest of a present get is the block read (`mmap_reads`).
 
 use std::cmp::Ordering;
 
 use super::block::{unseal, BlockHandle, Cursor};
 use crate::coding::key_prefix;
-use crate::prefetch::prefetch_address;
+use crate::prefetch::prefetch_lines;
 
 /// Summaries per chunk of `prefixes` under one `top` entry: 16 × 8 bytes, two cache lines.
 const STRIDE: usize = 16;
@@ -153,8 +153,9 @@ impl Index {
         let end = (start + STRIDE).min(n);
         // The chunk's summaries and handles are requested together: the search's steps in
         // the chunk and the handle the caller reads next then wait for one miss, not three.
-        prefetch_slice(&self.prefixes[start..end]);
-        prefetch_slice(&self.handles[start..end]);
+        let (prefixes, handles) = (&self.prefixes[start..end], &self.handles[start..end]);
+        prefetch_lines(prefixes.as_ptr() as usize, size_of_val(prefixes));
+        prefetch_lines(handles.as_ptr() as usize, size_of_val(handles));
         let i = start + self.prefixes[start..end].partition_point(|&x| x < p);
         if self.prefixes.get(i) != Some(&p) {
             return i;
@@ -163,15 +164,6 @@ impl Index {
         // chunk), searched by key.
         let tied = self.prefixes[i..].partition_point(|&x| x == p);
         i + self.keys[i..i + tied].partition_point(|k| &k[s..] < rest)
-    }
-}
-
-/// Requests every cache line of `items`.
-#[inline(always)]
-fn prefetch_slice<T>(items: &[T]) {
-    let (start, len) = (items.as_ptr() as usize, std::mem::size_of_val(items));
-    for at in (start & !63..start + len).step_by(64) {
-        prefetch_address(at);
     }
 }
 
