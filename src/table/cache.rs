@@ -140,7 +140,10 @@ pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'
 /// `find` entry by entry through `next_entry`, whose errors say what was malformed: what
 /// `find` falls back to when its fast decoding meets an entry it cannot take, so that both
 /// give the same answer or the same error for every payload.
-fn find_checked<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'b [u8]>>, String> {
+pub(crate) fn find_checked<'b>(
+    payload: &'b [u8],
+    key: &[u8],
+) -> Result<Option<Option<&'b [u8]>>, String> {
     let p = key_prefix(key);
     let mut c = Cursor::new(payload);
     while !c.is_empty() {
