@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use super::memtable::Memtable;
+use crate::coding::partition_points;
 use crate::filter::FilterHint;
 use crate::table::{FilterState, Table};
 
@@ -93,6 +94,35 @@ impl Version {
         tables.get(i).filter(|t| t.covers(key))
     }
 
+    /// For each key prefix in `prefixes` (`key_prefix` of the keys), its search position on
+    /// `level` (1 and deeper), all searched together (`partition_points`): the `positions`
+    /// `in_level_from` takes.
+    pub(crate) fn positions_in_level(
+        &self,
+        level: usize,
+        prefixes: &[u64],
+        positions: &mut [usize],
+    ) {
+        partition_points(&self.max_prefixes[level], prefixes, positions);
+    }
+
+    /// `in_level_prefetched` from the key's search position (`positions_in_level`).
+    #[inline(always)]
+    pub(crate) fn in_level_from(
+        &self,
+        level: usize,
+        position: usize,
+        key: &[u8],
+        hash: u64,
+    ) -> Option<&Arc<Table>> {
+        let tables = &self.levels[level];
+        let i = Table::candidate_from(tables, &self.max_prefixes[level], position, key)?;
+        if let Some(Some(hint)) = self.hints[level].get(i) {
+            hint.prefetch(hash);
+        }
+        tables.get(i).filter(|t| t.covers(key))
+    }
+
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
         self.levels[level].iter().map(|t| t.file_size()).sum()
     }
@@ -124,7 +154,8 @@ pub(super) struct State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::filter::{FilterKind, FilterPolicy};
+    use crate::coding::key_prefix;
+    use crate::filter::{hash_key, FilterKind, FilterPolicy};
     use crate::table::{TableBuilder, TableBuilderOptions};
 
     /// Table `id` at `dir` holding keys `lo..=hi` (`k` and 8 digits), with a filter of `kind`
@@ -181,6 +212,26 @@ mod tests {
                     .in_level_prefetched(level, key.as_bytes(), hash)
                     .map(|t| t.id());
                 assert_eq!(prefetched, plain, "{key} level {level}");
+            }
+        }
+        // The batch search (`multi_get`'s): all keys' positions at once, then `in_level_from`.
+        // The keys are 9 bytes, so groups of ten share their 8-byte prefix with each other and
+        // with a table's largest key: the tie walk after the search is exercised.
+        let keys: Vec<String> = (0..4_200u32)
+            .step_by(3)
+            .chain([u32::MAX])
+            .map(|k| format!("k{k:08}"))
+            .collect();
+        let prefixes: Vec<u64> = keys.iter().map(|k| key_prefix(k.as_bytes())).collect();
+        for level in 1..=2 {
+            let mut positions = vec![0; keys.len()];
+            v.positions_in_level(level, &prefixes, &mut positions);
+            for (key, &position) in keys.iter().zip(&positions) {
+                let plain = v.in_level(level, key.as_bytes()).map(|t| t.id());
+                let batched = v
+                    .in_level_from(level, position, key.as_bytes(), hash_key(key.as_bytes()))
+                    .map(|t| t.id());
+                assert_eq!(batched, plain, "{key} level {level}, batched");
             }
         }
         v.edit(|levels| levels[1].remove(0));
