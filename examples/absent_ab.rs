@@ -12,8 +12,12 @@
 //! the other commit too (it uses only API both have), then alternate the two binaries' `time`
 //! runs; the closing note of issue 19 shows the loop.
 //!
-//! Only `Db::open`, `put`, `get`, `flush` and `wait_for_compactions` and options fields that
-//! existed before issue 19 are used, so the same source builds there.
+//! `absent_ab time-multi DIR SEED [OPS]` does the same with `Db::multi_get`, 64 keys at a
+//! time, and prints the time per key.
+//!
+//! Apart from `time-multi`, only `Db::open`, `put`, `get`, `flush` and `wait_for_compactions`
+//! and options fields that existed before issue 19 are used, so the same source builds there
+//! with the `time-multi` arm deleted (`Db::multi_get` came with issue 19).
 
 use std::path::Path;
 use std::time::Instant;
@@ -75,7 +79,7 @@ fn absent_keys(seed: u64, ops: u64) -> Vec<[u8; 16]> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let usage = "usage: absent_ab load DIR N | absent_ab time DIR SEED [OPS]";
+    let usage = "usage: absent_ab load DIR N | absent_ab time|time-multi DIR SEED [OPS]";
     let (Some(cmd), Some(dir)) = (args.get(1), args.get(2)) else {
         eprintln!("{usage}");
         std::process::exit(2);
@@ -117,6 +121,26 @@ fn main() {
             let unit = unit_ns();
             println!(
                 "unit {unit:.0} ns, absent get {ns:.0} ns ({:.2} units)",
+                ns / unit
+            );
+        }
+        "time-multi" => {
+            let (seed, ops) = (number(3, None), number(4, Some(400_000)));
+            let batches = |keys: &[[u8; 16]]| {
+                for batch in keys.chunks(64) {
+                    for found in db.multi_get(batch) {
+                        std::hint::black_box(found.expect("multi_get"));
+                    }
+                }
+            };
+            batches(&absent_keys(seed * 2 + 1, ops));
+            let keys = absent_keys(seed * 2, ops);
+            let t = Instant::now();
+            batches(&keys);
+            let ns = t.elapsed().as_secs_f64() * 1e9 / ops as f64;
+            let unit = unit_ns();
+            println!(
+                "unit {unit:.0} ns, absent multi_get {ns:.0} ns per key ({:.2} units)",
                 ns / unit
             );
         }
