@@ -3,7 +3,8 @@
 //! A single `get` waits for each filter's cache line in turn, or at best overlaps the few
 //! filters of one key (`read.rs`). A batch has many keys' worth of independent lines to fetch,
 //! so it goes level by level instead of key by key: for each level-0 table (newest first) and
-//! then each deeper level, every key still unresolved finds its table there, the filter lines
+//! then each deeper level, every key still unresolved finds its table there (on deeper
+//! levels all keys' binary searches run in lockstep, `coding::partition_points`), the filter lines
 //! of all of them are prefetched, then all of them are probed, and the data blocks the
 //! "maybe" answers need are read, each block once for all the keys that fall in it. A key
 //! found (value or deletion) leaves the batch; the rest go down a level.
