@@ -27,6 +27,7 @@ use super::version::State;
 use crate::coding::key_prefix;
 use crate::error::Result;
 use crate::filter::hash_key;
+use crate::prefetch::CacheLevel;
 use crate::table::{BlockRef, Table, TableReadStats};
 
 /// Keys probed together. Each holds a cache line in flight; a chunk's lines must still be in
@@ -119,7 +120,7 @@ impl ReadPath<'_> {
             self.stage(counters, 0, pending, out, |_, key, hash| {
                 let found = t.covers(key).then_some(t);
                 if let Some(t) = found {
-                    prefetch_filter(t, hash);
+                    prefetch_filter(t, hash, CacheLevel::L2);
                 }
                 found
             });

@@ -19,6 +19,7 @@ use super::stats::{bump, Counters, LevelCounters, ReadCounters};
 use super::version::State;
 use crate::error::Result;
 use crate::filter::hash_key;
+use crate::prefetch::CacheLevel;
 use crate::prefix::PrefixExtractor;
 use crate::table::{BlockCache, FilterState, PrefixCheck, Table, TableReadStats};
 
@@ -124,7 +125,7 @@ impl ReadPath<'_> {
         let mut candidates: SmallVec<[(usize, &Table); 24]> = SmallVec::new();
         for t in version.levels()[0].iter().rev() {
             if t.covers(key) {
-                prefetch_filter(t, hash);
+                prefetch_filter(t, hash, CacheLevel::L1);
                 candidates.push((0, t));
             }
         }
@@ -187,12 +188,15 @@ impl ReadPath<'_> {
     }
 }
 
-/// Starts loading the first line `t`'s filter will read for `hash`, through the table's own
-/// reader: for level-0 tables, which have no dense hints (`get` and `multi_get`).
+/// Starts loading, into `into`, the lines `t`'s filter will read for `hash`, through the
+/// table's own reader: for level-0 tables, which have no dense hints (`get` into L1,
+/// `multi_get` into L2: `CacheLevel`).
 #[inline(always)]
-pub(super) fn prefetch_filter(t: &Table, hash: u64) {
+pub(super) fn prefetch_filter(t: &Table, hash: u64, into: CacheLevel) {
     if let FilterState::Valid(f) = t.filter() {
-        f.prefetch_prehashed(hash);
+        if let Some(hint) = f.hint() {
+            hint.prefetch_into(hash, into);
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::memtable::Memtable;
 use crate::coding::partition_points;
 use crate::filter::FilterHint;
+use crate::prefetch::CacheLevel;
 use crate::table::{FilterState, Table};
 
 /// Levels the store uses (0..MAX_LEVELS): the manifest, compaction, the budget and the
@@ -106,7 +107,8 @@ impl Version {
         partition_points(&self.max_prefixes[level], prefixes, positions);
     }
 
-    /// `in_level_prefetched` from the key's search position (`positions_in_level`).
+    /// `in_level_prefetched` from the key's search position (`positions_in_level`), for a
+    /// batch: the filter's lines are requested into L2 (`CacheLevel`).
     #[inline(always)]
     pub(crate) fn in_level_from(
         &self,
@@ -118,7 +120,7 @@ impl Version {
         let tables = &self.levels[level];
         let i = Table::candidate_from(tables, &self.max_prefixes[level], position, key)?;
         if let Some(Some(hint)) = self.hints[level].get(i) {
-            hint.prefetch(hash);
+            hint.prefetch_into(hash, CacheLevel::L2);
         }
         tables.get(i).filter(|t| t.covers(key))
     }

@@ -29,7 +29,7 @@ pub use hash::{hash_key, hash_key_with_seed};
 pub use kind::FilterKind;
 pub use policy::{FilterPolicy, Sizing};
 
-use crate::prefetch::prefetch_lines;
+use crate::prefetch::{prefetch_lines_into, CacheLevel};
 
 /// Builds one filter block: `(add_key | add_hash)* finish`.
 ///
@@ -233,10 +233,10 @@ impl Probe {
 /// a Ribbon row reads two blocks of r × 16 bytes (4 lines at r = 8), and prefetching only
 /// the first left the others to miss one after another.
 #[inline(always)]
-fn prefetch_span(address: usize, array_len: usize, at: usize, len: usize) {
+fn prefetch_span(address: usize, array_len: usize, at: usize, len: usize, into: CacheLevel) {
     let end = at.saturating_add(len).min(array_len);
     if end > at {
-        prefetch_lines(address + at, end - at);
+        prefetch_lines_into(address + at, end - at, into);
     }
 }
 
@@ -257,11 +257,17 @@ impl FilterHint {
     /// returns at once: a caller about to probe several filters issues this for each, so
     /// that their memory misses overlap instead of following one another (blocked Bloom: its
     /// one line; standard Bloom: the first probe's; Ribbon: every line of the two blocks its
-    /// row reads). Never changes an answer.
+    /// row reads), into L1. Never changes an answer.
     #[inline(always)]
     pub(crate) fn prefetch(self, hash: u64) {
+        self.prefetch_into(hash, CacheLevel::L1);
+    }
+
+    /// `prefetch` into `into`: L2 for a batch (`multi_get`), see `CacheLevel`.
+    #[inline(always)]
+    pub(crate) fn prefetch_into(self, hash: u64, into: CacheLevel) {
         if let Some((at, len)) = self.probe.span(hash) {
-            prefetch_span(self.address, self.len, at, len);
+            prefetch_span(self.address, self.len, at, len, into);
         }
     }
 }
@@ -495,6 +501,7 @@ mod tests {
                     let before = r.may_contain_hash(h);
                     r.prefetch_prehashed(h);
                     hint.prefetch(h);
+                    hint.prefetch_into(h, CacheLevel::L2);
                     assert_eq!(r.may_contain_hash(h), before, "{kind:?} n={n} h={h:#x}");
                 }
             }
