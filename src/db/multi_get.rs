@@ -20,7 +20,7 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::read::{
-    check_filters, in_memtables, prefetch_filter, KeyPrefix, Lookup, ReadPath, Verdict,
+    ask_filters, in_memtables, prefetch_filter, FilterTally, KeyPrefix, Lookup, ReadPath, Verdict,
 };
 use super::stats::{bump, ReadCounters};
 use super::version::State;
@@ -161,10 +161,12 @@ impl ReadPath<'_> {
         }
         let c = &counters.levels[level];
         let mut reads: SmallVec<[BlockRead; 8]> = SmallVec::new();
+        let mut tally = FilterTally::default();
         for (at, p) in pending.iter_mut().enumerate() {
             let Some(t) = p.table else { continue };
-            bump(&counters.tables_probed, 1);
-            if let Verdict::Maybe { filtered } = check_filters(c, t, p.key, p.hash, &mut p.prefix) {
+            let (verdict, answer) = ask_filters(t, p.key, p.hash, &mut p.prefix);
+            tally.add(answer);
+            if let Verdict::Maybe { filtered } = verdict {
                 // A key past the table's last block is not in it: nothing to read.
                 if let Some(block) = t.block_of(p.key) {
                     reads.push(BlockRead {
@@ -176,6 +178,7 @@ impl ReadPath<'_> {
                 }
             }
         }
+        tally.flush(counters, c);
         if !reads.is_empty() {
             self.read_blocks(counters, level, pending, out, &mut reads);
             pending.retain(|p| !p.done);
