@@ -77,18 +77,58 @@ fn batch(rng: &mut Rng) -> Vec<Vec<u8>> {
     keys
 }
 
-/// Checks `multi_get` of random batches against `get` and the model; returns how many
+/// The filter counters a lookup moves: tables probed, then per level filter checks, "absent"
+/// and "maybe" answers, unfiltered probes, prefix checks and prefix "absent" answers.
+fn filter_counts(db: &Db) -> Vec<u64> {
+    let s = db.stats();
+    let mut counts = vec![s.tables_probed];
+    for l in &s.levels {
+        counts.extend([
+            l.filter_checks,
+            l.filter_useful,
+            l.filter_positive,
+            l.unfiltered_probes,
+            l.prefix_checks,
+            l.prefix_useful,
+        ]);
+    }
+    counts
+}
+
+/// Checks `multi_get` of random batches against `get` and the model, and its filter
+/// counters against theirs; returns how many
 /// answers were values, deletions-or-absent.
 fn check_batches(db: &Db, model: &Model, rng: &mut Rng, what: &str) -> (usize, usize) {
-    let (mut values, mut nones) = (0, 0);
+    let (mut values, mut nones, mut compared) = (0, 0, 0);
     for _ in 0..60 {
         let keys = batch(rng);
+        let tables = db.levels();
+        let before = filter_counts(db);
         let got = db.multi_get(&keys);
+        let batched = filter_counts(db);
+        let single: Vec<Option<Vec<u8>>> = keys.iter().map(|k| db.get(k).unwrap()).collect();
+        let after = filter_counts(db);
+        // The batch asks the same filters of the same tables as the gets, and counts alike,
+        // when a background compaction did not change the tables in between (`tables` holds
+        // the old ones, so an address is never reused for a new table).
+        let unchanged = db.levels().iter().zip(&tables).all(|(now, then)| {
+            now.len() == then.len() && now.iter().zip(then).all(|(a, b)| Arc::ptr_eq(a, b))
+        });
+        if unchanged {
+            compared += 1;
+            let diff =
+                |a: &[u64], b: &[u64]| a.iter().zip(b).map(|(x, y)| x - y).collect::<Vec<_>>();
+            assert_eq!(
+                diff(&batched, &before),
+                diff(&after, &batched),
+                "{what}: multi_get's filter counters against get's"
+            );
+        }
         assert_eq!(got.len(), keys.len(), "{what}");
-        for (k, g) in keys.iter().zip(got) {
+        for ((k, g), s) in keys.iter().zip(got).zip(single) {
             let g = g.unwrap_or_else(|e| panic!("{what}: multi_get {k:?} failed: {e}"));
             assert_eq!(g.as_ref(), model.get(k), "{what}: multi_get {k:?}");
-            assert_eq!(g, db.get(k).unwrap(), "{what}: get {k:?}");
+            assert_eq!(g, s, "{what}: get {k:?}");
             if g.is_some() {
                 values += 1;
             } else {
@@ -96,6 +136,11 @@ fn check_batches(db: &Db, model: &Model, rng: &mut Rng, what: &str) -> (usize, u
             }
         }
     }
+    // Compactions run after `fill` for a few batches at most.
+    assert!(
+        compared >= 30,
+        "{what}: only {compared} batches saw unchanged tables"
+    );
     (values, nones)
 }
 
