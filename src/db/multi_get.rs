@@ -138,7 +138,7 @@ impl ReadPath<'_> {
             let mut positions: SmallVec<[usize; CHUNK]> = SmallVec::from_elem(0, pending.len());
             version.positions_in_level(level, &prefixes, &mut positions);
             self.stage(counters, level, pending, out, |at, key, hash| {
-                version.in_level_from(level, positions[at], key, hash)
+                version.in_level_from(level, positions[at], prefixes[at], key, hash)
             });
         }
     }

@@ -12,11 +12,11 @@
 //! asked through its prefix filter for the key's prefix, when the rule gives the key one; that
 //! prefix is hashed at most once per get, and only when such a table is reached.
 
+use std::sync::atomic::AtomicU64;
+
 use smallvec::SmallVec;
 
 use super::inner::Inner;
-use std::sync::atomic::AtomicU64;
-
 use super::stats::{bump, Counters, LevelCounters, ReadCounters};
 use super::version::State;
 use crate::error::Result;

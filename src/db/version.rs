@@ -87,12 +87,8 @@ impl Version {
         key: &[u8],
         hash: u64,
     ) -> Option<&Arc<Table>> {
-        let tables = &self.levels[level];
-        let i = Table::candidate_in_level(tables, &self.max_prefixes[level], key)?;
-        if let Some(Some(hint)) = self.hints[level].get(i) {
-            hint.prefetch(hash);
-        }
-        tables.get(i).filter(|t| t.covers(key))
+        let i = Table::candidate_in_level(&self.levels[level], &self.max_prefixes[level], key)?;
+        self.found_prefetched(level, i, key, hash, CacheLevel::L1)
     }
 
     /// For each key prefix in `prefixes` (`key_prefix` of the keys), its search position on
@@ -107,22 +103,43 @@ impl Version {
         partition_points(&self.max_prefixes[level], prefixes, positions);
     }
 
-    /// `in_level_prefetched` from the key's search position (`positions_in_level`), for a
-    /// batch: the filter's lines are requested into L2 (`CacheLevel`).
+    /// `in_level_prefetched` from the key's search position (`positions_in_level`) and
+    /// `key_prefix` `p`, for a batch: the filter's lines are requested into L2 (`CacheLevel`).
     #[inline(always)]
     pub(crate) fn in_level_from(
         &self,
         level: usize,
         position: usize,
+        p: u64,
         key: &[u8],
         hash: u64,
     ) -> Option<&Arc<Table>> {
-        let tables = &self.levels[level];
-        let i = Table::candidate_from(tables, &self.max_prefixes[level], position, key)?;
+        let i = Table::candidate_from(
+            &self.levels[level],
+            &self.max_prefixes[level],
+            position,
+            p,
+            key,
+        )?;
+        self.found_prefetched(level, i, key, hash, CacheLevel::L2)
+    }
+
+    /// The searches' common end: requests the lines table `i`'s filter will read for `hash`
+    /// into `into` (from the level's hint, before the table is read), then the table if its
+    /// range holds `key`.
+    #[inline(always)]
+    fn found_prefetched(
+        &self,
+        level: usize,
+        i: usize,
+        key: &[u8],
+        hash: u64,
+        into: CacheLevel,
+    ) -> Option<&Arc<Table>> {
         if let Some(Some(hint)) = self.hints[level].get(i) {
-            hint.prefetch_into(hash, CacheLevel::L2);
+            hint.prefetch_into(hash, into);
         }
-        tables.get(i).filter(|t| t.covers(key))
+        self.levels[level].get(i).filter(|t| t.covers(key))
     }
 
     pub(crate) fn level_bytes(&self, level: usize) -> u64 {
@@ -230,8 +247,9 @@ mod tests {
             v.positions_in_level(level, &prefixes, &mut positions);
             for (key, &position) in keys.iter().zip(&positions) {
                 let plain = v.in_level(level, key.as_bytes()).map(|t| t.id());
+                let (k, p) = (key.as_bytes(), key_prefix(key.as_bytes()));
                 let batched = v
-                    .in_level_from(level, position, key.as_bytes(), hash_key(key.as_bytes()))
+                    .in_level_from(level, position, p, k, hash_key(k))
                     .map(|t| t.id());
                 assert_eq!(batched, plain, "{key} level {level}, batched");
             }

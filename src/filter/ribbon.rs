@@ -46,7 +46,8 @@
 //! Query cost: two SplitMix64 finalisers and, per result column, two 128-bit ANDs and a parity;
 //! the parities of eight columns are taken at once in one 64-bit word (`byte_parities`), since
 //! the baseline x86-64 target has no `popcnt`. An absent key is usually rejected by the first
-//! four columns, and the rest are then not computed (`test_any`). The query reads two adjacent 16·r-byte blocks.
+//! four columns, and the rest are then not computed (`test_any`). The query reads two
+//! adjacent 16·r-byte blocks.
 
 use super::hash::mix;
 

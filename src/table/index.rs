@@ -35,7 +35,8 @@
 //! Measured after the summaries (same command): `Index::search` 7.2% of the profile, plus
 //! 4.3% for the one entry (handle) line the answer needs; present gets, medians of 3
 //! interleaved rounds against the entry-array search, 220k vs 224k/s on one thread (within
-//! this machine's noise) and 418k vs 356k/s on two. The rest of a present get is the block read (`mmap_reads`).
+//! this machine's noise) and 418k vs 356k/s on two. The rest of a present get is the block
+//! read (`mmap_reads`).
 
 use std::cmp::Ordering;
 
@@ -156,7 +157,7 @@ impl Index {
         let (prefixes, handles) = (&self.prefixes[start..end], &self.handles[start..end]);
         prefetch_lines(prefixes.as_ptr() as usize, size_of_val(prefixes));
         prefetch_lines(handles.as_ptr() as usize, size_of_val(handles));
-        let i = start + self.prefixes[start..end].partition_point(|&x| x < p);
+        let i = start + prefixes.partition_point(|&x| x < p);
         if self.prefixes.get(i) != Some(&p) {
             return i;
         }

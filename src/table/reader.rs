@@ -178,18 +178,18 @@ impl Table {
         debug_assert_eq!(tables.len(), max_prefixes.len());
         let p = key_prefix(key);
         let i = max_prefixes.partition_point(|&m| m < p);
-        Table::candidate_from(tables, max_prefixes, i, key)
+        Table::candidate_from(tables, max_prefixes, i, p, key)
     }
-    /// `candidate_in_level` given `i`, the number of `max_prefixes` below the key's prefix
-    /// (from `partition_points` when many keys are searched together).
+    /// `candidate_in_level` given `i`, the number of `max_prefixes` below `p` (the key's
+    /// `key_prefix`; `i` from `partition_points` when many keys are searched together).
     #[inline]
     pub(crate) fn candidate_from(
         tables: &[Arc<Table>],
         max_prefixes: &[u64],
         mut i: usize,
+        p: u64,
         key: &[u8],
     ) -> Option<usize> {
-        let p = key_prefix(key);
         // Tables whose largest key shares the key's prefix may still end before the key.
         while i < tables.len() && max_prefixes.get(i) == Some(&p) && tables[i].ends_before(key) {
             i += 1;
