@@ -2,7 +2,8 @@
 //!
 //! `fixtures/table-v1/` was written by the table format 1 writer, `fixtures/table-v2/` by the
 //! format 2 writer (prefix filters), `fixtures/table-v3/` by the format 3 writer (per-block
-//! compression); none is ever regenerated.
+//! compression; `raw-aligned-blocked.sst` by the later one that pads uncompressed blocks to
+//! pages); none is ever regenerated.
 //! Each fixture holds the keys of `fixtures/filter-v1/keys.txt` sorted, value `v<i>` for the
 //! i-th key, every 7th key a tombstone.
 
@@ -206,6 +207,35 @@ fn table_v3_fixtures_read_compressed_and_raw_blocks() {
     assert_eq!(p.compression, Compression::None);
     // Each raw block's trailer is a type byte and a CRC.
     assert_eq!(p.raw_data_bytes + 5 * p.data_blocks, p.data_bytes);
+}
+
+/// A format 3 table written with alignment padding between its uncompressed blocks (FORMAT.md
+/// §3): read by its handles across the gaps, no block straddling a 4 KiB page it need not.
+#[test]
+fn table_v3_aligned_fixture_reads_across_its_padding() {
+    let t = check_table(&fixture_path(
+        3,
+        "raw-aligned-blocked.sst",
+        options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0))),
+    ));
+    assert_eq!(t.format_version(), 3);
+    assert!(matches!(t.filter(), FilterState::Valid(_)));
+    let (mut gaps, mut end, mut stored) = (0, 0, 0);
+    for h in t.data_block_handles() {
+        assert!(h.offset >= end, "{h:?} overlaps the block before");
+        assert_eq!(
+            h.offset / 4096,
+            (h.offset + h.size - 1) / 4096,
+            "{h:?} straddles"
+        );
+        gaps += u64::from(h.offset > end);
+        end = h.offset + h.size;
+        stored += h.size;
+    }
+    assert!(gaps > 0, "no padding in the fixture");
+    let p = t.properties();
+    assert_eq!(p.data_bytes, end, "the data area ends with the last block");
+    assert_eq!(p.raw_data_bytes + 5 * p.data_blocks, stored);
 }
 
 /// The builder writes older formats on request, and they read as such.

@@ -99,7 +99,8 @@ pub struct LevelStats {
     pub tables: u64,
     /// Bytes of table files.
     pub table_bytes: u64,
-    /// Bytes of data blocks on disk (compressed where compression shrank them).
+    /// Bytes of data blocks on disk (compressed where compression shrank them; with the
+    /// alignment padding of uncompressed tables, FORMAT.md §3).
     pub data_bytes: u64,
     /// Bytes of the same data blocks uncompressed: `raw_data_bytes / data_bytes` is the
     /// compression ratio the level got.

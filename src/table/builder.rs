@@ -1,5 +1,7 @@
 //! Writes one table file: `TableBuilder::create` → `(add)*` in strictly increasing key order →
-//! `finish`. Data blocks are cut when they reach the block size; the filter is built over
+//! `finish`. Data blocks are cut when they reach the block size (uncompressed format 3 blocks:
+//! before they would pass it, and placed so that none straddles a page boundary it need not,
+//! `page_padding`); the filter is built over
 //! every key, tombstones included (a tombstone must be found to hide older values in deeper
 //! tables, so its key has to pass the filter). Under a prefix rule a second filter holds each
 //! distinct prefix once (keys sharing a prefix are adjacent in key order, so comparing with the
@@ -33,7 +35,10 @@ impl Write for Sink {
 /// How to write a table.
 #[derive(Clone, Debug)]
 pub struct TableBuilderOptions {
-    /// Target data block size in bytes (a block is cut once it reaches this).
+    /// Target data block size in bytes. An uncompressed format 3 block is cut before an entry
+    /// would take its stored size (trailer included) past this, so that it fits the pages it
+    /// is aligned to (a lone larger entry makes a larger block); other blocks are cut once
+    /// their payload reaches it.
     pub block_size: usize,
     /// Filter to build; `None` writes a table without a filter (whole-key or prefix).
     pub filter: Option<FilterPolicy>,
@@ -68,6 +73,37 @@ impl Default for TableBuilderOptions {
             compression: Compression::None,
             format_version: TABLE_VERSION,
         }
+    }
+}
+
+/// The page size the data blocks of uncompressed tables are placed by (FORMAT.md §3): 4 KiB,
+/// the base page of Linux on x86-64 and of most systems' page caches.
+pub const PAGE: u64 = 4096;
+
+/// An entry's bytes before its key (FORMAT.md §3, data block): tag, key length, value length.
+const ENTRY_HEAD: usize = 9;
+
+/// An uncompressed format 3 block's trailer: type byte and CRC-32.
+const RAW_TRAILER: usize = 5;
+
+/// Zero bytes to pad with: at most `PAGE - 1` are written at a time.
+static ZEROS: [u8; PAGE as usize] = [0; PAGE as usize];
+
+/// Zero bytes to write at `offset` before a block of `len` bytes so that it touches no more
+/// pages than its length needs: 0 when it already does, else up to the next page boundary.
+///
+/// Why: reading a block from the page cache costs per page it touches. `pread` of 4 KiB at
+/// random offsets of a cached 68 MB table file, this machine: 1.05-1.15 µs page-aligned
+/// against 1.50-1.66 µs straddling two pages (a C loop, 300,000 reads, two runs each). With
+/// 4 KiB blocks cut to fit, the padding is the block's shortfall from 4096 bytes (~2.3% of the
+/// data area with 125-byte entries).
+pub(crate) fn page_padding(offset: u64, len: u64) -> usize {
+    let within = offset % PAGE;
+    let touched = (within + len).div_ceil(PAGE);
+    if touched > len.div_ceil(PAGE) {
+        (PAGE - within) as usize
+    } else {
+        0
     }
 }
 
@@ -166,6 +202,12 @@ impl TableBuilder {
                 "table keys must be added in strictly increasing order".into(),
             ));
         }
+        if self.aligned() && !self.block.is_empty() {
+            let entry = ENTRY_HEAD + key.len() + value.map_or(0, <[u8]>::len);
+            if self.block.len() + entry + RAW_TRAILER > self.opts.block_size {
+                self.cut_block()?;
+            }
+        }
         put_entry(&mut self.block, key, value)?;
         if self.min_key.is_none() {
             self.min_key = Some(key.to_vec());
@@ -185,10 +227,16 @@ impl TableBuilder {
         self.entries += 1;
         self.tombstones += u64::from(value.is_none());
         self.last_key = Some(key.to_vec());
-        if self.block.len() >= self.opts.block_size {
+        if !self.aligned() && self.block.len() >= self.opts.block_size {
             self.cut_block()?;
         }
         Ok(())
+    }
+
+    /// Whether data blocks are cut to fit `block_size` and placed by `page_padding`: format 3
+    /// tables without compression, whose blocks' sizes are known before they are sealed.
+    fn aligned(&self) -> bool {
+        self.opts.format_version >= 3 && self.opts.compression == Compression::None
     }
 
     /// Entries added so far.
@@ -226,6 +274,12 @@ impl TableBuilder {
         } else {
             sealed.extend_from_slice(&block);
             seal(&mut sealed, 0);
+        }
+        if self.aligned() {
+            let pad = page_padding(self.offset, sealed.len() as u64);
+            if pad > 0 {
+                self.write(&ZEROS[..pad])?;
+            }
         }
         let h = self.write(&sealed)?;
         self.sealed = sealed;
@@ -304,5 +358,120 @@ impl TableBuilder {
             .sync()
             .map_err(|e| Error::io(format!("syncing {}", self.path.display()), e))?;
         Ok(props)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{Table, TableReadStats};
+
+    #[test]
+    fn padding_moves_only_blocks_that_straddle_a_page_needlessly() {
+        for (offset, len, pad) in [
+            (0, 4096, 0),
+            (100, 4096, 3996),
+            (100, 3996, 0),
+            (4000, 200, 96),
+            (4000, 96, 0),
+            (10, 9000, 0),      // needs 3 pages and touches 3
+            (5000, 8192, 3192), // would touch 3 where 2 do
+            (8192, 1, 0),
+        ] {
+            assert_eq!(page_padding(offset, len), pad, "at {offset}, {len} bytes");
+        }
+    }
+
+    /// Entries of 16-byte keys and values of 0..600 bytes, some tombstones.
+    fn entries(n: usize) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        (0..n)
+            .map(|i| {
+                let v = (i * 7919 % 600, i % 11 == 4);
+                let key = format!("key{i:013}").into_bytes();
+                (key, (!v.1).then(|| vec![i as u8; v.0]))
+            })
+            .collect()
+    }
+
+    fn write(
+        dir: &Path,
+        name: &str,
+        opts: TableBuilderOptions,
+        entries: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) -> Table {
+        let path = dir.join(name);
+        let mut b = TableBuilder::create(&path, opts).unwrap();
+        for (k, v) in entries {
+            b.add(k, v.as_deref()).unwrap();
+        }
+        b.finish().unwrap();
+        let t = Table::open(&path, 1).unwrap();
+        let mut stats = TableReadStats::default();
+        for (k, v) in entries {
+            assert_eq!(
+                t.get(k, &mut stats, None).unwrap(),
+                Some(v.clone()),
+                "{name}"
+            );
+        }
+        t
+    }
+
+    #[test]
+    fn uncompressed_format_3_blocks_fit_their_size_and_straddle_no_page_needlessly() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = entries(3000);
+        for block_size in [1024, 4096, 8192] {
+            let opts = TableBuilderOptions {
+                block_size,
+                ..TableBuilderOptions::default()
+            };
+            let t = write(dir.path(), &format!("raw{block_size}"), opts, &want);
+            let (mut gaps, mut end) = (0, 0);
+            for h in t.data_block_handles() {
+                assert!(h.size <= block_size as u64, "{h:?} over {block_size}");
+                let pages = (h.offset % PAGE + h.size).div_ceil(PAGE);
+                assert_eq!(pages, h.size.div_ceil(PAGE), "{h:?} straddles needlessly");
+                assert!(h.offset >= end, "{h:?} overlaps the block before");
+                gaps += u64::from(h.offset > end);
+                end = h.offset + h.size;
+            }
+            assert!(gaps > 0, "block size {block_size}: no block needed padding");
+            let scanned: Vec<_> = std::sync::Arc::new(t)
+                .iter(std::ops::Bound::Unbounded)
+                .map(|e| e.map(|e| (e.key, e.value)).unwrap())
+                .collect();
+            assert_eq!(scanned, want);
+        }
+    }
+
+    #[test]
+    fn format_2_and_compressed_blocks_stay_contiguous() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = entries(3000);
+        for (name, opts) in [
+            (
+                "v2",
+                TableBuilderOptions {
+                    format_version: 2,
+                    ..TableBuilderOptions::default()
+                },
+            ),
+            (
+                "lz4",
+                TableBuilderOptions {
+                    compression: Compression::Lz4,
+                    ..TableBuilderOptions::default()
+                },
+            ),
+        ] {
+            let t = write(dir.path(), name, opts, &want);
+            let mut end = 0;
+            for h in t.data_block_handles() {
+                assert_eq!(h.offset, end, "{name}: a gap before {h:?}");
+                end += h.size;
+            }
+            assert_eq!(end, t.properties().data_bytes, "{name}");
+        }
     }
 }

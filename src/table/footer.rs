@@ -151,7 +151,8 @@ pub struct Properties {
     pub tombstones: u64,
     /// Data blocks.
     pub data_blocks: u64,
-    /// Bytes of data blocks in the file (as stored: compressed, trailers included).
+    /// Bytes of the data area (the data blocks as stored, compressed, trailers included, and
+    /// the alignment padding between uncompressed format 3 blocks: FORMAT.md §3).
     pub data_bytes: u64,
     /// Bytes of data block payloads before compression, trailers excluded (versions 1 and 2:
     /// `data_bytes` less the 4-byte CRC of each block).

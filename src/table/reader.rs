@@ -266,6 +266,12 @@ impl Table {
             .map_err(|r| Error::corruption(&self.path, format!("data block at {}: {r}", h.offset)))
     }
 
+    /// Where each data block lies in the file, in key order (for tools and tests: the
+    /// alignment of FORMAT.md §3 shows in the gaps between them).
+    pub fn data_block_handles(&self) -> impl Iterator<Item = BlockHandle> + '_ {
+        (0..self.index.len()).filter_map(|i| self.index.handle(i))
+    }
+
     /// The first block whose last key is ≥ `key` (`index.len()` if none).
     fn block_for(&self, key: &[u8]) -> usize {
         self.index.search(key)
