@@ -46,6 +46,7 @@ pub(crate) fn hold(args: &Args, phase: &str) {
     let mut done = 0u64;
     let mut secs = 0.0;
     let before = ours.false_positives();
+    let cache_before = ours.0.stats();
     let mut pass = 1;
     while Instant::now() < until {
         // Each pass draws keys of its own (as each phase and round of the full run does): with
@@ -70,12 +71,17 @@ pub(crate) fn hold(args: &Args, phase: &str) {
         done += keys.len() as u64;
     }
     let false_positives = ours.false_positives() - before;
+    let stats = ours.0.stats();
+    let hits = stats.block_cache_hits - cache_before.block_cache_hits;
+    let misses = stats.block_cache_misses - cache_before.block_cache_misses;
     println!(
         "{phase}: {:.0} gets/s on {} thread(s); filter false positives per get {:.4}; filters \
-         {:.1} MiB",
+         {:.1} MiB; block cache hits {:.1}% of {} lookups",
         done as f64 / secs,
         args.hold_threads,
         false_positives as f64 / done as f64,
-        ours.0.stats().total.filter_bytes as f64 / f64::from(1 << 20)
+        stats.total.filter_bytes as f64 / f64::from(1 << 20),
+        100.0 * hits as f64 / (hits + misses).max(1) as f64,
+        hits + misses
     );
 }

@@ -206,6 +206,9 @@ impl ReadPath<'_> {
                 None => false,
             };
             if !loaded {
+                // The block before goes first: a block read outside the cache borrows this
+                // thread's one scratch buffer, which that one may hold.
+                drop(current.take());
                 let mut stats = TableReadStats::default();
                 let block = t.data_block(r.block, &mut stats, self.cache);
                 self.count_reads(counters, c, &stats);

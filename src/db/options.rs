@@ -171,7 +171,10 @@ pub struct Options {
     /// 32 MiB is what recent RocksDB and fjall 3 give a store by default, so the three
     /// compare alike untuned; it is small next to the page cache, which still holds the files:
     /// the cache saves the system call, checksum and decode on a hit, not a disk read. Filters
-    /// and indexes are not charged to it (they live with each open table).
+    /// and indexes are not charged to it (they live with each open table). A block is cached
+    /// on its second miss within about a cache-full of misses; its first is read into a
+    /// reused buffer and not kept (`table/doorkeeper.rs`), so blocks read once do not push
+    /// out blocks read again.
     pub block_cache_bytes: u64,
     /// Read tables through memory maps (default false), as RocksDB's `allow_mmap_reads`: a
     /// get on a table stored uncompressed looks its block up in the mapped file in place —

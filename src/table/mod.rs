@@ -11,11 +11,13 @@ mod block;
 mod builder;
 mod cache;
 mod compression;
+mod doorkeeper;
 mod filter_state;
 mod footer;
 mod index;
 mod iter;
 mod reader;
+mod scratch;
 
 pub use block::{BlockHandle, Entry};
 pub(crate) use block::{TAG_DELETE, TAG_PUT};

@@ -17,13 +17,14 @@ use super::filter_state::{FilterState, PrefixCheck};
 use super::footer::Properties;
 use super::index::Index;
 use super::iter::TableIter;
+use super::scratch::Scratch;
 
 mod open;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
 use crate::prefix::PrefixExtractor;
-use open::read_at;
+use open::read_at_into;
 pub use open::{TableOpen, TableReads};
 
 /// A data block being looked at: one the block cache holds (or a copy read for it), or the
@@ -33,6 +34,8 @@ pub(crate) enum BlockRef<'t> {
     Cached(Arc<Block>),
     /// A verified payload inside the table's map.
     Mapped(&'t [u8]),
+    /// A verified payload read into this thread's scratch buffer, not cached.
+    Scratch(Scratch),
 }
 
 impl BlockRef<'_> {
@@ -40,6 +43,7 @@ impl BlockRef<'_> {
         match self {
             BlockRef::Cached(b) => b.payload(),
             BlockRef::Mapped(p) => p,
+            BlockRef::Scratch(s) => &s.0,
         }
     }
 }
@@ -251,7 +255,18 @@ impl Table {
     /// Reads, checks and returns the raw payload of one data block (decompressed in
     /// format 3).
     pub(super) fn read_block(&self, h: BlockHandle, stats: &mut TableReadStats) -> Result<Vec<u8>> {
-        let mut buf = read_at(&*self.file, &self.path, h)?;
+        self.read_block_into(h, stats, Vec::new())
+    }
+
+    /// `read_block` into `buf`'s memory (its bytes are overwritten; only bytes past its
+    /// length are zeroed first).
+    fn read_block_into(
+        &self,
+        h: BlockHandle,
+        stats: &mut TableReadStats,
+        mut buf: Vec<u8>,
+    ) -> Result<Vec<u8>> {
+        read_at_into(&*self.file, &self.path, h, &mut buf)?;
         stats.blocks += 1;
         stats.bytes += h.size;
         let opened = if self.format_version >= 3 {
@@ -321,15 +336,20 @@ impl Table {
                 return self.mapped_block(map, h, stats).map(BlockRef::Mapped);
             }
         }
-        if let Some(b) = cache.and_then(|c| c.get(self.id, h.offset)) {
-            stats.cache_hits += 1;
-            return Ok(BlockRef::Cached(b));
-        }
-        let b = Arc::new(Block::new(self.read_block(h, stats)?));
         if let Some(c) = cache {
-            c.insert(self.id, h.offset, Arc::clone(&b));
+            if let Some(b) = c.get(self.id, h.offset) {
+                stats.cache_hits += 1;
+                return Ok(BlockRef::Cached(b));
+            }
+            if c.admit(self.id, h.offset) {
+                let b = Arc::new(Block::new(self.read_block(h, stats)?));
+                c.insert(self.id, h.offset, Arc::clone(&b));
+                return Ok(BlockRef::Cached(b));
+            }
         }
-        Ok(BlockRef::Cached(b))
+        let mut scratch = Scratch::take();
+        scratch.0 = self.read_block_into(h, stats, std::mem::take(&mut scratch.0))?;
+        Ok(BlockRef::Scratch(scratch))
     }
 
     /// The verified payload of the uncompressed data block at `h`, in the table's map. The
@@ -466,6 +486,49 @@ mod tests {
                 t.get(k, &mut stats, None).unwrap(),
                 Some(Some(b"v".to_vec()))
             );
+        }
+    }
+
+    /// A block read once is not kept; read again soon after, it is cached; the third read
+    /// hits. Every read answers the same, cached or not.
+    #[test]
+    fn a_block_is_cached_on_its_second_miss() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.sst");
+        let opts = TableBuilderOptions {
+            block_size: 256,
+            ..TableBuilderOptions::default()
+        };
+        let mut b = TableBuilder::create(&path, opts).unwrap();
+        let keys: Vec<Vec<u8>> = (0..400u32)
+            .map(|i| format!("k{i:05}").into_bytes())
+            .collect();
+        for k in &keys {
+            b.add(k, Some(k)).unwrap();
+        }
+        b.finish().unwrap();
+        let t = Table::open(&path, 1).unwrap();
+        let cache = BlockCache::new(1 << 20).unwrap();
+        // One key per block: the last of each.
+        let lasts: Vec<&Vec<u8>> = keys
+            .iter()
+            .filter(|k| t.block_for(k) != t.block_for(&[k.as_slice(), b"\0"].concat()))
+            .collect();
+        assert!(lasts.len() > 20, "{} blocks", lasts.len());
+        for (round, (reads, hits)) in [(1, 0), (1, 0), (0, 1)].into_iter().enumerate() {
+            for k in &lasts {
+                let mut stats = TableReadStats::default();
+                let found = t.get(k, &mut stats, Some(&cache)).unwrap();
+                assert_eq!(found, Some(Some(k.to_vec())));
+                assert_eq!(
+                    (stats.blocks, stats.cache_hits),
+                    (reads, hits),
+                    "round {round}"
+                );
+            }
+            if round == 0 {
+                assert_eq!(cache.bytes(), 0, "blocks read once were kept");
+            }
         }
     }
 

@@ -39,12 +39,30 @@ pub struct TableOpen {
     pub filters: FilterPages,
 }
 
-pub(super) fn read_at(file: &dyn RandomAccessFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
+/// Reads the block at `h` into a new buffer.
+fn read_at(file: &dyn RandomAccessFile, path: &Path, h: BlockHandle) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    read_at_into(file, path, h, &mut buf)?;
+    Ok(buf)
+}
+
+/// `read_at` into `buf`, whose length becomes `h.size`.
+pub(super) fn read_at_into(
+    file: &dyn RandomAccessFile,
+    path: &Path,
+    h: BlockHandle,
+    buf: &mut Vec<u8>,
+) -> Result<()> {
     let len = usize::try_from(h.size)
         .map_err(|_| Error::corruption(path, "block size overflows usize"))?;
-    let mut buf = vec![0u8; len];
-    read_into(file, path, h, &mut buf)?;
-    Ok(buf)
+    // Only bytes past the buffer's length are zeroed: a reused buffer keeps its old bytes,
+    // which the read overwrites.
+    if buf.len() >= len {
+        buf.truncate(len);
+    } else {
+        buf.resize(len, 0);
+    }
+    read_into(file, path, h, buf)
 }
 
 /// Reads the block at `h` into `buf` (of `h.size` bytes).
