@@ -103,6 +103,11 @@ struct Args {
     /// Fully compact before the held phase.
     #[arg(long)]
     hold_compacted: bool,
+    /// Held phase: present keys drawn skewed, key number ⌊keys × u^S⌋ for u uniform in [0, 1)
+    /// (1, the default: uniform; 4: a tenth of the keys get 56% of the gets). Key numbers are
+    /// hashed into keys, so the hot keys lie in blocks spread over every table.
+    #[arg(long, default_value_t = 1.0)]
+    hold_skew: f64,
     /// Every engine at its own defaults instead of configured alike: ours
     /// `Options::default()`, fjall's defaults, RocksDB's defaults with a 10 bits/key Bloom
     /// filter (it has none by default). `--memtable-mib`, `--block-cache-mib` and

@@ -42,6 +42,12 @@ pub(crate) fn phase_keys(args: &Args, absent_pct: u64, seed: u64) -> Vec<([u8; 1
             let r = mix(i.wrapping_add(seed << 32));
             if r % 100 < absent_pct {
                 (key(ABSENT + (r >> 8) % (1 << 30)), false)
+            } else if args.hold.is_some() && args.hold_skew != 1.0 {
+                let u = (r >> 11) as f64 / (1u64 << 53) as f64;
+                (
+                    key((u.powf(args.hold_skew) * args.keys as f64) as u64),
+                    true,
+                )
             } else {
                 (key((r >> 8) % args.keys), true)
             }
