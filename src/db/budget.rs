@@ -259,8 +259,9 @@ pub(crate) fn plan(
         }
     } else if let Some(raw) = raw_bytes.checked_div(all.keys) {
         // A memtable counts each entry's key and value plus a fixed overhead; in a block's raw
-        // payload an entry is key, value and 9 bytes.
-        let per_entry = raw.saturating_sub(9) + super::memtable::ENTRY_OVERHEAD as u64;
+        // payload an entry is key, value and `ENTRY_HEAD` bytes.
+        let per_entry = raw.saturating_sub(crate::table::ENTRY_HEAD as u64)
+            + super::memtable::ENTRY_OVERHEAD as u64;
         let keys = outlook.memtable_bytes / per_entry.max(1);
         let prefixes = (keys as f64 * all.prefixes as f64 / all.keys as f64) as u64;
         Counts { keys, prefixes }

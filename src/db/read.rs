@@ -257,24 +257,26 @@ pub(super) enum FilterAnswer {
 }
 
 impl FilterAnswer {
+    /// The counters of `c` one such answer moves: the check (or unfiltered probe), and the
+    /// outcome where one is counted. The one mapping `count` and `FilterTally::flush` share.
+    #[inline(always)]
+    fn counters(self, c: &LevelCounters) -> (&AtomicU64, Option<&AtomicU64>) {
+        match self {
+            FilterAnswer::WholeAbsent => (&c.filter_checks, Some(&c.filter_useful)),
+            FilterAnswer::WholeMaybe => (&c.filter_checks, Some(&c.filter_positive)),
+            FilterAnswer::PrefixAbsent => (&c.prefix_checks, Some(&c.prefix_useful)),
+            FilterAnswer::PrefixMaybe => (&c.prefix_checks, None),
+            FilterAnswer::Unfiltered => (&c.unfiltered_probes, None),
+        }
+    }
+
     /// Adds this answer to `c`.
     #[inline(always)]
     fn count(self, c: &LevelCounters) {
-        match self {
-            FilterAnswer::WholeAbsent => {
-                bump(&c.filter_checks, 1);
-                bump(&c.filter_useful, 1);
-            }
-            FilterAnswer::WholeMaybe => {
-                bump(&c.filter_checks, 1);
-                bump(&c.filter_positive, 1);
-            }
-            FilterAnswer::PrefixAbsent => {
-                bump(&c.prefix_checks, 1);
-                bump(&c.prefix_useful, 1);
-            }
-            FilterAnswer::PrefixMaybe => bump(&c.prefix_checks, 1),
-            FilterAnswer::Unfiltered => bump(&c.unfiltered_probes, 1),
+        let (check, outcome) = self.counters(c);
+        bump(check, 1);
+        if let Some(outcome) = outcome {
+            bump(outcome, 1);
         }
     }
 }
@@ -318,12 +320,19 @@ impl FilterTally {
             }
         };
         add(&counters.tables_probed, self.probed);
-        add(&c.filter_checks, self.whole_absent + self.whole_maybe);
-        add(&c.filter_useful, self.whole_absent);
-        add(&c.filter_positive, self.whole_maybe);
-        add(&c.prefix_checks, self.prefix_absent + self.prefix_maybe);
-        add(&c.prefix_useful, self.prefix_absent);
-        add(&c.unfiltered_probes, self.unfiltered);
+        for (answer, n) in [
+            (FilterAnswer::WholeAbsent, self.whole_absent),
+            (FilterAnswer::WholeMaybe, self.whole_maybe),
+            (FilterAnswer::PrefixAbsent, self.prefix_absent),
+            (FilterAnswer::PrefixMaybe, self.prefix_maybe),
+            (FilterAnswer::Unfiltered, self.unfiltered),
+        ] {
+            let (check, outcome) = answer.counters(c);
+            add(check, n);
+            if let Some(outcome) = outcome {
+                add(outcome, n);
+            }
+        }
     }
 }
 

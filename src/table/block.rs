@@ -24,6 +24,9 @@ pub struct Entry {
     pub value: Option<Vec<u8>>,
 }
 
+/// An entry's bytes before its key (FORMAT.md §3, data block): tag, key length, value length.
+pub(crate) const ENTRY_HEAD: usize = 9;
+
 pub(crate) const TAG_PUT: u8 = 1;
 pub(crate) const TAG_DELETE: u8 = 2;
 

@@ -10,7 +10,7 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::block::{put_entry, seal, BlockHandle};
+use super::block::{put_entry, seal, BlockHandle, ENTRY_HEAD};
 use super::compression::{BlockCompressor, Compression};
 use super::footer::{Footer, Properties, TABLE_VERSION};
 use crate::coding::put_len_prefixed;
@@ -79,9 +79,6 @@ impl Default for TableBuilderOptions {
 /// The page size the data blocks of uncompressed tables are placed by (FORMAT.md §3): 4 KiB,
 /// the base page of Linux on x86-64 and of most systems' page caches.
 pub const PAGE: u64 = 4096;
-
-/// An entry's bytes before its key (FORMAT.md §3, data block): tag, key length, value length.
-const ENTRY_HEAD: usize = 9;
 
 /// An uncompressed format 3 block's trailer: type byte and CRC-32.
 const RAW_TRAILER: usize = 5;

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use super::block::{next_entry, Cursor, TAG_DELETE, TAG_PUT};
+use super::block::{next_entry, Cursor, ENTRY_HEAD, TAG_DELETE, TAG_PUT};
 use super::doorkeeper::Doorkeeper;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::prefetch::{prefetch_address, prefetch_lines};
@@ -118,12 +118,15 @@ pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'
     while pos < payload.len() {
         prefetch_address(base + pos + SCAN_AHEAD);
         // An entry's fixed part (FORMAT.md §3.2): tag, key length, value length.
-        let Some(head) = payload.get(pos..).and_then(|r| r.first_chunk::<9>()) else {
+        let Some(head) = payload
+            .get(pos..)
+            .and_then(|r| r.first_chunk::<ENTRY_HEAD>())
+        else {
             return find_checked(payload, key);
         };
         let key_len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
         let value_len = u32::from_le_bytes([head[5], head[6], head[7], head[8]]) as usize;
-        let key_start = pos + 9;
+        let key_start = pos + ENTRY_HEAD;
         let Some((key_end, value_end)) = key_start
             .checked_add(key_len)
             .and_then(|key_end| Some((key_end, key_end.checked_add(value_len)?)))

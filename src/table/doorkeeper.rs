@@ -75,12 +75,10 @@ impl Doorkeeper {
     }
 }
 
-/// A well-mixed 64-bit hash of a block key (splitmix64's finaliser over both halves).
+/// A well-mixed 64-bit hash of a block key (the filters' splitmix64 finaliser over both
+/// halves).
 fn mix(table: u64, offset: u64) -> u64 {
-    let mut x = table.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ offset;
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
+    crate::filter::hash::mix(table.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ offset)
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ mod reader;
 mod scratch;
 
 pub use block::{BlockHandle, Entry};
-pub(crate) use block::{TAG_DELETE, TAG_PUT};
+pub(crate) use block::{ENTRY_HEAD, TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use cache::BlockCache;
 pub use compression::Compression;
