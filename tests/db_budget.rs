@@ -267,3 +267,55 @@ fn budget_plans_prefix_filters_as_runs_of_their_own() {
         }
     }
 }
+
+/// Reopened with a budget smaller than what its filters already hold, the store reports the
+/// bits per key new tables get, never 0 bits/key and a false-positive rate of 1 per run (the
+/// report had shown that while new tables were given the plan's floor), and the next
+/// flushed table gets about what the report said.
+#[test]
+fn a_budget_smaller_than_the_filters_held_reports_what_new_tables_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = |bits: f64| Options {
+        l0_compaction_trigger: 8, // the flushes below stay in level 0, one table each
+        memtable_size: 1 << 20,
+        ..options(FilterBudget::bits_per_key(bits))
+    };
+    let mut next = 0u64;
+    let mut write = |db: &Db, n: u64| {
+        for _ in 0..n {
+            db.put(key(next), format!("value-{next:08}-padding-padding"))
+                .unwrap();
+            next += 1;
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+    };
+    {
+        let db = Db::open(dir.path(), opts(10.0)).unwrap();
+        for _ in 0..3 {
+            write(&db, 1_000);
+        }
+    }
+    let db = Db::open(dir.path(), opts(4.0)).unwrap();
+    let alloc = db.stats().filter_budget.expect("budget in stats");
+    assert!(
+        alloc.filter_bytes * 8 > 4 * 3_000,
+        "the filters held exceed the new budget: {alloc:#?}"
+    );
+    let l0 = &alloc.levels[0];
+    assert_eq!(l0.runs, 3, "{alloc:#?}");
+    assert!(l0.bits_per_key >= 1.0, "{alloc:#?}");
+    assert!(l0.expected_fpr / (l0.runs as f64) < 0.5, "{alloc:#?}");
+    let reported = l0.bits_per_key;
+    write(&db, 1_000);
+    let newest = db.levels()[0]
+        .iter()
+        .max_by_key(|t| t.id())
+        .cloned()
+        .expect("a level-0 table");
+    let given = newest.filter_bytes() as f64 * 8.0 / newest.properties().entries as f64;
+    assert!(
+        (given - reported).abs() < 1.0,
+        "reported {reported} bits/key for new level-0 tables, the next one got {given}"
+    );
+}

@@ -95,10 +95,12 @@ pub struct LevelAllocation {
     pub keys: u64,
     /// Filter kind new tables here get.
     pub kind: Option<FilterKind>,
-    /// Bits per key allocated (level 0: key-weighted mean over its runs; with no table there,
-    /// what the next flush's table would get).
+    /// Bits per key a new table here gets: the run's share of the budget after what older
+    /// tables hold over it, or the floor below the share before that, whichever is more
+    /// (`db::budget`). Level 0: the key-weighted mean over its runs; with no table there, what
+    /// the next flush's table would get.
     pub bits_per_key: f64,
-    /// Sum over the level's runs of the model's false-positive rate at the allocation.
+    /// Sum over the level's runs of the model's false-positive rate at `bits_per_key`.
     pub expected_fpr: f64,
     /// Bytes of the filters the level's tables hold now.
     pub filter_bytes: u64,

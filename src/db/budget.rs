@@ -383,6 +383,26 @@ pub(crate) fn plan(
         reserve = hi;
         bits = allocate_with(hi).0;
     }
+    // A new table gets its run's share (`bits`), but never more than `FLOOR_BITS` below the
+    // share before settling older tables' surplus (`unreserved`). A run's rate is the mean of its tables' rates, and a rate is
+    // exponential in bits: a table starved to pay back another's surplus costs far more
+    // than the surplus saves. Measured at 10^8 keys with a floor of half the share: the
+    // largest level held 8.85 bits/key of Ribbon, which would give ~0.003 spread evenly,
+    // at a rate of 0.023 (README, the scale series); with this floor, 9.21 bits/key at
+    // 0.0041, and 0.0054 false positives per absent get in all (was 0.016–0.026), in the
+    // same memory. And filter_budget's 10^7-key run had
+    // two level-2 tables written with no filter at all. The floor can put the total over
+    // the budget by up to `FLOOR_BITS` per key of the tables written while older ones
+    // hold a surplus, until compaction rewrites the surplus away.
+    // (Half the share bounds it where the share is under two bits.)
+    // The report shows the same: what a new table in each run gets. (It showed `bits`, which
+    // reads 0 bits/key and a rate of 1 per run whenever the filters held exceed the budget,
+    // e.g. after reopening with a smaller one, while new tables were given the floor.)
+    let given: Vec<f64> = bits
+        .iter()
+        .zip(&unreserved)
+        .map(|(&b, &u)| b.max((u - FLOOR_BITS).max(0.5 * u)))
+        .collect();
     let mut levels: Vec<LevelAllocation> = Vec::new();
     let top = deepest.unwrap_or(0).max(new_level.unwrap_or(0));
     for (level, counts) in level_counts.iter().enumerate().take(top + 1) {
@@ -393,10 +413,10 @@ pub(crate) fn plan(
                 .filter(|&i| level > 0 || runs[i].l0 < real_l0 || real_l0 == 0)
                 .collect();
             let keys: u64 = mine.iter().map(|&i| runs[i].keys).sum();
-            let weighted: f64 = mine.iter().map(|&i| bits[i] * runs[i].keys as f64).sum();
+            let weighted: f64 = mine.iter().map(|&i| given[i] * runs[i].keys as f64).sum();
             let fpr = mine
                 .iter()
-                .fold(0.0, |sum, &i| sum + budget::fpr_at(runs[i].kind, bits[i]));
+                .fold(0.0, |sum, &i| sum + budget::fpr_at(runs[i].kind, given[i]));
             (
                 keys,
                 if keys == 0 {
@@ -448,20 +468,7 @@ pub(crate) fn plan(
             0
         };
         let i = run_of(level, l0, prefix)?;
-        // Never more than `FLOOR_BITS` below what the plan gives the run before settling older
-        // tables' surplus. A run's rate is the mean of its tables' rates, and a rate is
-        // exponential in bits: a table starved to pay back another's surplus costs far more
-        // than the surplus saves. Measured at 10^8 keys with a floor of half the share: the
-        // largest level held 8.85 bits/key of Ribbon, which would give ~0.003 spread evenly,
-        // at a rate of 0.023 (README, the scale series); with this floor, 9.21 bits/key at
-        // 0.0041, and 0.0054 false positives per absent get in all (was 0.016–0.026), in the
-        // same memory. And filter_budget's 10^7-key run had
-        // two level-2 tables written with no filter at all. The floor can put the total over
-        // the budget by up to `FLOOR_BITS` per key of the tables written while older ones
-        // hold a surplus, until compaction rewrites the surplus away.
-        // (Half the share bounds it where the share is under two bits.)
-        let floor = (unreserved[i] - FLOOR_BITS).max(0.5 * unreserved[i]);
-        Some((runs[i].kind, bits[i].max(floor)))
+        Some((runs[i].kind, given[i]))
     };
     Plan {
         allocation: Allocation {
