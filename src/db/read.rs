@@ -136,7 +136,10 @@ impl ReadPath<'_> {
                 candidates.push((level, t));
             }
         }
-        for (level, t) in candidates {
+        // By reference: iterating the list by value moved all of it (368 bytes) into the
+        // iterator first, a `memcpy` that was 1.9% of an absent get (`perf annotate`,
+        // `db_bench --hold absent`).
+        for &(level, t) in &candidates {
             match self.probe(counters, level, t, key, hash, &mut prefix)? {
                 Lookup::Value(v) => return Ok(Some(v)),
                 Lookup::Tombstone => return Ok(None),

@@ -91,21 +91,28 @@ pub fn grow(slots: u64) -> u64 {
 /// coefficient (bit 0 set), result (all 32 bits; the filter uses the low r).
 #[inline]
 fn row(h: u64, slots: u64) -> (u64, u128, u32) {
-    let starts = slots - WIDTH + 1;
-    let start = ((u128::from(h) * u128::from(starts)) >> 64) as u64;
+    let start = start(h, slots);
     let lo = mix(h);
     let hi = mix(h ^ GOLDEN);
     let coeff = (u128::from(hi) << 64) | u128::from(lo) | 1;
     (start, coeff, h as u32)
 }
 
+/// The row's start slot alone (`row`'s first part), for `row_span`: a prefetch needs no
+/// coefficient. Always inlined: as a call `row` computed both finalisers for nothing.
+#[inline(always)]
+fn start(h: u64, slots: u64) -> u64 {
+    let starts = slots - WIDTH + 1;
+    ((u128::from(h) * u128::from(starts)) >> 64) as u64
+}
+
 /// The bytes `test(array, slots, r, h)` reads: the offset of its first block and the length
 /// of the two blocks (the second is not read when the row starts on a block boundary).
 #[inline]
 pub(crate) fn row_span(slots: u64, r: u32, h: u64) -> (usize, usize) {
-    let (s, _, _) = row(h, slots);
+    let s = start(h, slots);
     let width = r as usize * WORD_BYTES;
-    let blocks = if s % WIDTH == 0 { 1 } else { 2 };
+    let blocks = if s.is_multiple_of(WIDTH) { 1 } else { 2 };
     ((s / WIDTH) as usize * width, blocks * width)
 }
 
