@@ -384,17 +384,17 @@ pub(crate) fn plan(
         bits = allocate_with(hi).0;
     }
     // A new table gets its run's share (`bits`), but never more than `FLOOR_BITS` below the
-    // share before settling older tables' surplus (`unreserved`). A run's rate is the mean of its tables' rates, and a rate is
-    // exponential in bits: a table starved to pay back another's surplus costs far more
-    // than the surplus saves. Measured at 10^8 keys with a floor of half the share: the
-    // largest level held 8.85 bits/key of Ribbon, which would give ~0.003 spread evenly,
-    // at a rate of 0.023 (README, the scale series); with this floor, 9.21 bits/key at
-    // 0.0041, and 0.0054 false positives per absent get in all (was 0.016–0.026), in the
-    // same memory. And filter_budget's 10^7-key run had
-    // two level-2 tables written with no filter at all. The floor can put the total over
-    // the budget by up to `FLOOR_BITS` per key of the tables written while older ones
-    // hold a surplus, until compaction rewrites the surplus away.
-    // (Half the share bounds it where the share is under two bits.)
+    // share before settling older tables' surplus (`unreserved`); half the share bounds it
+    // where the share is under two bits. A run's rate is the mean of its tables' rates, and
+    // a rate is exponential in bits: a table starved to pay back another's surplus costs far
+    // more than the surplus saves. Measured at 10^8 keys with a floor of half the share: the
+    // largest level held 8.85 bits/key of Ribbon, which would give ~0.003 spread evenly, at a
+    // rate of 0.023 (README, the scale series); with this floor, 9.21 bits/key at 0.0041, and
+    // 0.0054 false positives per absent get in all (was 0.016–0.026), in the same memory. And
+    // filter_budget's 10^7-key run had two level-2 tables written with no filter at all. The
+    // floor can put the total over the budget by up to `FLOOR_BITS` per key of the tables
+    // written while older ones hold a surplus, until compaction rewrites the surplus away.
+    //
     // The report shows the same: what a new table in each run gets. (It showed `bits`, which
     // reads 0 bits/key and a rate of 1 per run whenever the filters held exceed the budget,
     // e.g. after reopening with a smaller one, while new tables were given the floor.)
