@@ -266,8 +266,14 @@ fn test_r<const R: u32>(array: &[u8], slots: u64, h: u64) -> bool {
     test_any(array, slots, R, h)
 }
 
+/// What a query of key hash `h` reads and compares, shared by `test_any` and the AVX-512
+/// query: the row's two blocks (`array`'s words for slots 128·b.. and 128·(b + 1)..), its
+/// coefficient shifted into each, and its result bits; `None` if the first block is past
+/// the array (never for a decoded block).
+type Query<'a> = (&'a [u8], &'a [u8], u128, u128, u32);
+
 #[inline(always)]
-fn test_any(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
+fn query(array: &[u8], slots: u64, r: u32, h: u64) -> Option<Query<'_>> {
     let (s, c, x) = row(h, slots);
     let width = r as usize * WORD_BYTES;
     let (b, o) = ((s / WIDTH) as usize, (s % WIDTH) as u32);
@@ -275,12 +281,18 @@ fn test_any(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
     // b + 1 (which then exists, since s ≤ slots - 128). With o = 0 the second mask is empty.
     let c_lo = c << o;
     let c_hi = (c >> 1) >> (127 - o) & if o == 0 { 0 } else { u128::MAX };
-    let Some(lo_block) = array.get(b * width..(b + 1) * width) else {
-        return true; // unreachable for a decoded block; "maybe" is always a safe answer
-    };
+    let lo_block = array.get(b * width..(b + 1) * width)?;
     let hi_block = array
         .get((b + 1) * width..(b + 2) * width)
         .unwrap_or(lo_block);
+    Some((lo_block, hi_block, c_lo, c_hi, x))
+}
+
+#[inline(always)]
+fn test_any(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
+    let Some((lo_block, hi_block, c_lo, c_hi, x)) = query(array, slots, r, h) else {
+        return true; // unreachable for a decoded block; "maybe" is always a safe answer
+    };
     // Words by index, not `chunks_exact(..).zip(..)`: that pair was an out-of-line `Zip::new`
     // with two hardware divisions (its lengths), 5.7% of an absent get at the defaults (2×10^6
     // keys, `perf record --call-graph dwarf` on `db_bench --defaults --hold absent`).

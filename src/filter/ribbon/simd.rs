@@ -24,7 +24,7 @@ use std::arch::x86_64::{
 };
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::{low_bits, row, FIRST, WIDTH, WORD_BYTES};
+use super::{low_bits, query, FIRST, WORD_BYTES};
 
 /// 0: not checked yet, 1: no, 2: yes.
 static AVAILABLE: AtomicU8 = AtomicU8::new(0);
@@ -58,18 +58,10 @@ pub(super) fn test(array: &[u8], slots: u64, r: u32, h: u64) -> Option<bool> {
 /// `array` holds `slots / 128` blocks of r 16-byte words, as for `test`.
 #[target_feature(enable = "avx512f,avx512vpopcntdq")]
 fn test_avx512(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
-    let (s, c, x) = row(h, slots);
-    let r = r as usize;
-    let width = r * WORD_BYTES;
-    let (b, o) = ((s / WIDTH) as usize, (s % WIDTH) as u32);
-    let c_lo = c << o;
-    let c_hi = (c >> 1) >> (127 - o) & if o == 0 { 0 } else { u128::MAX };
-    let Some(lo_block) = array.get(b * width..(b + 1) * width) else {
+    let Some((lo_block, hi_block, c_lo, c_hi, x)) = query(array, slots, r, h) else {
         return true; // unreachable for a decoded block; "maybe" is always a safe answer
     };
-    let hi_block = array
-        .get((b + 1) * width..(b + 2) * width)
-        .unwrap_or(lo_block);
+    let r = r as usize;
     let lane = |v: u128| _mm512_broadcast_i32x4(_mm_set_epi64x((v >> 64) as i64, v as i64));
     let (c_lo, c_hi) = (lane(c_lo), lane(c_hi));
     let one = _mm512_set1_epi64(1);
