@@ -95,3 +95,41 @@ fn test_avx512(array: &[u8], slots: u64, r: u32, h: u64) -> bool {
     }
     true
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{build_grown, hashes};
+    use super::super::{row_span, test_portable};
+    use super::*;
+
+    /// The AVX-512 query (where this CPU has it) answers as the portable one for every width,
+    /// rows starting on a block boundary or not, added keys and others; both pass every added
+    /// key.
+    #[test]
+    fn simd_query_answers_as_the_portable_one() {
+        if !available() {
+            eprintln!("this CPU has no AVX-512F + VPOPCNTDQ: only the portable query is run");
+        }
+        for r in [1, 2, 3, 4, 5, 7, 8, 9, 11, 12, 13, 16, 20, 30] {
+            let added = hashes(3_000, u64::from(r));
+            let (array, slots, _) = build_grown(&added, r);
+            let (mut maybe, mut aligned) = (0, 0);
+            let others = hashes(40_000, 1_000 + u64::from(r));
+            for (i, &h) in added.iter().chain(&others).enumerate() {
+                let portable = test_portable(&array, slots, r, h);
+                if i < added.len() {
+                    assert!(portable, "r = {r}: added key {i} rejected");
+                }
+                if let Some(fast) = test(&array, slots, r, h) {
+                    assert_eq!(fast, portable, "r = {r}, hash {h:#x}");
+                }
+                maybe += usize::from(portable);
+                aligned += usize::from(row_span(slots, r, h).1 == r as usize * WORD_BYTES);
+            }
+            // "Absent" answers occur too, and rows that start on a block boundary were among
+            // the rows asked about.
+            assert!(maybe < added.len() + others.len() / 2, "r = {r}");
+            assert!(aligned > 0, "r = {r}: no row started on a block boundary");
+        }
+    }
+}
