@@ -99,7 +99,8 @@ fn row(h: u64, slots: u64) -> (u64, u128, u32) {
 }
 
 /// The row's start slot alone (`row`'s first part), for `row_span`: a prefetch needs no
-/// coefficient. Always inlined: as a call `row` computed both finalisers for nothing.
+/// coefficient, and so computes none whether or not the compiler inlines `row` (it calls it
+/// out of line from `Inner::get`'s copies of the portable query).
 #[inline(always)]
 fn start(h: u64, slots: u64) -> u64 {
     let starts = slots - WIDTH + 1;
