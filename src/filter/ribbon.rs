@@ -267,12 +267,14 @@ fn test_r<const R: u32>(array: &[u8], slots: u64, h: u64) -> bool {
     test_any(array, slots, R, h)
 }
 
-/// What a query of key hash `h` reads and compares, shared by `test_any` and the AVX-512
-/// query: the row's two blocks (`array`'s words for slots 128·b.. and 128·(b + 1)..), its
-/// coefficient shifted into each, and its result bits; `None` if the first block is past
-/// the array (never for a decoded block).
+/// What a query reads and compares: the row's two blocks, its coefficient shifted into each
+/// and its result bits (see `query`).
 type Query<'a> = (&'a [u8], &'a [u8], u128, u128, u32);
 
+/// The query of key hash `h`, shared by `test_any` and the AVX-512 query: the row's two
+/// blocks (`array`'s words for slots 128·b.., and 128·(b + 1).. or the first again when the
+/// row starts on a block boundary), its coefficient shifted into each and its result bits;
+/// `None` if the first block is past the array (never for a decoded block).
 #[inline(always)]
 fn query(array: &[u8], slots: u64, r: u32, h: u64) -> Option<Query<'_>> {
     let (s, c, x) = row(h, slots);

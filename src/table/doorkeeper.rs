@@ -22,7 +22,8 @@
 //! blocks, a 4 MiB record) clearing it at once took 106–150 µs (timed alone, 5 times) in the
 //! get that ended the window; a step of 32 words takes ~0.1 µs, and the record is clear again
 //! after 1/128 of a window of misses. Until then its stale bits let a few blocks in one miss
-//! early.
+//! early, and a block recorded in the new window before the step reaches its word is
+//! forgotten and needs one miss more.
 //!
 //! Threads share the record without locks: bits are set with relaxed `fetch_or`, and the
 //! count that ends a window is kept for one recorded block in eight (so two threads rarely
