@@ -268,10 +268,10 @@ fn budget_plans_prefix_filters_as_runs_of_their_own() {
     }
 }
 
-/// Reopened with a budget smaller than what its filters already hold, the store reports the
-/// bits per key new tables get, never 0 bits/key and a false-positive rate of 1 per run (the
-/// report had shown that while new tables were given the plan's floor), and the next
-/// flushed table gets about what the report said.
+/// Reopened with a budget smaller than what its filters already hold, the store reports its
+/// runs' shares, never 0 bits/key and a false-positive rate of 1 per run (the report had
+/// shown that while new tables were given the plan's floor), and the next flushed table gets
+/// about what the report said.
 #[test]
 fn a_budget_smaller_than_the_filters_held_reports_what_new_tables_get() {
     let dir = tempfile::tempdir().unwrap();
@@ -318,4 +318,61 @@ fn a_budget_smaller_than_the_filters_held_reports_what_new_tables_get() {
         (given - reported).abs() < 1.0,
         "reported {reported} bits/key for new level-0 tables, the next one got {given}"
     );
+}
+
+/// Reopened with a budget larger than what its filters hold, while level 0 holds as many
+/// tables as the plan counts (`l0_compaction_trigger − 1`, so no planned-for run is left),
+/// the store reports each run's share of the budget. The report had balanced the shortfall
+/// against new tables that this plan does not have: its search ran to the end of its range
+/// and every level read the most the plan gives, 32 bits/key (level 2 at a rate of 0.00000
+/// in the scale series).
+#[test]
+fn a_budget_larger_than_the_filters_held_reports_the_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = |bits: f64| Options {
+        l0_compaction_trigger: 4,
+        memtable_size: 1 << 20,
+        level1_max_bytes: 64 << 20, // the first four flushes' keys stay in level 1
+        ..options(FilterBudget::bits_per_key(bits))
+    };
+    let mut next = 0u64;
+    let mut write = |db: &Db, n: u64| {
+        for _ in 0..n {
+            db.put(key(next), format!("value-{next:08}-padding-padding"))
+                .unwrap();
+            next += 1;
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+    };
+    {
+        let db = Db::open(dir.path(), opts(4.0)).unwrap();
+        for _ in 0..7 {
+            write(&db, 1_000); // four into level 1, then three that stay in level 0
+        }
+    }
+    // 12, not the default 10: a budget left at its default is filled in from the record.
+    let db = Db::open(dir.path(), opts(12.0)).unwrap();
+    let alloc = db.stats().filter_budget.expect("budget in stats");
+    let counts: Vec<usize> = db.levels().iter().map(Vec::len).collect();
+    assert_eq!(counts[0], 3, "{counts:?}");
+    assert!(counts[1] > 0, "{counts:?}");
+    assert!(
+        alloc.filter_bytes < alloc.budget_bytes,
+        "the filters held are under the new budget: {alloc:#?}"
+    );
+    assert!(
+        alloc.reserved_bytes < 0
+            && alloc.reserved_bytes.unsigned_abs() <= alloc.budget_bytes - alloc.filter_bytes,
+        "reserved = what the tables hold short of their shares: {alloc:#?}"
+    );
+    let (l0, l1) = (&alloc.levels[0], &alloc.levels[1]);
+    // The shares of a 12 bits/key average: Monkey gives the young level-0 runs more than
+    // level 1, and no run twice the average here.
+    assert!(
+        l1.bits_per_key > 4.0 && l1.bits_per_key < l0.bits_per_key,
+        "{alloc:#?}"
+    );
+    assert!(l0.bits_per_key < 24.0, "{alloc:#?}");
+    assert!(l1.expected_fpr > 1e-4, "{alloc:#?}");
 }

@@ -95,10 +95,11 @@ pub struct LevelAllocation {
     pub keys: u64,
     /// Filter kind new tables here get.
     pub kind: Option<FilterKind>,
-    /// Bits per key a new table here gets: the run's share of the budget after what older
-    /// tables hold over it, or the floor below the share before that, whichever is more
-    /// (`db::budget`). Level 0: the key-weighted mean over its runs; with no table there, what
-    /// the next flush's table would get.
+    /// Bits per key of the level's share of the budget for the current shape (Monkey's
+    /// allocation, `db::budget`): what a new table here is built at, less what older tables
+    /// hold over their shares (never more than one bit per key less) or plus what they hold
+    /// short of them (`reserved_bytes`). Level 0: the key-weighted mean over its runs; with no
+    /// table there, the next flush's table's share.
     pub bits_per_key: f64,
     /// Sum over the level's runs of the model's false-positive rate at `bits_per_key`.
     pub expected_fpr: f64,
@@ -121,8 +122,8 @@ pub struct Allocation {
     pub budget_bytes: u64,
     /// Filter bytes all live tables hold now.
     pub filter_bytes: u64,
-    /// Bytes older tables hold beyond (negative: short of) what their runs are allocated now,
-    /// taken off (added to) the budget for new tables.
+    /// Bytes the tables hold beyond (negative: short of) their runs' shares, taken off (added
+    /// to) the budget for new tables.
     pub reserved_bytes: i64,
     /// Per level, from 0 to the deepest with keys.
     pub levels: Vec<LevelAllocation>,

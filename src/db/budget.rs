@@ -365,10 +365,16 @@ pub(crate) fn plan(
     // tables plus the new ones hold exactly what the plan spends. A negative reserve hands
     // the new tables what older, smaller filters left unspent. (Iterating `reserve = excess`
     // converged too slowly when one big level held the surplus.)
+    //
+    // With no new table (`Change::None`, the report) nothing settles the surplus: the shares
+    // stand, and the reserve shown is the surplus itself. (Bisecting there has no root when
+    // every run is held, as with level 0 at `outlook.runs` tables: `excess - reserve` is then
+    // the same for every reserve, and a shortfall sent the search to the end of its range,
+    // so every level read `MAX_BITS_PER_KEY_PLANNED`.)
     let (mut bits, excess) = allocate_with(0.0);
     let unreserved = bits.clone();
-    let mut reserve = 0.0;
-    if excess.abs() > 8.0 {
+    let mut reserve = if new_level.is_none() { excess } else { 0.0 };
+    if new_level.is_some() && excess.abs() > 8.0 {
         let run_keys: u64 = runs.iter().map(|r| r.keys).sum();
         let most = MAX_BITS_PER_KEY_PLANNED * run_keys as f64 + spend.abs();
         let (mut lo, mut hi) = (-most, spend.max(0.0));
@@ -395,9 +401,10 @@ pub(crate) fn plan(
     // floor can put the total over the budget by up to `FLOOR_BITS` per key of the tables
     // written while older ones hold a surplus, until compaction rewrites the surplus away.
     //
-    // The report shows the same: what a new table in each run gets. (It showed `bits`, which
-    // reads 0 bits/key and a rate of 1 per run whenever the filters held exceed the budget,
-    // e.g. after reopening with a smaller one, while new tables were given the floor.)
+    // The report (`Change::None`) shows each run's share: `given` is then `unreserved`. (It
+    // had shown `bits` after settling, which read 0 bits/key and a rate of 1 per run whenever
+    // the filters held exceed the budget, e.g. after reopening with a smaller one, while new
+    // tables were given the floor; and, with every run held, 32 bits/key for a shortfall.)
     let given: Vec<f64> = bits
         .iter()
         .zip(&unreserved)
