@@ -268,6 +268,26 @@ fn budget_plans_prefix_filters_as_runs_of_their_own() {
     }
 }
 
+/// Writes numbered keys in flushed batches: each `write` puts the next `n` keys, flushes them
+/// into one level-0 table and waits for the compactions that causes.
+#[derive(Default)]
+struct Flushes {
+    next: u64,
+}
+
+impl Flushes {
+    fn write(&mut self, db: &Db, n: u64) {
+        for _ in 0..n {
+            let i = self.next;
+            db.put(key(i), format!("value-{i:08}-padding-padding"))
+                .unwrap();
+            self.next += 1;
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+    }
+}
+
 /// Reopened with a budget smaller than what its filters already hold, the store reports its
 /// runs' shares, never 0 bits/key and a false-positive rate of 1 per run (the report had
 /// shown that while new tables were given the plan's floor), and the next flushed table gets
@@ -280,20 +300,11 @@ fn a_budget_smaller_than_the_filters_held_reports_what_new_tables_get() {
         memtable_size: 1 << 20,
         ..options(FilterBudget::bits_per_key(bits))
     };
-    let mut next = 0u64;
-    let mut write = |db: &Db, n: u64| {
-        for _ in 0..n {
-            db.put(key(next), format!("value-{next:08}-padding-padding"))
-                .unwrap();
-            next += 1;
-        }
-        db.flush().unwrap();
-        db.wait_for_compactions().unwrap();
-    };
+    let mut keys = Flushes::default();
     {
         let db = Db::open(dir.path(), opts(10.0)).unwrap();
         for _ in 0..3 {
-            write(&db, 1_000);
+            keys.write(&db, 1_000);
         }
     }
     let db = Db::open(dir.path(), opts(4.0)).unwrap();
@@ -307,7 +318,7 @@ fn a_budget_smaller_than_the_filters_held_reports_what_new_tables_get() {
     assert!(l0.bits_per_key >= 1.0, "{alloc:#?}");
     assert!(l0.expected_fpr / (l0.runs as f64) < 0.5, "{alloc:#?}");
     let reported = l0.bits_per_key;
-    write(&db, 1_000);
+    keys.write(&db, 1_000);
     let newest = db.levels()[0]
         .iter()
         .max_by_key(|t| t.id())
@@ -335,20 +346,11 @@ fn a_budget_larger_than_the_filters_held_reports_the_shares() {
         level1_max_bytes: 64 << 20, // the first four flushes' keys stay in level 1
         ..options(FilterBudget::bits_per_key(bits))
     };
-    let mut next = 0u64;
-    let mut write = |db: &Db, n: u64| {
-        for _ in 0..n {
-            db.put(key(next), format!("value-{next:08}-padding-padding"))
-                .unwrap();
-            next += 1;
-        }
-        db.flush().unwrap();
-        db.wait_for_compactions().unwrap();
-    };
+    let mut keys = Flushes::default();
     {
         let db = Db::open(dir.path(), opts(4.0)).unwrap();
         for _ in 0..7 {
-            write(&db, 1_000); // four into level 1, then three that stay in level 0
+            keys.write(&db, 1_000); // four into level 1, then three that stay in level 0
         }
     }
     // 12, not the default 10: a budget left at its default is filled in from the record.

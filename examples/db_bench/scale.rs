@@ -86,7 +86,7 @@ struct LevelLine {
     level: usize,
     tables: u64,
     bits_per_key: f64,
-    /// The allocation's expected false-positive rate for a lookup reaching the level.
+    /// The model's false-positive rate for a lookup reaching the level at the budget's share.
     planned: f64,
     /// The filters' own expected rates (from their parameters), summed over the runs.
     built: f64,
@@ -260,7 +260,7 @@ pub fn run(args: &Args) {
     if !ab.is_empty() {
         print_ab(&ab);
     }
-    println!("\nPer level (all rounds' absent gets): planned = the budget's expected false-positive rate for a lookup reaching the level; built = the same from the filters as written.\n");
+    println!("\nPer level (all rounds' absent gets): planned = the model's false-positive rate for a lookup reaching the level at the budget's share for it (`DbStats::filter_budget`); built = the same from the filters as written.\n");
     println!("| keys | level | tables | filter bits/key | planned FPR | built FPR | checks per get | false positives per get | observed FPR | filters as written |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for l in &lines {
