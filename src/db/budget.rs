@@ -373,22 +373,25 @@ pub(crate) fn plan(
     // so every level read `MAX_BITS_PER_KEY_PLANNED`.)
     let (mut bits, excess) = allocate_with(0.0);
     let unreserved = bits.clone();
-    let mut reserve = if new_level.is_none() { excess } else { 0.0 };
-    if new_level.is_some() && excess.abs() > 8.0 {
-        let run_keys: u64 = runs.iter().map(|r| r.keys).sum();
-        let most = MAX_BITS_PER_KEY_PLANNED * run_keys as f64 + spend.abs();
-        let (mut lo, mut hi) = (-most, spend.max(0.0));
-        for _ in 0..40 {
-            let mid = (lo + hi) / 2.0;
-            if allocate_with(mid).1 > mid {
-                lo = mid;
-            } else {
-                hi = mid;
+    let reserve = match new_level {
+        None => excess,
+        Some(_) if excess.abs() > 8.0 => {
+            let run_keys: u64 = runs.iter().map(|r| r.keys).sum();
+            let most = MAX_BITS_PER_KEY_PLANNED * run_keys as f64 + spend.abs();
+            let (mut lo, mut hi) = (-most, spend.max(0.0));
+            for _ in 0..40 {
+                let mid = (lo + hi) / 2.0;
+                if allocate_with(mid).1 > mid {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
             }
+            bits = allocate_with(hi).0;
+            hi
         }
-        reserve = hi;
-        bits = allocate_with(hi).0;
-    }
+        Some(_) => 0.0,
+    };
     // A new table gets its run's share (`bits`), but never more than `FLOOR_BITS` below the
     // share before settling older tables' surplus (`unreserved`); half the share bounds it
     // where the share is under two bits. A run's rate is the mean of its tables' rates, and
