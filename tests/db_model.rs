@@ -5,7 +5,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 
 use common::{tiny_options, Rng};
 use lsm_bloom::{Db, FilterKind, FilterPolicy, Options, WriteBatch};
@@ -19,6 +19,50 @@ fn value(rng: &mut Rng, step: usize) -> Vec<u8> {
     let mut v = format!("v{step}-").into_bytes();
     v.resize(v.len() + len, b'x');
     v
+}
+
+type Range = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
+/// `k` as an included or excluded bound, or no bound.
+fn bound(rng: &mut Rng, k: Vec<u8>) -> Bound<Vec<u8>> {
+    match rng.below(5) {
+        0..=1 => Bound::Included(k),
+        2..=3 => Bound::Excluded(k),
+        _ => Bound::Unbounded,
+    }
+}
+
+/// The scan of `range`, read forward (`how` 0), backward (1, then put in key order) or from
+/// both ends at random until they meet (2), as key order.
+fn scan(d: &Db, range: Range, how: u64, rng: &mut Rng) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut it = d.scan(range).unwrap();
+    match how {
+        0 => it.map(Result::unwrap).collect(),
+        1 => {
+            let mut v: Vec<_> = it.rev().map(Result::unwrap).collect();
+            v.reverse();
+            v
+        }
+        _ => {
+            let (mut front, mut back) = (Vec::new(), Vec::new());
+            loop {
+                let (side, item) = if rng.chance(50) {
+                    (&mut front, it.next())
+                } else {
+                    (&mut back, it.next_back())
+                };
+                match item {
+                    Some(kv) => side.push(kv.unwrap()),
+                    None => break,
+                }
+            }
+            // Once the ends meet, both are done.
+            assert!(it.next().is_none() && it.next_back().is_none());
+            back.reverse();
+            front.extend(back);
+            front
+        }
+    }
 }
 
 fn run(seed: u64, steps: usize, opts: Options) {
@@ -55,16 +99,20 @@ fn run(seed: u64, steps: usize, opts: Options) {
                 if a > b {
                     std::mem::swap(&mut a, &mut b);
                 }
-                let got: Vec<(Vec<u8>, Vec<u8>)> = d
-                    .scan(a.clone()..b.clone())
-                    .unwrap()
-                    .map(Result::unwrap)
-                    .collect();
+                let range = (bound(&mut rng, a), bound(&mut rng, b));
                 let want: Vec<(Vec<u8>, Vec<u8>)> = model
-                    .range::<Vec<u8>, _>((Bound::Included(&a), Bound::Excluded(&b)))
+                    .iter()
+                    .filter(|(k, _)| range.contains(*k))
                     .map(|(k, v)| (k.clone(), v.clone()))
                     .collect();
-                assert_eq!(got, want, "{ctx}: scan");
+                let how = rng.below(3);
+                let got = scan(d, range.clone(), how, &mut rng);
+                assert_eq!(
+                    got,
+                    want,
+                    "{ctx}: scan {range:?} ({})",
+                    ["forward", "backward", "both ends"][how as usize]
+                );
             }
             85..=92 => {
                 let mut batch = WriteBatch::new();
@@ -99,6 +147,14 @@ fn run(seed: u64, steps: usize, opts: Options) {
         .collect();
     let want: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
     assert_eq!(all, want, "seed {seed}: final full scan");
+    let mut back: Vec<(Vec<u8>, Vec<u8>)> = d
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .rev()
+        .map(Result::unwrap)
+        .collect();
+    back.reverse();
+    assert_eq!(back, want, "seed {seed}: final full scan backward");
     let s = d.stats();
     (flushes, compactions) = (flushes + s.flushes, compactions + s.compactions);
     assert!(

@@ -76,14 +76,15 @@ fn typed(e: &Error) -> bool {
     )
 }
 
-/// A scan of up to 40 keys from `start`: the results before the first error, and the error.
+/// A scan of up to 40 keys from `start` (up, or down with `back`): the results before the
+/// first error, and the error.
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
-fn scan(db: &Db, start: &[u8]) -> (Entries, Option<Error>) {
+fn scan(db: &Db, start: &[u8], back: bool) -> (Entries, Option<Error>) {
     let mut out = Vec::new();
-    let it = match db.scan(start.to_vec()..) {
-        Ok(it) => it,
-        Err(e) => return (out, Some(e)),
+    let it: Box<dyn Iterator<Item = lsm_bloom::Result<(Vec<u8>, Vec<u8>)>>> = match back {
+        false => Box::new(db.scan(start.to_vec()..).unwrap()),
+        true => Box::new(db.scan(..=start.to_vec()).unwrap().rev()),
     };
     for r in it.take(40) {
         match r {
@@ -94,12 +95,17 @@ fn scan(db: &Db, start: &[u8]) -> (Entries, Option<Error>) {
     (out, None)
 }
 
-fn expected_scan(model: &Model, start: &[u8]) -> Entries {
-    model
-        .range(start.to_vec()..)
-        .take(40)
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+fn expected_scan(model: &Model, start: &[u8], back: bool) -> Entries {
+    let kv = |(k, v): (&Vec<u8>, &Vec<u8>)| (k.clone(), v.clone());
+    match back {
+        false => model.range(start.to_vec()..).take(40).map(kv).collect(),
+        true => model
+            .range(..=start.to_vec())
+            .rev()
+            .take(40)
+            .map(kv)
+            .collect(),
+    }
 }
 
 #[test]
@@ -117,6 +123,7 @@ fn gets_and_scans_under_read_faults_answer_right_or_fail_typed() {
             fs.fail_read(fs.reads() + 1, f);
             let before = fs.reads_failed();
             let k = key(rng.below(3100));
+            let back = rng.chance(50);
             let failed = if rng.chance(70) {
                 let got = db.get(&k);
                 let hit = fs.reads_failed() > before;
@@ -134,8 +141,8 @@ fn gets_and_scans_under_read_faults_answer_right_or_fail_typed() {
                 }
                 got.is_err()
             } else {
-                let (got, err) = scan(&db, &k);
-                let want = expected_scan(&model, &k);
+                let (got, err) = scan(&db, &k, back);
+                let want = expected_scan(&model, &k, back);
                 // What came before the error is exactly the model's start of the range.
                 assert_eq!(got[..], want[..got.len()], "scan from {k:?} ({f:?})");
                 match &err {
@@ -160,10 +167,10 @@ fn gets_and_scans_under_read_faults_answer_right_or_fail_typed() {
                     .or_default() += 1;
                 // The same call without the fault answers right: nothing damaged was kept.
                 assert_eq!(db.get(&k).unwrap().as_ref(), model.get(&k));
-                let (again, err) = scan(&db, &k);
+                let (again, err) = scan(&db, &k, back);
                 assert!(
-                    err.is_none() && again == expected_scan(&model, &k),
-                    "scan {k:?}"
+                    err.is_none() && again == expected_scan(&model, &k, back),
+                    "scan {k:?} (backward: {back})"
                 );
             }
         }

@@ -80,7 +80,15 @@ fn check_all_bounds(db: &Db, model: &Model, stage: &str) -> usize {
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect();
                     assert_eq!(got, want, "{stage}: scan({start:?}, {end:?})");
-                    scans += 1;
+                    let mut back: Vec<(Vec<u8>, Vec<u8>)> = db
+                        .scan((start.clone(), end.clone()))
+                        .unwrap()
+                        .rev()
+                        .map(|r| r.unwrap())
+                        .collect();
+                    back.reverse();
+                    assert_eq!(back, want, "{stage}: reverse scan({start:?}, {end:?})");
+                    scans += 2;
                 }
             }
         }
@@ -129,5 +137,5 @@ fn every_bound_combination_matches_the_model_in_every_place_data_lives() {
         scans += check_all_bounds(&db, &model, &format!("seed {seed}, compacted"));
     }
     println!("{scans} scans compared with the model");
-    assert!(scans > 10_000);
+    assert!(scans > 20_000);
 }

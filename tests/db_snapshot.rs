@@ -22,6 +22,19 @@ fn scan_all(s: &Snapshot) -> Model {
 /// Every get, the full scan and a few range and prefix scans of `s` against `model`.
 fn check(s: &Snapshot, model: &Model, rng: &mut Rng, what: &str) {
     assert!(scan_all(s) == *model, "{what}: full scan differs");
+    // Backward, in descending key order.
+    let back: Vec<(Vec<u8>, Vec<u8>)> = s
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .rev()
+        .map(|r| r.unwrap())
+        .collect();
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model
+        .iter()
+        .rev()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert!(back == want, "{what}: full reverse scan differs");
     for i in 0..60 {
         let k = format!("key{i:03}").into_bytes();
         assert_eq!(

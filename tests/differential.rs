@@ -23,6 +23,11 @@ enum Op {
     MultiGet(Vec<Vec<u8>>),
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
     Scan(Vec<u8>, Vec<u8>),
+    /// `[from, to]` read backward (`DbIter::rev`) against RocksDB's reverse iterator.
+    ScanBack(Vec<u8>, Vec<u8>),
+    /// Snapshots of both, then these writes, then `[from, to]` read backward at the
+    /// snapshots: they must not see the writes.
+    SnapshotScanBack(Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Option<Vec<u8>>)>),
     Flush,
     Compact,
     Reopen,
@@ -35,29 +40,32 @@ fn gen(rng: &mut Rng, step: usize) -> Op {
         v.resize(v.len() + rng.below(40) as usize, b'.');
         v
     };
+    // 1 to `most` puts and deletes (30%).
+    let writes = |rng: &mut Rng, most: u64| -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        (0..rng.below(most) + 1)
+            .map(|_| {
+                let k = key(rng);
+                (k, (!rng.chance(30)).then(|| value(rng)))
+            })
+            .collect()
+    };
     match rng.below(1000) {
         0..=349 => Op::Put(key(rng), value(rng)),
         350..=479 => Op::Delete(key(rng)),
         480..=779 => Op::Get(key(rng)),
         780..=799 => Op::MultiGet((0..1 + rng.below(100)).map(|_| key(rng)).collect()),
-        800..=879 => Op::Batch(
-            (0..rng.below(6) + 1)
-                .map(|_| {
-                    let k = key(rng);
-                    (
-                        k,
-                        if rng.chance(30) {
-                            None
-                        } else {
-                            Some(value(rng))
-                        },
-                    )
-                })
-                .collect(),
-        ),
-        880..=969 => {
+        800..=879 => Op::Batch(writes(rng, 6)),
+        880..=929 => {
             let (a, b) = (key(rng), key(rng));
             Op::Scan(a.clone().min(b.clone()), a.max(b))
+        }
+        930..=954 => {
+            let (a, b) = (key(rng), key(rng));
+            Op::ScanBack(a.clone().min(b.clone()), a.max(b))
+        }
+        955..=969 => {
+            let (a, b) = (key(rng), key(rng));
+            Op::SnapshotScanBack(a.clone().min(b.clone()), a.max(b), writes(rng, 20))
         }
         970..=987 => Op::Flush,
         988..=995 => Op::Compact,
@@ -198,6 +206,61 @@ impl Engines {
                     ));
                 }
             }
+            Op::ScanBack(from, to) => {
+                let a: Vec<(Vec<u8>, Vec<u8>)> = ours
+                    .scan(from.clone()..=to.clone())
+                    .unwrap()
+                    .rev()
+                    .map(Result::unwrap)
+                    .collect();
+                let b = rocks_back(
+                    rocks.iterator(IteratorMode::From(to, rocksdb::Direction::Reverse)),
+                    from,
+                );
+                if a != b {
+                    return Some(format!(
+                        "reverse scan {:?}..={:?}: ours {} entries, rocksdb {}",
+                        lossy(from),
+                        lossy(to),
+                        a.len(),
+                        b.len()
+                    ));
+                }
+            }
+            Op::SnapshotScanBack(from, to, writes) => {
+                let (snap, rsnap) = (ours.snapshot(), rocks.snapshot());
+                for (k, v) in writes {
+                    match v {
+                        Some(v) => {
+                            ours.put(k, v).unwrap();
+                            rocks.put(k, v).unwrap();
+                        }
+                        None => {
+                            ours.delete(k).unwrap();
+                            rocks.delete(k).unwrap();
+                        }
+                    }
+                }
+                let a: Vec<(Vec<u8>, Vec<u8>)> = snap
+                    .scan(from.clone()..=to.clone())
+                    .unwrap()
+                    .rev()
+                    .map(Result::unwrap)
+                    .collect();
+                let b = rocks_back(
+                    rsnap.iterator(IteratorMode::From(to, rocksdb::Direction::Reverse)),
+                    from,
+                );
+                if a != b {
+                    return Some(format!(
+                        "reverse scan {:?}..={:?} at a snapshot: ours {} entries, rocksdb {}",
+                        lossy(from),
+                        lossy(to),
+                        a.len(),
+                        b.len()
+                    ));
+                }
+            }
             Op::Flush => {
                 ours.flush().unwrap();
                 rocks.flush().unwrap();
@@ -216,6 +279,17 @@ impl Engines {
         }
         None
     }
+}
+
+/// RocksDB's reverse iterator's entries down to `from` (included).
+fn rocks_back<'a>(
+    it: impl Iterator<Item = Result<(Box<[u8]>, Box<[u8]>), rocksdb::Error>> + 'a,
+    from: &[u8],
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    it.map(Result::unwrap)
+        .take_while(|(k, _)| k.as_ref() >= from)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
 }
 
 fn lossy(b: &[u8]) -> String {

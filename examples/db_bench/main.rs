@@ -8,7 +8,8 @@
 //! with its own filters against lsm-bloom's inside it: `cargo run --release --features
 //! rocksdb-plugin --example db_bench -- --workload rocksdb-filters` (`rocks_filters.rs`); our
 //! absent lookups as the store grows, in units of memory latency: `... -- --workload scale
-//! [--scale-keys 1000000,10000000,100000000]` (`scale.rs`).
+//! [--scale-keys 1000000,10000000,100000000]` (`scale.rs`); range scans forward and reverse:
+//! `... -- --workload scans [--defaults] [--scans S]` (`scans.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -60,6 +61,7 @@ use phases::{
 #[cfg(feature = "rocksdb-plugin")]
 mod rocks_filters;
 mod scale;
+mod scans;
 
 #[derive(Parser, Clone)]
 #[command(about = "lsm-bloom vs RocksDB vs fjall")]
@@ -144,7 +146,8 @@ struct Args {
     /// `rocksdb-filters` (RocksDB with its own and lsm-bloom's filters, `rocks_filters.rs`;
     /// feature `rocksdb-plugin`) or `scale` (our absent lookups at `--scale-keys` sizes, in
     /// units of memory latency, `scale.rs`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale"])]
+    /// `scans` (range scans forward and reverse, `scans.rs`).
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans"])]
     workload: String,
     /// Scale workload: store sizes in keys.
     #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
@@ -155,9 +158,12 @@ struct Args {
     /// Prefix workload: distinct prefixes (`--keys / --prefixes` keys each).
     #[arg(long, default_value_t = 100_000)]
     prefixes: u64,
-    /// Prefix workload: scans per phase, round and thread count.
+    /// Prefix and scans workloads: scans per phase, round and thread count.
     #[arg(long, default_value_t = 20_000)]
     scans: u64,
+    /// Scans workload: MiB of fresh writes in the memtable for its `memtable` shape.
+    #[arg(long, default_value_t = 3.5)]
+    scan_fresh_mib: f64,
     /// Data block compression in all three engines: `none` or `lz4`.
     #[arg(long, default_value = "none", value_parser = ["none", "lz4"])]
     compression: String,
@@ -249,6 +255,9 @@ fn main() {
     }
     if args.workload == "scale" {
         return scale::run(&args);
+    }
+    if args.workload == "scans" {
+        return scans::run(&args);
     }
     if args.workload == "rocksdb-filters" {
         #[cfg(feature = "rocksdb-plugin")]

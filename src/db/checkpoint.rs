@@ -15,7 +15,6 @@
 //! temporary directory, which the next checkpoint to the same place refuses to reuse (it
 //! names it, for the user to remove).
 
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -28,7 +27,7 @@ use super::table_path;
 use super::wal::{self, WalWriter};
 use crate::error::{Error, Result};
 use crate::fs::{CreateMode, FileSystem};
-use crate::table::Table;
+use crate::table::{Cursor, Direction, KeyRange, Table};
 
 /// Largest write batch the checkpoint's log gets (entries are split into batches this size).
 const BATCH_BYTES: usize = 4 << 20;
@@ -152,14 +151,17 @@ fn place_table(
 
 /// Appends the newest entry of each key of `m` among its first `seen` batches to `log`, in
 /// batches of about `BATCH_BYTES`; returns how many entries.
-fn write_memtable(log: &mut WalWriter, m: &Memtable, seen: u64) -> Result<u64> {
-    let entries = m.range_at(Bound::Unbounded, Bound::Unbounded, seen);
-    let count = entries.len() as u64;
+fn write_memtable(log: &mut WalWriter, m: &Arc<Memtable>, seen: u64) -> Result<u64> {
+    let mut cursor = m.cursor(&KeyRange::all(), Direction::Forward, seen);
+    let mut count = 0;
     let mut batch = Vec::new();
     let mut bytes = 0;
-    for (k, v) in entries {
-        bytes += wal::op_encoded_len(k.len(), v.as_ref().map(Vec::len));
-        batch.push((k, v));
+    while let Some(k) = cursor.key() {
+        let v = cursor.value();
+        bytes += wal::op_encoded_len(k.len(), v.map(<[u8]>::len));
+        batch.push((k.to_vec(), v.map(<[u8]>::to_vec)));
+        count += 1;
+        cursor.step()?;
         if bytes >= BATCH_BYTES {
             log.append(&wal::encode_batch(&batch)?, false)?;
             batch.clear();

@@ -20,12 +20,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::merge::{MergeIter, Source};
+use super::merge::Merge;
 use super::options::TableFilters;
 use super::version::{Version, MAX_LEVELS};
 use super::{table_path, Options};
 use crate::error::{Error, Result};
-use crate::table::{Table, TableBuilder};
+use crate::table::{Direction, KeyRange, Table, TableBuilder, TableCursor};
 
 /// A compaction to run: inputs (level, table) and where the output goes.
 pub(crate) struct Job {
@@ -134,11 +134,13 @@ pub(crate) fn run(
     let mut ordered: Vec<&(usize, Arc<Table>)> = job.inputs.iter().collect();
     ordered.sort_by_key(|(l, t)| (*l, if *l == 0 { u64::MAX - t.id() } else { 0 }));
     let bytes_read = ordered.iter().map(|(_, t)| t.file_size()).sum();
-    let sources: Vec<Source> = ordered
+    // Whole tables, read around the block cache (a compaction's blocks are read once).
+    let all = Arc::new(KeyRange::all());
+    let sources = ordered
         .iter()
-        .map(|(_, t)| Box::new(t.iter(std::ops::Bound::Unbounded)) as Source)
-        .collect();
-    let merged = MergeIter::new(sources)?;
+        .map(|(_, t)| TableCursor::new(Arc::clone(t), None, Arc::clone(&all), Direction::Forward))
+        .collect::<Result<Vec<_>>>()?;
+    let mut merged = Merge::new(sources, Direction::Forward);
     let builder_opts = opts.table_options(job.output_level as u32, filters);
     let mut out = Output {
         tables: Vec::new(),
@@ -151,9 +153,10 @@ pub(crate) fn run(
     std::thread::scope(|scope| -> Result<Output> {
         let mut finishing: Option<std::thread::ScopedJoinHandle<'_, Result<Option<Table>>>> = None;
         let mut current: Option<(u64, TableBuilder)> = None;
-        for entry in merged {
-            let e = entry?;
-            if e.value.is_none() && job.drop_tombstones {
+        while let Some(key) = merged.key() {
+            let value = merged.value();
+            if value.is_none() && job.drop_tombstones {
+                merged.step()?;
                 continue;
             }
             let (_, b) = match current.as_mut() {
@@ -165,7 +168,8 @@ pub(crate) fn run(
                     current.insert((id, b))
                 }
             };
-            b.add(&e.key, e.value.as_deref())?;
+            b.add(key, value)?;
+            merged.step()?;
             if b.estimated_size() >= opts.target_file_size {
                 collect(finishing.take(), &mut out)?;
                 let full = current.take();

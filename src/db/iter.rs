@@ -1,50 +1,33 @@
-//! Range scans: `Db::scan` merges a sorted copy of each memtable's part of the range with
-//! lazy iterators over every table whose key range overlaps it (`merge.rs`: newest source
-//! wins per key), hides tombstones, and stops at the end bound. An empty or reversed range
-//! yields nothing (never a panic).
+//! Range scans: `Db::scan` (and `Snapshot::scan`) returns a `DbIter`, which walks the
+//! range forward (`next`) or backward (`next_back`, `.rev()`), hiding tombstones. Each
+//! direction is a merge (`merge.rs`: newest source wins per key) of one cursor per memtable
+//! (`memtable/cursor.rs`), one per level-0 table whose range meets the scan's, and one per
+//! deeper level (`level_cursor.rs`: one table open at a time). A direction's merge is built
+//! when it is first asked for an entry, so `scan` itself reads nothing. Nothing is copied but
+//! the entries handed out. The two directions meet in the middle: each stops at the last key
+//! the other handed out, so no entry comes out twice. An empty or reversed range yields
+//! nothing (never a panic).
 //!
 //! Prefix filters: when the whole range lies inside one prefix `q` of
-//! `Options::prefix_extractor` (`range_prefix`), each overlapping table's prefix filter is asked
-//! for `q` and a table it says lacks `q` gets no iterator at all. That is exact, not a
+//! `Options::prefix_extractor` (`range_prefix`), each table's prefix filter is asked for `q`
+//! when a walk reaches it, and a table it says lacks `q` is never opened. That is exact, not a
 //! heuristic: every key in the range starts with `q` and the rule gives each of them the prefix
 //! `q` (the rules are prefix-stable, `prefix.rs`), so a table without `q` has none of them. A
 //! table written under another rule, or none, is read. Data blocks read by a scan's table
-//! iterators are counted per level (`LevelStats::scan_block_reads`).
+//! cursors are counted per level (`LevelStats::scan_block_reads`).
 
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::memtable::range_is_empty;
-use super::merge::{MergeIter, Source};
+use super::level_cursor::{LevelCursor, ScanSetup};
+use super::memtable::{range_is_empty, MemCursor};
+use super::merge::Merge;
 use super::stats::{bump, Counters};
 use super::version::State;
 use crate::error::Result;
 use crate::filter::hash_key;
 use crate::prefix::{prefix_end, PrefixExtractor};
-use crate::table::{Entry, PrefixCheck, Table, TableIter};
-
-fn bound_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
-    match b {
-        Bound::Included(k) => Bound::Included(k.as_slice()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
-/// True when `t` may hold keys in [`s`, `e`].
-fn overlaps(t: &Table, s: Bound<&[u8]>, e: Bound<&[u8]>) -> bool {
-    let after_start = match s {
-        Bound::Included(k) => t.max_key() >= k,
-        Bound::Excluded(k) => t.max_key() > k,
-        Bound::Unbounded => true,
-    };
-    let before_end = match e {
-        Bound::Included(k) => t.min_key() <= k,
-        Bound::Excluded(k) => t.min_key() < k,
-        Bound::Unbounded => true,
-    };
-    t.properties().entries > 0 && after_start && before_end
-}
+use crate::table::{BlockCache, Cursor, Direction, KeyRange};
 
 /// The prefix every key in [`start`, `end`] has under `rule`, if there is one: the prefix `q`
 /// the rule gives the start key, when the end bound does not reach past the keys starting
@@ -68,101 +51,188 @@ pub(super) fn range_prefix<'k>(
     inside.then_some(q)
 }
 
-/// A table's iterator that adds the data blocks it reads to its level's scan counter (on the
-/// thread that drives it).
-struct Counted {
-    iter: TableIter,
-    counters: Arc<Counters>,
-    level: usize,
-    counted: u64,
+/// One source of a scan's merge.
+enum Source {
+    Mem(MemCursor),
+    Level(LevelCursor),
 }
 
-impl Iterator for Counted {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let next = self.iter.next();
-        let blocks = self.iter.stats.blocks;
-        if blocks != self.counted {
-            let c = &self.counters.reader().levels[self.level];
-            bump(&c.scan_block_reads, blocks - self.counted);
-            self.counted = blocks;
+impl Cursor for Source {
+    #[inline]
+    fn key(&self) -> Option<&[u8]> {
+        match self {
+            Source::Mem(c) => c.key(),
+            Source::Level(c) => c.key(),
         }
-        next
+    }
+    #[inline]
+    fn value(&self) -> Option<&[u8]> {
+        match self {
+            Source::Mem(c) => c.value(),
+            Source::Level(c) => c.value(),
+        }
+    }
+    #[inline]
+    fn step(&mut self) -> Result<()> {
+        match self {
+            Source::Mem(c) => c.step(),
+            Source::Level(c) => c.step(),
+        }
     }
 }
 
-/// Iterator returned by `Db::scan`: `(key, value)` in key order, tombstones hidden.
+/// One direction of a scan.
+#[derive(Default)]
+struct Side {
+    /// Built on the first call in this direction.
+    merge: Option<Merge<Source>>,
+    /// The merge's current entry was handed out: step past it before the next.
+    handed_out: bool,
+    /// The last key handed out in this direction (where the other direction stops).
+    last: Option<Vec<u8>>,
+}
+
+/// Iterator returned by `Db::scan`: `(key, value)` in key order, tombstones hidden; from the
+/// back too (`next_back`, `.rev()`).
 pub struct DbIter {
-    merge: MergeIter,
-    end: Bound<Vec<u8>>,
+    state: State,
+    /// The batches of `state.mem` the scan sees.
+    mem_seen: u64,
+    scan: Arc<ScanSetup>,
+    front: Side,
+    back: Side,
     done: bool,
 }
 
 impl DbIter {
     /// A scan of `state`: memtables newest first, then the tables, seeing the first `mem_seen`
     /// batches of `state.mem` (a snapshot's count, or `visible()` for all applied so far).
+    /// Reads nothing yet.
     pub(super) fn new(
         shared: &Arc<Counters>,
         rule: Option<PrefixExtractor>,
+        cache: Option<Arc<BlockCache>>,
         state: &State,
         mem_seen: u64,
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
-    ) -> Result<DbIter> {
-        let (s, e) = (bound_slice(&start), bound_slice(&end));
+    ) -> DbIter {
         let counters = shared.reader();
         bump(&counters.scans, 1);
-        if range_is_empty(s, e) {
-            return Ok(DbIter {
-                merge: MergeIter::new(Vec::new())?,
-                end: Bound::Unbounded,
-                done: true,
-            });
-        }
-        let mut sources: Vec<Source> = Vec::new();
-        let newest = state.mem.range_at(s, e, mem_seen);
-        let older = state.imm.iter().rev().map(|m| m.range(s, e));
-        for entries in std::iter::once(newest).chain(older) {
-            let entries: Vec<Result<Entry>> = entries
-                .into_iter()
-                .map(|(key, value)| Ok(Entry { key, value }))
-                .collect();
-            sources.push(Box::new(entries.into_iter()));
-        }
-        let prefix = rule.and_then(|rule| range_prefix(rule, s, e).map(|q| (rule, q, hash_key(q))));
-        let version = &state.version;
-        if prefix.is_some() {
+        let range = KeyRange { start, end };
+        let done = range_is_empty(range.start(), range.end());
+        let prefix = rule.and_then(|rule| {
+            let q = range_prefix(rule, range.start(), range.end())?;
+            Some((rule, q.to_vec(), hash_key(q)))
+        });
+        if prefix.is_some() && !done {
             bump(&counters.prefix_scans, 1);
         }
-        let level0 = version.levels()[0].iter().rev().map(|t| (0, t));
-        let deeper = (1..version.levels().len())
-            .flat_map(|level| version.levels()[level].iter().map(move |t| (level, t)));
-        for (level, t) in level0.chain(deeper).filter(|(_, t)| overlaps(t, s, e)) {
-            if let Some((rule, q, hash)) = prefix {
-                let c = &counters.levels[level];
-                match t.check_prefix(rule, q, hash) {
-                    PrefixCheck::Absent => {
-                        bump(&c.prefix_checks, 1);
-                        bump(&c.prefix_useful, 1);
-                        continue;
-                    }
-                    PrefixCheck::Maybe => bump(&c.prefix_checks, 1),
-                    PrefixCheck::Unfiltered => bump(&c.prefix_unfiltered, 1),
+        DbIter {
+            state: state.clone(),
+            mem_seen,
+            scan: Arc::new(ScanSetup {
+                range: Arc::new(range),
+                cache,
+                counters: Arc::clone(shared),
+                prefix,
+            }),
+            front: Side::default(),
+            back: Side::default(),
+            done,
+        }
+    }
+
+    /// The merge of every source walking in `dir`, each on its first entry.
+    fn merge(&self, dir: Direction) -> Result<Merge<Source>> {
+        let (state, scan, range) = (&self.state, &self.scan, &*self.scan.range);
+        let mut sources = vec![Source::Mem(state.mem.cursor(range, dir, self.mem_seen))];
+        for m in state.imm.iter().rev() {
+            sources.push(Source::Mem(m.cursor(range, dir, m.visible())));
+        }
+        let version = &state.version;
+        let level0 = &version.levels()[0];
+        for i in (0..level0.len()).rev() {
+            let t = &level0[i];
+            if range.after_start(t.max_key()) && range.before_end(t.min_key()) {
+                let c = LevelCursor::over(scan, version, 0, i..i + 1, dir)?;
+                sources.push(Source::Level(c));
+            }
+        }
+        for level in 1..version.levels().len() {
+            if !version.levels()[level].is_empty() {
+                sources.push(Source::Level(LevelCursor::level(
+                    scan, version, level, dir,
+                )?));
+            }
+        }
+        Ok(Merge::new(sources, dir))
+    }
+
+    /// The next live entry in `dir`, or `None` where the two directions meet.
+    fn take(&mut self, dir: Direction) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+        if self.done {
+            return None;
+        }
+        let side = match dir {
+            Direction::Forward => &self.front,
+            Direction::Backward => &self.back,
+        };
+        if side.merge.is_none() {
+            match self.merge(dir) {
+                Ok(m) => match dir {
+                    Direction::Forward => self.front.merge = Some(m),
+                    Direction::Backward => self.back.merge = Some(m),
+                },
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
                 }
             }
-            sources.push(Box::new(Counted {
-                iter: t.iter(s),
-                counters: Arc::clone(shared),
-                level,
-                counted: 0,
-            }));
         }
-        Ok(DbIter {
-            merge: MergeIter::new(sources)?,
-            end,
-            done: false,
-        })
+        let (side, other) = match dir {
+            Direction::Forward => (&mut self.front, &self.back),
+            Direction::Backward => (&mut self.back, &self.front),
+        };
+        let found = next_live(side, other.last.as_deref(), dir);
+        if !matches!(found, Some(Ok(_))) {
+            self.done = true;
+        }
+        found
+    }
+}
+
+/// `side`'s next live entry, stopping at `stop` (the other direction's last key).
+fn next_live(
+    side: &mut Side,
+    stop: Option<&[u8]>,
+    dir: Direction,
+) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
+    let merge = side.merge.as_mut()?;
+    if std::mem::take(&mut side.handed_out) {
+        if let Err(e) = merge.step() {
+            return Some(Err(e));
+        }
+    }
+    loop {
+        let key = merge.key()?;
+        let met = stop.is_some_and(|s| match dir {
+            Direction::Forward => key >= s,
+            Direction::Backward => key <= s,
+        });
+        if met {
+            return None;
+        }
+        if let Some(v) = merge.value() {
+            let last = side.last.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(key);
+            side.handed_out = true;
+            return Some(Ok((key.to_vec(), v.to_vec())));
+        }
+        if let Err(e) = merge.step() {
+            return Some(Err(e));
+        }
     }
 }
 
@@ -170,28 +240,13 @@ impl Iterator for DbIter {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        while !self.done {
-            let e = match self.merge.next()? {
-                Ok(e) => e,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-            };
-            let past_end = match &self.end {
-                Bound::Included(k) => e.key > *k,
-                Bound::Excluded(k) => e.key >= *k,
-                Bound::Unbounded => false,
-            };
-            if past_end {
-                self.done = true;
-                return None;
-            }
-            if let Some(v) = e.value {
-                return Some(Ok((e.key, v)));
-            }
-        }
-        None
+        self.take(Direction::Forward)
+    }
+}
+
+impl DoubleEndedIterator for DbIter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        self.take(Direction::Backward)
     }
 }
 

@@ -1,72 +1,130 @@
-//! K-way merge of sorted entry streams, newest source first: for each key, the entry from the
-//! lowest-numbered (newest) source wins and older versions are skipped. Used by scans (then
-//! tombstones are hidden by the caller) and by compaction (which may drop them).
+//! K-way merge of sorted cursors (`table::Cursor`), newest source first: for each key, the
+//! entry of the lowest-numbered (newest) source wins and older versions are skipped. Used by
+//! scans (which then hide tombstones), forward or backward, and by compaction (which may drop
+//! them).
 //!
-//! The sources with an entry left sit in a binary min-heap of source numbers ordered by their
-//! head's key (its 8-byte `key_prefix` first), then by source number, so among equal keys the
-//! newest source comes out first. Keys are compared in place: the `BinaryHeap` this replaced
-//! held a copy of each head's key (a `malloc` and `free` per entry) and compared whole keys
-//! with `memcmp`; the heap, the copies and `memcmp` were ~15% of the compaction thread in a
-//! bulk load's profile (`db_bench --defaults --hold absent`, `perf record -e cpu-clock`).
+//! The sources with an entry left sit in a binary heap of source numbers ordered by their
+//! current key (its 8-byte `key_prefix` first; ascending forward, descending backward), then
+//! by source number, so among equal keys the newest source comes out first. Keys are compared
+//! in place in the sources' blocks and memtables, never copied: the merge's result is the top
+//! source's entry, which the caller copies if it keeps it. A heap that held a copy of each
+//! head's key (a `malloc` and `free` per entry) and compared whole keys with `memcmp` was ~15%
+//! of the compaction thread in a bulk load's profile (`perf record -e cpu-clock`).
 
 use std::cmp::Ordering;
 
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::Result;
-use crate::table::Entry;
+use crate::table::{Cursor, Direction};
 
-/// A sorted stream of entries.
-pub(crate) type Source = Box<dyn Iterator<Item = Result<Entry>> + Send>;
-
-/// Merges sources; `sources[0]` is the newest.
-pub(crate) struct MergeIter {
-    sources: Vec<Source>,
-    /// Each source's next entry and its key's prefix; `None` once the source is done.
-    heads: Vec<Option<(u64, Entry)>>,
-    /// The sources with a head, as a binary min-heap (see the module comment).
+/// Merges cursors that walk in one direction; `sources[0]` is the newest.
+pub(crate) struct Merge<S> {
+    sources: Vec<S>,
+    /// `key_prefix` of each source's current key (kept while it is in the heap).
+    prefixes: Vec<u64>,
+    /// The sources with an entry, as a binary heap (see the module comment).
     heap: Vec<usize>,
-    failed: bool,
+    dir: Direction,
 }
 
-impl MergeIter {
-    pub(crate) fn new(sources: Vec<Source>) -> Result<Self> {
-        let mut m = MergeIter {
-            heads: (0..sources.len()).map(|_| None).collect(),
+impl<S: Cursor> Merge<S> {
+    /// A merge of `sources`, each on its first entry, walking in `dir`.
+    pub(crate) fn new(sources: Vec<S>, dir: Direction) -> Self {
+        let mut m = Merge {
+            prefixes: sources
+                .iter()
+                .map(|s| s.key().map_or(0, key_prefix))
+                .collect(),
             heap: Vec::with_capacity(sources.len()),
             sources,
-            failed: false,
+            dir,
         };
         for i in 0..m.sources.len() {
-            if m.advance(i)? {
+            if m.sources[i].key().is_some() {
                 m.heap.push(i);
                 m.sift_up(m.heap.len() - 1);
             }
         }
-        Ok(m)
+        m
     }
 
-    /// Reads source `i`'s next entry into its head; false when the source is done.
-    fn advance(&mut self, i: usize) -> Result<bool> {
-        self.heads[i] = match self.sources[i].next() {
-            Some(Ok(e)) => Some((key_prefix(&e.key), e)),
-            Some(Err(e)) => {
-                self.heads[i] = None;
-                return Err(e);
-            }
-            None => None,
+    /// The winning entry's key; `None` when every source is done (or one failed).
+    #[inline]
+    pub(crate) fn key(&self) -> Option<&[u8]> {
+        self.sources[*self.heap.first()?].key()
+    }
+
+    /// The winning entry's value; `None` for a tombstone.
+    #[inline]
+    pub(crate) fn value(&self) -> Option<&[u8]> {
+        self.sources[*self.heap.first()?].value()
+    }
+
+    /// Moves past the current key in every source that holds it. After an error the merge
+    /// is over.
+    pub(crate) fn step(&mut self) -> Result<()> {
+        let Some(&top) = self.heap.first() else {
+            return Ok(());
         };
-        Ok(self.heads[i].is_some())
+        // The top leaves the heap but keeps its entry while the older sources holding the
+        // same key move past it.
+        self.remove_top();
+        let moved = self.skip_same(top).and_then(|()| self.sources[top].step());
+        if let Err(e) = moved {
+            self.heap.clear();
+            return Err(e);
+        }
+        if let Some(k) = self.sources[top].key() {
+            self.prefixes[top] = key_prefix(k);
+            self.heap.push(top);
+            self.sift_up(self.heap.len() - 1);
+        }
+        Ok(())
     }
 
-    /// True when source `a`'s head comes before source `b`'s.
-    fn before(&self, a: usize, b: usize) -> bool {
-        match (&self.heads[a], &self.heads[b]) {
-            (Some((pa, ea)), Some((pb, eb))) => {
-                cmp_prefixed(*pa, &ea.key, *pb, &eb.key).then(a.cmp(&b)) == Ordering::Less
+    /// Moves every source in the heap whose key is `top`'s past it.
+    fn skip_same(&mut self, top: usize) -> Result<()> {
+        while let Some(&next) = self.heap.first() {
+            let same = self.prefixes[next] == self.prefixes[top]
+                && self.sources[next].key() == self.sources[top].key();
+            if !same {
+                return Ok(());
             }
-            // Every source in the heap has a head.
-            _ => a < b,
+            self.sources[next].step()?;
+            match self.sources[next].key() {
+                Some(k) => {
+                    self.prefixes[next] = key_prefix(k);
+                    self.sift_down(0);
+                }
+                None => self.remove_top(),
+            }
         }
+        Ok(())
+    }
+
+    /// Takes the top source out of the heap.
+    fn remove_top(&mut self) {
+        let last = self.heap.len() - 1;
+        self.heap.swap(0, last);
+        self.heap.pop();
+        if !self.heap.is_empty() {
+            self.sift_down(0);
+        }
+    }
+
+    /// True when source `a`'s entry comes before source `b`'s.
+    #[inline]
+    fn before(&self, a: usize, b: usize) -> bool {
+        let (ka, kb) = (
+            self.sources[a].key().unwrap_or_default(),
+            self.sources[b].key().unwrap_or_default(),
+        );
+        let by_key = cmp_prefixed(self.prefixes[a], ka, self.prefixes[b], kb);
+        let by_key = match self.dir {
+            Direction::Forward => by_key,
+            Direction::Backward => by_key.reverse(),
+        };
+        by_key.then(a.cmp(&b)) == Ordering::Less
     }
 
     fn sift_up(&mut self, mut pos: usize) {
@@ -96,88 +154,94 @@ impl MergeIter {
             pos = least;
         }
     }
-
-    /// Moves the top source to its next entry, or out of the heap when it is done.
-    fn advance_top(&mut self) -> Result<()> {
-        let top = self.heap[0];
-        let more = self.advance(top);
-        if !matches!(more, Ok(true)) {
-            let last = self.heap.len() - 1;
-            self.heap.swap(0, last);
-            self.heap.pop();
-        }
-        if !self.heap.is_empty() {
-            self.sift_down(0);
-        }
-        more.map(|_| ())
-    }
-}
-
-impl Iterator for MergeIter {
-    type Item = Result<Entry>;
-
-    fn next(&mut self) -> Option<Result<Entry>> {
-        if self.failed {
-            return None;
-        }
-        let top = *self.heap.first()?;
-        let (prefix, entry) = self.heads[top].take()?;
-        // Source `top` moves on: `advance_top` refills its head before any comparison.
-        let mut result = self.advance_top();
-        // Older versions of the same key, in the older sources: skipped.
-        while result.is_ok() {
-            let Some(&next) = self.heap.first() else {
-                break;
-            };
-            match &self.heads[next] {
-                Some((p, e)) if *p == prefix && e.key == entry.key => result = self.advance_top(),
-                _ => break,
-            }
-        }
-        match result {
-            Ok(()) => Some(Ok(entry)),
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
-            }
-        }
-    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::error::Error;
 
-    fn src(items: &[(&str, Option<&str>)]) -> Source {
-        let v: Vec<Result<Entry>> = items
+    type Kv = (Vec<u8>, Option<Vec<u8>>);
+
+    /// A cursor over a sorted list, walking it in `dir`; fails when it would step onto
+    /// position `fail_at` (in walk order).
+    pub(crate) struct ListCursor {
+        items: Vec<Kv>,
+        at: usize,
+        fail_at: Option<usize>,
+    }
+
+    impl ListCursor {
+        pub(crate) fn new(mut items: Vec<Kv>, dir: Direction, fail_at: Option<usize>) -> Self {
+            if dir == Direction::Backward {
+                items.reverse();
+            }
+            ListCursor {
+                items,
+                at: 0,
+                fail_at,
+            }
+        }
+    }
+
+    impl Cursor for ListCursor {
+        fn key(&self) -> Option<&[u8]> {
+            self.items.get(self.at).map(|(k, _)| k.as_slice())
+        }
+        fn value(&self) -> Option<&[u8]> {
+            self.items.get(self.at)?.1.as_deref()
+        }
+        fn step(&mut self) -> Result<()> {
+            self.at += 1;
+            if Some(self.at) == self.fail_at {
+                self.at = self.items.len();
+                return Err(Error::corruption(std::path::Path::new("t"), "bad block"));
+            }
+            Ok(())
+        }
+    }
+
+    fn list(items: &[(&str, Option<&str>)]) -> Vec<Kv> {
+        items
             .iter()
-            .map(|(k, v)| {
-                Ok(Entry {
-                    key: k.as_bytes().to_vec(),
-                    value: v.map(|v| v.as_bytes().to_vec()),
-                })
-            })
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.map(|v| v.as_bytes().to_vec())))
+            .collect()
+    }
+
+    /// Everything `m` yields, in order.
+    fn drain<S: Cursor>(mut m: Merge<S>) -> Vec<Kv> {
+        let mut out = Vec::new();
+        while let Some(k) = m.key() {
+            out.push((k.to_vec(), m.value().map(<[u8]>::to_vec)));
+            m.step().unwrap();
+        }
+        out
+    }
+
+    fn merged(lists: &[Vec<Kv>], dir: Direction) -> Vec<Kv> {
+        let sources = lists
+            .iter()
+            .map(|l| ListCursor::new(l.clone(), dir, None))
             .collect();
-        Box::new(v.into_iter())
+        drain(Merge::new(sources, dir))
     }
 
     #[test]
-    fn newest_source_wins_and_order_is_kept() {
-        let m = MergeIter::new(vec![
-            src(&[("b", Some("new")), ("d", None)]),
-            src(&[("a", Some("1")), ("b", Some("old")), ("d", Some("4"))]),
-            src(&[("c", Some("3")), ("d", Some("older"))]),
-        ])
-        .unwrap();
-        let got: Vec<(Vec<u8>, Option<Vec<u8>>)> =
-            m.map(|e| e.unwrap()).map(|e| (e.key, e.value)).collect();
-        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = vec![
-            (b"a".to_vec(), Some(b"1".to_vec())),
-            (b"b".to_vec(), Some(b"new".to_vec())),
-            (b"c".to_vec(), Some(b"3".to_vec())),
-            (b"d".to_vec(), None),
+    fn newest_source_wins_and_order_is_kept_both_ways() {
+        let lists = [
+            list(&[("b", Some("new")), ("d", None)]),
+            list(&[("a", Some("1")), ("b", Some("old")), ("d", Some("4"))]),
+            list(&[("c", Some("3")), ("d", Some("older"))]),
         ];
-        assert_eq!(got, want);
+        let mut want = list(&[
+            ("a", Some("1")),
+            ("b", Some("new")),
+            ("c", Some("3")),
+            ("d", None),
+        ]);
+        assert_eq!(merged(&lists, Direction::Forward), want);
+        want.reverse();
+        assert_eq!(merged(&lists, Direction::Backward), want);
     }
 
     #[test]
@@ -193,7 +257,7 @@ mod tests {
             x % n
         };
         let mut model: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        let mut sources = Vec::new();
+        let mut lists = Vec::new();
         for s in 0..40u64 {
             let mut keys: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
             for _ in 0..next(200) {
@@ -205,41 +269,36 @@ mod tests {
                 // Sources are numbered newest first: the first source to hold a key wins.
                 model.entry(k.clone()).or_insert_with(|| v.clone());
             }
-            let v: Vec<Result<Entry>> = keys
-                .into_iter()
-                .map(|(key, value)| Ok(Entry { key, value }))
-                .collect();
-            sources.push(Box::new(v.into_iter()) as Source);
+            lists.push(keys.into_iter().collect::<Vec<Kv>>());
         }
-        let got: Vec<(Vec<u8>, Option<Vec<u8>>)> = MergeIter::new(sources)
-            .unwrap()
-            .map(|e| e.unwrap())
-            .map(|e| (e.key, e.value))
-            .collect();
-        let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = model.into_iter().collect();
-        assert_eq!(got, want);
+        let mut want: Vec<Kv> = model.into_iter().collect();
+        assert_eq!(merged(&lists, Direction::Forward), want);
+        want.reverse();
+        assert_eq!(merged(&lists, Direction::Backward), want);
     }
 
     #[test]
     fn a_failing_source_ends_the_merge_with_its_error() {
-        let failing: Source = Box::new(
+        let mut m = Merge::new(
             vec![
-                Ok(Entry {
-                    key: b"b".to_vec(),
-                    value: None,
-                }),
-                Err(crate::error::Error::corruption(
-                    std::path::Path::new("t"),
-                    "bad block",
-                )),
-            ]
-            .into_iter(),
+                ListCursor::new(
+                    list(&[("a", Some("1")), ("c", Some("3"))]),
+                    Direction::Forward,
+                    None,
+                ),
+                ListCursor::new(
+                    list(&[("b", None), ("z", None)]),
+                    Direction::Forward,
+                    Some(1),
+                ),
+            ],
+            Direction::Forward,
         );
-        let mut m =
-            MergeIter::new(vec![src(&[("a", Some("1")), ("c", Some("3"))]), failing]).unwrap();
-        assert_eq!(m.next().unwrap().unwrap().key, b"a");
-        // "b" comes out, and reading the failing source's next entry fails with it.
-        assert!(m.next().unwrap().is_err());
-        assert!(m.next().is_none(), "nothing after an error");
+        assert_eq!(m.key(), Some(&b"a"[..]));
+        m.step().unwrap();
+        assert_eq!(m.key(), Some(&b"b"[..]));
+        // Moving the failing source past "b" fails, and nothing comes after the error.
+        assert!(m.step().is_err());
+        assert_eq!(m.key(), None);
     }
 }

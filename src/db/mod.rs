@@ -31,6 +31,7 @@ mod checkpoint;
 mod compaction;
 mod inner;
 mod iter;
+mod level_cursor;
 pub mod manifest;
 mod memtable;
 mod merge;
@@ -197,14 +198,15 @@ impl Db {
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
         let (start, end) = own_bounds(&range);
         let state = self.inner.read_state();
-        DbIter::new(
+        Ok(DbIter::new(
             &self.inner.counters,
             self.inner.opts.prefix_extractor,
+            self.inner.cache.clone(),
             &state,
             state.mem.visible(),
             start,
             end,
-        )
+        ))
     }
 
     /// Writes a consistent, openable copy of the store as of now to the new directory `dir`

@@ -146,14 +146,15 @@ impl Snapshot {
     /// Live keys and values in `range` as of the snapshot, in key order (as `Db::scan`).
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
         let (start, end) = super::own_bounds(&range);
-        DbIter::new(
+        Ok(DbIter::new(
             &self.counters,
             self.rule,
+            self.cache.clone(),
             &self.state,
             self.mem_seen,
             start,
             end,
-        )
+        ))
     }
 
     /// Live keys starting with `prefix` as of the snapshot (as `Db::scan_prefix`).

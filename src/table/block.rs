@@ -89,7 +89,59 @@ pub(crate) fn next_entry<'a>(c: &mut Cursor<'a>) -> Result<RawEntry<'a>, String>
     }
 }
 
-/// Decodes a whole data block payload into owned entries, checking key order.
+/// Where one entry of a data block payload lies (`entry_at`).
+pub(crate) struct EntrySpan {
+    /// The key's bytes.
+    pub(crate) key: std::ops::Range<usize>,
+    /// The value's bytes; `None` for a tombstone.
+    pub(crate) value: Option<std::ops::Range<usize>>,
+    /// Where the next entry starts.
+    pub(crate) end: usize,
+}
+
+/// Decodes the entry that starts at `pos` of a data block payload (FORMAT.md §3.2) in place:
+/// one bounds check for its fixed part and one for its key and value. The error says what
+/// was malformed.
+#[inline]
+pub(crate) fn entry_at(payload: &[u8], pos: usize) -> Result<EntrySpan, String> {
+    let Some(head) = payload
+        .get(pos..)
+        .and_then(|r| r.first_chunk::<ENTRY_HEAD>())
+    else {
+        return Err(format!(
+            "entry at offset {pos} cut short in a {}-byte block",
+            payload.len()
+        ));
+    };
+    let key_len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+    let value_len = u32::from_le_bytes([head[5], head[6], head[7], head[8]]) as usize;
+    let key_start = pos + ENTRY_HEAD;
+    let Some((key_end, end)) = key_start
+        .checked_add(key_len)
+        .and_then(|key_end| Some((key_end, key_end.checked_add(value_len)?)))
+        .filter(|&(_, end)| end <= payload.len())
+    else {
+        return Err(format!(
+            "entry at offset {pos} ({key_len}-byte key, {value_len}-byte value) overruns a {}-byte block",
+            payload.len()
+        ));
+    };
+    let value = match head[0] {
+        TAG_PUT => Some(key_end..end),
+        TAG_DELETE if value_len == 0 => None,
+        TAG_DELETE => return Err(format!("tombstone with a {value_len}-byte value")),
+        other => return Err(format!("unknown entry tag {other}")),
+    };
+    Ok(EntrySpan {
+        key: key_start..key_end,
+        value,
+        end,
+    })
+}
+
+/// Decodes a whole data block payload into owned entries, checking key order: the tests'
+/// and the fuzzer's oracle for the cursors' walk (`iter.rs`).
+#[cfg(test)]
 pub(crate) fn decode_entries(payload: &[u8]) -> Result<Vec<Entry>, String> {
     let mut c = Cursor::new(payload);
     let mut out: Vec<Entry> = Vec::new();
@@ -130,6 +182,42 @@ mod tests {
         let mut huge = b.clone();
         huge[1..5].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(decode_entries(&huge).is_err());
+    }
+
+    /// Walking a block with `entry_at` finds what `decode_entries` finds, and fails where it
+    /// fails (apart from key order, which the cursors check themselves).
+    #[test]
+    fn entry_at_walks_as_decode_entries() {
+        let mut b = Vec::new();
+        put_entry(&mut b, b"a", Some(b"1")).unwrap();
+        put_entry(&mut b, b"b", None).unwrap();
+        put_entry(&mut b, b"c", Some(b"xyz")).unwrap();
+        let walk = |p: &[u8]| -> Result<Vec<Entry>, String> {
+            let mut out = Vec::new();
+            let mut pos = 0;
+            while pos < p.len() {
+                let e = entry_at(p, pos)?;
+                out.push(Entry {
+                    key: p[e.key].to_vec(),
+                    value: e.value.map(|v| p[v].to_vec()),
+                });
+                pos = e.end;
+            }
+            Ok(out)
+        };
+        assert_eq!(walk(&b).unwrap(), decode_entries(&b).unwrap());
+        for len in 0..b.len() {
+            assert_eq!(
+                walk(&b[..len]).is_ok(),
+                decode_entries(&b[..len]).is_ok(),
+                "{len}"
+            );
+        }
+        for (at, byte) in [(0, 9u8), (1, 0xff), (4, 0x80), (9, 2)] {
+            let mut bad = b.clone();
+            bad[at] = byte;
+            assert_eq!(walk(&bad).is_ok(), decode_entries(&bad).is_ok(), "{at}");
+        }
     }
 
     #[test]

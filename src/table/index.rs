@@ -130,7 +130,6 @@ impl Index {
     }
 
     /// Block `i`'s last key (`None` past the end).
-    #[cfg(test)]
     pub(crate) fn last_key(&self, i: usize) -> Option<&[u8]> {
         self.keys.get(i).map(|k| &**k)
     }

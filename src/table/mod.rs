@@ -27,6 +27,7 @@ pub use compression::Compression;
 pub use filter_state::{FilterBytes, FilterPages, FilterProblem, FilterState, PrefixCheck};
 pub use footer::{Footer, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_MAGIC, TABLE_VERSION};
 pub use iter::TableIter;
+pub(crate) use iter::{Cursor, Direction, KeyRange, TableCursor};
 pub(crate) use reader::BlockRef;
 pub use reader::{Table, TableOpen, TableReadStats, TableReads};
 

@@ -16,7 +16,7 @@ use super::compression::{open_block, Compression};
 use super::filter_state::{FilterState, PrefixCheck};
 use super::footer::Properties;
 use super::index::Index;
-use super::iter::TableIter;
+use super::iter::{Held, TableIter};
 use super::scratch::Scratch;
 
 mod open;
@@ -46,6 +46,14 @@ impl BlockRef<'_> {
             BlockRef::Scratch(s) => &s.0,
         }
     }
+}
+
+/// Where `find_block` found a data block.
+enum Found<'t> {
+    Mapped(&'t [u8]),
+    Cached(Arc<Block>),
+    /// Neither: the caller reads it.
+    Unread(BlockHandle),
 }
 
 /// Data-block reads done by one operation.
@@ -288,7 +296,7 @@ impl Table {
     }
 
     /// The first block whose last key is ≥ `key` (`index.len()` if none).
-    fn block_for(&self, key: &[u8]) -> usize {
+    pub(super) fn block_for(&self, key: &[u8]) -> usize {
         self.index.search(key)
     }
 
@@ -327,29 +335,72 @@ impl Table {
         stats: &mut TableReadStats,
         cache: Option<&BlockCache>,
     ) -> Result<BlockRef<'_>> {
+        Ok(match self.find_block(i, stats, cache)? {
+            Found::Mapped(p) => BlockRef::Mapped(p),
+            Found::Cached(b) => BlockRef::Cached(b),
+            Found::Unread(h) => {
+                let mut scratch = Scratch::take();
+                scratch.0 = self.read_block_into(h, stats, std::mem::take(&mut scratch.0))?;
+                BlockRef::Scratch(scratch)
+            }
+        })
+    }
+
+    /// Data block `i` for a cursor (`iter.rs`), as `data_block`, but a block neither mapped
+    /// nor cached is read into `buf` (the cursor's own, reused from block to block).
+    pub(super) fn hold_block(
+        &self,
+        i: usize,
+        stats: &mut TableReadStats,
+        cache: Option<&BlockCache>,
+        buf: Vec<u8>,
+    ) -> Result<Held> {
+        Ok(match self.find_block(i, stats, cache)? {
+            Found::Mapped(p) => {
+                // `p` lies inside the map: its offset there is the distance of the pointers.
+                let base = self.map().map_or(0, |m| m.as_ptr() as usize);
+                let at = (p.as_ptr() as usize).wrapping_sub(base);
+                Held::Mapped(at..at + p.len())
+            }
+            Found::Cached(b) => Held::Cached(b),
+            Found::Unread(h) => Held::Owned(self.read_block_into(h, stats, buf)?),
+        })
+    }
+
+    /// Where data block `i` can be had without a read of the caller's own: in the map, in
+    /// `cache` (a miss the cache admits is read and inserted here), or `Unread`.
+    fn find_block(
+        &self,
+        i: usize,
+        stats: &mut TableReadStats,
+        cache: Option<&BlockCache>,
+    ) -> Result<Found<'_>> {
         let h = self
             .index
             .handle(i)
             .ok_or_else(|| Error::corruption(&self.path, format!("no data block {i}")))?;
         if let Some(map) = self.file.mapped() {
             if self.props.compression == Compression::None {
-                return self.mapped_block(map, h, stats).map(BlockRef::Mapped);
+                return self.mapped_block(map, h, stats).map(Found::Mapped);
             }
         }
         if let Some(c) = cache {
             if let Some(b) = c.get(self.id, h.offset) {
                 stats.cache_hits += 1;
-                return Ok(BlockRef::Cached(b));
+                return Ok(Found::Cached(b));
             }
             if c.admit(self.id, h.offset) {
                 let b = Arc::new(Block::new(self.read_block(h, stats)?));
                 c.insert(self.id, h.offset, Arc::clone(&b));
-                return Ok(BlockRef::Cached(b));
+                return Ok(Found::Cached(b));
             }
         }
-        let mut scratch = Scratch::take();
-        scratch.0 = self.read_block_into(h, stats, std::mem::take(&mut scratch.0))?;
-        Ok(BlockRef::Scratch(scratch))
+        Ok(Found::Unread(h))
+    }
+
+    /// The table's map, when it is read through one.
+    pub(super) fn map(&self) -> Option<&[u8]> {
+        self.file.mapped()
     }
 
     /// The verified payload of the uncompressed data block at `h`, in the table's map. The
@@ -404,16 +455,22 @@ impl Table {
 
     /// Iterates entries with key ≥ `start` (or all), in order, reading blocks lazily.
     pub fn iter(self: &Arc<Self>, start: Bound<&[u8]>) -> TableIter {
-        let block = match start {
-            Bound::Unbounded => 0,
-            Bound::Included(k) | Bound::Excluded(k) => self.block_for(k),
-        };
-        TableIter::new(Arc::clone(self), block, start)
+        TableIter::new(Arc::clone(self), start)
     }
 
     /// Where data block `i` is (`None` past the last).
     pub(super) fn block_handle(&self, i: usize) -> Option<BlockHandle> {
         self.index.handle(i)
+    }
+
+    /// Data blocks in the table.
+    pub(super) fn blocks(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Data block `i`'s last key (`None` past the last block).
+    pub(super) fn block_last_key(&self, i: usize) -> Option<&[u8]> {
+        self.index.last_key(i)
     }
 }
 

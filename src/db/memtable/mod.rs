@@ -3,7 +3,7 @@
 //! reaches `Options::memtable_size`.
 //!
 //! Use: the one writer (holding the store's writer lock) calls `apply(batch)`; readers call
-//! `get`, `get_at` and `range_at` at any time, without a lock. Each applied batch gets the next
+//! `get`, `get_at` and `cursor` at any time, without a lock. Each applied batch gets the next
 //! sequence number and each of its operations becomes one entry (key, value or tombstone,
 //! seq) at the end of the log (`boxcar::Vec`: appended in place, never moved, so a reader
 //! holds `&Entry` while the writer appends). The hash index (`index.rs`) maps a key to its
@@ -13,8 +13,9 @@
 //! older count and walks a key's links back to the version it saw.
 //!
 //! Order is only built when asked for: a scan sorts the entries written since the last scan
-//! into a run and merges runs (a binary counter, `sorted.rs`); a flush sorts each key's
-//! newest entry, taken from the index, once (`for_each_newest`).
+//! into a run and merges runs (a binary counter, `sorted.rs`), then walks the runs without
+//! copying (`cursor.rs`); a flush sorts each key's newest entry, taken from the index, once
+//! (`for_each_newest`).
 //!
 //! Why not the lock-free skip list (`crossbeam-skiplist`) this replaced: an insert into a
 //! 64 MiB memtable walked ~2 nodes on each of ~19 levels, most of them cache misses, and
@@ -27,6 +28,7 @@
 //! count, one cache line all reader threads write (issue 9). A reader here writes nothing
 //! shared (`arc_swap`'s load uses a thread-local slot).
 
+mod cursor;
 mod index;
 mod sorted;
 
@@ -39,6 +41,8 @@ use arc_swap::ArcSwap;
 
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::filter::hash_key;
+use crate::table::{Direction, KeyRange};
+pub(crate) use cursor::MemCursor;
 use index::Index;
 use sorted::{Keys, View};
 
@@ -192,7 +196,7 @@ impl Memtable {
         (seen != 0).then(|| self.get_at(key, hash_key(key), seen))?
     }
 
-    /// The batches applied so far (`seen` for `get_at` and `range_at`: a snapshot's view).
+    /// The batches applied so far (`seen` for `get_at` and `cursor`: a snapshot's view).
     pub(crate) fn visible(&self) -> u64 {
         self.visible.load(Ordering::Acquire)
     }
@@ -208,8 +212,7 @@ impl Memtable {
 
     /// The key's newest entry among the first `seen` batches.
     fn newest(&self, key: &[u8], hash: u64, seen: u64) -> Option<&Entry> {
-        let newest = self.index.load().find(hash, |e| self.entry(e).key == key)?;
-        self.version_at(self.entry(newest), seen)
+        self.newest_index(key, hash, seen).map(|i| self.entry(i))
     }
 
     /// `e` or the newest earlier version of its key among the first `seen` batches.
@@ -279,36 +282,65 @@ impl Memtable {
         Ok(())
     }
 
-    /// The newest visible entry of each key in `range`, sorted (for scans and flushes); empty
-    /// for an empty or reversed range.
-    pub(crate) fn range(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        self.range_at(start, end, self.visible())
+    /// A walk over the keys in `range` in `dir`, as of the first `seen` batches (at most the
+    /// visible ones): `cursor.rs`.
+    pub(crate) fn cursor(
+        self: &Arc<Self>,
+        range: &KeyRange,
+        dir: Direction,
+        seen: u64,
+    ) -> MemCursor {
+        MemCursor::new(Arc::clone(self), range, dir, seen)
     }
 
-    /// `range` as of the first `seen` batches (at most the visible ones).
+    /// The position of the key's newest entry among the first `seen` batches (`newest`).
+    fn newest_index(&self, key: &[u8], hash: u64, seen: u64) -> Option<usize> {
+        let mut i = self.index.load().find(hash, |e| self.entry(e).key == key)?;
+        while self.entry(i).seq > seen {
+            i = self.entry(i).prev;
+            if i == NO_PREV {
+                return None;
+            }
+        }
+        Some(i)
+    }
+
+    /// The newest visible entry of each key in `[start, end]` as of the first `seen` batches,
+    /// sorted, read through a cursor in `dir`: the tests' view of what a scan walks.
+    #[cfg(test)]
     pub(crate) fn range_at(
-        &self,
+        self: &Arc<Self>,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         seen: u64,
+        dir: Direction,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        if seen == 0 || range_is_empty(start, end) {
-            return Vec::new();
+        use crate::table::Cursor;
+        let range = KeyRange {
+            start: start.map(<[u8]>::to_vec),
+            end: end.map(<[u8]>::to_vec),
+        };
+        let mut c = self.cursor(&range, dir, seen);
+        let mut out = Vec::new();
+        while let Some(k) = c.key() {
+            out.push((k.to_vec(), c.value().map(<[u8]>::to_vec)));
+            #[expect(clippy::unwrap_used, reason = "a memtable cursor never fails")]
+            c.step().unwrap();
         }
-        let hits = self.view().in_range(start, end, self);
-        let mut out = Vec::with_capacity(hits.len());
-        for e in hits {
-            let key = &self.entry(e).key;
-            // A key whose every version is newer than `seen` is not there yet.
-            if let Some(newest) = self.newest(key, self.entry(e).hash, seen) {
-                out.push((key.clone(), newest.value.clone()));
-            }
+        if dir == Direction::Backward {
+            out.reverse();
         }
         out
+    }
+
+    /// `range_at` of everything visible, forward.
+    #[cfg(test)]
+    pub(crate) fn range(
+        self: &Arc<Self>,
+        start: Bound<&[u8]>,
+        end: Bound<&[u8]>,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        self.range_at(start, end, self.visible(), Direction::Forward)
     }
 }
 
@@ -330,7 +362,7 @@ mod tests {
 
     #[test]
     fn latest_write_wins_and_tombstones_are_kept() {
-        let m = Memtable::new(1);
+        let m = Arc::new(Memtable::new(1));
         m.apply(vec![
             (b"a".to_vec(), Some(b"1".to_vec())),
             (b"a".to_vec(), Some(b"2".to_vec())),
@@ -351,7 +383,7 @@ mod tests {
 
     #[test]
     fn versions_and_bounds() {
-        let m = Memtable::new(1);
+        let m = Arc::new(Memtable::new(1));
         assert!(m.is_empty());
         for round in 0..3u8 {
             m.apply(
@@ -406,7 +438,7 @@ mod tests {
         // index growing several times; after each batch, a point read and a scan at a random
         // earlier batch (a snapshot) must equal the model as it was then.
         use std::collections::BTreeMap;
-        let m = Memtable::new(1);
+        let m = Arc::new(Memtable::new(1));
         let mut rng = Rng(0x2545_F491_4F6C_DD1D);
         let mut models: Vec<BTreeMap<Vec<u8>, Option<Vec<u8>>>> = vec![BTreeMap::new()];
         let key = |i: u64| format!("key:{i:05}").into_bytes();
@@ -434,7 +466,22 @@ mod tests {
                 );
             }
             let (lo, hi) = (key(rng.below(3000)), key(rng.below(3000)));
-            let got = m.range_at(Bound::Included(&lo), Bound::Excluded(&hi), at);
+            let got = m.range_at(
+                Bound::Included(&lo),
+                Bound::Excluded(&hi),
+                at,
+                Direction::Forward,
+            );
+            let back = m.range_at(
+                Bound::Included(&lo),
+                Bound::Excluded(&hi),
+                at,
+                Direction::Backward,
+            );
+            assert_eq!(
+                back, got,
+                "backward scan [{lo:?}, {hi:?}) at batch {at} of {seq}"
+            );
             let expect: Vec<(Vec<u8>, Option<Vec<u8>>)> = if lo < hi {
                 want.range(lo.clone()..hi.clone())
                     .map(|(k, v)| (k.clone(), v.clone()))
@@ -477,7 +524,12 @@ mod tests {
                             continue;
                         }
                         assert_eq!(n, Some(Some(seen.to_le_bytes().to_vec())), "n at {seen}");
-                        let all = m.range_at(Bound::Unbounded, Bound::Unbounded, seen);
+                        let all = m.range_at(
+                            Bound::Unbounded,
+                            Bound::Unbounded,
+                            seen,
+                            Direction::Forward,
+                        );
                         let mut by_i = std::collections::HashMap::new();
                         for (k, v) in &all {
                             if k.as_slice() != b"n" {

@@ -1,4 +1,4 @@
-//! The memtable's keys in order, built only when a scan (`Memtable::range_at`) needs it.
+//! The memtable's keys in order, built only when a scan (`Memtable::cursor`) needs it.
 //! Writes never pay for it; a point lookup never uses it.
 //!
 //! A `View` covers the memtable's first `upto` log entries as a few sorted runs of entry
@@ -11,7 +11,7 @@
 //! its own). A flush sorts each key's newest entry from the index instead (`mod.rs`).
 
 use std::cmp::Ordering;
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 use std::sync::Arc;
 
 /// Sorted runs over the first `upto` entries (see the module comment).
@@ -94,34 +94,28 @@ impl View {
             runs,
         }
     }
+}
 
-    /// Entries of the keys between `start` and `end`, sorted by key, one per key.
-    pub(super) fn in_range(
-        &self,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        keys: &impl Keys,
-    ) -> Vec<usize> {
-        let vs = |e, k| keys.vs(e, k);
-        let mut hits = Vec::new();
-        for run in &self.runs {
-            let from = match start {
-                Bound::Included(k) => run.partition_point(|&e| vs(e, k) == Ordering::Less),
-                Bound::Excluded(k) => run.partition_point(|&e| vs(e, k) != Ordering::Greater),
-                Bound::Unbounded => 0,
-            };
-            let to = match end {
-                Bound::Included(k) => run.partition_point(|&e| vs(e, k) != Ordering::Greater),
-                Bound::Excluded(k) => run.partition_point(|&e| vs(e, k) == Ordering::Less),
-                Bound::Unbounded => run.len(),
-            };
-            hits.extend_from_slice(&run[from..to.max(from)]);
-        }
-        if self.runs.len() > 1 {
-            hits = sorted_distinct(hits.into_iter(), keys);
-        }
-        hits
-    }
+/// The part of `run` (sorted, distinct keys) whose keys lie between `start` and `end`: two
+/// binary searches.
+pub(super) fn span(
+    run: &[usize],
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+    keys: &impl Keys,
+) -> Range<usize> {
+    let vs = |e, k| keys.vs(e, k);
+    let from = match start {
+        Bound::Included(k) => run.partition_point(|&e| vs(e, k) == Ordering::Less),
+        Bound::Excluded(k) => run.partition_point(|&e| vs(e, k) != Ordering::Greater),
+        Bound::Unbounded => 0,
+    };
+    let to = match end {
+        Bound::Included(k) => run.partition_point(|&e| vs(e, k) != Ordering::Greater),
+        Bound::Excluded(k) => run.partition_point(|&e| vs(e, k) == Ordering::Less),
+        Bound::Unbounded => run.len(),
+    };
+    from..to.max(from)
 }
 
 #[cfg(test)]
@@ -143,6 +137,15 @@ mod tests {
         }
     }
 
+    /// The entries of every run in the range, one per key, sorted.
+    fn in_range(view: &View, start: Bound<&[u8]>, end: Bound<&[u8]>, keys: &Nums) -> Vec<usize> {
+        let hits = view
+            .runs
+            .iter()
+            .flat_map(|run| run[span(run, start, end, keys)].to_vec());
+        sorted_distinct(hits, keys)
+    }
+
     #[test]
     fn runs_stay_few_sorted_and_distinct() {
         // Entry e holds key keys[e]: repeats across and within the extensions.
@@ -161,20 +164,17 @@ mod tests {
             // Every key written so far, once, in order, whatever the bounds.
             let want: std::collections::BTreeSet<u32> = keys.0[..len].iter().copied().collect();
             let (lo, hi) = (100u32.to_be_bytes(), 900u32.to_be_bytes());
-            let got: Vec<u32> = view
-                .in_range(Bound::Excluded(&lo), Bound::Included(&hi), cmp)
+            let got: Vec<u32> = in_range(&view, Bound::Excluded(&lo), Bound::Included(&hi), cmp)
                 .iter()
                 .map(|&e| keys.0[e])
                 .collect();
             let expect: Vec<u32> = want.range(101..=900).copied().collect();
             assert_eq!(got, expect);
-            let all = view.in_range(Bound::Unbounded, Bound::Unbounded, cmp);
+            let all = in_range(&view, Bound::Unbounded, Bound::Unbounded, cmp);
             assert_eq!(all.len(), want.len());
         }
         // A reversed range is empty, not a panic.
         let (lo, hi) = (900u32.to_be_bytes(), 100u32.to_be_bytes());
-        assert!(view
-            .in_range(Bound::Included(&lo), Bound::Included(&hi), cmp)
-            .is_empty());
+        assert!(in_range(&view, Bound::Included(&lo), Bound::Included(&hi), cmp).is_empty());
     }
 }

@@ -1,0 +1,191 @@
+//! A scan's walk over the tables of one level (`LevelCursor`), one table at a time, as
+//! RocksDB's `LevelIterator` does: the level's tables are sorted with disjoint ranges
+//! (levels 1 and deeper), so two binary searches give the tables the range can touch, and the
+//! cursor opens the first of them (the last, backward) and the next only when it is done. A
+//! scan therefore reads one data block per level until it crosses a table boundary. A table of
+//! level 0 is a `LevelCursor` over that one table.
+//!
+//! Prefix filters: when the scan's range lies inside one prefix (`iter::range_prefix`), a
+//! table whose prefix filter lacks it is passed over unopened, when the walk reaches it. Data
+//! blocks the tables' cursors read are added to the level's `scan_block_reads`.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::stats::{bump, Counters};
+use super::version::Version;
+use crate::error::Result;
+use crate::prefix::PrefixExtractor;
+use crate::table::{BlockCache, Cursor, Direction, KeyRange, PrefixCheck, TableCursor};
+
+/// What every cursor of one scan shares.
+pub(super) struct ScanSetup {
+    pub(super) range: Arc<KeyRange>,
+    pub(super) cache: Option<Arc<BlockCache>>,
+    pub(super) counters: Arc<Counters>,
+    /// The prefix every key of the range has under the store's rule, and its hash.
+    pub(super) prefix: Option<(PrefixExtractor, Vec<u8>, u64)>,
+}
+
+/// One level's tables in a range, one open at a time (see the module comment).
+pub(super) struct LevelCursor {
+    scan: Arc<ScanSetup>,
+    version: Arc<Version>,
+    level: usize,
+    dir: Direction,
+    /// Positions in the level of the tables not opened yet.
+    left: Range<usize>,
+    table: Option<TableCursor>,
+    /// The open table's block reads already counted.
+    counted: u64,
+}
+
+impl LevelCursor {
+    /// A cursor over the level's tables whose ranges meet the scan's (level 1 and deeper).
+    pub(super) fn level(
+        scan: &Arc<ScanSetup>,
+        version: &Arc<Version>,
+        level: usize,
+        dir: Direction,
+    ) -> Result<LevelCursor> {
+        let tables = &version.levels()[level];
+        let range = &scan.range;
+        let first = tables.partition_point(|t| !range.after_start(t.max_key()));
+        let end = tables.partition_point(|t| range.before_end(t.min_key()));
+        LevelCursor::over(scan, version, level, first..end.max(first), dir)
+    }
+
+    /// A cursor over the tables at `positions` of `level`, in `dir`.
+    pub(super) fn over(
+        scan: &Arc<ScanSetup>,
+        version: &Arc<Version>,
+        level: usize,
+        positions: Range<usize>,
+        dir: Direction,
+    ) -> Result<LevelCursor> {
+        let mut c = LevelCursor {
+            scan: Arc::clone(scan),
+            version: Arc::clone(version),
+            level,
+            dir,
+            left: positions,
+            table: None,
+            counted: 0,
+        };
+        c.open_next()?;
+        Ok(c)
+    }
+
+    /// Opens the next table in the walk's direction that has a key in the range (the
+    /// cursor is over when none is left).
+    fn open_next(&mut self) -> Result<()> {
+        self.table = None;
+        while !self.left.is_empty() {
+            let i = match self.dir {
+                Direction::Forward => {
+                    self.left.start += 1;
+                    self.left.start - 1
+                }
+                Direction::Backward => {
+                    self.left.end -= 1;
+                    self.left.end
+                }
+            };
+            let Some(t) = self.version.levels()[self.level].get(i) else {
+                self.left = 0..0;
+                break;
+            };
+            if self.passed_over(t) {
+                continue;
+            }
+            let c = TableCursor::new(
+                Arc::clone(t),
+                self.scan.cache.clone(),
+                Arc::clone(&self.scan.range),
+                self.dir,
+            )?;
+            self.counted = 0;
+            let found = c.key().is_some();
+            self.table = Some(c);
+            self.count();
+            if found {
+                return Ok(());
+            }
+        }
+        self.table = None;
+        Ok(())
+    }
+
+    /// True when the table's prefix filter says it lacks the scan's prefix (counted).
+    fn passed_over(&self, t: &crate::table::Table) -> bool {
+        let Some((rule, q, hash)) = &self.scan.prefix else {
+            return false;
+        };
+        let counters = self.scan.counters.reader();
+        let c = &counters.levels[self.level];
+        match t.check_prefix(*rule, q, *hash) {
+            PrefixCheck::Absent => {
+                bump(&c.prefix_checks, 1);
+                bump(&c.prefix_useful, 1);
+                true
+            }
+            PrefixCheck::Maybe => {
+                bump(&c.prefix_checks, 1);
+                false
+            }
+            PrefixCheck::Unfiltered => {
+                bump(&c.prefix_unfiltered, 1);
+                false
+            }
+        }
+    }
+
+    /// Adds the open table's new block reads to the level's scan counter.
+    fn count(&mut self) {
+        if let Some(t) = &self.table {
+            let blocks = t.stats.blocks;
+            if blocks != self.counted {
+                let counters = self.scan.counters.reader();
+                bump(
+                    &counters.levels[self.level].scan_block_reads,
+                    blocks - self.counted,
+                );
+                self.counted = blocks;
+            }
+        }
+    }
+}
+
+impl Cursor for LevelCursor {
+    #[inline]
+    fn key(&self) -> Option<&[u8]> {
+        self.table.as_ref()?.key()
+    }
+
+    #[inline]
+    fn value(&self) -> Option<&[u8]> {
+        self.table.as_ref()?.value()
+    }
+
+    fn step(&mut self) -> Result<()> {
+        let Some(t) = self.table.as_mut() else {
+            return Ok(());
+        };
+        let stepped = t.step();
+        self.count();
+        if let Err(e) = stepped {
+            self.table = None;
+            self.left = 0..0;
+            return Err(e);
+        }
+        if self.key().is_none() && !self.left.is_empty() {
+            let opened = self.open_next();
+            if opened.is_err() {
+                self.table = None;
+                self.left = 0..0;
+            }
+            return opened;
+        }
+        Ok(())
+    }
+}

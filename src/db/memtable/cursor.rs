@@ -1,0 +1,129 @@
+//! A scan's walk over one memtable (`Memtable::cursor`): the keys of a range in order,
+//! forward or backward, each with its newest version among the batches a reader sees,
+//! copying nothing. Holds no lock: writers go on appending while it walks.
+//!
+//! It takes the memtable's sorted view (`sorted.rs`) as of its start, finds each run's part of
+//! the range with two binary searches, and merges the runs' heads as it goes (a view has
+//! O(log n) runs, so picking the head is a short loop). Each key it meets is looked up in the
+//! hash index for its newest entry, and walked back to the version the reader sees; a key
+//! whose every version is newer than that is skipped. So a 10-key scan of a memtable of any
+//! size costs the runs' binary searches and ten lookups, where copying the range out and
+//! sorting it cost time in the size of the range (127 short scans/s over a 3.5 MB memtable).
+
+use std::cmp::Ordering;
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::sorted::{span, Keys, View};
+use super::Memtable;
+use crate::error::Result;
+use crate::table::{Cursor, Direction, KeyRange};
+
+/// One memtable's entries in a range (see the module comment).
+pub(crate) struct MemCursor {
+    mem: Arc<Memtable>,
+    view: Arc<View>,
+    seen: u64,
+    dir: Direction,
+    /// Per run of `view`: the positions not walked yet.
+    left: Vec<Range<usize>>,
+    /// The entry shown for the current key: its version at `seen`.
+    current: Option<usize>,
+}
+
+impl MemCursor {
+    pub(super) fn new(mem: Arc<Memtable>, range: &KeyRange, dir: Direction, seen: u64) -> Self {
+        let view = if seen == 0 {
+            Arc::new(View::default())
+        } else {
+            mem.view()
+        };
+        let left = view
+            .runs
+            .iter()
+            .map(|run| span(run, range.start(), range.end(), &*mem))
+            .collect();
+        let mut c = MemCursor {
+            mem,
+            view,
+            seen,
+            dir,
+            left,
+            current: None,
+        };
+        c.advance();
+        c
+    }
+
+    /// The entry at the head of run `r` in the walk's direction.
+    fn head(&self, r: usize) -> Option<usize> {
+        let left = &self.left[r];
+        if left.is_empty() {
+            return None;
+        }
+        let at = match self.dir {
+            Direction::Forward => left.start,
+            Direction::Backward => left.end - 1,
+        };
+        self.view.runs[r].get(at).copied()
+    }
+
+    /// Makes the next key (in the walk's direction) with a version at `seen` current.
+    fn advance(&mut self) {
+        self.current = None;
+        loop {
+            // The run whose head comes first; a key is in a run at most once.
+            let mut best: Option<usize> = None;
+            for r in 0..self.left.len() {
+                let Some(e) = self.head(r) else { continue };
+                let first = best.is_none_or(|b| {
+                    let ord = Keys::cmp(&*self.mem, e, b);
+                    match self.dir {
+                        Direction::Forward => ord == Ordering::Less,
+                        Direction::Backward => ord == Ordering::Greater,
+                    }
+                });
+                if first {
+                    best = Some(e);
+                }
+            }
+            let Some(e) = best else { return };
+            // Every run whose head is this key moves past it.
+            for r in 0..self.left.len() {
+                if self
+                    .head(r)
+                    .is_some_and(|h| Keys::cmp(&*self.mem, h, e) == Ordering::Equal)
+                {
+                    match self.dir {
+                        Direction::Forward => self.left[r].start += 1,
+                        Direction::Backward => self.left[r].end -= 1,
+                    }
+                }
+            }
+            let entry = self.mem.entry(e);
+            if let Some(v) = self.mem.newest_index(&entry.key, entry.hash, self.seen) {
+                self.current = Some(v);
+                return;
+            }
+        }
+    }
+}
+
+impl Cursor for MemCursor {
+    #[inline]
+    fn key(&self) -> Option<&[u8]> {
+        Some(&self.mem.entry(self.current?).key)
+    }
+
+    #[inline]
+    fn value(&self) -> Option<&[u8]> {
+        self.mem.entry(self.current?).value.as_deref()
+    }
+
+    fn step(&mut self) -> Result<()> {
+        if self.current.is_some() {
+            self.advance();
+        }
+        Ok(())
+    }
+}
