@@ -27,7 +27,7 @@ use super::version::State;
 use crate::error::Result;
 use crate::filter::hash_key;
 use crate::prefix::{prefix_end, PrefixExtractor};
-use crate::table::{BlockCache, Cursor, Direction, KeyRange};
+use crate::table::{BlockCache, Cursor, Direction, KeyRange, Table};
 
 /// The prefix every key in [`start`, `end`] has under `rule`, if there is one: the prefix `q`
 /// the rule gives the start key, when the end bound does not reach past the keys starting
@@ -49,6 +49,17 @@ pub(super) fn range_prefix<'k>(
         (Some(pe), Bound::Included(e)) => e < pe.as_slice(),
     };
     inside.then_some(q)
+}
+
+/// True when table `t` may hold keys of `range` (its largest key compared by its prefix
+/// first, as lookups do).
+fn reaches(t: &Table, range: &KeyRange) -> bool {
+    let after_start = match range.start() {
+        Bound::Included(k) => !t.ends_before(k),
+        Bound::Excluded(k) => !t.ends_before(k) && t.max_key() != k,
+        Bound::Unbounded => true,
+    };
+    t.properties().entries > 0 && after_start && range.before_end(t.min_key())
 }
 
 /// One source of a scan's merge.
@@ -119,7 +130,7 @@ impl DbIter {
     ) -> DbIter {
         let counters = shared.reader();
         bump(&counters.scans, 1);
-        let range = KeyRange { start, end };
+        let range = KeyRange::new(start, end);
         let done = range_is_empty(range.start(), range.end());
         let prefix = rule.and_then(|rule| {
             let q = range_prefix(rule, range.start(), range.end())?;
@@ -154,7 +165,7 @@ impl DbIter {
         let level0 = &version.levels()[0];
         for i in (0..level0.len()).rev() {
             let t = &level0[i];
-            if range.after_start(t.max_key()) && range.before_end(t.min_key()) {
+            if reaches(t, range) {
                 let c = LevelCursor::over(scan, version, 0, i..i + 1, dir)?;
                 sources.push(Source::Level(c));
             }

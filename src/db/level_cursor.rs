@@ -9,7 +9,7 @@
 //! table whose prefix filter lacks it is passed over unopened, when the walk reaches it. Data
 //! blocks the tables' cursors read are added to the level's `scan_block_reads`.
 
-use std::ops::Range;
+use std::ops::{Bound, Range};
 use std::sync::Arc;
 
 use super::stats::{bump, Counters};
@@ -36,8 +36,8 @@ pub(super) struct LevelCursor {
     /// Positions in the level of the tables not opened yet.
     left: Range<usize>,
     table: Option<TableCursor>,
-    /// The open table's block reads already counted.
-    counted: u64,
+    /// The open table's block reads and cache hits already counted.
+    counted: (u64, u64),
 }
 
 impl LevelCursor {
@@ -50,8 +50,23 @@ impl LevelCursor {
     ) -> Result<LevelCursor> {
         let tables = &version.levels()[level];
         let range = &scan.range;
-        let first = tables.partition_point(|t| !range.after_start(t.max_key()));
-        let end = tables.partition_point(|t| range.before_end(t.min_key()));
+        let first = match range.start() {
+            Bound::Unbounded => 0,
+            Bound::Included(k) => version.first_reaching(level, k),
+            // A table whose largest key is `k` itself holds nothing above it.
+            Bound::Excluded(k) => {
+                let i = version.first_reaching(level, k);
+                i + usize::from(tables.get(i).is_some_and(|t| t.max_key() == k))
+            }
+        };
+        let end = match range.end() {
+            Bound::Unbounded => tables.len(),
+            _ => {
+                first
+                    + tables[first.min(tables.len())..]
+                        .partition_point(|t| range.before_end(t.min_key()))
+            }
+        };
         LevelCursor::over(scan, version, level, first..end.max(first), dir)
     }
 
@@ -70,7 +85,7 @@ impl LevelCursor {
             dir,
             left: positions,
             table: None,
-            counted: 0,
+            counted: (0, 0),
         };
         c.open_next()?;
         Ok(c)
@@ -104,7 +119,7 @@ impl LevelCursor {
                 Arc::clone(&self.scan.range),
                 self.dir,
             )?;
-            self.counted = 0;
+            self.counted = (0, 0);
             let found = c.key().is_some();
             self.table = Some(c);
             self.count();
@@ -140,17 +155,16 @@ impl LevelCursor {
         }
     }
 
-    /// Adds the open table's new block reads to the level's scan counter.
+    /// Adds the open table's new block reads and cache hits to the level's scan counters.
     fn count(&mut self) {
         if let Some(t) = &self.table {
-            let blocks = t.stats.blocks;
-            if blocks != self.counted {
+            let (blocks, hits) = (t.stats.blocks, t.stats.cache_hits);
+            if (blocks, hits) != self.counted {
                 let counters = self.scan.counters.reader();
-                bump(
-                    &counters.levels[self.level].scan_block_reads,
-                    blocks - self.counted,
-                );
-                self.counted = blocks;
+                let c = &counters.levels[self.level];
+                bump(&c.scan_block_reads, blocks - self.counted.0);
+                bump(&c.scan_block_cache_hits, hits - self.counted.1);
+                self.counted = (blocks, hits);
             }
         }
     }

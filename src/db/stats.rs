@@ -43,6 +43,7 @@ pub(crate) struct LevelCounters {
     pub(crate) prefix_useful: AtomicU64,
     pub(crate) prefix_unfiltered: AtomicU64,
     pub(crate) scan_block_reads: AtomicU64,
+    pub(crate) scan_block_cache_hits: AtomicU64,
 }
 
 /// One thread's read-path counters. Only the owning thread writes them (see `bump`); the
@@ -142,6 +143,8 @@ pub struct LevelStats {
     pub prefix_unfiltered: u64,
     /// Data blocks read from table files by scans.
     pub scan_block_reads: u64,
+    /// Data blocks scans found in the block cache (not counted in `scan_block_reads`).
+    pub scan_block_cache_hits: u64,
 }
 
 impl LevelStats {
@@ -178,6 +181,7 @@ impl LevelStats {
             prefix_useful: c.prefix_useful.load(Relaxed),
             prefix_unfiltered: c.prefix_unfiltered.load(Relaxed),
             scan_block_reads: c.scan_block_reads.load(Relaxed),
+            scan_block_cache_hits: c.scan_block_cache_hits.load(Relaxed),
             ..LevelStats::default()
         });
     }
@@ -204,6 +208,7 @@ impl LevelStats {
             (&mut self.prefix_useful, o.prefix_useful),
             (&mut self.prefix_unfiltered, o.prefix_unfiltered),
             (&mut self.scan_block_reads, o.scan_block_reads),
+            (&mut self.scan_block_cache_hits, o.scan_block_cache_hits),
         ] {
             *a = a.saturating_add(b);
         }

@@ -91,6 +91,14 @@ impl Version {
         self.found_prefetched(level, i, key, hash, CacheLevel::L1)
     }
 
+    /// The position on `level` (1 and deeper) of the first table whose largest key is not
+    /// below `key` (the level's length if none): where a scan from `key` starts. Searches the
+    /// dense prefix array, as `in_level_prefetched` does.
+    pub(crate) fn first_reaching(&self, level: usize, key: &[u8]) -> usize {
+        let tables = &self.levels[level];
+        Table::candidate_in_level(tables, &self.max_prefixes[level], key).unwrap_or(tables.len())
+    }
+
     /// For each key prefix in `prefixes` (`key_prefix` of the keys), its search position on
     /// `level` (1 and deeper), all searched together (`partition_points`): the `positions`
     /// `in_level_from` takes.

@@ -2,8 +2,10 @@
 //! Every function here takes bytes from disk and returns an error, never panics, on any
 //! malformed input.
 
+use super::cache::SCAN_AHEAD;
 use crate::coding::put_u32_len;
 pub(crate) use crate::coding::Cursor;
+use crate::prefetch::{prefetch_address, prefetch_lines};
 
 /// Where a block lives in a table file: offset and size, the size including the 4-byte CRC
 /// for data, index and properties blocks.
@@ -137,6 +139,44 @@ pub(crate) fn entry_at(payload: &[u8], pos: usize) -> Result<EntrySpan, String> 
         value,
         end,
     })
+}
+
+/// The offset of the first entry of a data block payload whose key is at or above `key`
+/// (above it when `exclusive`), or the payload's length when there is none; `key_p` is
+/// `key_prefix(key)`. Checks that the keys it passes increase. The walk a forward scan
+/// starts with: keys compared by their 8-byte prefixes first, as `cache::find` does, without
+/// the cursor's per-entry bookkeeping.
+///
+/// A block from the block cache is usually in no CPU cache, and each entry's position
+/// depends on the one before, so the walk requests the lines `SCAN_AHEAD` bytes ahead of the
+/// entry it decodes, as `find` does.
+pub(crate) fn seek(
+    payload: &[u8],
+    key_p: u64,
+    key: &[u8],
+    exclusive: bool,
+) -> Result<usize, String> {
+    let base = payload.as_ptr() as usize;
+    prefetch_lines(base, SCAN_AHEAD.min(payload.len()));
+    let mut pos = 0;
+    let mut prev: Option<(u64, &[u8])> = None;
+    while pos < payload.len() {
+        prefetch_address(base + pos + SCAN_AHEAD);
+        let e = entry_at(payload, pos)?;
+        let k = &payload[e.key];
+        let p = crate::coding::key_prefix(k);
+        if prev.is_some_and(|(pp, pk)| crate::coding::cmp_prefixed(pp, pk, p, k).is_ge()) {
+            return Err("data block keys out of order".to_string());
+        }
+        match crate::coding::cmp_prefixed(p, k, key_p, key) {
+            std::cmp::Ordering::Greater => return Ok(pos),
+            std::cmp::Ordering::Equal if !exclusive => return Ok(pos),
+            _ => {}
+        }
+        prev = Some((p, k));
+        pos = e.end;
+    }
+    Ok(pos)
 }
 
 /// Decodes a whole data block payload into owned entries, checking key order: the tests'

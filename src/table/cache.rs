@@ -91,7 +91,7 @@ impl Block {
 /// after another. A timing loop over 16,384 such blocks (64 MiB, 34 entries each, absent
 /// keys): 760–945 ns per lookup without, 576–590 ns 512 bytes ahead, 514–545 ns 1 KiB ahead,
 /// 588–613 ns 2 KiB ahead and 699 ns with the whole block requested first; in L1 all ~76 ns.
-const SCAN_AHEAD: usize = 1024;
+pub(crate) const SCAN_AHEAD: usize = 1024;
 
 /// The entry for `key` in a verified data block payload: `Some(Some(v))` a value,
 /// `Some(None)` a tombstone, `None` absent. Decodes entries in order up to `key`; the error

@@ -19,10 +19,13 @@
 use std::ops::{Bound, Range};
 use std::sync::Arc;
 
-use super::block::{entry_at, Entry};
-use super::cache::{Block, BlockCache};
+use super::block::{entry_at, seek, Entry};
+use super::cache::{Block, BlockCache, SCAN_AHEAD};
 use super::reader::{Table, TableReadStats};
+use super::scratch::Scratch;
+use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
+use crate::prefetch::{prefetch_address, prefetch_lines};
 
 /// Which way a cursor walks its range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,38 +36,64 @@ pub(crate) enum Direction {
     Backward,
 }
 
-/// The keys a scan covers: `start` to `end`, each bound as `std::ops::Bound`.
+/// The keys a scan covers: `start` to `end`, each bound as `std::ops::Bound`, with the
+/// bounds' `key_prefix`es, so that most comparisons against them are one of two `u64`s.
 #[derive(Clone, Debug)]
 pub(crate) struct KeyRange {
-    pub(crate) start: Bound<Vec<u8>>,
-    pub(crate) end: Bound<Vec<u8>>,
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    start_prefix: u64,
+    end_prefix: u64,
 }
 
 impl KeyRange {
+    /// The keys from `start` to `end`.
+    pub(crate) fn new(start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> KeyRange {
+        let prefix = |b: &Bound<Vec<u8>>| match b {
+            Bound::Included(k) | Bound::Excluded(k) => key_prefix(k),
+            Bound::Unbounded => 0,
+        };
+        KeyRange {
+            start_prefix: prefix(&start),
+            end_prefix: prefix(&end),
+            start,
+            end,
+        }
+    }
+
     /// Every key.
     pub(crate) fn all() -> KeyRange {
-        KeyRange {
-            start: Bound::Unbounded,
-            end: Bound::Unbounded,
-        }
+        KeyRange::new(Bound::Unbounded, Bound::Unbounded)
     }
 
     /// True when `key` is not below the start bound.
     #[inline]
     pub(crate) fn after_start(&self, key: &[u8]) -> bool {
-        match &self.start {
-            Bound::Included(s) => key >= s.as_slice(),
-            Bound::Excluded(s) => key > s.as_slice(),
-            Bound::Unbounded => true,
-        }
+        self.after_start_prefixed(key_prefix(key), key)
     }
 
     /// True when `key` is not above the end bound.
     #[inline]
     pub(crate) fn before_end(&self, key: &[u8]) -> bool {
+        self.before_end_prefixed(key_prefix(key), key)
+    }
+
+    /// `after_start` for a key whose `key_prefix` is `p`.
+    #[inline]
+    pub(crate) fn after_start_prefixed(&self, p: u64, key: &[u8]) -> bool {
+        match &self.start {
+            Bound::Included(s) => cmp_prefixed(p, key, self.start_prefix, s).is_ge(),
+            Bound::Excluded(s) => cmp_prefixed(p, key, self.start_prefix, s).is_gt(),
+            Bound::Unbounded => true,
+        }
+    }
+
+    /// `before_end` for a key whose `key_prefix` is `p`.
+    #[inline]
+    pub(crate) fn before_end_prefixed(&self, p: u64, key: &[u8]) -> bool {
         match &self.end {
-            Bound::Included(e) => key <= e.as_slice(),
-            Bound::Excluded(e) => key < e.as_slice(),
+            Bound::Included(e) => cmp_prefixed(p, key, self.end_prefix, e).is_le(),
+            Bound::Excluded(e) => cmp_prefixed(p, key, self.end_prefix, e).is_lt(),
             Bound::Unbounded => true,
         }
     }
@@ -104,8 +133,8 @@ pub(crate) enum Held {
     Empty,
     /// Shared with the block cache.
     Cached(Arc<Block>),
-    /// Read into the cursor's own buffer.
-    Owned(Vec<u8>),
+    /// Read into a buffer of the thread's (`scratch.rs`), handed back when the cursor drops it.
+    Owned(Scratch),
     /// These bytes of the table's map (verified when taken).
     Mapped(Range<usize>),
 }
@@ -114,6 +143,8 @@ pub(crate) enum Held {
 #[derive(Clone, Debug)]
 struct Current {
     key: Range<usize>,
+    /// `key_prefix` of the key.
+    prefix: u64,
     value: Option<Range<usize>>,
     /// Where the entry after it starts (forward walks).
     end: usize,
@@ -168,9 +199,27 @@ impl TableCursor {
         };
         if first < blocks && c.table.properties().entries > 0 {
             c.load(first)?;
+            // Forward, the first block is sought from the start bound.
+            match dir {
+                Direction::Forward => c.seek_start()?,
+                Direction::Backward => c.record_starts()?,
+            }
             c.settle()?;
         }
         Ok(c)
+    }
+
+    /// Forward, from a start bound: the entry of the held block where the range starts (a
+    /// tight walk: `block::seek`), current.
+    fn seek_start(&mut self) -> Result<()> {
+        let (exclusive, key) = match self.range.start() {
+            Bound::Included(k) => (false, k),
+            Bound::Excluded(k) => (true, k),
+            Bound::Unbounded => return self.decode_at(0),
+        };
+        let pos = seek(self.payload(), self.range.start_prefix, key, exclusive)
+            .map_err(|r| self.corrupt(r))?;
+        self.decode_at(pos)
     }
 
     /// The held block's verified payload.
@@ -178,7 +227,7 @@ impl TableCursor {
         match &self.held {
             Held::Empty => &[],
             Held::Cached(b) => b.payload(),
-            Held::Owned(v) => v,
+            Held::Owned(v) => &v.0,
             Held::Mapped(r) => self
                 .table
                 .map()
@@ -195,17 +244,23 @@ impl TableCursor {
         )
     }
 
-    /// Makes block `i` the held one, reusing the last block's buffer if it was the cursor's.
+    /// Makes block `i` the held one (no entry current yet), reusing the last block's buffer
+    /// if it was the cursor's.
     fn load(&mut self, i: usize) -> Result<()> {
         let buf = match std::mem::replace(&mut self.held, Held::Empty) {
             Held::Owned(v) => v,
-            _ => Vec::new(),
+            _ => Scratch::take(),
         };
         self.current = None;
         self.block = i;
         self.held = self
             .table
             .hold_block(i, &mut self.stats, self.cache.as_deref(), buf)?;
+        Ok(())
+    }
+
+    /// Makes the first entry (forward) or the last (backward) of the held block current.
+    fn enter(&mut self) -> Result<()> {
         match self.dir {
             Direction::Forward => self.decode_at(0),
             Direction::Backward => self.record_starts(),
@@ -221,29 +276,35 @@ impl TableCursor {
             return Ok(());
         }
         let e = entry_at(payload, pos).map_err(|r| self.corrupt(r))?;
+        let key = &payload[e.key.clone()];
+        let prefix = key_prefix(key);
         if let Some(prev) = &self.current {
-            if payload[prev.key.clone()] >= payload[e.key.clone()] {
+            if cmp_prefixed(prev.prefix, &payload[prev.key.clone()], prefix, key).is_ge() {
                 return Err(self.corrupt("data block keys out of order".into()));
             }
         }
         self.current = Some(Current {
             key: e.key,
+            prefix,
             value: e.value,
             end: e.end,
         });
         Ok(())
     }
 
-    /// Backward: records where each entry of the held block starts (checking every entry
-    /// and the key order), and makes the last one current.
+    /// Backward: records where each entry of the held block up to the end bound starts
+    /// (checking those entries and their order), and makes the last of them current.
     fn record_starts(&mut self) -> Result<()> {
         let mut starts = std::mem::take(&mut self.starts);
         starts.clear();
         let payload = self.payload();
+        let base = payload.as_ptr() as usize;
+        prefetch_lines(base, SCAN_AHEAD.min(payload.len()));
         let mut pos = 0;
-        let mut prev: Option<Range<usize>> = None;
+        let mut prev: Option<(u64, &[u8])> = None;
         let mut failed = None;
         while pos < payload.len() {
+            prefetch_address(base + pos + SCAN_AHEAD);
             let e = match entry_at(payload, pos) {
                 Ok(e) => e,
                 Err(r) => {
@@ -251,8 +312,15 @@ impl TableCursor {
                     break;
                 }
             };
-            if prev.is_some_and(|p| payload[p] >= payload[e.key.clone()]) {
+            let key = &payload[e.key.clone()];
+            let prefix = key_prefix(key);
+            if prev.is_some_and(|(p, k)| cmp_prefixed(p, k, prefix, key).is_ge()) {
                 failed = Some("data block keys out of order".to_string());
+                break;
+            }
+            // Entries past the end bound are never visited (only the first block of a
+            // backward walk can hold any).
+            if !self.range.before_end_prefixed(prefix, key) {
                 break;
             }
             let Ok(at) = u32::try_from(pos) else {
@@ -260,7 +328,7 @@ impl TableCursor {
                 break;
             };
             starts.push(at);
-            prev = Some(e.key);
+            prev = Some((prefix, key));
             pos = e.end;
         }
         self.back = starts.len();
@@ -280,8 +348,10 @@ impl TableCursor {
         self.back -= 1;
         let pos = self.starts[self.back] as usize;
         // Checked by `record_starts`: this decodes again what decoded there.
-        let e = entry_at(self.payload(), pos).map_err(|r| self.corrupt(r))?;
+        let payload = self.payload();
+        let e = entry_at(payload, pos).map_err(|r| self.corrupt(r))?;
         self.current = Some(Current {
+            prefix: key_prefix(&payload[e.key.clone()]),
             key: e.key,
             value: e.value,
             end: e.end,
@@ -299,10 +369,14 @@ impl TableCursor {
                 }
                 continue;
             };
-            let key = &self.payload()[cur.key.clone()];
+            let (key, p) = (&self.payload()[cur.key.clone()], cur.prefix);
+            let (after_start, before_end) = (
+                self.range.after_start_prefixed(p, key),
+                self.range.before_end_prefixed(p, key),
+            );
             let (near, far) = match self.dir {
-                Direction::Forward => (self.range.after_start(key), self.range.before_end(key)),
-                Direction::Backward => (self.range.before_end(key), self.range.after_start(key)),
+                Direction::Forward => (after_start, before_end),
+                Direction::Backward => (before_end, after_start),
             };
             match (near, far) {
                 (true, true) => return Ok(()),
@@ -349,6 +423,7 @@ impl TableCursor {
         match next {
             Some(n) => {
                 self.load(n)?;
+                self.enter()?;
                 Ok(true)
             }
             None => {
@@ -401,10 +476,7 @@ pub struct TableIter {
 
 impl TableIter {
     pub(super) fn new(table: Arc<Table>, start: Bound<&[u8]>) -> TableIter {
-        let range = KeyRange {
-            start: start.map(<[u8]>::to_vec),
-            end: Bound::Unbounded,
-        };
+        let range = KeyRange::new(start.map(<[u8]>::to_vec), Bound::Unbounded);
         match TableCursor::new(table, None, Arc::new(range), Direction::Forward) {
             Ok(c) => TableIter {
                 cursor: Some(c),
@@ -510,10 +582,7 @@ mod tests {
         for round in 0..400 {
             let a = format!("key{:05}", rand(3100)).into_bytes();
             let b = format!("key{:05}", rand(3100)).into_bytes();
-            let range = KeyRange {
-                start: bound(rand(3), a),
-                end: bound(rand(3), b),
-            };
+            let range = KeyRange::new(bound(rand(3), a), bound(rand(3), b));
             let want: Vec<(Vec<u8>, Option<Vec<u8>>)> = model
                 .iter()
                 .filter(|(k, _)| range.after_start(k) && range.before_end(k))
@@ -547,10 +616,10 @@ mod tests {
             .collect();
         let t = table(dir.path(), &model);
         let range = |s: &str, e: &str| {
-            Arc::new(KeyRange {
-                start: Bound::Included(s.as_bytes().to_vec()),
-                end: Bound::Excluded(e.as_bytes().to_vec()),
-            })
+            Arc::new(KeyRange::new(
+                Bound::Included(s.as_bytes().to_vec()),
+                Bound::Excluded(e.as_bytes().to_vec()),
+            ))
         };
         for dir in [Direction::Forward, Direction::Backward] {
             // From just after block 9's last key to block 10's last (excluded): inside block 10.

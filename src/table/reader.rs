@@ -347,13 +347,13 @@ impl Table {
     }
 
     /// Data block `i` for a cursor (`iter.rs`), as `data_block`, but a block neither mapped
-    /// nor cached is read into `buf` (the cursor's own, reused from block to block).
+    /// nor cached is read into `buf` (a thread's buffer the cursor holds from block to block).
     pub(super) fn hold_block(
         &self,
         i: usize,
         stats: &mut TableReadStats,
         cache: Option<&BlockCache>,
-        buf: Vec<u8>,
+        mut buf: Scratch,
     ) -> Result<Held> {
         Ok(match self.find_block(i, stats, cache)? {
             Found::Mapped(p) => {
@@ -363,7 +363,10 @@ impl Table {
                 Held::Mapped(at..at + p.len())
             }
             Found::Cached(b) => Held::Cached(b),
-            Found::Unread(h) => Held::Owned(self.read_block_into(h, stats, buf)?),
+            Found::Unread(h) => {
+                buf.0 = self.read_block_into(h, stats, std::mem::take(&mut buf.0))?;
+                Held::Owned(buf)
+            }
         })
     }
 

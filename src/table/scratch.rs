@@ -1,28 +1,34 @@
-//! A per-thread buffer that data blocks which are not cached are read into: the block cache's
+//! Per-thread buffers that data blocks which are not cached are read into: the block cache's
 //! doorkeeper (`doorkeeper.rs`) turns most misses of a store much larger than its cache into
-//! such reads, and a store without a cache makes every read one. Reusing one buffer saves the
+//! such reads, and a store without a cache makes every read one. Reusing a buffer saves the
 //! allocation, the zeroing and the free of a fresh one, and the kernel copies the block into
 //! lines that are already in the CPU's cache instead of cold ones.
 //!
-//! Use: `Scratch::take()` lends this thread's buffer (or a new one if it is lent already); the
-//! read fills it; dropping the `Scratch` hands it back.
+//! Use: `Scratch::take()` lends one of this thread's buffers (or a new one if none is left);
+//! the read fills it; dropping the `Scratch` hands it back. A get holds one at a time; a scan
+//! holds one per table it has open (`iter.rs`), so a thread keeps up to `KEEP_BUFFERS`.
 
-use std::cell::Cell;
+use std::cell::RefCell;
 
 /// A buffer larger than this is not kept for the next read (a block of one huge value).
 const KEEP_BYTES: usize = 64 << 10;
 
+/// Buffers a thread keeps: a scan's tables open at once (memtables aside, one per level-0
+/// table and one per deeper level), with room to spare.
+const KEEP_BUFFERS: usize = 16;
+
 thread_local! {
-    static BUFFER: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
+    static BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// This thread's read buffer, lent out; it holds a verified block payload once read.
+/// One of this thread's read buffers, lent out; it holds a verified block payload once read.
 pub(crate) struct Scratch(pub(crate) Vec<u8>);
 
 impl Scratch {
-    /// Borrows this thread's buffer (empty if another `Scratch` has it).
+    /// Borrows one of this thread's buffers (a new, empty one if all are lent).
     pub(crate) fn take() -> Scratch {
-        Scratch(BUFFER.with(Cell::take))
+        let kept = BUFFERS.try_with(|b| b.borrow_mut().pop()).ok().flatten();
+        Scratch(kept.unwrap_or_default())
     }
 }
 
@@ -31,7 +37,12 @@ impl Drop for Scratch {
         if self.0.capacity() <= KEEP_BYTES {
             let buf = std::mem::take(&mut self.0);
             // During thread teardown the slot may be gone: the buffer is then just freed.
-            let _ = BUFFER.try_with(|b| b.set(buf));
+            let _ = BUFFERS.try_with(|b| {
+                let mut kept = b.borrow_mut();
+                if kept.len() < KEEP_BUFFERS {
+                    kept.push(buf);
+                }
+            });
         }
     }
 }

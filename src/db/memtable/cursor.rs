@@ -22,7 +22,8 @@ use crate::table::{Cursor, Direction, KeyRange};
 /// One memtable's entries in a range (see the module comment).
 pub(crate) struct MemCursor {
     mem: Arc<Memtable>,
-    view: Arc<View>,
+    /// `None` when nothing is visible.
+    view: Option<Arc<View>>,
     seen: u64,
     dir: Direction,
     /// Per run of `view`: the positions not walked yet.
@@ -33,14 +34,11 @@ pub(crate) struct MemCursor {
 
 impl MemCursor {
     pub(super) fn new(mem: Arc<Memtable>, range: &KeyRange, dir: Direction, seen: u64) -> Self {
-        let view = if seen == 0 {
-            Arc::new(View::default())
-        } else {
-            mem.view()
-        };
-        let left = view
-            .runs
-            .iter()
+        // A memtable with nothing visible (the common case right after a flush) is not
+        // looked at.
+        let view = (seen != 0).then(|| mem.view());
+        let left = view.iter().flat_map(|v| &v.runs);
+        let left = left
             .map(|run| span(run, range.start(), range.end(), &*mem))
             .collect();
         let mut c = MemCursor {
@@ -55,53 +53,54 @@ impl MemCursor {
         c
     }
 
-    /// The entry at the head of run `r` in the walk's direction.
+    /// Run `r`'s head in the walk's direction: its position, if any is left.
+    #[inline]
     fn head(&self, r: usize) -> Option<usize> {
         let left = &self.left[r];
-        if left.is_empty() {
-            return None;
+        match self.dir {
+            _ if left.is_empty() => None,
+            Direction::Forward => Some(left.start),
+            Direction::Backward => Some(left.end - 1),
         }
-        let at = match self.dir {
-            Direction::Forward => left.start,
-            Direction::Backward => left.end - 1,
-        };
-        self.view.runs[r].get(at).copied()
     }
 
     /// Makes the next key (in the walk's direction) with a version at `seen` current.
     fn advance(&mut self) {
         self.current = None;
+        let Some(view) = &self.view else { return };
+        let runs = &view.runs;
+        let mem = &*self.mem;
         loop {
-            // The run whose head comes first; a key is in a run at most once.
-            let mut best: Option<usize> = None;
-            for r in 0..self.left.len() {
-                let Some(e) = self.head(r) else { continue };
-                let first = best.is_none_or(|b| {
-                    let ord = Keys::cmp(&*self.mem, e, b);
+            // The run whose head comes first (prefixes first); a key is in a run at most once.
+            let mut best: Option<(u64, usize)> = None;
+            for r in 0..runs.len() {
+                let Some(at) = self.head(r) else { continue };
+                let (p, e) = (runs[r].prefixes[at], runs[r].entries[at]);
+                let first = best.is_none_or(|(bp, b)| {
+                    let ord = p.cmp(&bp).then_with(|| Keys::cmp(mem, e, b));
                     match self.dir {
                         Direction::Forward => ord == Ordering::Less,
                         Direction::Backward => ord == Ordering::Greater,
                     }
                 });
                 if first {
-                    best = Some(e);
+                    best = Some((p, e));
                 }
             }
-            let Some(e) = best else { return };
+            let Some((p, e)) = best else { return };
             // Every run whose head is this key moves past it.
-            for r in 0..self.left.len() {
-                if self
-                    .head(r)
-                    .is_some_and(|h| Keys::cmp(&*self.mem, h, e) == Ordering::Equal)
-                {
+            for r in 0..runs.len() {
+                let Some(at) = self.head(r) else { continue };
+                let (hp, h) = (runs[r].prefixes[at], runs[r].entries[at]);
+                if hp == p && (h == e || Keys::cmp(mem, h, e) == Ordering::Equal) {
                     match self.dir {
                         Direction::Forward => self.left[r].start += 1,
                         Direction::Backward => self.left[r].end -= 1,
                     }
                 }
             }
-            let entry = self.mem.entry(e);
-            if let Some(v) = self.mem.newest_index(&entry.key, entry.hash, self.seen) {
+            let entry = mem.entry(e);
+            if let Some(v) = mem.newest_index(&entry.key, entry.hash, self.seen) {
                 self.current = Some(v);
                 return;
             }

@@ -80,6 +80,9 @@ impl Keys for Memtable {
         let a = self.entry(a);
         cmp_prefixed(a.prefix, &a.key, key_prefix(key), key)
     }
+    fn prefix(&self, a: usize) -> u64 {
+        self.entry(a).prefix
+    }
     fn head(&self, a: usize) -> u128 {
         let key = &self.entry(a).key;
         let mut b = [0u8; 16];
@@ -316,10 +319,7 @@ impl Memtable {
         dir: Direction,
     ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         use crate::table::Cursor;
-        let range = KeyRange {
-            start: start.map(<[u8]>::to_vec),
-            end: end.map(<[u8]>::to_vec),
-        };
+        let range = KeyRange::new(start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
         let mut c = self.cursor(&range, dir, seen);
         let mut out = Vec::new();
         while let Some(k) = c.key() {

@@ -9,10 +9,16 @@
 //! O(log n) times over the memtable's life and a view has O(log n) runs. The new view is
 //! published for the next scan (`ArcSwap::compare_and_swap`; a scan that loses the race uses
 //! its own). A flush sorts each key's newest entry from the index instead (`mod.rs`).
+//!
+//! Each run keeps its entries' 8-byte key prefixes beside them (`Run::prefixes`), so a scan's
+//! seek is a binary search over one dense array, and loads an entry and its key only where
+//! prefixes tie; searching the entry numbers loaded an entry and its key bytes at every step.
 
 use std::cmp::Ordering;
 use std::ops::{Bound, Range};
 use std::sync::Arc;
+
+use crate::coding::key_prefix;
 
 /// Sorted runs over the first `upto` entries (see the module comment).
 #[derive(Default)]
@@ -20,7 +26,37 @@ pub(super) struct View {
     /// Entries covered: `0..upto`.
     pub(super) upto: usize,
     /// Runs, oldest (and largest) first; each sorted by key with distinct keys.
-    pub(super) runs: Vec<Arc<Vec<usize>>>,
+    pub(super) runs: Vec<Arc<Run>>,
+}
+
+/// One sorted run: entry numbers, one per distinct key, and each one's `key_prefix`.
+#[derive(Default)]
+pub(super) struct Run {
+    pub(super) entries: Vec<usize>,
+    pub(super) prefixes: Vec<u64>,
+}
+
+impl Run {
+    fn new(entries: Vec<usize>, keys: &impl Keys) -> Run {
+        let prefixes = entries.iter().map(|&e| keys.prefix(e)).collect();
+        Run { entries, prefixes }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The first position whose key is above `key` (`strict`) or at or above it.
+    fn lower(&self, key: &[u8], strict: bool, keys: &impl Keys) -> usize {
+        let p = key_prefix(key);
+        let lo = self.prefixes.partition_point(|&x| x < p);
+        let ties = self.prefixes[lo..].partition_point(|&x| x == p);
+        lo + self.entries[lo..lo + ties].partition_point(|&e| match keys.vs(e, key) {
+            Ordering::Less => true,
+            Ordering::Equal => strict,
+            Ordering::Greater => false,
+        })
+    }
 }
 
 /// How a view's caller orders entries.
@@ -32,6 +68,8 @@ pub(super) trait Keys {
     /// The key's first 16 bytes, big-endian, zero-padded: ordered as the keys wherever it
     /// differs, so a sort compares key bytes only on its ties.
     fn head(&self, a: usize) -> u128;
+    /// The key's `key_prefix`.
+    fn prefix(&self, a: usize) -> u64;
 }
 
 /// `entries` sorted by key, one per key. Sorting (head, entry) pairs loads each key once;
@@ -47,29 +85,37 @@ pub(super) fn sorted_distinct(
     pairs.into_iter().map(|(_, e)| e).collect()
 }
 
-/// The union of two runs, sorted, one entry per key.
-fn merge(a: &[usize], b: &[usize], keys: &impl Keys) -> Vec<usize> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
+/// The union of two runs, sorted, one entry per key (`a`'s where both hold a key).
+fn merge(a: &Run, b: &Run, keys: &impl Keys) -> Run {
+    let mut out = Run {
+        entries: Vec::with_capacity(a.len() + b.len()),
+        prefixes: Vec::with_capacity(a.len() + b.len()),
+    };
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
-        match keys.cmp(a[i], b[j]) {
+        let by_prefix = a.prefixes[i].cmp(&b.prefixes[j]);
+        let (from, at) = match by_prefix.then_with(|| keys.cmp(a.entries[i], b.entries[j])) {
             Ordering::Less => {
-                out.push(a[i]);
                 i += 1;
+                (a, i - 1)
             }
             Ordering::Greater => {
-                out.push(b[j]);
                 j += 1;
+                (b, j - 1)
             }
             Ordering::Equal => {
-                out.push(a[i]);
                 i += 1;
                 j += 1;
+                (a, i - 1)
             }
-        }
+        };
+        out.entries.push(from.entries[at]);
+        out.prefixes.push(from.prefixes[at]);
     }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
+    for (run, at) in [(a, i), (b, j)] {
+        out.entries.extend_from_slice(&run.entries[at..]);
+        out.prefixes.extend_from_slice(&run.prefixes[at..]);
+    }
     out
 }
 
@@ -78,7 +124,10 @@ impl View {
     pub(super) fn extended(&self, len: usize, keys: &impl Keys) -> View {
         let mut runs = self.runs.clone();
         if len > self.upto {
-            runs.push(Arc::new(sorted_distinct(self.upto..len, keys)));
+            runs.push(Arc::new(Run::new(
+                sorted_distinct(self.upto..len, keys),
+                keys,
+            )));
         }
         while runs.len() >= 2 {
             let n = runs.len();
@@ -96,23 +145,21 @@ impl View {
     }
 }
 
-/// The part of `run` (sorted, distinct keys) whose keys lie between `start` and `end`: two
-/// binary searches.
+/// The part of `run` whose keys lie between `start` and `end`.
 pub(super) fn span(
-    run: &[usize],
+    run: &Run,
     start: Bound<&[u8]>,
     end: Bound<&[u8]>,
     keys: &impl Keys,
 ) -> Range<usize> {
-    let vs = |e, k| keys.vs(e, k);
     let from = match start {
-        Bound::Included(k) => run.partition_point(|&e| vs(e, k) == Ordering::Less),
-        Bound::Excluded(k) => run.partition_point(|&e| vs(e, k) != Ordering::Greater),
+        Bound::Included(k) => run.lower(k, false, keys),
+        Bound::Excluded(k) => run.lower(k, true, keys),
         Bound::Unbounded => 0,
     };
     let to = match end {
-        Bound::Included(k) => run.partition_point(|&e| vs(e, k) != Ordering::Greater),
-        Bound::Excluded(k) => run.partition_point(|&e| vs(e, k) == Ordering::Less),
+        Bound::Included(k) => run.lower(k, true, keys),
+        Bound::Excluded(k) => run.lower(k, false, keys),
         Bound::Unbounded => run.len(),
     };
     from..to.max(from)
@@ -135,6 +182,9 @@ mod tests {
         fn head(&self, a: usize) -> u128 {
             u128::from(self.0[a] >> 8)
         }
+        fn prefix(&self, a: usize) -> u64 {
+            key_prefix(&self.0[a].to_be_bytes())
+        }
     }
 
     /// The entries of every run in the range, one per key, sorted.
@@ -142,7 +192,7 @@ mod tests {
         let hits = view
             .runs
             .iter()
-            .flat_map(|run| run[span(run, start, end, keys)].to_vec());
+            .flat_map(|run| run.entries[span(run, start, end, keys)].to_vec());
         sorted_distinct(hits, keys)
     }
 
@@ -159,7 +209,9 @@ mod tests {
             assert_eq!(view.upto, len);
             assert!(view.runs.len() <= 2 * (usize::BITS - len.leading_zeros()) as usize);
             for run in &view.runs {
-                assert!(run.windows(2).all(|w| keys.0[w[0]] < keys.0[w[1]]));
+                assert!(run.entries.windows(2).all(|w| keys.0[w[0]] < keys.0[w[1]]));
+                let prefixes: Vec<u64> = run.entries.iter().map(|&e| keys.prefix(e)).collect();
+                assert_eq!(run.prefixes, prefixes);
             }
             // Every key written so far, once, in order, whatever the bounds.
             let want: std::collections::BTreeSet<u32> = keys.0[..len].iter().copied().collect();
