@@ -59,8 +59,6 @@ const NO_PREV: usize = usize::MAX;
 struct Entry {
     /// The batch's sequence number.
     seq: u64,
-    /// `hash_key(key)`: the index's hash, kept so the index grows without rehashing keys.
-    hash: u64,
     /// `key_prefix(key)`, so sorting compares most keys without loading their bytes.
     prefix: u64,
     /// The same key's previous entry (an older version, or an earlier op of the same batch),
@@ -170,7 +168,6 @@ impl Memtable {
             keys += usize::from(at.entry.is_none());
             let entry = self.entries.push(Entry {
                 seq,
-                hash,
                 prefix: key_prefix(&key),
                 prev,
                 key,
@@ -298,7 +295,13 @@ impl Memtable {
 
     /// The position of the key's newest entry among the first `seen` batches (`newest`).
     fn newest_index(&self, key: &[u8], hash: u64, seen: u64) -> Option<usize> {
-        let mut i = self.index.load().find(hash, |e| self.entry(e).key == key)?;
+        let newest = self.index.load().find(hash, |e| self.entry(e).key == key)?;
+        self.version_index_at(newest, seen)
+    }
+
+    /// The position of entry `i` or of the newest earlier version of its key among the first
+    /// `seen` batches.
+    fn version_index_at(&self, mut i: usize, seen: u64) -> Option<usize> {
         while self.entry(i).seq > seen {
             i = self.entry(i).prev;
             if i == NO_PREV {

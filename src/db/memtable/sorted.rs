@@ -2,8 +2,9 @@
 //! Writes never pay for it; a point lookup never uses it.
 //!
 //! A `View` covers the memtable's first `upto` log entries as a few sorted runs of entry
-//! numbers, one per distinct key within a run (which of the key's entries does not matter:
-//! the run gives only the key's place; its value is looked up through the hash index). When a
+//! numbers, one per distinct key within a run: the key's newest entry in the run, so that
+//! the newest of a key's entries across the runs is its newest entry in the view, from which
+//! a reader walks the key's links back to the version it sees. When a
 //! scan finds entries beyond `upto`, it sorts just those into a new run and merges the last
 //! runs while the older is at most twice the newer (a binary counter), so a key is merged
 //! O(log n) times over the memtable's life and a view has O(log n) runs. The new view is
@@ -80,12 +81,18 @@ pub(super) fn sorted_distinct(
     keys: &impl Keys,
 ) -> Vec<usize> {
     let mut pairs: Vec<(u128, usize)> = entries.map(|e| (keys.head(e), e)).collect();
-    pairs.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys.cmp(a.1, b.1)));
+    // Among a key's entries the newest (the highest number) sorts first, and is kept.
+    pairs.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| keys.cmp(a.1, b.1))
+            .then(b.1.cmp(&a.1))
+    });
     pairs.dedup_by(|a, b| a.0 == b.0 && keys.cmp(a.1, b.1) == Ordering::Equal);
     pairs.into_iter().map(|(_, e)| e).collect()
 }
 
-/// The union of two runs, sorted, one entry per key (`a`'s where both hold a key).
+/// The union of two runs, sorted, one entry per key (`b`'s, the newer run's, where both hold
+/// a key).
 fn merge(a: &Run, b: &Run, keys: &impl Keys) -> Run {
     let mut out = Run {
         entries: Vec::with_capacity(a.len() + b.len()),
@@ -106,7 +113,7 @@ fn merge(a: &Run, b: &Run, keys: &impl Keys) -> Run {
             Ordering::Equal => {
                 i += 1;
                 j += 1;
-                (a, i - 1)
+                (b, j - 1)
             }
         };
         out.entries.push(from.entries[at]);
