@@ -20,7 +20,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::level_cursor::{LevelCursor, ScanSetup};
-use super::memtable::{range_is_empty, MemCursor};
+use super::memtable::{range_is_empty, MemtableCursor};
 use super::merge::Merge;
 use super::stats::{bump, Counters};
 use super::version::State;
@@ -64,7 +64,7 @@ fn reaches(t: &Table, range: &KeyRange) -> bool {
 
 /// One source of a scan's merge.
 enum Source {
-    Mem(MemCursor),
+    Mem(MemtableCursor),
     Level(LevelCursor),
 }
 

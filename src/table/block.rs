@@ -2,7 +2,6 @@
 //! Every function here takes bytes from disk and returns an error, never panics, on any
 //! malformed input.
 
-use super::cache::SCAN_AHEAD;
 use crate::coding::put_u32_len;
 pub(crate) use crate::coding::Cursor;
 use crate::prefetch::{prefetch_address, prefetch_lines};
@@ -25,6 +24,14 @@ pub struct Entry {
     /// The value; `None` marks a deletion.
     pub value: Option<Vec<u8>>,
 }
+
+/// How far ahead of the entry being decoded `cache::find` and `seek` request the block's lines: a block taken
+/// from the block cache is usually in no CPU cache (32 MiB of blocks), and each entry's
+/// position depends on the one before, so without the hint the scan waits for its lines one
+/// after another. A timing loop over 16,384 such blocks (64 MiB, 34 entries each, absent
+/// keys): 760–945 ns per lookup without, 576–590 ns 512 bytes ahead, 514–545 ns 1 KiB ahead,
+/// 588–613 ns 2 KiB ahead and 699 ns with the whole block requested first; in L1 all ~76 ns.
+pub(crate) const SCAN_AHEAD: usize = 1024;
 
 /// An entry's bytes before its key (FORMAT.md §3, data block): tag, key length, value length.
 pub(crate) const ENTRY_HEAD: usize = 9;

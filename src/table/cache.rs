@@ -51,7 +51,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use super::block::{next_entry, Cursor, ENTRY_HEAD, TAG_DELETE, TAG_PUT};
+use super::block::{next_entry, Cursor, ENTRY_HEAD, SCAN_AHEAD, TAG_DELETE, TAG_PUT};
 use super::doorkeeper::Doorkeeper;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::prefetch::{prefetch_address, prefetch_lines};
@@ -84,14 +84,6 @@ impl Block {
         (self.payload.capacity() + 64) as u64
     }
 }
-
-/// How far ahead of the entry being decoded `find` requests the block's lines: a block taken
-/// from the block cache is usually in no CPU cache (32 MiB of blocks), and each entry's
-/// position depends on the one before, so without the hint the scan waits for its lines one
-/// after another. A timing loop over 16,384 such blocks (64 MiB, 34 entries each, absent
-/// keys): 760–945 ns per lookup without, 576–590 ns 512 bytes ahead, 514–545 ns 1 KiB ahead,
-/// 588–613 ns 2 KiB ahead and 699 ns with the whole block requested first; in L1 all ~76 ns.
-pub(crate) const SCAN_AHEAD: usize = 1024;
 
 /// The entry for `key` in a verified data block payload: `Some(Some(v))` a value,
 /// `Some(None)` a tombstone, `None` absent. Decodes entries in order up to `key`; the error

@@ -16,6 +16,7 @@ mod filter_state;
 mod footer;
 mod index;
 mod iter;
+mod range;
 mod reader;
 mod scratch;
 
@@ -26,8 +27,9 @@ pub use cache::BlockCache;
 pub use compression::Compression;
 pub use filter_state::{FilterBytes, FilterPages, FilterProblem, FilterState, PrefixCheck};
 pub use footer::{Footer, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_MAGIC, TABLE_VERSION};
+pub(crate) use iter::TableCursor;
 pub use iter::TableIter;
-pub(crate) use iter::{Cursor, Direction, KeyRange, TableCursor};
+pub(crate) use range::{Cursor, Direction, KeyRange};
 pub(crate) use reader::BlockRef;
 pub use reader::{Table, TableOpen, TableReadStats, TableReads};
 

@@ -16,13 +16,22 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::sorted::{span, Keys, View};
-use super::Memtable;
 use crate::error::Result;
 use crate::table::{Cursor, Direction, KeyRange};
 
+/// What a cursor reads of its memtable (`Memtable` in `mod.rs`), beside its order (`Keys`).
+pub(crate) trait Versions: Keys {
+    /// Entry `e`'s key.
+    fn key(&self, e: usize) -> &[u8];
+    /// Entry `e`'s value; `None` for a tombstone.
+    fn value(&self, e: usize) -> Option<&[u8]>;
+    /// Entry `e` or the newest earlier version of its key among the first `seen` batches.
+    fn version_at(&self, e: usize, seen: u64) -> Option<usize>;
+}
+
 /// One memtable's entries in a range (see the module comment).
-pub(crate) struct MemCursor {
-    mem: Arc<Memtable>,
+pub(crate) struct MemCursor<M> {
+    mem: Arc<M>,
     /// `None` when nothing is visible.
     view: Option<Arc<View>>,
     seen: u64,
@@ -33,11 +42,17 @@ pub(crate) struct MemCursor {
     current: Option<usize>,
 }
 
-impl MemCursor {
-    pub(super) fn new(mem: Arc<Memtable>, range: &KeyRange, dir: Direction, seen: u64) -> Self {
-        // A memtable with nothing visible (the common case right after a flush) is not
-        // looked at.
-        let view = (seen != 0).then(|| mem.view());
+impl<M: Versions> MemCursor<M> {
+    /// A cursor on the first key of `range` in `dir` among the first `seen` batches of
+    /// `mem`, whose sorted view (covering every entry of those batches) is `view`; `None`
+    /// when nothing is visible (the common case right after a flush: nothing is looked at).
+    pub(super) fn new(
+        mem: Arc<M>,
+        view: Option<Arc<View>>,
+        range: &KeyRange,
+        dir: Direction,
+        seen: u64,
+    ) -> Self {
         let left = view.iter().flat_map(|v| &v.runs);
         let left = left
             .map(|run| span(run, range.start(), range.end(), &*mem))
@@ -105,7 +120,7 @@ impl MemCursor {
             }
             // The view covers every entry of the batches seen; its newest entry of the key
             // may be of a later batch, whose links lead back to the version seen.
-            if let Some(v) = mem.version_index_at(newest, self.seen) {
+            if let Some(v) = mem.version_at(newest, self.seen) {
                 self.current = Some(v);
                 return;
             }
@@ -113,15 +128,15 @@ impl MemCursor {
     }
 }
 
-impl Cursor for MemCursor {
+impl<M: Versions> Cursor for MemCursor<M> {
     #[inline]
     fn key(&self) -> Option<&[u8]> {
-        Some(&self.mem.entry(self.current?).key)
+        Some(self.mem.key(self.current?))
     }
 
     #[inline]
     fn value(&self) -> Option<&[u8]> {
-        self.mem.entry(self.current?).value.as_deref()
+        self.mem.value(self.current?)
     }
 
     fn step(&mut self) -> Result<()> {

@@ -61,7 +61,7 @@ impl Run {
 }
 
 /// How a view's caller orders entries.
-pub(super) trait Keys {
+pub(crate) trait Keys {
     /// Two entries' keys compared.
     fn cmp(&self, a: usize, b: usize) -> Ordering;
     /// An entry's key against a key.

@@ -1,0 +1,114 @@
+//! What a walk over sorted entries covers and how it is driven: a `KeyRange` (bounds with
+//! their 8-byte prefixes, so most comparisons against them are one `u64` compare), the
+//! `Direction`, and the `Cursor` trait every source of a scan or compaction merge implements
+//! (table cursors, `iter.rs`; memtable and level cursors in `db/`).
+
+use std::ops::Bound;
+
+use crate::coding::{cmp_prefixed, key_prefix};
+use crate::error::Result;
+
+/// Which way a cursor walks its range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// From the start bound up, keys increasing.
+    Forward,
+    /// From the end bound down, keys decreasing.
+    Backward,
+}
+
+/// The keys a scan covers: `start` to `end`, each bound as `std::ops::Bound`, with the
+/// bounds' `key_prefix`es, so that most comparisons against them are one of two `u64`s.
+#[derive(Clone, Debug)]
+pub(crate) struct KeyRange {
+    start: Bound<Vec<u8>>,
+    end: Bound<Vec<u8>>,
+    start_prefix: u64,
+    end_prefix: u64,
+}
+
+impl KeyRange {
+    /// The keys from `start` to `end`.
+    pub(crate) fn new(start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> KeyRange {
+        let prefix = |b: &Bound<Vec<u8>>| match b {
+            Bound::Included(k) | Bound::Excluded(k) => key_prefix(k),
+            Bound::Unbounded => 0,
+        };
+        KeyRange {
+            start_prefix: prefix(&start),
+            end_prefix: prefix(&end),
+            start,
+            end,
+        }
+    }
+
+    /// Every key.
+    pub(crate) fn all() -> KeyRange {
+        KeyRange::new(Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// True when `key` is not below the start bound.
+    #[inline]
+    pub(crate) fn after_start(&self, key: &[u8]) -> bool {
+        self.after_start_prefixed(key_prefix(key), key)
+    }
+
+    /// True when `key` is not above the end bound.
+    #[inline]
+    pub(crate) fn before_end(&self, key: &[u8]) -> bool {
+        self.before_end_prefixed(key_prefix(key), key)
+    }
+
+    /// `after_start` for a key whose `key_prefix` is `p`.
+    #[inline]
+    pub(crate) fn after_start_prefixed(&self, p: u64, key: &[u8]) -> bool {
+        match &self.start {
+            Bound::Included(s) => cmp_prefixed(p, key, self.start_prefix, s).is_ge(),
+            Bound::Excluded(s) => cmp_prefixed(p, key, self.start_prefix, s).is_gt(),
+            Bound::Unbounded => true,
+        }
+    }
+
+    /// `before_end` for a key whose `key_prefix` is `p`.
+    #[inline]
+    pub(crate) fn before_end_prefixed(&self, p: u64, key: &[u8]) -> bool {
+        match &self.end {
+            Bound::Included(e) => cmp_prefixed(p, key, self.end_prefix, e).is_le(),
+            Bound::Excluded(e) => cmp_prefixed(p, key, self.end_prefix, e).is_lt(),
+            Bound::Unbounded => true,
+        }
+    }
+
+    /// `key_prefix` of the start bound's key (0 when unbounded).
+    pub(crate) fn start_prefix(&self) -> u64 {
+        self.start_prefix
+    }
+
+    /// The start bound as a slice.
+    pub(crate) fn start(&self) -> Bound<&[u8]> {
+        as_slice(&self.start)
+    }
+
+    /// The end bound as a slice.
+    pub(crate) fn end(&self) -> Bound<&[u8]> {
+        as_slice(&self.end)
+    }
+}
+
+fn as_slice(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_slice()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_slice()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// A sorted walk over entries, read in place: what a merge takes from each of its sources.
+pub(crate) trait Cursor {
+    /// The current entry's key; `None` once the walk is over (or failed).
+    fn key(&self) -> Option<&[u8]>;
+    /// The current entry's value; `None` for a tombstone (or when `key` is `None`).
+    fn value(&self) -> Option<&[u8]>;
+    /// Moves to the next entry in the cursor's direction. After an error the cursor is over.
+    fn step(&mut self) -> Result<()>;
+}
