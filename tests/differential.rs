@@ -207,25 +207,9 @@ impl Engines {
                 }
             }
             Op::ScanBack(from, to) => {
-                let a: Vec<(Vec<u8>, Vec<u8>)> = ours
-                    .scan(from.clone()..=to.clone())
-                    .unwrap()
-                    .rev()
-                    .map(Result::unwrap)
-                    .collect();
-                let b = rocks_back(
-                    rocks.iterator(IteratorMode::From(to, rocksdb::Direction::Reverse)),
-                    from,
-                );
-                if a != b {
-                    return Some(format!(
-                        "reverse scan {:?}..={:?}: ours {} entries, rocksdb {}",
-                        lossy(from),
-                        lossy(to),
-                        a.len(),
-                        b.len()
-                    ));
-                }
+                let a = ours.scan(from.clone()..=to.clone()).unwrap();
+                let b = rocks.iterator(IteratorMode::From(to, rocksdb::Direction::Reverse));
+                return same_backward("", a, b, from, to);
             }
             Op::SnapshotScanBack(from, to, writes) => {
                 let (snap, rsnap) = (ours.snapshot(), rocks.snapshot());
@@ -241,25 +225,9 @@ impl Engines {
                         }
                     }
                 }
-                let a: Vec<(Vec<u8>, Vec<u8>)> = snap
-                    .scan(from.clone()..=to.clone())
-                    .unwrap()
-                    .rev()
-                    .map(Result::unwrap)
-                    .collect();
-                let b = rocks_back(
-                    rsnap.iterator(IteratorMode::From(to, rocksdb::Direction::Reverse)),
-                    from,
-                );
-                if a != b {
-                    return Some(format!(
-                        "reverse scan {:?}..={:?} at a snapshot: ours {} entries, rocksdb {}",
-                        lossy(from),
-                        lossy(to),
-                        a.len(),
-                        b.len()
-                    ));
-                }
+                let a = snap.scan(from.clone()..=to.clone()).unwrap();
+                let b = rsnap.iterator(IteratorMode::From(to, rocksdb::Direction::Reverse));
+                return same_backward(" at a snapshot", a, b, from, to);
             }
             Op::Flush => {
                 ours.flush().unwrap();
@@ -281,15 +249,30 @@ impl Engines {
     }
 }
 
-/// RocksDB's reverse iterator's entries down to `from` (included).
-fn rocks_back<'a>(
-    it: impl Iterator<Item = Result<(Box<[u8]>, Box<[u8]>), rocksdb::Error>> + 'a,
+/// Ours' scan of `[from, to]` read backward against RocksDB's reverse iterator from `to`,
+/// down to `from`: the difference, if any.
+fn same_backward<'a>(
+    what: &str,
+    ours: lsm_bloom::DbIter,
+    rocks: impl Iterator<Item = Result<(Box<[u8]>, Box<[u8]>), rocksdb::Error>> + 'a,
     from: &[u8],
-) -> Vec<(Vec<u8>, Vec<u8>)> {
-    it.map(Result::unwrap)
+    to: &[u8],
+) -> Option<String> {
+    let a: Vec<(Vec<u8>, Vec<u8>)> = ours.rev().map(Result::unwrap).collect();
+    let b: Vec<(Vec<u8>, Vec<u8>)> = rocks
+        .map(Result::unwrap)
         .take_while(|(k, _)| k.as_ref() >= from)
         .map(|(k, v)| (k.to_vec(), v.to_vec()))
-        .collect()
+        .collect();
+    (a != b).then(|| {
+        format!(
+            "reverse scan {:?}..={:?}{what}: ours {} entries, rocksdb {}",
+            lossy(from),
+            lossy(to),
+            a.len(),
+            b.len()
+        )
+    })
 }
 
 fn lossy(b: &[u8]) -> String {

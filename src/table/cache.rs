@@ -51,7 +51,7 @@ use std::sync::Arc;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
-use super::block::{next_entry, Cursor, ENTRY_HEAD, SCAN_AHEAD, TAG_DELETE, TAG_PUT};
+use super::block::{entry_at, next_entry, Cursor, SCAN_AHEAD};
 use super::doorkeeper::Doorkeeper;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::prefetch::{prefetch_address, prefetch_lines};
@@ -109,33 +109,14 @@ pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'
     let mut pos = 0;
     while pos < payload.len() {
         prefetch_address(base + pos + SCAN_AHEAD);
-        // An entry's fixed part (FORMAT.md §3.2): tag, key length, value length.
-        let Some(head) = payload
-            .get(pos..)
-            .and_then(|r| r.first_chunk::<ENTRY_HEAD>())
-        else {
+        // An entry in place (FORMAT.md §3.2): its fixed part, key and value bounds-checked.
+        let Ok(e) = entry_at(payload, pos) else {
             return find_checked(payload, key);
         };
-        let key_len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        let value_len = u32::from_le_bytes([head[5], head[6], head[7], head[8]]) as usize;
-        let key_start = pos + ENTRY_HEAD;
-        let Some((key_end, value_end)) = key_start
-            .checked_add(key_len)
-            .and_then(|key_end| Some((key_end, key_end.checked_add(value_len)?)))
-            .filter(|&(_, value_end)| value_end <= payload.len())
-        else {
-            return find_checked(payload, key);
-        };
-        // In bounds: key_start ≤ key_end ≤ value_end ≤ payload.len().
-        let k = &payload[key_start..key_end];
-        let value = match head[0] {
-            TAG_PUT => Some(&payload[key_end..value_end]),
-            TAG_DELETE if value_len == 0 => None,
-            _ => return find_checked(payload, key),
-        };
+        let k = &payload[e.key];
         match cmp_prefixed(key_prefix(k), k, p, key) {
-            Ordering::Less => pos = value_end,
-            Ordering::Equal => return Ok(Some(value)),
+            Ordering::Less => pos = e.end,
+            Ordering::Equal => return Ok(Some(e.value.map(|v| &payload[v]))),
             Ordering::Greater => break,
         }
     }
