@@ -99,10 +99,19 @@ fn compare(filtered: &Db, plain: &Db, keys: &[Vec<u8>]) -> Result<(), TestCaseEr
         let want = collect(plain.scan_prefix(&q));
         prop_assert_eq!(
             collect(filtered.scan_prefix(&q)),
-            want,
+            want.clone(),
             "scan_prefix {:?}",
             q
         );
+        // Backward, through the same prefix filters.
+        let mut back: Pairs = filtered
+            .scan_prefix(&q)
+            .unwrap()
+            .rev()
+            .map(Result::unwrap)
+            .collect();
+        back.reverse();
+        prop_assert_eq!(back, want, "scan_prefix {:?} backward", q);
         let upper = [&q[..], b"\xff\xff"].concat();
         let range = (Bound::Excluded(q.clone()), Bound::Included(upper.clone()));
         prop_assert_eq!(

@@ -209,14 +209,25 @@ fn scan(s: &Shared, db: &Db, range: &[usize], by_prefix: bool) -> Result<(), Str
         db.scan(key(first)..=key(last))
     }
     .map_err(|e| e.to_string())?;
+    // Half the scans read backward (by the range's first key), in descending key order.
+    let backward = first % 2 == 1;
+    let it: Box<dyn Iterator<Item = lsm_bloom::Result<(Vec<u8>, Vec<u8>)>>> = match backward {
+        false => Box::new(it),
+        true => Box::new(it.rev()),
+    };
     let mut seen = BTreeMap::new();
+    let mut last: Option<Vec<u8>> = None;
     for r in it {
         let (k, v) = r.map_err(|e| e.to_string())?;
-        if let Some((prev, _)) = seen.last_key_value() {
-            if *prev >= k {
-                return Err(format!("WRONG ANSWER: scan out of order at {k:?}"));
-            }
+        if last
+            .as_ref()
+            .is_some_and(|p| (*p >= k) != backward || *p == k)
+        {
+            return Err(format!(
+                "WRONG ANSWER: scan (backward: {backward}) out of order at {k:?}"
+            ));
         }
+        last = Some(k.clone());
         seen.insert(k, v);
     }
     let hi: Vec<u64> = range.iter().map(|&i| s.oracle.after(i)).collect();
