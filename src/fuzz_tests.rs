@@ -14,7 +14,7 @@ use crate::db::manifest::{self, ManifestData, TableMeta};
 use crate::db::wal;
 use crate::filter::{FilterBuilder, FilterKind, FilterPolicy, FilterReader};
 use crate::table::decoders::{
-    decode_entries, find, find_checked, open_block, put_entry, seal, unseal, BlockCompressor,
+    decode_entries, find, find_checked, open_block, put_entry, seal, seek, unseal, BlockCompressor,
     Index, Table,
 };
 use crate::table::{
@@ -256,6 +256,13 @@ fn data_block_target() -> Target {
             for payload in [Some(b), unseal(b).ok()].into_iter().flatten() {
                 for key in [&b""[..], b"key000", b"key0075", b"key029", b"zzz"] {
                     assert_eq!(find(payload, key), find_checked(payload, key), "{key:?}");
+                    // A scan's seek stops inside the payload, or at its end.
+                    let p = crate::coding::key_prefix(key);
+                    for exclusive in [false, true] {
+                        if let Ok(pos) = seek(payload, p, key, exclusive) {
+                            assert!(pos <= payload.len());
+                        }
+                    }
                 }
             }
             let raw = decode_entries(b).is_ok();
@@ -505,10 +512,10 @@ fn fuzz_table_files(n: usize) {
                 let t = std::sync::Arc::new(t);
                 let mut stats = Default::default();
                 // Fresh per input: every mutated file is table 1.
-                let cache = crate::table::BlockCache::new(1 << 20);
+                let cache = crate::table::BlockCache::new(1 << 20).map(std::sync::Arc::new);
                 for k in ["key0000", "key0100", "key0199", "nope"] {
                     let _ = t.get(k.as_bytes(), &mut stats, None);
-                    let _ = t.get(k.as_bytes(), &mut stats, cache.as_ref());
+                    let _ = t.get(k.as_bytes(), &mut stats, cache.as_deref());
                     let rule = crate::PrefixExtractor::fixed(5);
                     if let Some(p) = rule.prefix(k.as_bytes()) {
                         let _ = t.check_prefix(rule, p, crate::filter::hash_key(p));
@@ -517,6 +524,24 @@ fn fuzz_table_files(n: usize) {
                 for e in t.iter(std::ops::Bound::Unbounded) {
                     if e.is_err() {
                         break;
+                    }
+                }
+                // Scans' cursors, both ways, over the whole table and a range inside it.
+                use crate::table::{Cursor, Direction, KeyRange, TableCursor};
+                use std::ops::Bound;
+                let inside = KeyRange::new(
+                    Bound::Excluded(b"key0050".to_vec()),
+                    Bound::Included(b"key0150".to_vec()),
+                );
+                for range in [KeyRange::all(), inside] {
+                    let range = std::sync::Arc::new(range);
+                    for dir in [Direction::Forward, Direction::Backward] {
+                        let Ok(mut c) =
+                            TableCursor::new(t.clone(), cache.clone(), range.clone(), dir)
+                        else {
+                            continue;
+                        };
+                        while c.key().is_some() && c.step().is_ok() {}
                     }
                 }
             }

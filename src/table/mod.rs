@@ -36,7 +36,7 @@ pub use reader::{Table, TableOpen, TableReadStats, TableReads};
 /// Decoders of the blocks inside a table, for the crate's decoder fuzz test.
 #[cfg(test)]
 pub(crate) mod decoders {
-    pub(crate) use super::block::{decode_entries, put_entry, seal, unseal};
+    pub(crate) use super::block::{decode_entries, put_entry, seal, seek, unseal};
     pub(crate) use super::cache::{find, find_checked};
     pub(crate) use super::compression::{open_block, BlockCompressor};
     pub(crate) use super::index::Index;
