@@ -347,6 +347,52 @@ fn replay_stops_at_the_first_damage_across_all_logs() {
     assert_eq!(db.stats().wal_bytes_dropped, dropped);
 }
 
+/// A flipped bit anywhere in a record header in the middle of the newest log — the length
+/// field included, which the record's checksum does not cover — is damage in the middle, not
+/// a torn tail: `TornTailOnly` refuses to open, and `PointInTime` reports how many intact
+/// records after it it dropped. (A length flipped over the limit, or past the end of the
+/// file, was once taken for a torn tail and every later record silently dropped.)
+#[test]
+fn damage_in_a_mid_log_record_header_is_not_a_torn_tail() {
+    let a = tempfile::tempdir().unwrap();
+    let log = db_with_log(a.path(), "a", 100);
+    let good = std::fs::read(&log).unwrap();
+    let record = good.len() / 100;
+    let offset = 40 * record;
+    for byte in 0..8 {
+        for flip in [0x01u8, 0x80] {
+            let what = format!("header byte {byte} ^ {flip:#04x}");
+            let mut bytes = good.clone();
+            bytes[offset + byte] ^= flip;
+            std::fs::write(&log, &bytes).unwrap();
+            for mode in [WalRecovery::TornTailOnly, WalRecovery::PointInTime] {
+                let dir = tempfile::tempdir().unwrap();
+                copy_dir(a.path(), dir.path());
+                let opts = Options {
+                    wal_recovery: mode,
+                    ..Options::default()
+                };
+                match (mode, Db::open(dir.path(), opts)) {
+                    (WalRecovery::TornTailOnly, Err(Error::Corruption { reason, .. })) => {
+                        assert!(reason.contains("59 intact records"), "{what}: {reason}");
+                    }
+                    (WalRecovery::TornTailOnly, other) => {
+                        panic!("{what}: TornTailOnly opened: {:?}", other.map(|_| ()))
+                    }
+                    (_, Ok(db)) => {
+                        assert_eq!(count_prefix(&db, "a"), 40, "{what}");
+                        let d = db.recovery().wal_damage.clone().expect("damage reported");
+                        assert_eq!(d.offset, offset as u64, "{what}");
+                        assert!(!d.torn_tail, "{what}");
+                        assert_eq!(d.later_records, Some(59), "{what}");
+                    }
+                    (_, Err(e)) => panic!("{what}: PointInTime refused: {e}"),
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn a_torn_tail_of_the_newest_log_is_tolerated_in_both_modes() {
     for mode in [WalRecovery::PointInTime, WalRecovery::TornTailOnly] {
@@ -360,7 +406,9 @@ fn a_torn_tail_of_the_newest_log_is_tolerated_in_both_modes() {
         };
         let db = Db::open(a.path(), opts).unwrap();
         assert_eq!(count_prefix(&db, "a"), 29, "{mode:?}");
-        assert!(db.recovery().wal_damage.as_ref().unwrap().torn_tail);
+        let damage = db.recovery().wal_damage.clone().unwrap();
+        assert!(damage.torn_tail);
+        assert_eq!(damage.later_records, Some(0));
     }
     // But a torn record followed by a later log with data is not a tail.
     let a = tempfile::tempdir().unwrap();

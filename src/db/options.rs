@@ -55,7 +55,8 @@ pub enum WalRecovery {
     #[default]
     PointInTime,
     /// Tolerate only a torn tail — damage that runs to the end of the newest log with data,
-    /// which is what a crash in the middle of an append leaves — and refuse to open
+    /// with no intact record after it, which is what a crash in the middle of an append
+    /// leaves — and refuse to open
     /// (`Error::Corruption`) on damage anywhere else. RocksDB's
     /// `kTolerateCorruptedTailRecords`.
     TornTailOnly,

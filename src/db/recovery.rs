@@ -179,11 +179,14 @@ fn replay(
                 return Err(Error::corruption(
                     &path,
                     format!(
-                        "{} at offset {}, with {} more bytes after it: damage in the middle of \
-                         the log (WalRecovery::TornTailOnly refuses)",
+                        "{} at offset {}, with {} more bytes after it holding {} intact \
+                         records: damage in the middle of the log (WalRecovery::TornTailOnly \
+                         refuses; PointInTime would drop them)",
                         d.reason,
                         d.offset,
-                        data.len() - d.offset
+                        data.len() - d.offset,
+                        d.later_records
+                            .map_or("an unknown number of".to_string(), |n| n.to_string()),
                     ),
                 ));
             }
@@ -193,6 +196,7 @@ fn replay(
                 offset: d.offset as u64,
                 reason: d.reason,
                 torn_tail: d.torn_tail,
+                later_records: d.later_records,
             });
         }
     }

@@ -12,8 +12,13 @@ pub struct WalDamage {
     pub offset: u64,
     /// What was wrong with it.
     pub reason: String,
-    /// Whether it was a torn tail (damage running to the end of the newest log with data).
+    /// Whether it was a torn tail (damage running to the end of the newest log with data,
+    /// with no intact record after it).
     pub torn_tail: bool,
+    /// Intact records in that log after the damaged one, which replay dropped with it; `None`
+    /// when the search for them stopped at its work bound (4 × the log's size in checksummed
+    /// bytes).
+    pub later_records: Option<u64>,
 }
 
 /// What `Db::open` found and did (`Db::recovery()`).

@@ -101,8 +101,12 @@ pub(crate) struct Damage {
     /// What is wrong with it.
     pub(crate) reason: String,
     /// The damage runs to the end of the file (the record is cut off, ends exactly at the end
-    /// of the file, or only zero bytes follow): what a crash during an append leaves.
+    /// of the file, or only zero bytes follow) and no intact record follows it: what a crash
+    /// during an append leaves.
     pub(crate) torn_tail: bool,
+    /// Intact records found after the damage (`intact_after`); `None` when the search stopped
+    /// at its work bound, and the damage then counts as lying in the middle.
+    pub(crate) later_records: Option<u64>,
 }
 
 /// What `scan` found in a log.
@@ -123,10 +127,19 @@ pub(crate) fn scan(data: &[u8]) -> Scan {
             break None;
         }
         let zeros_to_end = rest.iter().all(|&b| b == 0);
-        let bad = |reason: String, record_end: Option<usize>| Damage {
-            offset: pos,
-            reason,
-            torn_tail: zeros_to_end || record_end.is_none_or(|e| e >= rest.len()),
+        let bad = |reason: String, record_end: Option<usize>| {
+            let later_records = if zeros_to_end {
+                Some(0)
+            } else {
+                intact_after(data, pos)
+            };
+            let runs_to_end = zeros_to_end || record_end.is_none_or(|e| e >= rest.len());
+            Damage {
+                offset: pos,
+                reason,
+                torn_tail: runs_to_end && later_records == Some(0),
+                later_records,
+            }
         };
         if rest.len() < HEADER_LEN {
             break Some(bad(
@@ -167,6 +180,63 @@ pub(crate) fn scan(data: &[u8]) -> Scan {
         pos += end;
     };
     Scan { batches, damage }
+}
+
+/// How a byte offset of a log looked to `intact_after`.
+enum Probe {
+    /// An intact record (length in bounds, checksum right, a well-formed batch) ends here.
+    Intact(usize),
+    /// No intact record starts at the offset.
+    Not,
+    /// The search's work bound is spent.
+    Spent,
+}
+
+/// Whether an intact record starts at `at` of `data`; checking one charges its payload
+/// length to `budget`.
+fn probe(data: &[u8], at: usize, budget: &mut usize) -> Probe {
+    let Some(head) = data.get(at..).and_then(|r| r.first_chunk::<HEADER_LEN>()) else {
+        return Probe::Not;
+    };
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let crc = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
+    let start = at + HEADER_LEN;
+    let Some(payload) = data.get(start..start.saturating_add(len)) else {
+        return Probe::Not;
+    };
+    if len < BATCH_HEADER_LEN || len > MAX_RECORD {
+        return Probe::Not;
+    }
+    let Some(left) = budget.checked_sub(len) else {
+        return Probe::Spent;
+    };
+    *budget = left;
+    if crc32fast::hash(payload) != crc || decode_batch(payload).is_none() {
+        return Probe::Not;
+    }
+    Probe::Intact(start + len)
+}
+
+/// The intact records after the damaged record at `damaged` (each chain of intact records
+/// followed, and a byte-by-byte search for the next one after any damage): what replay
+/// stopping at the damage drops beyond the damaged record. A record's length field is not
+/// protected by its checksum, so a flipped bit there hides where the next record starts; the
+/// search finds it again. Its checksum work is bounded by 4 × the log's size (plus 1 MiB):
+/// past that it answers `None`, and the damage is not taken for a torn tail.
+fn intact_after(data: &[u8], damaged: usize) -> Option<u64> {
+    let mut budget = data.len().saturating_mul(4).saturating_add(1 << 20);
+    let (mut at, mut found) = (damaged + 1, 0u64);
+    while at + HEADER_LEN <= data.len() {
+        match probe(data, at, &mut budget) {
+            Probe::Intact(end) => {
+                found += 1;
+                at = end;
+            }
+            Probe::Not => at += 1,
+            Probe::Spent => return None,
+        }
+    }
+    Some(found)
 }
 
 impl WalWriter {
@@ -267,12 +337,32 @@ mod tests {
             !d.torn_tail && d.offset == 0 && d.reason.contains("checksum"),
             "{d:?}"
         );
+        assert_eq!(d.later_records, Some(4));
+        // A first record whose length field points past the end of the file: it looks cut
+        // off, but the four records after it are intact, so it is not a torn tail.
+        let mut bad = full.clone();
+        bad[1] ^= 0x80;
+        let d = scan(&bad).damage.unwrap();
+        assert!(!d.torn_tail && d.later_records == Some(4), "{d:?}");
         // Zeros after the last record (a file extended but never written) are a torn tail.
         let mut zeros = full.clone();
         zeros.extend_from_slice(&[0u8; 100]);
         let s = scan(&zeros);
         assert_eq!(s.batches.len(), 5);
         assert!(s.damage.unwrap().torn_tail);
+    }
+
+    /// The search for intact records after damage checksums at most 4 × the log plus 1 MiB:
+    /// 8 MiB in which every offset claims a 1 MiB record would take ~8 TiB of checksumming
+    /// unbounded; here it stops, and the damage is not taken for a torn tail.
+    #[test]
+    fn the_search_after_damage_is_bounded_by_the_log_size() {
+        let mut log = encode_batch(&ops(1)).unwrap();
+        log[HEADER_LEN + 1] ^= 1; // the first record's checksum fails
+        log.extend((0..(8 << 20) / 4).flat_map(|_| [0u8, 0, 0x10, 0]));
+        let d = scan(&log).damage.unwrap();
+        assert_eq!(d.later_records, None);
+        assert!(!d.torn_tail);
     }
 
     #[test]
