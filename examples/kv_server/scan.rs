@@ -14,6 +14,9 @@
 //! store's prefix filters skip every table without the prefix, from cursor 0 and on resumed
 //! cursors alike).
 //! `COUNT` is how many keys one call examines (default 10), capped at 100,000 per call.
+//! A pattern is at most 1,024 bytes with at most 64 `*` (a longer one is refused), and one
+//! call's matching work (pattern tokens × key bytes, summed) is at most `MATCH_WORK`: a call
+//! that spends it returns early with a cursor, so no client can make one call run for long.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
@@ -28,6 +31,13 @@ const MAX_CURSORS: usize = 100_000;
 const MAX_CURSOR_BYTES: usize = 64 << 20;
 /// Most keys one SCAN call examines, whatever COUNT says.
 pub const MAX_COUNT: u64 = 100_000;
+/// Longest `MATCH` pattern, in bytes, and most `*` in one.
+pub const MAX_PATTERN_BYTES: usize = 1024;
+pub const MAX_PATTERN_STARS: usize = 64;
+/// Matching work one SCAN call may do: the sum over examined keys of pattern tokens × key
+/// bytes (what `Glob::matches` costs at most). A call that spends it stops early and returns
+/// a cursor, as one that reaches COUNT does: ~2^26 steps, a few tens of milliseconds.
+pub const MATCH_WORK: u64 = 1 << 26;
 
 /// Saved resume keys, by cursor number.
 pub struct Cursors {
@@ -213,7 +223,17 @@ pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>]) -> Reply {
             return Reply::err("syntax error");
         };
         match name.to_ascii_uppercase().as_slice() {
-            b"MATCH" => glob = Some(Glob::new(value)),
+            b"MATCH" => {
+                let stars = value.iter().filter(|&&b| b == b'*').count();
+                if value.len() > MAX_PATTERN_BYTES || stars > MAX_PATTERN_STARS {
+                    return Reply::err(format!(
+                        "MATCH pattern of {} bytes with {stars} '*': at most \
+                         {MAX_PATTERN_BYTES} bytes and {MAX_PATTERN_STARS} '*'",
+                        value.len()
+                    ));
+                }
+                glob = Some(Glob::new(value));
+            }
             b"COUNT" => match std::str::from_utf8(value)
                 .ok()
                 .and_then(|s| s.parse::<i64>().ok())
@@ -247,14 +267,18 @@ pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>]) -> Reply {
     };
     let mut keys = Vec::new();
     let mut next = None;
+    let mut work = 0u64;
     for (examined, item) in (&mut iter).enumerate() {
         let key = match item {
             Ok((k, _)) => k,
             Err(e) => return Reply::err(e.to_string()),
         };
-        if examined as u64 == count {
+        if examined as u64 == count || work > MATCH_WORK {
             next = Some(key);
             break;
+        }
+        if let Some(g) = &glob {
+            work += (g.0.len().max(1) * key.len().max(1)) as u64;
         }
         if only_strings && glob.as_ref().is_none_or(|g| g.matches(&key)) {
             keys.push(Reply::Bulk(key));
@@ -284,6 +308,62 @@ mod tests {
         // No exponential blow-up on many stars.
         let long = "a".repeat(5000);
         assert!(!Glob::new(format!("{}b", "*a".repeat(50)).as_bytes()).matches(long.as_bytes()));
+    }
+
+    /// A pattern over the limits is refused by name; a call whose matching work would run
+    /// past `MATCH_WORK` stops early with a cursor, and the cursor resumes where it stopped.
+    #[test]
+    fn match_patterns_and_their_work_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), lsm_bloom::Options::default()).unwrap();
+        let cursors = Cursors::new();
+        let args = |c: &str, pattern: Vec<u8>| {
+            vec![
+                c.as_bytes().to_vec(),
+                b"MATCH".to_vec(),
+                pattern,
+                b"COUNT".to_vec(),
+                b"100000".to_vec(),
+            ]
+        };
+        let err = |r: Reply| match r {
+            Reply::Error(e) => e,
+            other => panic!("expected an error, got {other:?}"),
+        };
+        let long = vec![b'a'; MAX_PATTERN_BYTES + 1];
+        assert!(err(scan(&db, &cursors, &args("0", long))).contains("at most 1024 bytes"));
+        let stars = b"*a".repeat(MAX_PATTERN_STARS + 1);
+        assert!(err(scan(&db, &cursors, &args("0", stars))).contains("65 '*'"));
+        // 400 keys of 8 KiB under a 1,000-token pattern (that every key matches, in time
+        // linear in the key): charged 8.2e6 steps a key, so a call examines ~9 keys before
+        // its work is spent, not 400.
+        for i in 0..400u32 {
+            let mut k = format!("k{i:04}").into_bytes();
+            k.resize(8 << 10, b'x');
+            db.put(&k, b"v").unwrap();
+        }
+        let pattern = [b"k".as_slice(), &b"?".repeat(998), b"*"].concat();
+        let (mut cursor, mut calls) = ("0".to_string(), 0);
+        let mut found = 0;
+        loop {
+            let Reply::Array(parts) = scan(&db, &cursors, &args(&cursor, pattern.clone())) else {
+                panic!("SCAN failed");
+            };
+            let (Reply::Bulk(c), Reply::Array(keys)) = (&parts[0], &parts[1]) else {
+                panic!("malformed SCAN reply");
+            };
+            calls += 1;
+            found += keys.len();
+            cursor = String::from_utf8(c.clone()).unwrap();
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert_eq!(found, 400, "every key matches once");
+        assert!(
+            calls >= 400 / 10,
+            "{calls} calls: the work bound did not stop them"
+        );
     }
 
     #[test]
