@@ -1,7 +1,7 @@
 //! Power loss, simulated: a workload of puts, deletes, batches, flushes and compactions (each
 //! flush and compaction rewrites the manifest), with a reopen half way, runs on a
 //! `PowerLossFs` that cuts the power at its Nth file operation — for every N the workload
-//! reaches. What a restarted machine would find (entries made durable by a directory sync,
+//! reaches, creating the store's directory included. What a restarted machine would find (entries made durable by a directory sync,
 //! bytes made durable by a file sync, and of the rest: nothing, a random prefix, or random
 //! whole pages) is written to a fresh directory and opened on the real file system. Then:
 //! - `sync_writes = true`: every write that returned `Ok` is there;
@@ -47,6 +47,8 @@ struct Run {
     flushed: usize,
 }
 
+/// Runs `steps` on a store `Db::open` creates at `dir` (which must not exist yet: creating
+/// the store's directory is part of what the power may cut).
 fn run(dir: &Path, fs: &PowerLossFs, sync_writes: bool, steps: &[Step]) -> Run {
     let mut r = Run::default();
     let open = || Db::open(dir, options(fs, sync_writes));
@@ -148,7 +150,7 @@ fn sweep(sync_writes: bool, seed: u64, len: usize, tally: &mut Tally) {
     let steps = workload(seed, len);
     let clean = PowerLossFs::new();
     let dir = tempfile::tempdir().unwrap();
-    let r = run(dir.path(), &clean, sync_writes, &steps);
+    let r = run(&dir.path().join("db"), &clean, sync_writes, &steps);
     assert_eq!(r.acked, r.writes.len());
     let total = clean.ops();
     assert!(
@@ -157,9 +159,10 @@ fn sweep(sync_writes: bool, seed: u64, len: usize, tally: &mut Tally) {
     );
     for n in 1..=total {
         let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("db");
         let fs = PowerLossFs::new();
         fs.cut_at(n);
-        let r = run(dir.path(), &fs, sync_writes, &steps);
+        let r = run(&store, &fs, sync_writes, &steps);
         if !fs.is_cut() {
             continue; // this run made fewer operations (background timing)
         }
@@ -174,7 +177,7 @@ fn sweep(sync_writes: bool, seed: u64, len: usize, tally: &mut Tally) {
         {
             let to = tempfile::tempdir().unwrap();
             let tail_seed = seed << 32 | n << 2 | t as u64;
-            fs.write_durable(dir.path(), to.path(), tail, tail_seed)
+            fs.write_durable(&store, to.path(), tail, tail_seed)
                 .unwrap();
             let what = format!(
                 "sync_writes={sync_writes} seed {seed} cut at op {n} of {total}, tail {tail:?} \

@@ -219,6 +219,26 @@ fn lock_dir(dir: &Path) -> Result<File> {
 }
 
 /// Opens (or creates) the database in `dir`; see the module comment for the steps.
+/// Creates a new store's directory (and any missing parents) and makes each new entry
+/// durable by syncing the directory holding it, deepest first: without that, a power loss
+/// soon after could take the directory, and every acknowledged write in it, away.
+fn create_store_dir(fs: &dyn crate::fs::FileSystem, dir: &Path) -> Result<()> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .collect();
+    fs.create_dir(dir)
+        .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+    for created in missing {
+        let parent = match created.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        crate::fs::sync_dir(fs, parent)?;
+    }
+    Ok(())
+}
+
 pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
     given.validate()?;
     if !dir.exists() {
@@ -227,8 +247,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
                 path: dir.to_path_buf(),
             });
         }
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        create_store_dir(&*given.fs, dir)?;
     }
     let had_lock_file = dir.join("LOCK").exists();
     let lock_file = lock_dir(dir)?;

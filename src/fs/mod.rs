@@ -101,6 +101,11 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Makes the directory's entries (created, renamed, removed files) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Creates `dir` and any missing parents (a new store's directory). Its entry is durable
+    /// once its parent is synced (`sync_dir`).
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
     /// Opens `path` for positional reads (tables).
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn RandomAccessFile>> {
         Ok(Box::new(open_table_file(path)?))

@@ -11,6 +11,8 @@
 //!   gone, a file removed since is back with its durable bytes, a rename is undone.
 //! - A truncation (a failed append cut back, or a re-created file) is durable at the file's
 //!   next `sync`; until then the power loss keeps the bytes synced before it.
+//! - A directory made with `create_dir` (a new store's) is durable once its parent was
+//!   synced; until then a power loss takes it away with every file in it.
 //!
 //! Every operation but the syncs also runs on the real file system, so the store works as
 //! usual and reads its files there; the syncs only move the model's durable state (a real
@@ -86,6 +88,9 @@ struct PowerState {
     live: BTreeMap<PathBuf, u64>,
     /// The directory entries a power loss would leave.
     durable: BTreeMap<PathBuf, u64>,
+    /// Directories created through `create_dir`, and whether their entry is durable (their
+    /// parent was synced since). Directories that existed before are durable.
+    dirs: BTreeMap<PathBuf, bool>,
 }
 
 impl PowerState {
@@ -207,10 +212,15 @@ impl PowerLossFs {
             rng ^= rng >> 27;
             rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
         };
+        // A directory created since its parent was last synced is gone, with all it holds.
+        let gone = |p: &Path| p.ancestors().any(|d| s.dirs.get(d) == Some(&false));
         for (path, id) in &s.durable {
             let Ok(rel) = path.strip_prefix(from) else {
                 continue;
             };
+            if gone(path) {
+                continue;
+            }
             let Some(f) = s.files.get(id) else {
                 continue;
             };
@@ -333,10 +343,29 @@ impl FileSystem for PowerLossFs {
         s.collect();
         Ok(())
     }
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        let mut s = self.lock();
+        s.step()?;
+        let missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        std::fs::create_dir_all(dir)?;
+        for d in missing {
+            s.dirs.insert(d, false);
+        }
+        Ok(())
+    }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut s = self.lock();
         s.step()?;
         let s = &mut *s;
+        for (d, durable) in s.dirs.iter_mut() {
+            if d.parent() == Some(dir) {
+                *durable = true;
+            }
+        }
         s.durable.retain(|p, _| p.parent() != Some(dir));
         for (p, id) in &s.live {
             if p.parent() == Some(dir) {
@@ -369,6 +398,26 @@ mod tests {
             .collect();
         out.sort();
         out
+    }
+
+    /// A directory made with `create_dir` and everything in it is gone after a power loss
+    /// until its parent is synced, however synced its files are.
+    #[test]
+    fn a_new_directory_survives_only_once_its_parent_is_synced() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("store");
+        let fs = PowerLossFs::new();
+        fs.create_dir(&d).unwrap();
+        let mut a = fs.create(&d.join("a"), CreateMode::New).unwrap();
+        a.write_all(b"one").unwrap();
+        a.sync().unwrap();
+        fs.sync_dir(&d).unwrap();
+        assert_eq!(
+            restored(&fs, &d, UnsyncedTail::Dropped, 1),
+            Vec::<String>::new()
+        );
+        fs.sync_dir(root.path()).unwrap();
+        assert_eq!(restored(&fs, &d, UnsyncedTail::Dropped, 1), ["a=one"]);
     }
 
     #[test]
