@@ -329,7 +329,7 @@ fn reopening_with_load_latest_keeps_the_policy() {
             options_file(dir.path()).contains(&format!("filter_policy={name}")),
             "{name} not in the OPTIONS file"
         );
-        lsm_bloom::rocksdb::register();
+        lsm_bloom::rocksdb::register().expect("registering the lsm-bloom policies");
         let (opts, cfs) = Options::load_latest(
             dir.path(),
             rocksdb::Env::new().unwrap(),
@@ -365,7 +365,7 @@ fn bad_names_are_refused_with_the_reason() {
     };
     assert!(e.to_string().contains("expected a number"), "{e}");
     // Through RocksDB's own parser too (the factory hands the name to Rust).
-    lsm_bloom::rocksdb::register();
+    lsm_bloom::rocksdb::register().expect("registering the lsm-bloom policies");
     let e = match o
         .get_options_from_string("block_based_table_factory={filter_policy=lsm_bloom.xor:10}")
     {

@@ -108,7 +108,7 @@ fn count(v: &Variant, absent: &[[u8; 16]], dir: &Path) -> Counted {
 
 /// Runs the workload and prints its table (or JSON).
 pub fn run(args: &Args) {
-    lsm_bloom::rocksdb::register();
+    lsm_bloom::rocksdb::register().expect("registering the lsm-bloom policies");
     let say = |s: String| {
         if !args.json {
             eprintln!("{s}");

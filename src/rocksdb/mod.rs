@@ -33,7 +33,7 @@ mod shape;
 mod spec;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Once;
+use std::sync::OnceLock;
 
 pub use spec::{plan_bits, Builtin, FileContext, Spec, L0_FILE_SHARE, L0_RUNS, SIZE_RATIO};
 
@@ -44,17 +44,39 @@ use crate::error::{Error, Result};
 pub const METAINDEX_KEY: &str = "fullfilter.lsm_bloom";
 
 extern "C" {
-    /// `shim_public.cc`: adds the `lsm_bloom.` factory to `ObjectLibrary::Default()`.
-    fn lsm_bloom_shim_register();
+    /// `shim_public.cc`: adds the `lsm_bloom.` factory to `ObjectLibrary::Default()`; 0, or
+    /// 1 (out of memory) or 2 (another C++ exception), caught in the shim.
+    fn lsm_bloom_shim_register() -> i32;
+    /// `shim_public.cc`: the shim's exception guard over a function that throws nothing (0),
+    /// `std::bad_alloc` (1) or `std::runtime_error` (2).
+    #[cfg(test)]
+    fn lsm_bloom_shim_guard_selftest(kind: i32) -> i32;
+}
+
+/// What a shim call's error code means.
+fn shim_failure(rc: i32) -> &'static str {
+    match rc {
+        1 => "out of memory (std::bad_alloc)",
+        _ => "a C++ exception",
+    }
 }
 
 /// Makes every `lsm_bloom.` policy name known to RocksDB (`FilterPolicy::CreateFromString`,
 /// options strings, OPTIONS files). Idempotent; call it before `Options::load_latest` on a
-/// database that uses these policies.
-pub fn register() {
-    static ONCE: Once = Once::new();
-    // SAFETY: the shim function takes no arguments and only registers a factory.
-    ONCE.call_once(|| unsafe { lsm_bloom_shim_register() });
+/// database that uses these policies. Errors: `Io` when RocksDB's registry failed (out of
+/// memory): the shim catches every C++ exception, so none reaches Rust.
+pub fn register() -> Result<()> {
+    static DONE: OnceLock<i32> = OnceLock::new();
+    // SAFETY: the shim function takes no arguments, only registers a factory, and returns an
+    // error code instead of letting an exception out.
+    let rc = *DONE.get_or_init(|| unsafe { lsm_bloom_shim_register() });
+    if rc == 0 {
+        return Ok(());
+    }
+    Err(Error::io(
+        "registering lsm-bloom's filter policies with RocksDB",
+        std::io::Error::other(shim_failure(rc)),
+    ))
 }
 
 /// The options string that selects `spec` in a block-based table factory.
@@ -68,7 +90,7 @@ pub fn options_string(spec: &Spec) -> String {
 /// Errors: `InvalidArgument` naming what was wrong with `name`, or RocksDB's refusal.
 pub fn with_filter(base: &mut ::rocksdb::Options, name: &str) -> Result<::rocksdb::Options> {
     let spec: Spec = name.parse().map_err(Error::InvalidArgument)?;
-    register();
+    register()?;
     base.get_options_from_string(options_string(&spec))
         .map_err(|e| Error::InvalidArgument(format!("RocksDB refused {spec}: {e}")))
 }
@@ -114,5 +136,24 @@ pub fn stats() -> PluginStats {
         readers: get(Counter::Readers),
         rejected_blocks: get(Counter::Rejected),
         panics: get(Counter::Panics),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shim's guard turns every C++ exception into its error code: without it, a
+    /// `std::bad_alloc` unwinding into Rust through `extern "C"` aborts this test process.
+    #[test]
+    fn cpp_exceptions_stop_at_the_shim() {
+        // SAFETY: the self-test takes an integer and returns one; it throws only inside the
+        // guard.
+        let rc = |kind| unsafe { lsm_bloom_shim_guard_selftest(kind) };
+        assert_eq!(rc(0), 0);
+        assert_eq!(rc(1), 1, "std::bad_alloc");
+        assert_eq!(rc(2), 2, "std::runtime_error");
+        assert!(shim_failure(1).contains("out of memory"));
+        assert!(register().is_ok());
     }
 }

@@ -57,8 +57,12 @@ void lsm_bloom_rdb_probe_batch(const LsmBloomProbe* probe, size_t n, const LsmBl
                                bool* out);
 void lsm_bloom_rdb_reader_free(LsmBloomRustReader* r);
 
-// shim_public.cc: registers the "lsm_bloom." factory with RocksDB's object library.
-void lsm_bloom_shim_register();
+// shim_public.cc: registers the "lsm_bloom." factory with RocksDB's object library. 0 on
+// success; 1 out of memory, 2 another C++ exception (none ever escapes into Rust).
+int32_t lsm_bloom_shim_register();
+// shim_public.cc, for the tests: the same guard over a function throwing nothing (kind 0),
+// std::bad_alloc (1) or std::runtime_error (2); returns what the guard returns.
+int32_t lsm_bloom_shim_guard_selftest(int32_t kind);
 
 }  // extern "C"
 

@@ -10,6 +10,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 #include <string>
 
 #include "rocksdb/filter_policy.h"
@@ -76,32 +78,78 @@ class BuiltinBudgetPolicy : public FilterPolicy {
   mutable std::map<long, std::shared_ptr<const FilterPolicy>> by_millibits_;
 };
 
+// The factory's work: Rust parses the name and makes the policy.
+const FilterPolicy* MakePolicy(const std::string& uri,
+                               std::unique_ptr<const FilterPolicy>* guard,
+                               std::string* errmsg) {
+  char err[512] = {0};
+  int32_t family = -1;
+  LsmBloomRustPolicy* p =
+      lsm_bloom_rdb_policy_new(uri.data(), uri.size(), &family, err, sizeof err);
+  if (p == nullptr) {
+    if (errmsg != nullptr) {
+      *errmsg = err;
+    }
+    return nullptr;
+  }
+  switch (family) {
+    case kLsmBloomFamilyBuiltinBloom:
+    case kLsmBloomFamilyBuiltinRibbon:
+      guard->reset(new BuiltinBudgetPolicy(uri, p, family == kLsmBloomFamilyBuiltinRibbon));
+      break;
+    default:
+      guard->reset(lsm_bloom_shim_new_filter_policy(uri, p));
+  }
+  return guard->get();
+}
+
+// Runs f and turns any C++ exception into an error code (0: none, 1: std::bad_alloc,
+// 2: anything else): an exception must never unwind into Rust through an extern "C"
+// function, where it aborts the process.
+template <typename F>
+int32_t Guarded(F&& f) noexcept {
+  try {
+    f();
+    return 0;
+  } catch (const std::bad_alloc&) {
+    return 1;
+  } catch (...) {
+    return 2;
+  }
+}
+
 }  // namespace
 
-extern "C" void lsm_bloom_shim_register() {
-  ObjectLibrary::Default()->AddFactory<const FilterPolicy>(
-      ObjectLibrary::PatternEntry("lsm_bloom", false).AddSeparator(".", true),
-      [](const std::string& uri, std::unique_ptr<const FilterPolicy>* guard,
-         std::string* errmsg) -> const FilterPolicy* {
-        char err[512] = {0};
-        int32_t family = -1;
-        LsmBloomRustPolicy* p =
-            lsm_bloom_rdb_policy_new(uri.data(), uri.size(), &family, err, sizeof err);
-        if (p == nullptr) {
-          if (errmsg != nullptr) {
-            *errmsg = err;
+extern "C" int32_t lsm_bloom_shim_register() {
+  return Guarded([] {
+    ObjectLibrary::Default()->AddFactory<const FilterPolicy>(
+        ObjectLibrary::PatternEntry("lsm_bloom", false).AddSeparator(".", true),
+        [](const std::string& uri, std::unique_ptr<const FilterPolicy>* guard,
+           std::string* errmsg) -> const FilterPolicy* {
+          // RocksDB calls this from CreateFromString, which Rust reaches through RocksDB's
+          // C API: nothing may throw out of it either.
+          const FilterPolicy* made = nullptr;
+          int32_t rc = Guarded([&] { made = MakePolicy(uri, guard, errmsg); });
+          if (rc != 0 && errmsg != nullptr) {
+            Guarded([&] {
+              *errmsg = rc == 1 ? "lsm_bloom: out of memory creating the filter policy"
+                                : "lsm_bloom: C++ exception creating the filter policy";
+            });
           }
-          return nullptr;
-        }
-        switch (family) {
-          case kLsmBloomFamilyBuiltinBloom:
-          case kLsmBloomFamilyBuiltinRibbon:
-            guard->reset(
-                new BuiltinBudgetPolicy(uri, p, family == kLsmBloomFamilyBuiltinRibbon));
-            break;
-          default:
-            guard->reset(lsm_bloom_shim_new_filter_policy(uri, p));
-        }
-        return guard->get();
-      });
+          return rc == 0 ? made : nullptr;
+        });
+  });
+}
+
+// For the tests: the guard over a function that throws nothing (kind 0), std::bad_alloc
+// (1) or a std::runtime_error (2).
+extern "C" int32_t lsm_bloom_shim_guard_selftest(int32_t kind) {
+  return Guarded([kind] {
+    if (kind == 1) {
+      throw std::bad_alloc();
+    }
+    if (kind == 2) {
+      throw std::runtime_error("selftest");
+    }
+  });
 }
