@@ -246,3 +246,43 @@ fn a_server_killed_under_load_keeps_every_acknowledged_set() {
     }
     println!("kill/restart: {total_acked} acknowledged SETs all present after 3 SIGKILLs");
 }
+
+/// Before it authenticates, a client may send at most 10 arguments of at most 16 KiB (Redis's
+/// limits since CVE-2021-32675): a larger request is a protocol error and the connection is
+/// closed, before the server holds its arguments. After AUTH the usual limits apply.
+#[test]
+fn unauthenticated_clients_get_small_request_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start_with(dir.path(), port, &["--requirepass", "secret"]);
+    let protocol_error = |r: Vec<u8>| {
+        let text = String::from_utf8_lossy(&r).into_owned();
+        assert!(text.starts_with("-ERR Protocol error"), "{text}");
+    };
+    // 11 arguments announced (a million would be the same): refused at the header.
+    let mut c = connect(port);
+    c.write_all(b"*11\r\n").unwrap();
+    protocol_error(reply(&mut c));
+    // One argument over 16 KiB: refused at its length, before its bytes are read.
+    let mut c = connect(port);
+    c.write_all(format!("*2\r\n$4\r\nAUTH\r\n${}\r\n", (16 << 10) + 1).as_bytes())
+        .unwrap();
+    protocol_error(reply(&mut c));
+    // Within the limits the client is told to authenticate, and after AUTH a request of 13
+    // arguments with a 20 KiB value is served.
+    let mut c = connect(port);
+    c.write_all(&command(&[b"GET", b"k"])).unwrap();
+    assert!(reply(&mut c).starts_with(b"-NOAUTH"));
+    c.write_all(&command(&[b"AUTH", b"secret"])).unwrap();
+    assert_eq!(reply(&mut c), b"+OK\r\n");
+    let big = vec![b'v'; 20 << 10];
+    let mut mset: Vec<&[u8]> = vec![b"MSET"];
+    let keys: Vec<Vec<u8>> = (0..6).map(|i| format!("k{i}").into_bytes()).collect();
+    for k in &keys {
+        mset.push(k);
+        mset.push(&big);
+    }
+    c.write_all(&command(&mset)).unwrap();
+    assert_eq!(reply(&mut c), b"+OK\r\n");
+    stop(server);
+}

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::commands::Server;
-use super::resp::{Limits, Parsed, Parser, ProtocolError, Reply};
+use super::resp::{Limits, Parsed, Parser, ProtocolError, Reply, UNAUTHENTICATED};
 
 /// Bytes each connection may buffer without drawing on the shared budget.
 const FREE_PER_CONNECTION: usize = 64 * 1024;
@@ -108,7 +108,13 @@ pub fn serve(
             }
         };
         loop {
-            match parser.feed(&buf[consumed..], &limits) {
+            // Until the client authenticates (where a password is required), the small limits.
+            let now = if session.authed {
+                limits
+            } else {
+                UNAUTHENTICATED
+            };
+            match parser.feed(&buf[consumed..], &now) {
                 Ok((used, Parsed::Request(args))) => {
                     consumed += used;
                     if args.is_empty() {

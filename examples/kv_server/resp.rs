@@ -25,6 +25,15 @@ pub struct Limits {
     pub max_args: usize,
 }
 
+/// What a client that has not authenticated may send (when a password is required): at most
+/// 10 arguments of at most 16 KiB each, as Redis allows since CVE-2021-32675 — enough for
+/// `AUTH` and `HELLO … AUTH … SETNAME …`, far too little to pin memory with.
+pub const UNAUTHENTICATED: Limits = Limits {
+    max_request: 10 * (16 << 10) + 1024,
+    max_bulk: 16 << 10,
+    max_args: 10,
+};
+
 /// Why a request could not be parsed; the connection is closed after replying.
 #[derive(Debug)]
 pub struct ProtocolError(pub String);
