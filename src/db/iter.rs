@@ -193,31 +193,29 @@ impl DbIter {
         if self.done {
             return None;
         }
-        let side = match dir {
-            Direction::Forward => &self.front,
-            Direction::Backward => &self.back,
-        };
-        if side.merge.is_none() {
+        if self.sides(dir).0.merge.is_none() {
             match self.merge(dir) {
-                Ok(m) => match dir {
-                    Direction::Forward => self.front.merge = Some(m),
-                    Direction::Backward => self.back.merge = Some(m),
-                },
+                Ok(m) => self.sides(dir).0.merge = Some(m),
                 Err(e) => {
                     self.done = true;
                     return Some(Err(e));
                 }
             }
         }
-        let (side, other) = match dir {
-            Direction::Forward => (&mut self.front, &self.back),
-            Direction::Backward => (&mut self.back, &self.front),
-        };
+        let (side, other) = self.sides(dir);
         let found = next_live(side, other.last.as_deref(), dir);
         if !matches!(found, Some(Ok(_))) {
             self.done = true;
         }
         found
+    }
+
+    /// The side walking in `dir`, and the other one.
+    fn sides(&mut self, dir: Direction) -> (&mut Side, &Side) {
+        match dir {
+            Direction::Forward => (&mut self.front, &self.back),
+            Direction::Backward => (&mut self.back, &self.front),
+        }
     }
 }
 

@@ -187,19 +187,16 @@ impl Cursor for LevelCursor {
         };
         let stepped = t.step();
         self.count();
-        if let Err(e) = stepped {
+        // A table walked to its end hands over to the next one the range reaches.
+        let moved = stepped.and_then(|()| match self.key() {
+            None => self.open_next(),
+            Some(_) => Ok(()),
+        });
+        if moved.is_err() {
+            // After an error the cursor is over.
             self.table = None;
             self.left = 0..0;
-            return Err(e);
         }
-        if self.key().is_none() && !self.left.is_empty() {
-            let opened = self.open_next();
-            if opened.is_err() {
-                self.table = None;
-                self.left = 0..0;
-            }
-            return opened;
-        }
-        Ok(())
+        moved
     }
 }

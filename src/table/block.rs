@@ -148,20 +148,18 @@ pub(crate) fn entry_at(payload: &[u8], pos: usize) -> Result<EntrySpan, String> 
     })
 }
 
-/// The offset of the first entry of a data block payload whose key is at or above `key`
-/// (above it when `exclusive`), or the payload's length when there is none; `key_p` is
-/// `key_prefix(key)`. Checks that the keys it passes increase. The walk a forward scan
-/// starts with: keys compared by their 8-byte prefixes first, as `cache::find` does, without
-/// the cursor's per-entry bookkeeping.
+/// Walks a data block payload's entries from its start, decoding each (`entry_at`) and
+/// checking that keys increase, and calls `f` with each entry's offset, span, key and key
+/// prefix until it returns false. Returns the offset it stopped at: that entry's, or the
+/// payload's length. The walk behind a forward scan's seek and a backward scan's block entry
+/// (`iter.rs`).
 ///
 /// A block from the block cache is usually in no CPU cache, and each entry's position
 /// depends on the one before, so the walk requests the lines `SCAN_AHEAD` bytes ahead of the
-/// entry it decodes, as `find` does.
-pub(crate) fn seek(
+/// entry it decodes, as `cache::find` does.
+pub(crate) fn walk(
     payload: &[u8],
-    key_p: u64,
-    key: &[u8],
-    exclusive: bool,
+    mut f: impl FnMut(usize, &EntrySpan, &[u8], u64) -> bool,
 ) -> Result<usize, String> {
     let base = payload.as_ptr() as usize;
     prefetch_lines(base, SCAN_AHEAD.min(payload.len()));
@@ -170,20 +168,37 @@ pub(crate) fn seek(
     while pos < payload.len() {
         prefetch_address(base + pos + SCAN_AHEAD);
         let e = entry_at(payload, pos)?;
-        let k = &payload[e.key];
+        let k = &payload[e.key.clone()];
         let p = crate::coding::key_prefix(k);
         if prev.is_some_and(|(pp, pk)| crate::coding::cmp_prefixed(pp, pk, p, k).is_ge()) {
             return Err("data block keys out of order".to_string());
         }
-        match crate::coding::cmp_prefixed(p, k, key_p, key) {
-            std::cmp::Ordering::Greater => return Ok(pos),
-            std::cmp::Ordering::Equal if !exclusive => return Ok(pos),
-            _ => {}
+        if !f(pos, &e, k, p) {
+            return Ok(pos);
         }
         prev = Some((p, k));
         pos = e.end;
     }
     Ok(pos)
+}
+
+/// The offset of the first entry of a data block payload whose key is at or above `key`
+/// (above it when `exclusive`), or the payload's length when there is none; `key_p` is
+/// `key_prefix(key)`. Checks that the keys it passes increase (`walk`): the seek a forward
+/// scan starts with, keys compared by their 8-byte prefixes first, as `cache::find` does.
+pub(crate) fn seek(
+    payload: &[u8],
+    key_p: u64,
+    key: &[u8],
+    exclusive: bool,
+) -> Result<usize, String> {
+    walk(payload, |_, _, k, p| {
+        match crate::coding::cmp_prefixed(p, k, key_p, key) {
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => exclusive,
+            std::cmp::Ordering::Less => true,
+        }
+    })
 }
 
 /// Decodes a whole data block payload into owned entries, checking key order: the tests'

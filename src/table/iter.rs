@@ -27,14 +27,13 @@
 use std::ops::{Bound, Range};
 use std::sync::Arc;
 
-use super::block::{entry_at, seek, Entry, SCAN_AHEAD};
+use super::block::{entry_at, seek, walk, Entry};
 use super::cache::BlockCache;
 use super::range::{Cursor, Direction, KeyRange};
 use super::reader::{Held, Table, TableReadStats};
 use super::scratch::Scratch;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
-use crate::prefetch::{prefetch_address, prefetch_lines};
 
 /// Where the current entry's key and value lie in the held block.
 #[derive(Clone, Debug)]
@@ -194,45 +193,26 @@ impl TableCursor {
     fn record_starts(&mut self) -> Result<()> {
         let mut starts = std::mem::take(&mut self.starts);
         starts.clear();
-        let payload = self.payload();
-        let base = payload.as_ptr() as usize;
-        prefetch_lines(base, SCAN_AHEAD.min(payload.len()));
-        let mut pos = 0;
-        let mut prev: Option<(u64, &[u8])> = None;
-        let mut failed = None;
-        while pos < payload.len() {
-            prefetch_address(base + pos + SCAN_AHEAD);
-            let e = match entry_at(payload, pos) {
-                Ok(e) => e,
-                Err(r) => {
-                    failed = Some(r);
-                    break;
-                }
-            };
-            let key = &payload[e.key.clone()];
-            let prefix = key_prefix(key);
-            if prev.is_some_and(|(p, k)| cmp_prefixed(p, k, prefix, key).is_ge()) {
-                failed = Some("data block keys out of order".to_string());
-                break;
-            }
+        let range = &*self.range;
+        let mut past_4_gib = None;
+        let walked = walk(self.payload(), |pos, _, key, prefix| {
             // Entries past the end bound are never visited (only the first block of a
             // backward walk can hold any).
-            if !self.range.before_end_prefixed(prefix, key) {
-                break;
+            if !range.before_end_prefixed(prefix, key) {
+                return false;
             }
-            let Ok(at) = u32::try_from(pos) else {
-                failed = Some(format!("entry at offset {pos} past 4 GiB"));
-                break;
-            };
-            starts.push(at);
-            prev = Some((prefix, key));
-            pos = e.end;
-        }
+            match u32::try_from(pos) {
+                Ok(at) => starts.push(at),
+                Err(_) => past_4_gib = Some(pos),
+            }
+            past_4_gib.is_none()
+        });
         self.back = starts.len();
         self.starts = starts;
-        if let Some(r) = failed {
-            return Err(self.corrupt(r));
+        if let Some(pos) = past_4_gib {
+            return Err(self.corrupt(format!("entry at offset {pos} past 4 GiB")));
         }
+        walked.map_err(|r| self.corrupt(r))?;
         self.back_one()
     }
 
