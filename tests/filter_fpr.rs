@@ -46,7 +46,9 @@ fn standard_fpr_matches_formula_within_15_percent() {
         let (measured, expected) = measured_fpr(policy, 100_000);
         // The textbook rate, written out here rather than taken from `math`: the filter's
         // reported rate must be it, and the measured rate must match it.
-        let textbook = (1.0 - (-f64::from(k) / bpk).exp()).powi(k as i32);
+        // The array holds the whole 64-bit words `n × bits/key` bits take.
+        let m = ((100_000.0 * bpk) as u64).div_ceil(64) * 64;
+        let textbook = (1.0 - (-f64::from(k) * 100_000.0 / m as f64).exp()).powi(k as i32);
         assert!(
             (expected - textbook).abs() <= 1e-9 * textbook,
             "bits/key {bpk} k {k}: reports {expected}, textbook {textbook}"

@@ -162,7 +162,14 @@ struct Held {
     l0: usize,
     prefix: bool,
     keys: u64,
+    /// Bits of its array: the block less its header and trailer, which `overhead` counts
+    /// for every table.
     bits: u64,
+}
+
+/// The array bytes of a filter block of `bytes` bytes (0: no block).
+fn array_bytes(bytes: u64) -> u64 {
+    bytes.saturating_sub((format::HEADER_LEN + format::TRAILER_LEN) as u64)
 }
 
 /// The allocation for `version` after `change`.
@@ -213,7 +220,7 @@ pub(crate) fn plan(
                     l0,
                     prefix,
                     keys,
-                    bits: bytes.saturating_mul(8),
+                    bits: array_bytes(bytes).saturating_mul(8),
                 });
             }
         }

@@ -76,9 +76,11 @@ impl FilterKind {
         }
         let want = ((n as f64) * bits_per_key).ceil().max(1.0) as u64;
         match self {
-            FilterKind::Standard => want,
+            // Whole 64-bit words, the bytes the array takes anyway, and at least one
+            // (`builder.rs` has the measurements).
+            FilterKind::Standard => want.div_ceil(64).max(1) * 64,
             FilterKind::Blocked => want.div_ceil(blocked::LINE_BITS) * blocked::LINE_BITS,
-            // Not used: a Ribbon array is sized by `finish_ribbon` from its slot count.
+            // Not used: a Ribbon array is sized from its slot count (`Shape::of`).
             FilterKind::Ribbon => want,
         }
     }

@@ -14,6 +14,7 @@
 
 pub mod blocked;
 pub mod budget;
+mod builder;
 mod error;
 pub mod format;
 pub mod hash;
@@ -23,6 +24,9 @@ mod policy;
 pub mod ribbon;
 pub mod standard;
 
+pub use builder::FilterBuilder;
+#[cfg(feature = "rocksdb-plugin")]
+pub(crate) use builder::Shape;
 pub use error::FilterError;
 pub use format::Header;
 pub use hash::{hash_key, hash_key_with_seed};
@@ -30,125 +34,6 @@ pub use kind::FilterKind;
 pub use policy::{FilterPolicy, Sizing};
 
 use crate::prefetch::{prefetch_lines_into, CacheLevel};
-
-/// Builds one filter block: `(add_key | add_hash)* finish`.
-///
-/// Hashes are buffered (8 bytes per key) because the array is sized from the final key count.
-#[derive(Debug)]
-pub struct FilterBuilder {
-    policy: FilterPolicy,
-    bits_per_key: f64,
-    k: u32,
-    hashes: Vec<u64>,
-}
-
-impl FilterBuilder {
-    /// A builder for `policy`; fails if the policy's numbers are out of range.
-    pub fn new(policy: FilterPolicy) -> Result<Self, FilterError> {
-        policy.validate()?;
-        Ok(FilterBuilder {
-            policy,
-            bits_per_key: policy.bits_per_key_value(),
-            k: policy.k(),
-            hashes: Vec::new(),
-        })
-    }
-
-    /// Adds a key.
-    pub fn add_key(&mut self, key: &[u8]) {
-        self.hashes.push(hash_key(key));
-    }
-
-    /// Adds a key by its [`hash_key`] hash.
-    pub fn add_hash(&mut self, hash: u64) {
-        self.hashes.push(hash);
-    }
-
-    /// Keys added so far (duplicates counted).
-    pub fn len(&self) -> usize {
-        self.hashes.len()
-    }
-
-    /// True when no key was added.
-    pub fn is_empty(&self) -> bool {
-        self.hashes.is_empty()
-    }
-
-    /// The policy this builder follows.
-    pub fn policy(&self) -> &FilterPolicy {
-        &self.policy
-    }
-
-    /// Builds the block (FORMAT.md §1).
-    pub fn finish(self) -> Vec<u8> {
-        let kind = self.policy.kind;
-        let n = self.hashes.len() as u64;
-        if kind == FilterKind::Ribbon {
-            return self.finish_ribbon();
-        }
-        let m = kind.bloom_bits_for(n, self.bits_per_key);
-        let len = Header::array_len(kind, m).unwrap_or(0) as usize;
-        let mut bits = vec![0u8; len];
-        match kind {
-            FilterKind::Standard => {
-                for &h in &self.hashes {
-                    standard::set(&mut bits, m, self.k, h);
-                }
-            }
-            FilterKind::Blocked => {
-                let lines = m / blocked::LINE_BITS;
-                for &h in &self.hashes {
-                    blocked::set(&mut bits, lines, self.k, h);
-                }
-            }
-            FilterKind::Ribbon => unreachable!("finish_ribbon builds Ribbon filters"),
-        }
-        format::encode(
-            kind,
-            hash::HASH_FN_XXH3_64,
-            hash::DEFAULT_SEED,
-            self.k,
-            m,
-            n,
-            &bits,
-        )
-    }
-}
-
-impl FilterBuilder {
-    /// Ribbon: r result bits over `ribbon::slots_for(n)` slots. A bits/key policy without a
-    /// fixed r takes the largest r whose array fits `bits_per_key × n` at the first slot count
-    /// (at least 1); a banding failure grows the slots (~1.5%) and keeps r, so a filter that
-    /// needed a retry is that much over its bits/key.
-    fn finish_ribbon(mut self) -> Vec<u8> {
-        let n = self.hashes.len() as u64;
-        let mut slots = ribbon::slots_for(n);
-        let r = match (self.policy.num_probes, self.policy.sizing) {
-            (None, Sizing::BitsPerKey(b)) if slots > 0 => {
-                math::ribbon_r(b * n as f64 / slots as f64, 1.0)
-            }
-            _ => self.k,
-        };
-        let array = loop {
-            if slots == 0 {
-                break Vec::new();
-            }
-            if let Some(a) = ribbon::build(&mut self.hashes, slots, r) {
-                break a;
-            }
-            slots = ribbon::grow(slots);
-        };
-        format::encode(
-            FilterKind::Ribbon,
-            hash::HASH_FN_XXH3_64,
-            hash::DEFAULT_SEED,
-            r,
-            slots * u64::from(r),
-            n,
-            &array,
-        )
-    }
-}
 
 /// A validated block's probe parameters (from its header), for a caller that keeps the bit
 /// array's address itself. `units` is what the kind's probe divides its array into, worked
@@ -574,13 +459,14 @@ mod tests {
     }
 
     #[test]
+    /// 9,500 bits asked for: the textbook array is the 149 whole words that hold them.
     fn fractional_bits_per_key_sizes_array() {
         let block = build(
             FilterPolicy::bits_per_key(FilterKind::Standard, 9.5),
             (0..1000u32).map(|i| i.to_be_bytes().to_vec()),
         );
         let info = FilterReader::new(&block[..]).unwrap().info();
-        assert_eq!(info.m, 9500);
+        assert_eq!(info.m, 9536);
         assert_eq!(info.k, 7);
         assert_eq!(
             block.len(),

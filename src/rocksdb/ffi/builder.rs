@@ -7,7 +7,7 @@ use std::ffi::c_char;
 use std::sync::Arc;
 
 use super::{bytes, context, free, guard, Policy, State};
-use crate::filter::{format, hash_key, ribbon, FilterBuilder, FilterKind, Header};
+use crate::filter::{format, hash_key, FilterBuilder, Shape};
 use crate::rocksdb::spec::FileContext;
 use crate::rocksdb::{count, Counter};
 
@@ -31,26 +31,10 @@ impl Builder {
         self.hashes.push(h);
     }
 
-    /// Bytes of a block holding `n` keys (a budget's: at its average).
+    /// Bytes of a block holding `n` keys (a budget's: at its average): the shape the
+    /// builder will give it.
     fn space_for(&self, n: u64) -> u64 {
-        let policy = self.state.estimate_policy();
-        let kind = policy.kind;
-        let m = match kind {
-            _ if n == 0 => 0,
-            FilterKind::Ribbon => {
-                let slots = ribbon::slots_for(n);
-                let r = match policy.sizing {
-                    crate::filter::Sizing::BitsPerKey(b) if policy.num_probes.is_none() => {
-                        crate::filter::math::ribbon_r(b * n as f64 / slots as f64, 1.0)
-                    }
-                    _ => policy.k(),
-                };
-                slots * u64::from(r)
-            }
-            _ => kind.bloom_bits_for(n, policy.bits_per_key_value()),
-        };
-        (format::HEADER_LEN + format::TRAILER_LEN) as u64
-            + Header::array_len(kind, m).unwrap_or(u64::MAX / 2)
+        Shape::of(&self.state.estimate_policy(), n).block_bytes()
     }
 
     /// Builds the block of the entries added and starts over.
