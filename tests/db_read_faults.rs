@@ -78,11 +78,13 @@ fn typed(e: &Error) -> bool {
 
 /// A scan of up to 40 keys from `start` (up, or down with `back`): the results before the
 /// first error, and the error.
-type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+type Entries = Vec<Entry>;
+/// A key and its value.
+type Entry = (Vec<u8>, Vec<u8>);
 
 fn scan(db: &Db, start: &[u8], back: bool) -> (Entries, Option<Error>) {
     let mut out = Vec::new();
-    let it: Box<dyn Iterator<Item = lsm_bloom::Result<(Vec<u8>, Vec<u8>)>>> = match back {
+    let it: Box<dyn Iterator<Item = lsm_bloom::Result<Entry>>> = match back {
         false => Box::new(db.scan(start.to_vec()..).unwrap()),
         true => Box::new(db.scan(..=start.to_vec()).unwrap().rev()),
     };

@@ -57,7 +57,7 @@ fn a_scan_over_a_gibibyte_holds_bounded_memory() {
     for i in (0..KEYS).step_by((KEYS / REWRITTEN) as usize) {
         db.put(key(i), value(i, 2)).unwrap();
     }
-    let rewritten = |i: u64| i % (KEYS / REWRITTEN) == 0;
+    let rewritten = |i: u64| i.is_multiple_of(KEYS / REWRITTEN);
     for backward in [false, true] {
         let before = resident();
         let mut peak = before;
@@ -74,7 +74,7 @@ fn a_scan_over_a_gibibyte_holds_bounded_memory() {
             assert_eq!(v[8], if rewritten(i) { 2 } else { 1 }, "key {i}");
             bytes += v.len() as u64;
             n += 1;
-            if n % 256 == 0 {
+            if n.is_multiple_of(256) {
                 peak = peak.max(resident_now());
             }
         }

@@ -20,11 +20,14 @@ fn lengths() -> Vec<u32> {
     let mut n = 1;
     while n <= 10_000 {
         out.push(n);
-        n += match n {
-            ..10 => 1,
-            ..100 => 10,
-            ..1000 => 100,
-            _ => 1000,
+        n += if n < 10 {
+            1
+        } else if n < 100 {
+            10
+        } else if n < 1000 {
+            100
+        } else {
+            1000
         };
     }
     out

@@ -101,6 +101,9 @@ pub fn spawn(shared: &Arc<Shared>, threads: usize, keys: usize) -> Vec<JoinHandl
         .collect()
 }
 
+/// A key and its value, as a scan yields them.
+type Pair = (Vec<u8>, Vec<u8>);
+
 fn work(s: &Shared, t: usize, threads: usize, sorted: &[usize]) {
     let keys = sorted.len();
     let mut rng = Rng::new(s.seed ^ (t as u64 + 1) << 40);
@@ -211,7 +214,7 @@ fn scan(s: &Shared, db: &Db, range: &[usize], by_prefix: bool) -> Result<(), Str
     .map_err(|e| e.to_string())?;
     // Half the scans read backward (by the range's first key), in descending key order.
     let backward = first % 2 == 1;
-    let it: Box<dyn Iterator<Item = lsm_bloom::Result<(Vec<u8>, Vec<u8>)>>> = match backward {
+    let it: Box<dyn Iterator<Item = lsm_bloom::Result<Pair>>> = match backward {
         false => Box::new(it),
         true => Box::new(it.rev()),
     };

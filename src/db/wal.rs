@@ -204,7 +204,7 @@ fn probe(data: &[u8], at: usize, budget: &mut usize) -> Probe {
     let Some(payload) = data.get(start..start.saturating_add(len)) else {
         return Probe::Not;
     };
-    if len < BATCH_HEADER_LEN || len > MAX_RECORD {
+    if !(BATCH_HEADER_LEN..=MAX_RECORD).contains(&len) {
         return Probe::Not;
     }
     let Some(left) = budget.checked_sub(len) else {

@@ -89,9 +89,9 @@ impl<M: Versions> MemCursor<M> {
         loop {
             // The run whose head comes first (prefixes first); a key is in a run at most once.
             let mut best: Option<(u64, usize)> = None;
-            for r in 0..runs.len() {
+            for (r, run) in runs.iter().enumerate() {
                 let Some(at) = self.head(r) else { continue };
-                let (p, e) = (runs[r].prefixes[at], runs[r].entries[at]);
+                let (p, e) = (run.prefixes[at], run.entries[at]);
                 let first = best.is_none_or(|(bp, b)| {
                     let ord = p.cmp(&bp).then_with(|| Keys::cmp(mem, e, b));
                     match self.dir {
@@ -107,9 +107,9 @@ impl<M: Versions> MemCursor<M> {
             // Every run whose head is this key moves past it; the newest of their entries
             // (the highest number: each run holds its newest) is the key's newest in the view.
             let mut newest = e;
-            for r in 0..runs.len() {
+            for (r, run) in runs.iter().enumerate() {
                 let Some(at) = self.head(r) else { continue };
-                let (hp, h) = (runs[r].prefixes[at], runs[r].entries[at]);
+                let (hp, h) = (run.prefixes[at], run.entries[at]);
                 if hp == p && (h == e || Keys::cmp(mem, h, e) == Ordering::Equal) {
                     newest = newest.max(h);
                     match self.dir {
