@@ -31,6 +31,9 @@ pub struct Server {
     /// Request bytes all connections hold against the shared budget (INFO
     /// `request_budget_used`).
     pub request_bytes: Arc<AtomicUsize>,
+    /// Reply bytes all connections hold against the shared output budget (INFO
+    /// `output_budget_used`).
+    pub output_bytes: Arc<AtomicUsize>,
 }
 
 /// One connection's state.
@@ -74,6 +77,7 @@ impl Server {
             next_id: AtomicU64::new(1),
             config,
             request_bytes: Arc::default(),
+            output_bytes: Arc::default(),
         }
     }
 
@@ -309,7 +313,23 @@ impl Server {
         Reply::Int(count)
     }
 
-    /// Executes one request. Returns the reply and whether the connection stays open.
+    /// True when `args` is an `MGET` with keys this session may run: the connection makes
+    /// its reply a few values at a time (`mget_step`) and writes it as it goes, so a reply of
+    /// many large values is never held whole.
+    pub fn is_mget(s: &Session, args: &[Vec<u8>]) -> bool {
+        s.authed && args.len() >= 2 && args[0].eq_ignore_ascii_case(b"MGET")
+    }
+
+    /// The reply elements of one step of an MGET: `keys`' values in one batched read
+    /// (`Db::multi_get`), a failed read as an error in its key's place.
+    pub fn mget_step(&self, keys: &[Vec<u8>]) -> Vec<Reply> {
+        self.db
+            .multi_get(keys)
+            .into_iter()
+            .map(|found| found.map_or_else(db_err, opt_bulk))
+            .collect()
+    }
+
     /// True when `args` is a plain `SET key value` this session may run: such requests in one
     /// pipeline may be committed together (`set_many`).
     pub fn is_plain_set(s: &Session, args: &[Vec<u8>]) -> bool {
@@ -338,6 +358,7 @@ impl Server {
         }
     }
 
+    /// Executes one request. Returns the reply and whether the connection stays open.
     pub fn execute(&self, s: &mut Session, args: &[Vec<u8>]) -> (Reply, bool) {
         let Some(name) = args.first() else {
             return (Reply::Array(Vec::new()), true); // never sent: empty requests are skipped
@@ -414,17 +435,6 @@ impl Server {
                 _ => wrong_args(&cmd),
             },
             "DEL" | "EXISTS" if !rest.is_empty() => self.del_or_exists(&cmd, rest),
-            "MGET" if !rest.is_empty() => {
-                // One batched read (`Db::multi_get`); the first failed key fails the command.
-                let mut values = Vec::with_capacity(rest.len());
-                for found in db.multi_get(rest) {
-                    match found {
-                        Ok(v) => values.push(opt_bulk(v)),
-                        Err(e) => return (db_err(e), true),
-                    }
-                }
-                Reply::Array(values)
-            }
             "MSET" if !rest.is_empty() && rest.len().is_multiple_of(2) => {
                 let mut batch = WriteBatch::new();
                 for pair in rest.chunks_exact(2) {
@@ -433,12 +443,13 @@ impl Server {
                 let _w = self.plain_write_lock();
                 db.write(batch).map_or_else(db_err, |()| Reply::ok())
             }
+            // An MGET with keys is streamed by the connection (`is_mget`, `mget_step`).
             "DEL" | "EXISTS" | "MGET" | "MSET" => wrong_args(&cmd),
             "SCAN" => scan::scan(db, &self.cursors, rest),
             "DBSIZE" => Reply::err(
                 "DBSIZE is not supported: lsm-bloom keeps no key count (counting would read every table)",
             ),
-            "INFO" => Reply::Verbatim(super::info::info(db, &self.request_bytes)),
+            "INFO" => Reply::Verbatim(super::info::info(db, &self.request_bytes, &self.output_bytes)),
             "COMMAND" => match rest.first().map(|a| a.to_ascii_uppercase()) {
                 Some(sub) if sub == b"DOCS" => Reply::Map(Vec::new()),
                 _ => Reply::Array(Vec::new()),

@@ -1,25 +1,55 @@
 //! One connection: read, parse (resumable, `resp.rs`), execute every complete request of a
-//! pipeline, write the replies at once. The bytes a connection buffers beyond 64 KiB are
-//! charged to one `Budget` shared by all connections (`--max-total-request-mib`), so the sum
-//! over clients is bounded, not just each client's `--max-request-mib`; a connection whose
-//! request would overrun it gets an error and is closed, and its charge is returned.
+//! pipeline, and write the replies as they are made. Memory a connection holds is bounded on
+//! both sides:
+//! - Input: the bytes a connection buffers beyond 64 KiB (arguments charged with their
+//!   allocation, `resp::ARG_OVERHEAD`) are charged to one `Budget` shared by all connections
+//!   (`--max-total-request-mib`), so the sum over clients is bounded, not just each client's
+//!   `--max-request-mib`; a connection whose request would overrun it gets an error and is
+//!   closed, and its charge is returned. Before AUTH the limits are `UNAUTHENTICATED`'s.
+//! - Output: replies are gathered up to `OUT_FLUSH` bytes and then written, each write waiting
+//!   at most `--write-timeout-secs` for a client that does not read (then the connection is
+//!   closed); MGET's reply is made and written a few values at a time. What a connection's
+//!   output holds beyond 64 KiB is charged to a second shared `Budget`
+//!   (`--max-total-output-mib`); over it the connection gets an error and is closed, as Redis
+//!   closes a client over its `client-output-buffer-limit`.
+//! - Idle: with `--timeout N`, a connection that sends nothing for N seconds is closed.
 
-use std::io::{BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::commands::Server;
-use super::resp::{Limits, Parsed, Parser, ProtocolError, Reply, UNAUTHENTICATED};
+use super::resp::{Limits, Parsed, Parser, Proto, ProtocolError, Reply, UNAUTHENTICATED};
+
+/// Reply bytes gathered before they are written: a pipeline's replies go out as they are
+/// made, so a connection holds at most this plus the reply being made.
+const OUT_FLUSH: usize = 64 * 1024;
+/// Bytes asked of the socket per read.
+const READ_CHUNK: usize = 16 * 1024;
+/// The values one MGET step reads and holds at most, in bytes of the largest value allowed:
+/// an MGET's reply is made this many values at a time (at least 1, at most 64 keys).
+const MGET_STEP_BYTES: usize = 64 << 20;
+
+/// How a connection is served.
+#[derive(Clone, Copy)]
+pub struct Config {
+    /// Parser limits once authenticated (or where no password is required).
+    pub limits: Limits,
+    /// Close a connection idle this long (`--timeout`; `None`: never).
+    pub idle: Option<Duration>,
+    /// How long one write may wait for a client that does not read.
+    pub write_timeout: Duration,
+}
 
 /// Bytes each connection may buffer without drawing on the shared budget.
 const FREE_PER_CONNECTION: usize = 64 * 1024;
 
-/// Request bytes buffered by all connections together.
+/// Request (or reply) bytes buffered by all connections together.
 pub struct Budget {
     limit: usize,
-    /// Shared with `Server::request_bytes`, which INFO reports.
+    /// Shared with `Server::request_bytes` (or `output_bytes`), which INFO reports.
     used: Arc<AtomicUsize>,
 }
 
@@ -73,44 +103,125 @@ impl Drop for Charge<'_> {
 /// under the store's batch limit, and a bounded cost for one failed commit).
 const SET_RUN_BYTES: usize = 1 << 20;
 
+/// Replies on their way to the client (see the module docs).
+struct Output<'a> {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    charge: Charge<'a>,
+}
+
+impl Output<'_> {
+    /// Appends `reply`; writes what is gathered once it reaches `OUT_FLUSH`. False when the
+    /// shared output budget cannot hold it: the gathered replies are dropped for an error,
+    /// which is written, and the caller closes the connection.
+    fn reply(&mut self, reply: &Reply, proto: Proto) -> std::io::Result<bool> {
+        reply.encode(proto, &mut self.buf);
+        self.gathered(proto)
+    }
+
+    /// An array's header; its items follow through `reply`.
+    fn array_header(&mut self, len: usize, proto: Proto) -> std::io::Result<bool> {
+        self.buf.extend_from_slice(format!("*{len}\r\n").as_bytes());
+        self.gathered(proto)
+    }
+
+    fn gathered(&mut self, proto: Proto) -> std::io::Result<bool> {
+        if self.buf.len() < OUT_FLUSH {
+            return Ok(true);
+        }
+        if !self.charge.set(self.buf.len()) {
+            self.buf.clear();
+            Reply::err(
+                "server output memory budget exhausted (--max-total-output-mib): closing this \
+                 connection; read replies sooner, or retry later",
+            )
+            .encode(proto, &mut self.buf);
+            self.send()?;
+            return Ok(false);
+        }
+        self.send()?;
+        Ok(true)
+    }
+
+    /// Writes what is gathered and returns its memory past `OUT_FLUSH` and its charge. Each
+    /// `OUT_FLUSH` bytes must be taken by the client within the write timeout, or this fails
+    /// (`TimedOut`) and the connection closes: a client reading a few bytes now and then
+    /// would otherwise keep a reply, and its memory, for as long as it liked (the socket's
+    /// own timeout restarts on every bit of progress).
+    fn send(&mut self) -> std::io::Result<()> {
+        let timeout = self.stream.write_timeout()?.unwrap_or(Duration::MAX);
+        for piece in self.buf.chunks(OUT_FLUSH) {
+            let start = Instant::now();
+            let mut at = 0;
+            while at < piece.len() {
+                match self.stream.write(&piece[at..]) {
+                    Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+                    Ok(n) => at += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+                if at < piece.len() && start.elapsed() >= timeout {
+                    return Err(std::io::ErrorKind::TimedOut.into());
+                }
+            }
+        }
+        self.buf.clear();
+        self.buf.shrink_to(OUT_FLUSH);
+        self.charge.set(0);
+        Ok(())
+    }
+}
+
 pub fn serve(
     stream: TcpStream,
     server: &Server,
     stop: &AtomicBool,
-    limits: Limits,
+    config: Config,
     budget: &Budget,
+    output_budget: &Budget,
 ) -> std::io::Result<()> {
     stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+    stream.set_write_timeout(Some(config.write_timeout))?;
     let mut reader = stream.try_clone()?;
-    let mut writer = BufWriter::with_capacity(64 * 1024, stream);
+    let mut out = Output {
+        stream,
+        buf: Vec::new(),
+        charge: Charge {
+            budget: output_budget,
+            held: 0,
+        },
+    };
     let mut session = server.session();
     let mut parser = Parser::default();
     let mut charge = Charge { budget, held: 0 };
-    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
-    let mut chunk = vec![0u8; 64 * 1024];
-    let mut out = Vec::with_capacity(16 * 1024);
+    let mut buf: Vec<u8> = Vec::new();
+    let mut last_read = Instant::now();
+    // MGET reads at most this many values at once (`MGET_STEP_BYTES`).
+    let mget_step = (MGET_STEP_BYTES / config.limits.max_bulk.max(1)).clamp(1, 64);
     loop {
-        // Answer every complete request already buffered (a pipeline), then write once. Runs
-        // of plain SETs are committed as one batch (`Server::set_many`): measured with
-        // redis-benchmark -P 16, one commit per SET queued 50 connections on the store's
-        // writer, SET at 230k-280k requests/s against 480k before group commit.
+        // Answer every complete request already buffered (a pipeline). Runs of plain SETs are
+        // committed as one batch (`Server::set_many`): measured with redis-benchmark -P 16,
+        // one commit per SET queued 50 connections on the store's writer, SET at 230k-280k
+        // requests/s against 480k before group commit.
         let mut consumed = 0;
         let mut open = true;
         let mut sets: Vec<Vec<Vec<u8>>> = Vec::new();
-        let flush_sets = |sets: &mut Vec<Vec<Vec<u8>>>, out: &mut Vec<u8>, proto| {
+        let flush_sets = |sets: &mut Vec<Vec<Vec<u8>>>, out: &mut Output, proto| {
+            let mut ok = true;
             if !sets.is_empty() {
                 let reply = server.set_many(sets);
                 for _ in 0..sets.len() {
-                    reply.encode(proto, out);
+                    ok = ok && out.reply(&reply, proto)?;
                 }
                 sets.clear();
             }
+            Ok::<bool, std::io::Error>(ok)
         };
         loop {
             // Until the client authenticates (where a password is required), the small limits.
             let now = if session.authed {
-                limits
+                config.limits
             } else {
                 UNAUTHENTICATED
             };
@@ -123,15 +234,39 @@ pub fn serve(
                     if Server::is_plain_set(&session, &args) {
                         sets.push(args);
                         let bytes: usize = sets.iter().map(|a| a[1].len() + a[2].len()).sum();
-                        if bytes >= SET_RUN_BYTES {
-                            flush_sets(&mut sets, &mut out, session.proto);
+                        if bytes >= SET_RUN_BYTES
+                            && !flush_sets(&mut sets, &mut out, session.proto)?
+                        {
+                            open = false;
+                            break;
                         }
                         continue;
                     }
-                    flush_sets(&mut sets, &mut out, session.proto);
+                    if !flush_sets(&mut sets, &mut out, session.proto)? {
+                        open = false;
+                        break;
+                    }
+                    if Server::is_mget(&session, &args) {
+                        // Made and written `mget_step` values at a time; a key whose read
+                        // fails gets an error in its place (the header is already sent).
+                        let keys = &args[1..];
+                        let mut ok = out.array_header(keys.len(), session.proto)?;
+                        for step in keys.chunks(mget_step) {
+                            for value in server.mget_step(step) {
+                                ok = ok && out.reply(&value, session.proto)?;
+                            }
+                            if !ok {
+                                break;
+                            }
+                        }
+                        if !ok {
+                            open = false;
+                            break;
+                        }
+                        continue;
+                    }
                     let (reply, keep) = server.execute(&mut session, &args);
-                    reply.encode(session.proto, &mut out);
-                    if !keep {
+                    if !out.reply(&reply, session.proto)? || !keep {
                         open = false;
                         break;
                     }
@@ -141,41 +276,52 @@ pub fn serve(
                     break;
                 }
                 Err(ProtocolError(msg)) => {
-                    flush_sets(&mut sets, &mut out, session.proto); // replies stay in order
-                    Reply::err(format!("Protocol error: {msg}")).encode(session.proto, &mut out);
+                    // Replies stay in order.
+                    if flush_sets(&mut sets, &mut out, session.proto)? {
+                        out.reply(&Reply::err(format!("Protocol error: {msg}")), session.proto)?;
+                    }
                     open = false;
                     break;
                 }
             }
         }
-        flush_sets(&mut sets, &mut out, session.proto);
-        buf.drain(..consumed);
-        if open && !charge.set(buf.len() + parser.held()) {
-            Reply::err(
-                "server request memory budget exhausted (--max-total-request-mib): closing \
-                 this connection; retry later",
-            )
-            .encode(session.proto, &mut out);
+        if open && !flush_sets(&mut sets, &mut out, session.proto)? {
             open = false;
         }
-        if !out.is_empty() {
-            writer.write_all(&out)?;
-            writer.flush()?;
-            out.clear();
+        buf.drain(..consumed);
+        if buf.capacity() > 4 * READ_CHUNK && buf.len() < READ_CHUNK {
+            buf.shrink_to(READ_CHUNK);
         }
+        if open && !charge.set(buf.len() + parser.held()) {
+            out.reply(
+                &Reply::err(
+                    "server request memory budget exhausted (--max-total-request-mib): closing \
+                     this connection; retry later",
+                ),
+                session.proto,
+            )?;
+            open = false;
+        }
+        out.send()?;
         if !open {
             return Ok(());
         }
-        match reader.read(&mut chunk) {
+        let at = buf.len();
+        buf.resize(at + READ_CHUNK, 0);
+        let read = reader.read(&mut buf[at..]);
+        buf.truncate(at + *read.as_ref().unwrap_or(&0));
+        match read {
             Ok(0) => return Ok(()), // client closed (possibly mid-request: nothing was applied)
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(_) => last_read = Instant::now(),
             Err(e)
                 if matches!(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                if stop.load(Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed)
+                    || config.idle.is_some_and(|idle| last_read.elapsed() >= idle)
+                {
                     return Ok(());
                 }
             }

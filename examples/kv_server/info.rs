@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::commands::REDIS_VERSION;
 
-pub fn info(db: &Db, request_bytes: &AtomicUsize) -> String {
+pub fn info(db: &Db, request_bytes: &AtomicUsize, output_bytes: &AtomicUsize) -> String {
     let s = db.stats();
     let t = &s.total;
     let mut text = format!(
@@ -13,8 +13,9 @@ pub fn info(db: &Db, request_bytes: &AtomicUsize) -> String {
         env!("CARGO_PKG_VERSION")
     );
     text += &format!(
-        "request_budget_used:{}\r\n",
-        request_bytes.load(Ordering::Relaxed)
+        "request_budget_used:{}\r\noutput_budget_used:{}\r\n",
+        request_bytes.load(Ordering::Relaxed),
+        output_bytes.load(Ordering::Relaxed)
     );
     text += "\r\n# Filters\r\n";
     text += &format!(

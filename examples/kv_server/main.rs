@@ -61,6 +61,17 @@ struct Args {
     /// Request bytes all connections together may buffer (beyond 64 KiB each), in MiB.
     #[arg(long, default_value_t = 512)]
     max_total_request_mib: usize,
+    /// Reply bytes all connections together may hold unwritten (beyond 64 KiB each), in MiB;
+    /// a connection whose replies would overrun it is closed.
+    #[arg(long, default_value_t = 512)]
+    max_total_output_mib: usize,
+    /// Close a connection that sends nothing for this many seconds (Redis `timeout`; 0:
+    /// never).
+    #[arg(long, default_value_t = 0)]
+    timeout: u64,
+    /// Close a connection whose client reads none of a reply for this many seconds.
+    #[arg(long, default_value_t = 30)]
+    write_timeout_secs: u64,
     /// Password clients must give (AUTH or HELLO ... AUTH default PASS). Visible in `ps`:
     /// prefer --requirepass-file.
     #[arg(long, conflicts_with = "requirepass_file")]
@@ -169,6 +180,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         args.max_total_request_mib << 20,
         server.request_bytes.clone(),
     ));
+    let output_budget = Arc::new(Budget::new(
+        args.max_total_output_mib << 20,
+        server.output_bytes.clone(),
+    ));
     let server = Arc::new(server);
     let listener = TcpListener::bind(&addrs[..])?;
     listener.set_nonblocking(true)?;
@@ -177,10 +192,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let stop = stop.clone();
         ctrlc::set_handler(move || stop.store(true, Ordering::SeqCst))?;
     }
-    let limits = Limits {
-        max_request: args.max_request_mib << 20,
-        max_bulk: lsm_bloom::db::MAX_VALUE_SIZE.min(args.max_request_mib << 20),
-        max_args: 1 << 20,
+    let config = conn::Config {
+        limits: Limits {
+            max_request: args.max_request_mib << 20,
+            max_bulk: lsm_bloom::db::MAX_VALUE_SIZE.min(args.max_request_mib << 20),
+            max_args: 1 << 20,
+        },
+        idle: (args.timeout > 0).then(|| Duration::from_secs(args.timeout)),
+        write_timeout: Duration::from_secs(args.write_timeout_secs.max(1)),
     };
     println!(
         "lsm-bloom kv_server listening on {} (database {}{})",
@@ -203,13 +222,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 }
                 stream.set_nonblocking(false)?;
                 active.fetch_add(1, Ordering::SeqCst);
-                let (server, stop, active, budget) =
-                    (server.clone(), stop.clone(), active.clone(), budget.clone());
+                let (server, stop, active) = (server.clone(), stop.clone(), active.clone());
+                let (budget, output_budget) = (budget.clone(), output_budget.clone());
                 std::thread::spawn(move || {
-                    if let Err(e) = conn::serve(stream, &server, &stop, limits, &budget) {
+                    if let Err(e) =
+                        conn::serve(stream, &server, &stop, config, &budget, &output_budget)
+                    {
                         if !matches!(
                             e.kind(),
-                            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                            std::io::ErrorKind::BrokenPipe
+                                | std::io::ErrorKind::ConnectionReset
+                                | std::io::ErrorKind::WouldBlock
+                                | std::io::ErrorKind::TimedOut
                         ) {
                             eprintln!("connection error: {e}");
                         }
