@@ -214,7 +214,11 @@ fn idle_connections_are_closed_after_the_timeout() {
     }
     // The idle one was closed after about a second; the busy one, never quiet that long, not.
     let mut b = [0u8; 1];
-    assert_eq!(idle.read(&mut b).unwrap(), 0, "the idle connection is closed");
+    assert_eq!(
+        idle.read(&mut b).unwrap(),
+        0,
+        "the idle connection is closed"
+    );
     assert!(start.elapsed() >= Duration::from_secs(1));
     assert_eq!(call(&mut busy, &[b"PING"]), b"+PONG\r\n");
     stop(server);

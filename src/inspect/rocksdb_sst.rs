@@ -10,6 +10,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::rocksdb_checksum::{self as checksum, ChecksumType};
 use super::FilterReport;
 use crate::error::{Error, Result};
 use crate::filter::math;
@@ -127,8 +128,9 @@ impl Handle {
         })
     }
 
-    /// The block's bytes and its compression type byte, both inside `file`.
-    fn read<'a>(&self, file: &'a [u8], what: &str) -> std::result::Result<&'a [u8], String> {
+    /// The block's bytes, inside the file, once its checksum matches and it is uncompressed.
+    fn read<'a>(&self, sst: &Sst<'a>, what: &str) -> std::result::Result<&'a [u8], String> {
+        let file = sst.bytes;
         let end = self
             .offset
             .checked_add(self.size)
@@ -142,7 +144,17 @@ impl Handle {
             })?;
         let start = self.offset as usize;
         let body = &file[start..start + self.size as usize];
-        let compression = file[(end - BLOCK_TRAILER) as usize];
+        let at = (end - BLOCK_TRAILER) as usize;
+        let trailer = [
+            file[at],
+            file[at + 1],
+            file[at + 2],
+            file[at + 3],
+            file[at + 4],
+        ];
+        checksum::verify(sst.checksum, sst.base_context, self.offset, body, trailer)
+            .map_err(|e| format!("{what} block at {}: {e}", self.offset))?;
+        let compression = trailer[0];
         if compression != 0 {
             return Err(format!(
                 "{what} block is compressed (type {compression}): not decoded"
@@ -152,10 +164,21 @@ impl Handle {
     }
 }
 
+/// The file and what its footer says about checking its blocks.
+struct Sst<'a> {
+    bytes: &'a [u8],
+    checksum: ChecksumType,
+    /// format_version ≥ 6: the footer's `base_context_checksum`; 0 before.
+    base_context: u32,
+}
+
 /// Entries of a block in RocksDB's key-delta format: `(shared, non_shared, value_len)` as
 /// varints, the key's new bytes, the value; then restart offsets and their count.
 /// A block's `(key, value)` entries in order.
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// How many times its own size a meta block's decoded entries may take.
+const MAX_EXPANSION: usize = 16;
 
 fn block_entries(block: &[u8], what: &str) -> std::result::Result<Entries, String> {
     let bad = |m: &str| format!("{what} block: {m}");
@@ -178,6 +201,13 @@ fn block_entries(block: &[u8], what: &str) -> std::result::Result<Entries, Strin
     let mut pos = 0;
     let mut key: Vec<u8> = Vec::new();
     let mut out = Vec::new();
+    // Keys are delta-coded, so an entry may repeat all of the previous key in 3 bytes: the
+    // bytes materialised are bounded by the block's size (RocksDB's meta blocks come nowhere
+    // near it), or a crafted 6 MiB block would ask for ~500 GB.
+    let mut budget = block
+        .len()
+        .saturating_mul(MAX_EXPANSION)
+        .saturating_add(4096);
     while pos < end {
         let trunc = || bad("entry header cut short");
         let shared = varint(block, &mut pos).ok_or_else(trunc)? as usize;
@@ -194,6 +224,13 @@ fn block_entries(block: &[u8], what: &str) -> std::result::Result<Entries, Strin
             .checked_add(value_len)
             .filter(|&e| e <= end)
             .ok_or_else(|| bad("value runs past the entries"))?;
+        let produced = shared + non_shared + value_len;
+        budget = budget.checked_sub(produced).ok_or_else(|| {
+            bad(&format!(
+                "its keys and values expand past {MAX_EXPANSION}x its {} bytes",
+                block.len()
+            ))
+        })?;
         key.truncate(shared);
         key.extend_from_slice(&block[pos..key_end]);
         out.push((key.clone(), block[key_end..value_end].to_vec()));
@@ -221,12 +258,24 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
     let footer = &bytes[bytes.len() - FOOTER_LEN..];
     let footer_offset = (bytes.len() - FOOTER_LEN) as u64;
     let checksum_type = footer[0];
+    let checksum = ChecksumType::from_byte(checksum_type)
+        .ok_or_else(|| format!("unknown block checksum type {checksum_type} in the footer"))?;
     let format_version = u32::from_le_bytes(
         footer[FOOTER_LEN - 12..FOOTER_LEN - 8]
             .try_into()
             .map_err(|_| "footer cut short".to_string())?,
     );
     let part2 = &footer[1..41];
+    let base_context = if format_version >= 6 {
+        u32::from_le_bytes([part2[8], part2[9], part2[10], part2[11]])
+    } else {
+        0
+    };
+    let sst = Sst {
+        bytes,
+        checksum,
+        base_context,
+    };
     let metaindex = if format_version >= 6 {
         if part2[..4] != EXTENDED_MAGIC {
             return Err(format!(
@@ -247,7 +296,7 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
         let mut pos = 0;
         Handle::decode(part2, &mut pos).ok_or("footer's metaindex handle is not a varint pair")?
     };
-    let meta = block_entries(metaindex.read(bytes, "metaindex")?, "metaindex")?;
+    let meta = block_entries(metaindex.read(&sst, "metaindex")?, "metaindex")?;
     let mut properties = BTreeMap::new();
     let mut filter_handles = Vec::new();
     for (key, value) in &meta {
@@ -257,7 +306,7 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
             return Err(format!("metaindex entry {name:?} holds no block handle"));
         };
         if name == "rocksdb.properties" {
-            for (k, v) in block_entries(h.read(bytes, "properties")?, "properties")? {
+            for (k, v) in block_entries(h.read(&sst, "properties")?, "properties")? {
                 properties.insert(String::from_utf8_lossy(&k).into_owned(), v);
             }
         } else if name.starts_with("fullfilter.") || name.starts_with("partitionedfilter.") {
@@ -273,7 +322,7 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
     let filter_entries = number("rocksdb.num.filter_entries");
     let filters = filter_handles
         .into_iter()
-        .map(|(key, h)| filter_report(bytes, key, h, filter_entries))
+        .map(|(key, h)| filter_report(&sst, key, h, filter_entries))
         .collect();
     Ok(RocksTableReport {
         file: file.to_string(),
@@ -291,7 +340,7 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
     })
 }
 
-fn filter_report(file: &[u8], key: String, h: Handle, entries: Option<u64>) -> RocksFilterReport {
+fn filter_report(sst: &Sst<'_>, key: String, h: Handle, entries: Option<u64>) -> RocksFilterReport {
     let mut r = RocksFilterReport {
         metaindex_key: key,
         offset: h.offset,
@@ -301,7 +350,7 @@ fn filter_report(file: &[u8], key: String, h: Handle, entries: Option<u64>) -> R
         lsm_bloom: None,
         builtin: None,
     };
-    let block = match h.read(file, "filter") {
+    let block = match h.read(sst, "filter") {
         Ok(b) => b,
         Err(e) => {
             r.status = "invalid";
@@ -401,6 +450,63 @@ pub fn read_table_file(path: &Path) -> Result<RocksTableReport> {
     read_table(&name, &bytes).map_err(|e| Error::corruption(path, e))
 }
 
+/// Recomputes the checksum of every block the footer and metaindex name (as far as they
+/// decode), so mutation fuzzing reaches the decoders behind the checksums.
+#[cfg(test)]
+pub(crate) fn reseal(bytes: &mut [u8]) {
+    if !is_rocksdb_sst(bytes) {
+        return;
+    }
+    let footer_at = bytes.len() - FOOTER_LEN;
+    let footer = &bytes[footer_at..];
+    let Some(kind) = ChecksumType::from_byte(footer[0]) else {
+        return;
+    };
+    let version = u32::from_le_bytes([footer[41], footer[42], footer[43], footer[44]]);
+    let (base, meta) = if version >= 6 {
+        let size = u64::from(u32::from_le_bytes([
+            footer[13], footer[14], footer[15], footer[16],
+        ]));
+        let base = u32::from_le_bytes([footer[9], footer[10], footer[11], footer[12]]);
+        let Some(offset) = (footer_at as u64).checked_sub(BLOCK_TRAILER + size) else {
+            return;
+        };
+        (base, Handle { offset, size })
+    } else {
+        let mut pos = 0;
+        let Some(h) = Handle::decode(&footer[1..41], &mut pos) else {
+            return;
+        };
+        (0, h)
+    };
+    let seal = |bytes: &mut [u8], h: Handle| {
+        let Some(end) = h
+            .offset
+            .checked_add(h.size)
+            .filter(|&e| e + BLOCK_TRAILER <= bytes.len() as u64)
+        else {
+            return;
+        };
+        let (start, end) = (h.offset as usize, end as usize);
+        if let Some(v) =
+            checksum::stored_value(kind, base, h.offset, &bytes[start..end], bytes[end])
+        {
+            bytes[end + 1..end + 5].copy_from_slice(&v.to_le_bytes());
+        }
+    };
+    seal(bytes, meta);
+    let entries = {
+        let end = (meta.offset + meta.size) as usize;
+        block_entries(&bytes[meta.offset as usize..end], "metaindex").unwrap_or_default()
+    };
+    for (_, value) in entries {
+        let mut pos = 0;
+        if let Some(h) = Handle::decode(&value, &mut pos) {
+            seal(bytes, h);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,6 +530,74 @@ mod tests {
         assert!(block_entries(&bad, "test").is_err());
     }
 
+    /// Appends `block` and its trailer (uncompressed, CRC-32C as format_version 5 writes it).
+    fn push_block(file: &mut Vec<u8>, block: &[u8]) {
+        file.extend_from_slice(block);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(block), &[0]);
+        file.push(0);
+        file.extend_from_slice(&crc.rotate_right(15).wrapping_add(0xa282_ead8).to_le_bytes());
+    }
+
+    /// A format_version 5 table (CRC-32C) whose metaindex block is `meta`.
+    fn table_with_metaindex(meta: &[u8]) -> Vec<u8> {
+        let mut file = Vec::new();
+        push_block(&mut file, meta);
+        let mut footer = vec![1u8, 0, 0]; // CRC-32C; metaindex at 0 (varint), size next
+        let mut size = meta.len() as u64;
+        footer.truncate(2);
+        while size >= 0x80 {
+            footer.push(size as u8 | 0x80);
+            size >>= 7;
+        }
+        footer.push(size as u8);
+        footer.resize(41, 0);
+        footer.extend_from_slice(&5u32.to_le_bytes());
+        footer.extend_from_slice(&BLOCK_BASED_MAGIC.to_le_bytes());
+        file.extend_from_slice(&footer);
+        file
+    }
+
+    /// A constructed metaindex whose every entry repeats all of the previous key (3 bytes an
+    /// entry, after one 64 KiB key): 1 MiB of block would materialise ~22 GB of keys. It is
+    /// refused, quickly, naming the block.
+    #[test]
+    fn a_block_whose_keys_expand_quadratically_is_refused() {
+        let mut meta = vec![0u8];
+        let mut len = 64u64 << 10;
+        while len >= 0x80 {
+            meta.push(len as u8 | 0x80);
+            len >>= 7;
+        }
+        meta.push(len as u8);
+        meta.push(0);
+        meta.extend(std::iter::repeat_n(b'k', 64 << 10));
+        while meta.len() < 1 << 20 {
+            meta.extend_from_slice(&[0x80, 0x80, 0x04, 0, 0]); // shared 65,536, nothing new
+        }
+        meta.extend_from_slice(&0u32.to_le_bytes());
+        meta.extend_from_slice(&1u32.to_le_bytes());
+        let started = std::time::Instant::now();
+        let e = read_table("t.sst", &table_with_metaindex(&meta)).unwrap_err();
+        assert!(e.contains("metaindex block") && e.contains("expand"), "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    /// A block whose bytes or trailer changed is refused by its checksum.
+    #[test]
+    fn a_damaged_block_fails_its_checksum() {
+        let mut meta = Vec::new();
+        meta.extend_from_slice(&0u32.to_le_bytes());
+        meta.extend_from_slice(&1u32.to_le_bytes());
+        let file = table_with_metaindex(&meta);
+        assert!(read_table("t.sst", &file).is_ok());
+        for i in 0..meta.len() + 5 {
+            let mut f = file.clone();
+            f[i] ^= 0x10;
+            let e = read_table("t.sst", &f).unwrap_err();
+            assert!(e.contains("checksum mismatch"), "byte {i}: {e}");
+        }
+    }
+
     #[test]
     fn every_truncation_and_flip_of_a_table_is_an_error_or_a_report() {
         // A minimal format_version 5 table: metaindex with a filter and properties.
@@ -433,8 +607,7 @@ mod tests {
             f.extend_from_slice(&[0xff, 0, 6, 0, 0]); // fast local Bloom, 6 probes
             f
         };
-        file.extend_from_slice(&filter);
-        file.extend_from_slice(&[0; 5]);
+        push_block(&mut file, &filter);
         let entry = |key: &str, h: Handle| {
             let mut v = Vec::new();
             for x in [h.offset, h.size] {
@@ -463,8 +636,7 @@ mod tests {
             offset: file.len() as u64,
             size: meta.len() as u64,
         };
-        file.extend_from_slice(&meta);
-        file.extend_from_slice(&[0; 5]);
+        push_block(&mut file, &meta);
         let mut footer = vec![1u8];
         let mut part2 = Vec::new();
         for x in [meta_handle.offset, meta_handle.size, 0, 0] {
