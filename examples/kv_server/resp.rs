@@ -316,6 +316,8 @@ mod tests {
         }
         let limits = Limits {
             max_args: 100_000,
+            // Each argument is charged `ARG_OVERHEAD` besides its bytes.
+            max_request: 20_000 * (ARG_OVERHEAD + 5),
             ..L
         };
         let mut p = Parser::default();
@@ -338,6 +340,27 @@ mod tests {
             "{examined} bytes examined for {}",
             req.len()
         );
+    }
+
+    /// Many tiny arguments pin far more than their bytes: each is charged its allocation.
+    #[test]
+    fn each_argument_is_charged_its_allocation() {
+        let mut req = b"*1000\r\n".to_vec();
+        req.extend_from_slice(&b"$1\r\nx\r\n".repeat(1000));
+        let limits = Limits {
+            max_request: 32 << 10,
+            ..L
+        };
+        let e = Parser::default()
+            .feed(&req, &limits)
+            .err()
+            .expect("refused");
+        assert!(e.0.contains("request too large"), "{e:?}");
+        // 1,000 bytes of payload fit easily when only payload was counted; a tenth of the
+        // arguments fit with their allocations.
+        let mut few = b"*100\r\n".to_vec();
+        few.extend_from_slice(&b"$1\r\nx\r\n".repeat(100));
+        assert!(Parser::default().feed(&few, &limits).is_ok());
     }
 
     #[test]
