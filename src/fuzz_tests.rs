@@ -408,9 +408,14 @@ fn rocksdb_fixtures(under: &str, filter: impl Fn(&str) -> bool) -> Vec<Vec<u8>> 
 fn rocksdb_sst_target() -> Target {
     Target {
         name: "RocksDB SST",
-        seeds: rocksdb_fixtures("", |n| n.ends_with(".sst")),
+        seeds: rocksdb_fixtures("", |n| n.ends_with(".sst"))
+            .into_iter()
+            .chain(rocksdb_fixtures("../rocksdb-11.8.1-partitioned", |n| {
+                n.ends_with(".sst")
+            }))
+            .collect(),
         // The blocks' checksums recomputed, so mutations reach the decoders behind them.
-        reseal: |b| crate::inspect::rocksdb_sst::reseal(b),
+        reseal: |b| crate::inspect::rocksdb_sst::tests::reseal(b),
         decode: |b| crate::inspect::rocksdb_sst::read_table("f.sst", b).is_ok(),
     }
 }

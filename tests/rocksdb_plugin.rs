@@ -710,3 +710,53 @@ fn write_rocksdb_fixtures() {
         std::fs::copy(dir.path().join(&name), out.join("db").join(&name)).unwrap();
     }
 }
+
+/// Writes `fixtures/rocksdb-11.8.1-partitioned/`: one table each of RocksDB's built-in Bloom
+/// filter and lsm-bloom's Ribbon policy with partitioned filters (two-level index, 256-byte
+/// partitions), over the 1,000 keys of `keys.txt`, so the SST reader's partition decoding is
+/// checked against files RocksDB wrote. Frozen: run once, never again for the same directory.
+#[test]
+#[ignore = "writes the frozen fixtures; run by hand once"]
+fn write_rocksdb_partitioned_fixtures() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let out = root.join("rocksdb-11.8.1-partitioned");
+    assert!(
+        !out.exists(),
+        "{} exists: fixtures are frozen",
+        out.display()
+    );
+    std::fs::create_dir_all(&out).unwrap();
+    let keys = std::fs::read_to_string(root.join("rocksdb-11.8.1/keys.txt")).unwrap();
+    for (file, policy) in [
+        ("builtin-bloom-10-partitioned.sst", None),
+        (
+            "lsm_bloom-ribbon-10-partitioned.sst",
+            Some("lsm_bloom.ribbon:10"),
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut table = BlockBasedOptions::default();
+        if policy.is_none() {
+            table.set_bloom_filter(10.0, false);
+        }
+        table.set_partition_filters(true);
+        table.set_index_type(rocksdb::BlockBasedIndexType::TwoLevelIndexSearch);
+        table.set_metadata_block_size(256);
+        let mut o = base_options(&table);
+        if let Some(p) = policy {
+            o = lsm_bloom::rocksdb::with_filter(&mut o, p).unwrap();
+        }
+        let db = DB::open(&o, dir.path()).unwrap();
+        for k in keys.lines() {
+            db.put(k, b"v").unwrap();
+        }
+        db.flush().unwrap();
+        let files = db.live_files().unwrap();
+        assert_eq!(files.len(), 1);
+        std::fs::copy(
+            dir.path().join(files[0].name.trim_start_matches('/')),
+            out.join(file),
+        )
+        .unwrap();
+    }
+}

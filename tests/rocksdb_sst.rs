@@ -182,3 +182,87 @@ fn damaged_rocksdb_ssts_are_errors_or_reports_never_panics() {
         let _ = read_table("t.sst", &good[..i]);
     }
 }
+
+/// Partitioned filters RocksDB wrote (`fixtures/rocksdb-11.8.1-partitioned/`, 1,000 keys in
+/// 256-byte partitions): the partition index and every partition are read and verified, the
+/// partitions together hold every key, and the totals add up; text and JSON show them.
+#[test]
+fn partitioned_filters_are_read_partition_by_partition() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/rocksdb-11.8.1-partitioned");
+    let keys = keys();
+    for (name, key, kind) in [
+        (
+            "builtin-bloom-10-partitioned.sst",
+            "partitionedfilter.rocksdb.BuiltinBloomFilter",
+            "fast_local_bloom",
+        ),
+        (
+            "lsm_bloom-ribbon-10-partitioned.sst",
+            "partitionedfilter.lsm_bloom",
+            "",
+        ),
+    ] {
+        let path = dir.join(name);
+        let t = read_table_file(&path).unwrap();
+        let f = &t.filters[0];
+        assert_eq!((f.metaindex_key.as_str(), f.status), (key, "valid"));
+        let s = f.partition_summary.as_ref().unwrap();
+        assert!(s.partitions >= 5, "{name}: {} partitions", s.partitions);
+        assert_eq!(s.partitions as usize, f.partitions.len());
+        assert_eq!(s.invalid, 0);
+        assert_eq!(s.bytes, f.partitions.iter().map(|p| p.bytes).sum::<u64>());
+        // The partitions follow one another, each with its 5-byte trailer.
+        for w in f.partitions.windows(2) {
+            assert_eq!(w[1].offset, w[0].offset + w[0].bytes + 5, "{name}");
+        }
+        let p = s.estimated_fpr.unwrap();
+        assert!(p > 0.0 && p < 0.02, "{name}: estimated rate {p}");
+        if kind.is_empty() {
+            // lsm-bloom partitions: their keys add up to the table's, and each key is in one.
+            let bytes = std::fs::read(&path).unwrap();
+            let readers: Vec<FilterReader<Vec<u8>>> = f
+                .partitions
+                .iter()
+                .map(|p| {
+                    let b = bytes[p.offset as usize..(p.offset + p.bytes) as usize].to_vec();
+                    FilterReader::new(b).unwrap()
+                })
+                .collect();
+            let n: u64 = readers.iter().map(|r| r.header().n).sum();
+            assert_eq!(Some(n), t.filter_entries);
+            for k in &keys {
+                assert!(
+                    readers.iter().any(|r| r.may_contain(k.as_bytes())),
+                    "{name}: {k} in no partition"
+                );
+            }
+        } else {
+            assert!(f
+                .partitions
+                .iter()
+                .all(|p| p.builtin.as_ref().is_some_and(|b| b.kind == kind)));
+        }
+        let out = Command::new(common::example("dump_filter"))
+            .arg(&path)
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let text = json.to_string();
+        assert!(
+            text.contains("partition_summary") && text.contains("\"partitions\""),
+            "{text}"
+        );
+    }
+    // A flipped byte in a partition is found by its checksum: that partition is invalid.
+    let path = dir.join("builtin-bloom-10-partitioned.sst");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let t = read_table("t.sst", &bytes).unwrap();
+    let second = t.filters[0].partitions[1].offset as usize;
+    bytes[second + 3] ^= 0x40;
+    let t = read_table("t.sst", &bytes).unwrap();
+    let s = t.filters[0].partition_summary.as_ref().unwrap();
+    assert_eq!(s.invalid, 1);
+    assert_eq!(t.filters[0].partitions[1].status, "invalid");
+}

@@ -20,8 +20,10 @@ use crate::filter::{FilterInfo, FilterKind, FilterReader};
 use crate::fs::StdFs;
 use crate::table::{FilterState, Properties, Table, TABLE_MAGIC};
 
+mod rocksdb_block;
 mod rocksdb_checksum;
 pub mod rocksdb_dir;
+pub mod rocksdb_partitions;
 pub mod rocksdb_sst;
 mod text;
 

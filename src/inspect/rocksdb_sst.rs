@@ -10,7 +10,10 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::rocksdb_checksum::{self as checksum, ChecksumType};
+pub(crate) use super::rocksdb_block::varint;
+use super::rocksdb_block::{block_entries, Handle, Sst, BLOCK_TRAILER};
+use super::rocksdb_checksum::ChecksumType;
+use super::rocksdb_partitions::{self, PartitionReport, PartitionSummary};
 use super::FilterReport;
 use crate::error::{Error, Result};
 use crate::filter::math;
@@ -19,8 +22,6 @@ use crate::filter::math;
 pub const BLOCK_BASED_MAGIC: u64 = 0x88e2_41b7_85f4_cff7;
 /// Footer length of format_version ≥ 1 (checksum type, 40 bytes, version, magic).
 const FOOTER_LEN: usize = 53;
-/// Every block is followed by a compression type byte and a 4-byte checksum.
-const BLOCK_TRAILER: u64 = 5;
 /// The `extended magic` of format_version ≥ 6 footers.
 const EXTENDED_MAGIC: [u8; 4] = [0x3e, 0x00, 0x7a, 0x00];
 
@@ -64,7 +65,8 @@ pub struct RocksFilterReport {
     pub offset: u64,
     /// Block size (without RocksDB's 5-byte trailer).
     pub bytes: u64,
-    /// "valid", "invalid", or "not decoded" (partitioned filters: only their index is here).
+    /// "valid" or "invalid" (a partitioned filter is valid when its index is; each partition
+    /// has its own status).
     pub status: &'static str,
     /// Why the block is invalid.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -75,6 +77,12 @@ pub struct RocksFilterReport {
     /// A RocksDB built-in filter, by its metadata.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub builtin: Option<BuiltinFilterInfo>,
+    /// A partitioned filter's partitions (`rocksdb_partitions.rs`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub partitions: Vec<PartitionReport>,
+    /// A partitioned filter in total.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition_summary: Option<PartitionSummary>,
 }
 
 /// What a RocksDB built-in filter's 5 bytes of metadata say.
@@ -97,146 +105,6 @@ pub struct BuiltinFilterInfo {
     /// False-positive rate predicted from the shape.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub estimated_fpr: Option<f64>,
-}
-
-/// A varint64 at `*pos` (advanced past it), if whole and at most 10 bytes.
-pub(crate) fn varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v = 0u64;
-    for shift in (0..64).step_by(7) {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << shift;
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
-}
-
-/// A block handle: offset and size of a block (without its trailer).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Handle {
-    offset: u64,
-    size: u64,
-}
-
-impl Handle {
-    fn decode(buf: &[u8], pos: &mut usize) -> Option<Handle> {
-        Some(Handle {
-            offset: varint(buf, pos)?,
-            size: varint(buf, pos)?,
-        })
-    }
-
-    /// The block's bytes, inside the file, once its checksum matches and it is uncompressed.
-    fn read<'a>(&self, sst: &Sst<'a>, what: &str) -> std::result::Result<&'a [u8], String> {
-        let file = sst.bytes;
-        let end = self
-            .offset
-            .checked_add(self.size)
-            .and_then(|e| e.checked_add(BLOCK_TRAILER))
-            .filter(|&e| e <= file.len() as u64)
-            .ok_or_else(|| {
-                format!(
-                    "{what} block at {} ({} bytes) runs past the end of the file",
-                    self.offset, self.size
-                )
-            })?;
-        let start = self.offset as usize;
-        let body = &file[start..start + self.size as usize];
-        let at = (end - BLOCK_TRAILER) as usize;
-        let trailer = [
-            file[at],
-            file[at + 1],
-            file[at + 2],
-            file[at + 3],
-            file[at + 4],
-        ];
-        checksum::verify(sst.checksum, sst.base_context, self.offset, body, trailer)
-            .map_err(|e| format!("{what} block at {}: {e}", self.offset))?;
-        let compression = trailer[0];
-        if compression != 0 {
-            return Err(format!(
-                "{what} block is compressed (type {compression}): not decoded"
-            ));
-        }
-        Ok(body)
-    }
-}
-
-/// The file and what its footer says about checking its blocks.
-struct Sst<'a> {
-    bytes: &'a [u8],
-    checksum: ChecksumType,
-    /// format_version ≥ 6: the footer's `base_context_checksum`; 0 before.
-    base_context: u32,
-}
-
-/// Entries of a block in RocksDB's key-delta format: `(shared, non_shared, value_len)` as
-/// varints, the key's new bytes, the value; then restart offsets and their count.
-/// A block's `(key, value)` entries in order.
-type Entries = Vec<(Vec<u8>, Vec<u8>)>;
-
-/// How many times its own size a meta block's decoded entries may take.
-const MAX_EXPANSION: usize = 16;
-
-fn block_entries(block: &[u8], what: &str) -> std::result::Result<Entries, String> {
-    let bad = |m: &str| format!("{what} block: {m}");
-    if block.len() < 4 {
-        return Err(bad("shorter than its restart count"));
-    }
-    let tail = u32::from_le_bytes(
-        block[block.len() - 4..]
-            .try_into()
-            .map_err(|_| bad("tail"))?,
-    );
-    // The top bit says how data blocks are indexed; meta blocks have it clear.
-    let restarts = u64::from(tail & 0x7fff_ffff);
-    let restart_bytes = restarts
-        .checked_mul(4)
-        .and_then(|r| r.checked_add(4))
-        .filter(|&r| r <= block.len() as u64)
-        .ok_or_else(|| bad("restart array larger than the block"))?;
-    let end = block.len() - restart_bytes as usize;
-    let mut pos = 0;
-    let mut key: Vec<u8> = Vec::new();
-    let mut out = Vec::new();
-    // Keys are delta-coded, so an entry may repeat all of the previous key in 3 bytes: the
-    // bytes materialised are bounded by the block's size (RocksDB's meta blocks come nowhere
-    // near it), or a crafted 6 MiB block would ask for ~500 GB.
-    let mut budget = block
-        .len()
-        .saturating_mul(MAX_EXPANSION)
-        .saturating_add(4096);
-    while pos < end {
-        let trunc = || bad("entry header cut short");
-        let shared = varint(block, &mut pos).ok_or_else(trunc)? as usize;
-        let non_shared = varint(block, &mut pos).ok_or_else(trunc)? as usize;
-        let value_len = varint(block, &mut pos).ok_or_else(trunc)? as usize;
-        if shared > key.len() {
-            return Err(bad("entry shares more bytes than the previous key has"));
-        }
-        let key_end = pos
-            .checked_add(non_shared)
-            .filter(|&e| e <= end)
-            .ok_or_else(|| bad("key runs past the entries"))?;
-        let value_end = key_end
-            .checked_add(value_len)
-            .filter(|&e| e <= end)
-            .ok_or_else(|| bad("value runs past the entries"))?;
-        let produced = shared + non_shared + value_len;
-        budget = budget.checked_sub(produced).ok_or_else(|| {
-            bad(&format!(
-                "its keys and values expand past {MAX_EXPANSION}x its {} bytes",
-                block.len()
-            ))
-        })?;
-        key.truncate(shared);
-        key.extend_from_slice(&block[pos..key_end]);
-        out.push((key.clone(), block[key_end..value_end].to_vec()));
-        pos = value_end;
-    }
-    Ok(out)
 }
 
 fn checksum_name(t: u8) -> String {
@@ -322,7 +190,7 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
     let filter_entries = number("rocksdb.num.filter_entries");
     let filters = filter_handles
         .into_iter()
-        .map(|(key, h)| filter_report(&sst, key, h, filter_entries))
+        .map(|(key, h)| filter_report(&sst, key, h, filter_entries, format_version))
         .collect();
     Ok(RocksTableReport {
         file: file.to_string(),
@@ -340,7 +208,13 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
     })
 }
 
-fn filter_report(sst: &Sst<'_>, key: String, h: Handle, entries: Option<u64>) -> RocksFilterReport {
+fn filter_report(
+    sst: &Sst<'_>,
+    key: String,
+    h: Handle,
+    entries: Option<u64>,
+    format_version: u32,
+) -> RocksFilterReport {
     let mut r = RocksFilterReport {
         metaindex_key: key,
         offset: h.offset,
@@ -349,7 +223,23 @@ fn filter_report(sst: &Sst<'_>, key: String, h: Handle, entries: Option<u64>) ->
         error: None,
         lsm_bloom: None,
         builtin: None,
+        partitions: Vec::new(),
+        partition_summary: None,
     };
+    if let Some(name) = r.metaindex_key.strip_prefix("partitionedfilter.") {
+        let lsm_bloom = Some(name) == crate_metaindex_key().strip_prefix("fullfilter.");
+        match rocksdb_partitions::read(sst, h, format_version, entries, lsm_bloom) {
+            Ok((partitions, summary)) => {
+                r.partitions = partitions;
+                r.partition_summary = Some(summary);
+            }
+            Err(e) => {
+                r.status = "invalid";
+                r.error = Some(e);
+            }
+        }
+        return r;
+    }
     let block = match h.read(sst, "filter") {
         Ok(b) => b,
         Err(e) => {
@@ -358,9 +248,7 @@ fn filter_report(sst: &Sst<'_>, key: String, h: Handle, entries: Option<u64>) ->
             return r;
         }
     };
-    if r.metaindex_key.starts_with("partitionedfilter.") {
-        r.status = "not decoded";
-    } else if r.metaindex_key == crate_metaindex_key() {
+    if r.metaindex_key == crate_metaindex_key() {
         match FilterReport::from_block(block) {
             Ok(f) => r.lsm_bloom = Some(f),
             Err(e) => {
@@ -450,217 +338,5 @@ pub fn read_table_file(path: &Path) -> Result<RocksTableReport> {
     read_table(&name, &bytes).map_err(|e| Error::corruption(path, e))
 }
 
-/// Recomputes the checksum of every block the footer and metaindex name (as far as they
-/// decode), so mutation fuzzing reaches the decoders behind the checksums.
 #[cfg(test)]
-pub(crate) fn reseal(bytes: &mut [u8]) {
-    if !is_rocksdb_sst(bytes) {
-        return;
-    }
-    let footer_at = bytes.len() - FOOTER_LEN;
-    let footer = &bytes[footer_at..];
-    let Some(kind) = ChecksumType::from_byte(footer[0]) else {
-        return;
-    };
-    let version = u32::from_le_bytes([footer[41], footer[42], footer[43], footer[44]]);
-    let (base, meta) = if version >= 6 {
-        let size = u64::from(u32::from_le_bytes([
-            footer[13], footer[14], footer[15], footer[16],
-        ]));
-        let base = u32::from_le_bytes([footer[9], footer[10], footer[11], footer[12]]);
-        let Some(offset) = (footer_at as u64).checked_sub(BLOCK_TRAILER + size) else {
-            return;
-        };
-        (base, Handle { offset, size })
-    } else {
-        let mut pos = 0;
-        let Some(h) = Handle::decode(&footer[1..41], &mut pos) else {
-            return;
-        };
-        (0, h)
-    };
-    let seal = |bytes: &mut [u8], h: Handle| {
-        let Some(end) = h
-            .offset
-            .checked_add(h.size)
-            .filter(|&e| e + BLOCK_TRAILER <= bytes.len() as u64)
-        else {
-            return;
-        };
-        let (start, end) = (h.offset as usize, end as usize);
-        if let Some(v) =
-            checksum::stored_value(kind, base, h.offset, &bytes[start..end], bytes[end])
-        {
-            bytes[end + 1..end + 5].copy_from_slice(&v.to_le_bytes());
-        }
-    };
-    seal(bytes, meta);
-    let entries = {
-        let end = (meta.offset + meta.size) as usize;
-        block_entries(&bytes[meta.offset as usize..end], "metaindex").unwrap_or_default()
-    };
-    for (_, value) in entries {
-        let mut pos = 0;
-        if let Some(h) = Handle::decode(&value, &mut pos) {
-            seal(bytes, h);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn block_entries_decode_key_deltas_and_refuse_overruns() {
-        // Two entries: "abc" -> "1", then shared 2 + "d" -> "22"; one restart at 0.
-        let mut b = vec![0, 3, 1, b'a', b'b', b'c', b'1', 2, 1, 2, b'd', b'2', b'2'];
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&1u32.to_le_bytes());
-        let e = block_entries(&b, "test").unwrap();
-        assert_eq!(e[1], (b"abd".to_vec(), b"22".to_vec()));
-        let mut bad = b.clone();
-        bad[1] = 200; // key longer than the block
-        assert!(block_entries(&bad, "test").is_err());
-        let mut bad = b.clone();
-        bad[7] = 9; // shares more than the previous key has
-        assert!(block_entries(&bad, "test").is_err());
-        let n = bad.len();
-        bad[n - 4..].copy_from_slice(&1000u32.to_le_bytes());
-        assert!(block_entries(&bad, "test").is_err());
-    }
-
-    /// Appends `block` and its trailer (uncompressed, CRC-32C as format_version 5 writes it).
-    fn push_block(file: &mut Vec<u8>, block: &[u8]) {
-        file.extend_from_slice(block);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(block), &[0]);
-        file.push(0);
-        file.extend_from_slice(&crc.rotate_right(15).wrapping_add(0xa282_ead8).to_le_bytes());
-    }
-
-    /// A format_version 5 table (CRC-32C) whose metaindex block is `meta`.
-    fn table_with_metaindex(meta: &[u8]) -> Vec<u8> {
-        let mut file = Vec::new();
-        push_block(&mut file, meta);
-        let mut footer = vec![1u8, 0, 0]; // CRC-32C; metaindex at 0 (varint), size next
-        let mut size = meta.len() as u64;
-        footer.truncate(2);
-        while size >= 0x80 {
-            footer.push(size as u8 | 0x80);
-            size >>= 7;
-        }
-        footer.push(size as u8);
-        footer.resize(41, 0);
-        footer.extend_from_slice(&5u32.to_le_bytes());
-        footer.extend_from_slice(&BLOCK_BASED_MAGIC.to_le_bytes());
-        file.extend_from_slice(&footer);
-        file
-    }
-
-    /// A constructed metaindex whose every entry repeats all of the previous key (3 bytes an
-    /// entry, after one 64 KiB key): 1 MiB of block would materialise ~22 GB of keys. It is
-    /// refused, quickly, naming the block.
-    #[test]
-    fn a_block_whose_keys_expand_quadratically_is_refused() {
-        let mut meta = vec![0u8];
-        let mut len = 64u64 << 10;
-        while len >= 0x80 {
-            meta.push(len as u8 | 0x80);
-            len >>= 7;
-        }
-        meta.push(len as u8);
-        meta.push(0);
-        meta.extend(std::iter::repeat_n(b'k', 64 << 10));
-        while meta.len() < 1 << 20 {
-            meta.extend_from_slice(&[0x80, 0x80, 0x04, 0, 0]); // shared 65,536, nothing new
-        }
-        meta.extend_from_slice(&0u32.to_le_bytes());
-        meta.extend_from_slice(&1u32.to_le_bytes());
-        let started = std::time::Instant::now();
-        let e = read_table("t.sst", &table_with_metaindex(&meta)).unwrap_err();
-        assert!(e.contains("metaindex block") && e.contains("expand"), "{e}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    }
-
-    /// A block whose bytes or trailer changed is refused by its checksum.
-    #[test]
-    fn a_damaged_block_fails_its_checksum() {
-        let mut meta = Vec::new();
-        meta.extend_from_slice(&0u32.to_le_bytes());
-        meta.extend_from_slice(&1u32.to_le_bytes());
-        let file = table_with_metaindex(&meta);
-        assert!(read_table("t.sst", &file).is_ok());
-        for i in 0..meta.len() + 5 {
-            let mut f = file.clone();
-            f[i] ^= 0x10;
-            let e = read_table("t.sst", &f).unwrap_err();
-            assert!(e.contains("checksum mismatch"), "byte {i}: {e}");
-        }
-    }
-
-    #[test]
-    fn every_truncation_and_flip_of_a_table_is_an_error_or_a_report() {
-        // A minimal format_version 5 table: metaindex with a filter and properties.
-        let mut file = Vec::new();
-        let filter = {
-            let mut f = vec![0u8; 64];
-            f.extend_from_slice(&[0xff, 0, 6, 0, 0]); // fast local Bloom, 6 probes
-            f
-        };
-        push_block(&mut file, &filter);
-        let entry = |key: &str, h: Handle| {
-            let mut v = Vec::new();
-            for x in [h.offset, h.size] {
-                let mut x = x;
-                while x >= 0x80 {
-                    v.push(x as u8 | 0x80);
-                    x >>= 7;
-                }
-                v.push(x as u8);
-            }
-            let mut e = vec![0, key.len() as u8, v.len() as u8];
-            e.extend_from_slice(key.as_bytes());
-            e.extend_from_slice(&v);
-            e
-        };
-        let mut meta = entry(
-            "fullfilter.rocksdb.BuiltinBloomFilter",
-            Handle {
-                offset: 0,
-                size: filter.len() as u64,
-            },
-        );
-        meta.extend_from_slice(&0u32.to_le_bytes());
-        meta.extend_from_slice(&1u32.to_le_bytes());
-        let meta_handle = Handle {
-            offset: file.len() as u64,
-            size: meta.len() as u64,
-        };
-        push_block(&mut file, &meta);
-        let mut footer = vec![1u8];
-        let mut part2 = Vec::new();
-        for x in [meta_handle.offset, meta_handle.size, 0, 0] {
-            part2.push(x as u8); // all < 128
-        }
-        part2.resize(40, 0);
-        footer.extend_from_slice(&part2);
-        footer.extend_from_slice(&5u32.to_le_bytes());
-        footer.extend_from_slice(&BLOCK_BASED_MAGIC.to_le_bytes());
-        file.extend_from_slice(&footer);
-        let r = read_table("t.sst", &file).unwrap();
-        assert_eq!(r.format_version, 5);
-        let b = r.filters[0].builtin.as_ref().unwrap();
-        assert_eq!((b.kind, b.num_probes), ("fast_local_bloom", Some(6)));
-        for cut in 0..file.len() {
-            let _ = read_table("t.sst", &file[cut..]);
-            let _ = read_table("t.sst", &file[..cut]);
-        }
-        for i in 0..file.len() {
-            for bit in 0..8 {
-                let mut f = file.clone();
-                f[i] ^= 1 << bit;
-                let _ = read_table("t.sst", &f);
-            }
-        }
-    }
-}
+pub(crate) mod tests;

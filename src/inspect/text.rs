@@ -294,6 +294,51 @@ impl fmt::Display for RocksFilterReport {
                 writeln!(f, "  estimated FPR   {:.4}%", p * 100.0)?;
             }
         }
+        if let Some(s) = &self.partition_summary {
+            writeln!(
+                f,
+                "  partitions      {} ({} bytes, {} invalid)",
+                s.partitions, s.bytes, s.invalid
+            )?;
+            if let Some(bpk) = s.bits_per_key {
+                writeln!(f, "  bits/key        {bpk:.3} (all partitions)")?;
+            }
+            if let Some(p) = s.estimated_fpr {
+                writeln!(f, "  estimated FPR   {:.4}% (keys-weighted)", p * 100.0)?;
+            }
+            for (i, p) in self.partitions.iter().enumerate() {
+                write!(
+                    f,
+                    "    #{i} at {} ({} bytes): {}",
+                    p.offset, p.bytes, p.status
+                )?;
+                if let Some(b) = &p.builtin {
+                    write!(f, ", {}", b.kind)?;
+                    if let Some(k) = b.num_probes {
+                        write!(f, ", {k} probes")?;
+                    }
+                    if let Some(e) = b.estimated_fpr {
+                        write!(f, ", ~{:.3}%", e * 100.0)?;
+                    }
+                }
+                if let Some(l) = &p.lsm_bloom {
+                    let i = &l.info;
+                    write!(
+                        f,
+                        ", {} k={} n={} {:.2} bits/key, {:.3}%",
+                        i.kind,
+                        i.k,
+                        i.n,
+                        i.bits_per_key,
+                        i.expected_fpr * 100.0
+                    )?;
+                }
+                if let Some(e) = &p.error {
+                    write!(f, ": {e}")?;
+                }
+                writeln!(f)?;
+            }
+        }
         Ok(())
     }
 }
