@@ -21,6 +21,7 @@ use crate::fs::StdFs;
 use crate::table::{FilterState, Properties, Table, TABLE_MAGIC};
 
 mod rocksdb_block;
+mod rocksdb_builtin;
 mod rocksdb_checksum;
 pub mod rocksdb_dir;
 pub mod rocksdb_partitions;

@@ -1,14 +1,14 @@
 //! Partitioned filters in RocksDB SSTs (`partition_filters` with a two-level index). The
 //! metaindex names a partition index (`partitionedfilter.<name>`): an index block whose entries
 //! hold each partition's last key and block handle. Each partition is a whole filter block of
-//! the policy's kind: a built-in one (read by its metadata, `rocksdb_sst::builtin_info`) or an
+//! the policy's kind: a built-in one (read by its metadata, `rocksdb_builtin.rs`) or an
 //! lsm-bloom block (FORMAT.md §1). This reads the index and every partition, each verified by
 //! its checksum, and reports them one by one and in total. Layout: FORMAT.md §5.
 
 use serde::Serialize;
 
 use super::rocksdb_block::{block_entries, varint, Handle, Sst, BLOCK_TRAILER};
-use super::rocksdb_sst::{builtin_info, BuiltinFilterInfo};
+use super::rocksdb_builtin::{builtin_info, BuiltinFilterInfo};
 use super::FilterReport;
 
 /// One partition of a partitioned filter.
