@@ -96,16 +96,28 @@ fn checksum_name(t: u8) -> String {
     }
 }
 
-/// Reads the SST `bytes` (the whole file) named `file`.
-pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableReport, String> {
+/// What a table's footer says (FORMAT.md §5): how its blocks are checked, its
+/// format_version, and where its metaindex block is.
+pub(super) struct Footer {
+    /// The checksum type byte, as stored.
+    pub(super) checksum_byte: u8,
+    pub(super) checksum: ChecksumType,
+    pub(super) format_version: u32,
+    /// format_version ≥ 6: `base_context_checksum`; 0 before.
+    pub(super) base_context: u32,
+    pub(super) metaindex: Handle,
+}
+
+/// Decodes the footer of the table `bytes` (the whole file).
+pub(super) fn footer(bytes: &[u8]) -> std::result::Result<Footer, String> {
     if !is_rocksdb_sst(bytes) {
         return Err("not a RocksDB block-based table (no magic number at the end)".into());
     }
     let footer = &bytes[bytes.len() - FOOTER_LEN..];
     let footer_offset = (bytes.len() - FOOTER_LEN) as u64;
-    let checksum_type = footer[0];
-    let checksum = ChecksumType::from_byte(checksum_type)
-        .ok_or_else(|| format!("unknown block checksum type {checksum_type} in the footer"))?;
+    let checksum_byte = footer[0];
+    let checksum = ChecksumType::from_byte(checksum_byte)
+        .ok_or_else(|| format!("unknown block checksum type {checksum_byte} in the footer"))?;
     let format_version = u32::from_le_bytes(
         footer[FOOTER_LEN - 12..FOOTER_LEN - 8]
             .try_into()
@@ -116,11 +128,6 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
         u32::from_le_bytes([part2[8], part2[9], part2[10], part2[11]])
     } else {
         0
-    };
-    let sst = Sst {
-        bytes,
-        checksum,
-        base_context,
     };
     let metaindex = if format_version >= 6 {
         if part2[..4] != EXTENDED_MAGIC {
@@ -141,6 +148,29 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
     } else {
         let mut pos = 0;
         Handle::decode(part2, &mut pos).ok_or("footer's metaindex handle is not a varint pair")?
+    };
+    Ok(Footer {
+        checksum_byte,
+        checksum,
+        format_version,
+        base_context,
+        metaindex,
+    })
+}
+
+/// Reads the SST `bytes` (the whole file) named `file`.
+pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableReport, String> {
+    let Footer {
+        checksum_byte,
+        checksum,
+        format_version,
+        base_context,
+        metaindex,
+    } = footer(bytes)?;
+    let sst = Sst {
+        bytes,
+        checksum,
+        base_context,
     };
     let meta = block_entries(metaindex.read(&sst, "metaindex")?, "metaindex")?;
     let mut properties = BTreeMap::new();
@@ -175,7 +205,7 @@ pub fn read_table(file: &str, bytes: &[u8]) -> std::result::Result<RocksTableRep
         level: None,
         file_bytes: bytes.len() as u64,
         format_version,
-        checksum_type: checksum_name(checksum_type),
+        checksum_type: checksum_name(checksum_byte),
         entries: number("rocksdb.num.entries"),
         filter_policy: properties
             .get("rocksdb.filter.policy")

@@ -160,30 +160,14 @@ fn every_truncation_and_flip_of_a_table_is_an_error_or_a_report() {
 /// Recomputes the checksum of every block the footer and metaindex name (as far as they
 /// decode), so mutation fuzzing reaches the decoders behind the checksums.
 pub(crate) fn reseal(bytes: &mut [u8]) {
-    if !is_rocksdb_sst(bytes) {
+    let Ok(Footer {
+        checksum: kind,
+        base_context: base,
+        metaindex: meta,
+        ..
+    }) = footer(bytes)
+    else {
         return;
-    }
-    let footer_at = bytes.len() - FOOTER_LEN;
-    let footer = &bytes[footer_at..];
-    let Some(kind) = ChecksumType::from_byte(footer[0]) else {
-        return;
-    };
-    let version = u32::from_le_bytes([footer[41], footer[42], footer[43], footer[44]]);
-    let (base, meta) = if version >= 6 {
-        let size = u64::from(u32::from_le_bytes([
-            footer[13], footer[14], footer[15], footer[16],
-        ]));
-        let base = u32::from_le_bytes([footer[9], footer[10], footer[11], footer[12]]);
-        let Some(offset) = (footer_at as u64).checked_sub(BLOCK_TRAILER + size) else {
-            return;
-        };
-        (base, Handle { offset, size })
-    } else {
-        let mut pos = 0;
-        let Some(h) = Handle::decode(&footer[1..41], &mut pos) else {
-            return;
-        };
-        (0, h)
     };
     let seal = |bytes: &mut [u8], h: Handle| {
         let Some(end) = h
