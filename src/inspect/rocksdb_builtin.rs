@@ -1,11 +1,63 @@
-//! RocksDB's built-in filter blocks, read from their 5 bytes of metadata (kind, probes or
-//! blocks) with the rate their shape predicts: the SST reader (`rocksdb_sst.rs`) and the
-//! partition reader (`rocksdb_partitions.rs`) describe RocksDB's own filters with it. The
-//! metadata layouts are RocksDB's (`util/bloom_impl.h`, `table/block_based/filter_policy.cc`).
+//! Filter blocks of RocksDB SSTs as `dump_filter` describes them (`describe`): an lsm-bloom
+//! block decoded in full, a RocksDB built-in filter from its 5 bytes of metadata (kind, probes
+//! or blocks) with the rate its shape predicts. The SST reader (`rocksdb_sst.rs`) describes a
+//! table's filter block with it, the partition reader (`rocksdb_partitions.rs`) each
+//! partition. The metadata layouts are RocksDB's (`util/bloom_impl.h`,
+//! `table/block_based/filter_policy.cc`).
 
 use serde::Serialize;
 
+use super::rocksdb_block::{Handle, Sst};
+use super::FilterReport;
 use crate::filter::math;
+
+/// One filter block, read and checked: its status, and the lsm-bloom block or built-in filter
+/// it holds.
+pub(super) struct Described {
+    /// "valid" or "invalid".
+    pub(super) status: &'static str,
+    /// Why the block is invalid.
+    pub(super) error: Option<String>,
+    pub(super) lsm_bloom: Option<FilterReport>,
+    pub(super) builtin: Option<BuiltinFilterInfo>,
+}
+
+/// Reads the filter block at `h` (its checksum first; `what` names it in an error) and
+/// describes it: an lsm-bloom block when `lsm_bloom`, else a built-in filter of `entries` keys.
+pub(super) fn describe(
+    sst: &Sst<'_>,
+    h: Handle,
+    what: &str,
+    lsm_bloom: bool,
+    entries: Option<u64>,
+) -> Described {
+    let mut d = Described {
+        status: "valid",
+        error: None,
+        lsm_bloom: None,
+        builtin: None,
+    };
+    let block = match h.read(sst, what) {
+        Ok(b) => b,
+        Err(e) => {
+            d.status = "invalid";
+            d.error = Some(e);
+            return d;
+        }
+    };
+    if !lsm_bloom {
+        d.builtin = Some(builtin_info(block, entries));
+        return d;
+    }
+    match FilterReport::from_block(block) {
+        Ok(f) => d.lsm_bloom = Some(f),
+        Err(e) => {
+            d.status = "invalid";
+            d.error = Some(e.to_string());
+        }
+    }
+    d
+}
 
 /// What a RocksDB built-in filter's 5 bytes of metadata say.
 #[derive(Clone, Debug, PartialEq, Serialize)]

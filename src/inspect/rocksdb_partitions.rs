@@ -1,14 +1,14 @@
 //! Partitioned filters in RocksDB SSTs (`partition_filters` with a two-level index). The
 //! metaindex names a partition index (`partitionedfilter.<name>`): an index block whose entries
 //! hold each partition's last key and block handle. Each partition is a whole filter block of
-//! the policy's kind: a built-in one (read by its metadata, `rocksdb_builtin.rs`) or an
-//! lsm-bloom block (FORMAT.md §1). This reads the index and every partition, each verified by
-//! its checksum, and reports them one by one and in total. Layout: FORMAT.md §5.
+//! the policy's kind, a built-in one or an lsm-bloom block (FORMAT.md §1), described by
+//! `rocksdb_builtin::describe`. This reads the index and every partition, each verified by its
+//! checksum, and reports them one by one and in total. Layout: FORMAT.md §5.
 
 use serde::Serialize;
 
 use super::rocksdb_block::{block_entries, varint, Handle, Sst, BLOCK_TRAILER};
-use super::rocksdb_builtin::{builtin_info, BuiltinFilterInfo};
+use super::rocksdb_builtin::{describe, BuiltinFilterInfo};
 use super::FilterReport;
 
 /// One partition of a partitioned filter.
@@ -129,43 +129,26 @@ pub(super) fn read(
     let mut reports = Vec::with_capacity(handles.len());
     let (mut weighted, mut keys) = (0.0, 0u64);
     for h in handles {
-        let mut r = PartitionReport {
+        let share = entries.filter(|_| array_total > 0).map(|n| {
+            (n as f64 * h.size.saturating_sub(5) as f64 / array_total as f64).round() as u64
+        });
+        let d = describe(sst, h, "filter partition", lsm_bloom, share);
+        if let Some(f) = &d.lsm_bloom {
+            weighted += f.info.expected_fpr * f.info.n as f64;
+            keys += f.info.n;
+        }
+        if let Some((p, n)) = d.builtin.as_ref().and_then(|b| b.estimated_fpr.zip(share)) {
+            weighted += p * n as f64;
+            keys += n;
+        }
+        reports.push(PartitionReport {
             offset: h.offset,
             bytes: h.size,
-            status: "valid",
-            error: None,
-            lsm_bloom: None,
-            builtin: None,
-        };
-        match h.read(sst, "filter partition") {
-            Err(e) => {
-                r.status = "invalid";
-                r.error = Some(e);
-            }
-            Ok(b) if lsm_bloom => match FilterReport::from_block(b) {
-                Ok(f) => {
-                    weighted += f.info.expected_fpr * f.info.n as f64;
-                    keys += f.info.n;
-                    r.lsm_bloom = Some(f);
-                }
-                Err(e) => {
-                    r.status = "invalid";
-                    r.error = Some(e.to_string());
-                }
-            },
-            Ok(b) => {
-                let share = entries.filter(|_| array_total > 0).map(|n| {
-                    (n as f64 * h.size.saturating_sub(5) as f64 / array_total as f64).round() as u64
-                });
-                let info = builtin_info(b, share);
-                if let (Some(p), Some(n)) = (info.estimated_fpr, share) {
-                    weighted += p * n as f64;
-                    keys += n;
-                }
-                r.builtin = Some(info);
-            }
-        }
-        reports.push(r);
+            status: d.status,
+            error: d.error,
+            lsm_bloom: d.lsm_bloom,
+            builtin: d.builtin,
+        });
     }
     let bytes: u64 = reports.iter().map(|r| r.bytes).sum();
     let summary = PartitionSummary {

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 pub(crate) use super::rocksdb_block::varint;
 use super::rocksdb_block::{block_entries, Handle, Sst, BLOCK_TRAILER};
+use super::rocksdb_builtin::describe;
 pub use super::rocksdb_builtin::{builtin_info, BuiltinFilterInfo};
 use super::rocksdb_checksum::ChecksumType;
 use super::rocksdb_partitions::{self, PartitionReport, PartitionSummary};
@@ -248,25 +249,9 @@ fn filter_report(
         }
         return r;
     }
-    let block = match h.read(sst, "filter") {
-        Ok(b) => b,
-        Err(e) => {
-            r.status = "invalid";
-            r.error = Some(e);
-            return r;
-        }
-    };
-    if r.metaindex_key == crate_metaindex_key() {
-        match FilterReport::from_block(block) {
-            Ok(f) => r.lsm_bloom = Some(f),
-            Err(e) => {
-                r.status = "invalid";
-                r.error = Some(e.to_string());
-            }
-        }
-    } else {
-        r.builtin = Some(builtin_info(block, entries));
-    }
+    let lsm_bloom = r.metaindex_key == crate_metaindex_key();
+    let d = describe(sst, h, "filter", lsm_bloom, entries);
+    (r.status, r.error, r.lsm_bloom, r.builtin) = (d.status, d.error, d.lsm_bloom, d.builtin);
     r
 }
 
