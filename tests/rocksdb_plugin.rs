@@ -665,13 +665,7 @@ fn write_rocksdb_fixtures() {
             db.put(k, b"v").unwrap();
         }
         db.flush().unwrap();
-        let files = db.live_files().unwrap();
-        assert_eq!(files.len(), 1);
-        std::fs::copy(
-            dir.path().join(files[0].name.trim_start_matches('/')),
-            out.join(file),
-        )
-        .unwrap();
+        copy_the_one_table(&db, dir.path(), &out.join(file));
     };
     one_table(
         "lsm_bloom-blocked-10.sst",
@@ -709,6 +703,13 @@ fn write_rocksdb_fixtures() {
     {
         std::fs::copy(dir.path().join(&name), out.join("db").join(&name)).unwrap();
     }
+}
+
+/// Copies the one live table of `db` (in `dir`) to `to`.
+fn copy_the_one_table(db: &DB, dir: &Path, to: &Path) {
+    let files = db.live_files().unwrap();
+    assert_eq!(files.len(), 1);
+    std::fs::copy(dir.join(files[0].name.trim_start_matches('/')), to).unwrap();
 }
 
 /// Writes `fixtures/rocksdb-11.8.1-partitioned/`: one table each of RocksDB's built-in Bloom
@@ -751,12 +752,6 @@ fn write_rocksdb_partitioned_fixtures() {
             db.put(k, b"v").unwrap();
         }
         db.flush().unwrap();
-        let files = db.live_files().unwrap();
-        assert_eq!(files.len(), 1);
-        std::fs::copy(
-            dir.path().join(files[0].name.trim_start_matches('/')),
-            out.join(file),
-        )
-        .unwrap();
+        copy_the_one_table(&db, dir.path(), &out.join(file));
     }
 }
