@@ -81,6 +81,10 @@ impl Charge<'_> {
     /// Charges for `bytes` buffered; false if the budget cannot cover it.
     fn set(&mut self, bytes: usize) -> bool {
         let want = bytes.saturating_sub(FREE_PER_CONNECTION);
+        if want == self.held {
+            // Nothing to move: no write to the counter every connection shares.
+            return true;
+        }
         if want > self.held {
             if !self.budget.try_take(want - self.held) {
                 return false;
@@ -106,6 +110,8 @@ const SET_RUN_BYTES: usize = 1 << 20;
 /// Replies on their way to the client (see the module docs).
 struct Output<'a> {
     stream: TcpStream,
+    /// The stream's write timeout (asking the socket costs a system call per write).
+    timeout: Duration,
     buf: Vec<u8>,
     charge: Charge<'a>,
 }
@@ -149,7 +155,7 @@ impl Output<'_> {
     /// would otherwise keep a reply, and its memory, for as long as it liked (the socket's
     /// own timeout restarts on every bit of progress).
     fn send(&mut self) -> std::io::Result<()> {
-        let timeout = self.stream.write_timeout()?.unwrap_or(Duration::MAX);
+        let timeout = self.timeout;
         for piece in self.buf.chunks(OUT_FLUSH) {
             let start = Instant::now();
             let mut at = 0;
@@ -186,6 +192,7 @@ pub fn serve(
     let mut reader = stream.try_clone()?;
     let mut out = Output {
         stream,
+        timeout: config.write_timeout,
         buf: Vec::new(),
         charge: Charge {
             budget: output_budget,
