@@ -31,6 +31,8 @@ fn check(db: &Db, model: &Model, what: &str) {
     for i in 0..60 {
         let k = format!("key{i:03}").into_bytes();
         assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "{what}: {k:?}");
+        let lent = db.get_with(&k, <[u8]>::to_vec).unwrap();
+        assert_eq!(lent, model.get(&k).cloned(), "{what}: get_with {k:?}");
     }
     let scanned: Vec<(Vec<u8>, Vec<u8>)> = db
         .scan::<&[u8], _>(..)

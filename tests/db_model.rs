@@ -93,6 +93,12 @@ fn run(seed: u64, steps: usize, opts: Options) {
                     "{ctx}: get {}",
                     String::from_utf8_lossy(&k)
                 );
+                assert_eq!(
+                    d.get_with(&k, <[u8]>::to_vec).unwrap(),
+                    model.get(&k).cloned(),
+                    "{ctx}: get_with {}",
+                    String::from_utf8_lossy(&k)
+                );
             }
             75..=84 => {
                 let (mut a, mut b) = (key(&mut rng), key(&mut rng));
@@ -225,6 +231,7 @@ fn empty_keys_and_values_and_size_limits() {
     db.flush().unwrap();
     assert_eq!(db.get(b"").unwrap(), Some(b"empty key".to_vec()));
     assert_eq!(db.get(b"k").unwrap(), Some(Vec::new()));
+    assert_eq!(db.get_with(b"k", <[u8]>::len).unwrap(), Some(0));
     let big_key = vec![0u8; lsm_bloom::db::MAX_KEY_SIZE + 1];
     let e = db.put(&big_key, b"v").unwrap_err();
     assert!(e.to_string().contains("key of 16385 bytes"), "{e}");

@@ -42,6 +42,11 @@ fn check(s: &Snapshot, model: &Model, rng: &mut Rng, what: &str) {
             model.get(&k),
             "{what}: get {i}"
         );
+        assert_eq!(
+            s.get_with(&k, <[u8]>::to_vec).unwrap().as_ref(),
+            model.get(&k),
+            "{what}: get_with {i}"
+        );
     }
     for _ in 0..3 {
         let (a, b) = (rng.below(60), rng.below(60));

@@ -1,7 +1,8 @@
 //! `kv_server`'s memory under clients that try to make it hold more (loopback only, bounded in
 //! count and time): a flood of unauthenticated connections each holding the most it may before
 //! AUTH, an MGET whose reply is far larger than memory should hold, a pipeline of GETs of a
-//! large value from a client that reads nothing, and clients that stop reading large replies.
+//! large value from a client that reads nothing, clients that stop reading large replies, and
+//! values larger than the whole output budget.
 //! Each prints the server's resident memory beyond its idle figure (`--nocapture`).
 
 mod common;
@@ -12,16 +13,26 @@ use std::time::{Duration, Instant};
 
 use common::kv::*;
 
-/// The server process's resident memory, in bytes.
-fn rss(server: &Server) -> u64 {
+/// A memory figure of the server process (`VmRSS`, `VmHWM`), in bytes.
+fn status_bytes(server: &Server, field: &str) -> u64 {
     let pid = server.0.as_ref().unwrap().id();
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let kib: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
     kib * 1024
+}
+
+/// The server process's resident memory, in bytes.
+fn rss(server: &Server) -> u64 {
+    status_bytes(server, "VmRSS:")
+}
+
+/// The most resident memory the server process has had, in bytes (the kernel's own mark).
+fn rss_peak(server: &Server) -> u64 {
+    status_bytes(server, "VmHWM:")
 }
 
 const MIB: u64 = 1 << 20;
@@ -221,5 +232,62 @@ fn idle_connections_are_closed_after_the_timeout() {
     );
     assert!(start.elapsed() >= Duration::from_secs(1));
     assert_eq!(call(&mut busy, &[b"PING"]), b"+PONG\r\n");
+    stop(server);
+}
+
+#[test]
+fn a_value_is_charged_before_it_is_copied() {
+    let dir = tempfile::tempdir().unwrap();
+    // A 24 MiB value, written by one server process and read by a fresh one (its peak
+    // resident memory then owes nothing to the write), whose output budget is 8 MiB.
+    let port = free_port();
+    let server = start_with(dir.path(), port, &["--max-request-mib", "32"]);
+    let mut s = connect(port);
+    big_values(&mut s, 1, 24);
+    stop(server);
+    let port = free_port();
+    let server = start_with(dir.path(), port, &["--max-total-output-mib", "8"]);
+    let mut s = connect(port);
+    assert_eq!(call(&mut s, &[b"STRLEN", b"big0"]), b":25165824\r\n");
+    let before = rss_peak(&server);
+    // GET, MGET and SET … GET of it: each is refused before the value is copied.
+    let asks: [&[&[u8]]; 3] = [
+        &[b"GET", b"big0"],
+        &[b"MGET", b"big0", b"big0"],
+        &[b"SET", b"big0", b"small", b"GET"],
+    ];
+    for args in asks {
+        let mut c = connect(port);
+        let got = String::from_utf8_lossy(&call(&mut c, args)).to_string();
+        assert!(
+            got.contains("output memory budget exhausted"),
+            "{args:?}: {got}"
+        );
+    }
+    let grown = rss_peak(&server).saturating_sub(before);
+    println!(
+        "peak resident memory while three replies of a 24 MiB value were refused by an 8 MiB \
+         output budget: +{} MiB",
+        grown / MIB
+    );
+    // Each read, STRLEN's included, has the store read the 24 MiB block that holds the value
+    // into its own buffer (freed after): that is in `before`. A copy of the value, or its
+    // encoding, held beside that block would add 24 MiB each.
+    assert!(grown < 12 * MIB, "+{} MiB", grown / MIB);
+    // Refused SET … GET wrote nothing; STRLEN needs no copy and no budget.
+    assert_eq!(call(&mut s, &[b"STRLEN", b"big0"]), b":25165824\r\n");
+    // SCAN's keys are charged as it gathers them: 600 keys of 16 KiB (9.4 MiB) are more than
+    // the budget holds; the first 100 keys (`big0` and 99 of them) are not.
+    for i in 0..600u32 {
+        let mut key = format!("k{i:05}").into_bytes();
+        key.resize(16 << 10, b'k');
+        assert_eq!(call(&mut s, &[b"SET", &key, b"v"]), b"+OK\r\n");
+    }
+    let got = call(&mut s, &[b"SCAN", b"0", b"COUNT", b"100"]);
+    assert!(got.len() > 99 * (16 << 10), "{} bytes", got.len());
+    let mut c = connect(port);
+    let got =
+        String::from_utf8_lossy(&call(&mut c, &[b"SCAN", b"0", b"COUNT", b"1000"])).to_string();
+    assert!(got.contains("output memory budget exhausted"), "{got}");
     stop(server);
 }

@@ -6,12 +6,14 @@
 //!   (`--max-total-request-mib`), so the sum over clients is bounded, not just each client's
 //!   `--max-request-mib`; a connection whose request would overrun it gets an error and is
 //!   closed, and its charge is returned. Before AUTH the limits are `UNAUTHENTICATED`'s.
-//! - Output: replies are gathered up to `OUT_FLUSH` bytes and then written, each write waiting
-//!   at most `--write-timeout-secs` for a client that does not read (then the connection is
-//!   closed); MGET's reply is made and written a few values at a time. What a connection's
-//!   output holds beyond 64 KiB is charged to a second shared `Budget`
-//!   (`--max-total-output-mib`); over it the connection gets an error and is closed, as Redis
-//!   closes a client over its `client-output-buffer-limit`.
+//! - Output: each reply is charged to a second shared `Budget` (`--max-total-output-mib`)
+//!   before its bytes are held, beyond 64 KiB per connection; a stored value is encoded
+//!   straight from where the store lends it (`values.rs`), so its size is charged before it is
+//!   copied. Over the budget the connection gets an error and is closed, as Redis closes a
+//!   client over its `client-output-buffer-limit`. Replies are gathered up to `OUT_FLUSH`
+//!   bytes and then written, each `OUT_FLUSH` waiting at most `--write-timeout-secs` for a
+//!   client that does not read (then the connection is closed); MGET's reply is written as it
+//!   is made.
 //! - Idle: with `--timeout N`, a connection that sends nothing for N seconds is closed.
 
 use std::io::{Read, Write};
@@ -21,17 +23,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::commands::Server;
-use super::resp::{Limits, Parsed, Parser, Proto, ProtocolError, Reply, UNAUTHENTICATED};
+use super::resp::{Limits, Out, Parsed, Parser, Proto, ProtocolError, Reply, UNAUTHENTICATED};
 
 /// Reply bytes gathered before they are written: a pipeline's replies go out as they are
 /// made, so a connection holds at most this plus the reply being made.
 const OUT_FLUSH: usize = 64 * 1024;
 /// Bytes asked of the socket per read.
 const READ_CHUNK: usize = 16 * 1024;
-/// The values one MGET step reads and holds at most, in bytes of the largest value allowed:
-/// an MGET's reply is made this many values at a time (at least 1, at most 64 keys).
-const MGET_STEP_BYTES: usize = 64 << 20;
-
 /// How a connection is served.
 #[derive(Clone, Copy)]
 pub struct Config {
@@ -114,39 +112,102 @@ struct Output<'a> {
     timeout: Duration,
     buf: Vec<u8>,
     charge: Charge<'a>,
+    /// A reply the output budget could not hold was refused: nothing more is appended, and
+    /// the connection is closed after an error (`refuse`).
+    refused: bool,
+    /// Bytes a reply being made holds outside `buf` (`Out::hold`), charged with it.
+    making: usize,
+}
+
+impl Out for Output<'_> {
+    fn reply(&mut self, reply: &Reply, proto: Proto) -> bool {
+        if !self.room(reply.encoded_len(proto)) {
+            return false;
+        }
+        reply.encode(proto, &mut self.buf);
+        self.making = 0;
+        true
+    }
+
+    fn bulk(&mut self, value: &[u8]) -> bool {
+        let head = format!("${}\r\n", value.len());
+        if !self.room(head.len() + value.len() + 2) {
+            return false;
+        }
+        self.buf.extend_from_slice(head.as_bytes());
+        self.buf.extend_from_slice(value);
+        self.buf.extend_from_slice(b"\r\n");
+        true
+    }
+
+    fn array(&mut self, len: usize) -> bool {
+        let head = format!("*{len}\r\n");
+        if !self.room(head.len()) {
+            return false;
+        }
+        self.buf.extend_from_slice(head.as_bytes());
+        true
+    }
+
+    fn hold(&mut self, bytes: usize) -> bool {
+        if !self.room(bytes) {
+            return false;
+        }
+        self.making += bytes;
+        true
+    }
+
+    fn mark(&self) -> usize {
+        self.buf.len()
+    }
+
+    fn undo(&mut self, mark: usize) {
+        self.buf.truncate(mark);
+    }
+
+    fn gathered(&mut self) -> std::io::Result<()> {
+        if !self.refused && self.buf.len() >= OUT_FLUSH {
+            self.send()?;
+        }
+        Ok(())
+    }
 }
 
 impl Output<'_> {
-    /// Appends `reply`; writes what is gathered once it reaches `OUT_FLUSH`. False when the
-    /// shared output budget cannot hold it: the gathered replies are dropped for an error,
-    /// which is written, and the caller closes the connection.
-    fn reply(&mut self, reply: &Reply, proto: Proto) -> std::io::Result<bool> {
-        reply.encode(proto, &mut self.buf);
-        self.gathered(proto)
+    /// Charges the output budget for `more` bytes on top of what is gathered, and makes room
+    /// for them: past `OUT_FLUSH` exactly (a `Vec` left to grow by doubling could hold up to
+    /// twice what was charged), below it by doubling (small replies one after another would
+    /// otherwise reallocate each time). False, and `refused` set, when the budget cannot hold
+    /// them.
+    fn room(&mut self, more: usize) -> bool {
+        if self.refused {
+            return false;
+        }
+        let total = self.buf.len().saturating_add(more);
+        if !self.charge.set(total.saturating_add(self.making)) {
+            self.refused = true;
+            return false;
+        }
+        if total > OUT_FLUSH {
+            self.buf.reserve_exact(more);
+        } else {
+            self.buf.reserve(more);
+        }
+        true
     }
 
-    /// An array's header; its items follow through `reply`.
-    fn array_header(&mut self, len: usize, proto: Proto) -> std::io::Result<bool> {
-        self.buf.extend_from_slice(format!("*{len}\r\n").as_bytes());
-        self.gathered(proto)
-    }
-
-    fn gathered(&mut self, proto: Proto) -> std::io::Result<bool> {
-        if self.buf.len() < OUT_FLUSH {
-            return Ok(true);
-        }
-        if !self.charge.set(self.buf.len()) {
-            self.buf.clear();
-            Reply::err(
-                "server output memory budget exhausted (--max-total-output-mib): closing this \
-                 connection; read replies sooner, or retry later",
-            )
-            .encode(proto, &mut self.buf);
-            self.send()?;
-            return Ok(false);
-        }
-        self.send()?;
-        Ok(true)
+    /// After a refusal: drops what is gathered, writes the error in its place, and returns
+    /// (the caller closes the connection), as Redis closes a client over its
+    /// `client-output-buffer-limit`.
+    fn refuse(&mut self, proto: Proto) -> std::io::Result<()> {
+        self.buf.clear();
+        self.charge.set(0);
+        Reply::err(
+            "server output memory budget exhausted (--max-total-output-mib): closing this \
+             connection; read replies sooner, or retry later",
+        )
+        .encode(proto, &mut self.buf);
+        self.send()
     }
 
     /// Writes what is gathered and returns its memory past `OUT_FLUSH` and its charge. Each
@@ -198,33 +259,23 @@ pub fn serve(
             budget: output_budget,
             held: 0,
         },
+        refused: false,
+        making: 0,
     };
     let mut session = server.session();
     let mut parser = Parser::default();
     let mut charge = Charge { budget, held: 0 };
     let mut buf: Vec<u8> = Vec::new();
     let mut last_read = Instant::now();
-    // MGET reads at most this many values at once (`MGET_STEP_BYTES`).
-    let mget_step = (MGET_STEP_BYTES / config.limits.max_bulk.max(1)).clamp(1, 64);
     loop {
-        // Answer every complete request already buffered (a pipeline). Runs of plain SETs are
-        // committed as one batch (`Server::set_many`): measured with redis-benchmark -P 16,
-        // one commit per SET queued 50 connections on the store's writer, SET at 230k-280k
-        // requests/s against 480k before group commit.
+        // Answer every complete request already buffered (a pipeline), each reply gathered
+        // and written once `OUT_FLUSH` is reached. Runs of plain SETs are committed as one
+        // batch (`Server::set_many`): measured with redis-benchmark -P 16, one commit per SET
+        // queued 50 connections on the store's writer, SET at 230k-280k requests/s against
+        // 480k before group commit.
         let mut consumed = 0;
         let mut open = true;
         let mut sets: Vec<Vec<Vec<u8>>> = Vec::new();
-        let flush_sets = |sets: &mut Vec<Vec<Vec<u8>>>, out: &mut Output, proto| {
-            let mut ok = true;
-            if !sets.is_empty() {
-                let reply = server.set_many(sets);
-                for _ in 0..sets.len() {
-                    ok = ok && out.reply(&reply, proto)?;
-                }
-                sets.clear();
-            }
-            Ok::<bool, std::io::Error>(ok)
-        };
         loop {
             // Until the client authenticates (where a password is required), the small limits.
             let now = if session.authed {
@@ -241,40 +292,18 @@ pub fn serve(
                     if Server::is_plain_set(&session, &args) {
                         sets.push(args);
                         let bytes: usize = sets.iter().map(|a| a[1].len() + a[2].len()).sum();
-                        if bytes >= SET_RUN_BYTES
-                            && !flush_sets(&mut sets, &mut out, session.proto)?
-                        {
-                            open = false;
-                            break;
+                        if bytes >= SET_RUN_BYTES {
+                            server.set_many(&mut sets, &mut out, session.proto);
                         }
-                        continue;
+                    } else {
+                        server.set_many(&mut sets, &mut out, session.proto);
+                        open = server.execute(&mut session, args, &mut out)?;
                     }
-                    if !flush_sets(&mut sets, &mut out, session.proto)? {
-                        open = false;
+                    if out.refused {
                         break;
                     }
-                    if Server::is_mget(&session, &args) {
-                        // Made and written `mget_step` values at a time; a key whose read
-                        // fails gets an error in its place (the header is already sent).
-                        let keys = &args[1..];
-                        let mut ok = out.array_header(keys.len(), session.proto)?;
-                        for step in keys.chunks(mget_step) {
-                            for value in server.mget_step(step) {
-                                ok = ok && out.reply(&value, session.proto)?;
-                            }
-                            if !ok {
-                                break;
-                            }
-                        }
-                        if !ok {
-                            open = false;
-                            break;
-                        }
-                        continue;
-                    }
-                    let (reply, keep) = server.execute(&mut session, &args);
-                    if !out.reply(&reply, session.proto)? || !keep {
-                        open = false;
+                    out.gathered()?;
+                    if !open {
                         break;
                     }
                 }
@@ -284,16 +313,16 @@ pub fn serve(
                 }
                 Err(ProtocolError(msg)) => {
                     // Replies stay in order.
-                    if flush_sets(&mut sets, &mut out, session.proto)? {
-                        out.reply(&Reply::err(format!("Protocol error: {msg}")), session.proto)?;
-                    }
+                    server.set_many(&mut sets, &mut out, session.proto);
+                    out.reply(&Reply::err(format!("Protocol error: {msg}")), session.proto);
                     open = false;
                     break;
                 }
             }
         }
-        if open && !flush_sets(&mut sets, &mut out, session.proto)? {
-            open = false;
+        server.set_many(&mut sets, &mut out, session.proto);
+        if out.refused {
+            return out.refuse(session.proto);
         }
         buf.drain(..consumed);
         if buf.capacity() > 4 * READ_CHUNK && buf.len() < READ_CHUNK {
@@ -306,7 +335,7 @@ pub fn serve(
                      this connection; retry later",
                 ),
                 session.proto,
-            )?;
+            );
             open = false;
         }
         out.send()?;

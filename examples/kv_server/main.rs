@@ -10,7 +10,8 @@
 //! filter statistics), COMMAND; DBSIZE answers an honest error. Anything else, and every option
 //! not supported (key expiry, other databases, CONFIG SET), gets a precise `-ERR`.
 //!
-//! Modules: `resp.rs` (parser, reply encoding), `commands.rs` (execution, sessions, auth),
+//! Modules: `resp.rs` (parser, reply encoding), `commands.rs` (dispatch, sessions, auth),
+//! `values.rs` (the commands on stored values, and the order of writes),
 //! `scan.rs` (SCAN cursors and glob), `conn.rs` (one connection, shared memory budget),
 //! `info.rs` (INFO text).
 //!
@@ -25,6 +26,7 @@ mod conn;
 mod info;
 mod resp;
 mod scan;
+mod values;
 
 use std::io::Write;
 use std::net::{TcpListener, ToSocketAddrs};

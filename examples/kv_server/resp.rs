@@ -201,8 +201,50 @@ impl Reply {
     pub fn err(msg: impl AsRef<str>) -> Reply {
         Reply::Error(format!("ERR {}", msg.as_ref()))
     }
+    /// `-ERR wrong number of arguments for 'cmd' command`.
+    pub fn wrong_args(cmd: &str) -> Reply {
+        Reply::err(format!(
+            "wrong number of arguments for '{}' command",
+            cmd.to_ascii_lowercase()
+        ))
+    }
     pub fn bulk_str(s: &str) -> Reply {
         Reply::Bulk(s.as_bytes().to_vec())
+    }
+
+    /// The length of `encode`'s output for `proto`, known before anything is encoded (the
+    /// output budget is charged before the bytes are held).
+    pub fn encoded_len(&self, proto: Proto) -> usize {
+        let digits = |n: usize| n.checked_ilog10().map_or(1, |d| d as usize + 1);
+        // `$len\r\n` (or `*`, `%`, `=`) before a body.
+        let head = |n: usize| 1 + digits(n) + 2;
+        match self {
+            Reply::Simple(s) | Reply::Error(s) => 1 + s.len() + 2,
+            Reply::Int(i) => 1 + usize::from(*i < 0) + digits(i.unsigned_abs() as usize) + 2,
+            Reply::Bulk(b) => head(b.len()) + b.len() + 2,
+            Reply::Null => match proto {
+                Proto::Resp2 => 5,
+                Proto::Resp3 => 3,
+            },
+            Reply::Array(items) => {
+                head(items.len()) + items.iter().map(|r| r.encoded_len(proto)).sum::<usize>()
+            }
+            Reply::Map(pairs) => {
+                let n = match proto {
+                    Proto::Resp2 => 2 * pairs.len(),
+                    Proto::Resp3 => pairs.len(),
+                };
+                let items: usize = pairs
+                    .iter()
+                    .map(|(k, v)| k.encoded_len(proto) + v.encoded_len(proto))
+                    .sum();
+                head(n) + items
+            }
+            Reply::Verbatim(text) => match proto {
+                Proto::Resp2 => head(text.len()) + text.len() + 2,
+                Proto::Resp3 => head(text.len() + 4) + 4 + text.len() + 2,
+            },
+        }
     }
 
     /// Appends the encoding of `self` for `proto`.
@@ -255,9 +297,104 @@ impl Reply {
     }
 }
 
+/// Where a command puts its reply: the connection's output (`conn::Output`), which charges
+/// each reply to the shared output budget before it holds the bytes. A stored value is encoded
+/// into it straight from where the store lends it (`Db::get_with`), so a value is never
+/// copied before its size is charged.
+pub trait Out {
+    /// Appends `reply`. False when the output budget cannot hold it: nothing is appended, the
+    /// output refuses everything after, and the connection is closed with an error.
+    fn reply(&mut self, reply: &Reply, proto: Proto) -> bool;
+    /// Appends `value` as a bulk string (as `reply`).
+    fn bulk(&mut self, value: &[u8]) -> bool;
+    /// Appends an array's header; its `len` items follow.
+    fn array(&mut self, len: usize) -> bool;
+    /// Charges `bytes` that a reply being made holds before it is appended (SCAN's keys,
+    /// gathered before the reply's length is known), as `reply` would: false when the output
+    /// budget cannot hold them. The charge lasts until the reply is appended.
+    fn hold(&mut self, bytes: usize) -> bool;
+    /// Where the output ends now, for `undo`.
+    fn mark(&self) -> usize;
+    /// Takes back what was appended since `mark`, which must be from the same request (a reply
+    /// begun and then replaced by an error; nothing is written while a request runs but
+    /// through `gathered`).
+    fn undo(&mut self, mark: usize);
+    /// Writes what is gathered if it has reached the size at which output is written: between
+    /// the values of a long reply (MGET), so it is never held whole.
+    fn gathered(&mut self) -> std::io::Result<()>;
+}
+
+/// An output without a budget, for unit tests of commands: gathers everything.
+#[cfg(test)]
+#[derive(Default)]
+pub struct Gathered(pub Vec<u8>);
+
+#[cfg(test)]
+impl Out for Gathered {
+    fn reply(&mut self, reply: &Reply, proto: Proto) -> bool {
+        reply.encode(proto, &mut self.0);
+        true
+    }
+    fn bulk(&mut self, value: &[u8]) -> bool {
+        Reply::Bulk(value.to_vec()).encode(Proto::Resp2, &mut self.0);
+        true
+    }
+    fn array(&mut self, len: usize) -> bool {
+        self.0.extend_from_slice(format!("*{len}\r\n").as_bytes());
+        true
+    }
+    fn hold(&mut self, _bytes: usize) -> bool {
+        true
+    }
+    fn mark(&self) -> usize {
+        self.0.len()
+    }
+    fn undo(&mut self, mark: usize) {
+        self.0.truncate(mark);
+    }
+    fn gathered(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_len_is_the_length_of_the_encoding() {
+        let replies = [
+            Reply::ok(),
+            Reply::err("no"),
+            Reply::Int(0),
+            Reply::Int(-1),
+            Reply::Int(9),
+            Reply::Int(10),
+            Reply::Int(i64::MIN),
+            Reply::Int(i64::MAX),
+            Reply::Bulk(Vec::new()),
+            Reply::Bulk(vec![7; 9]),
+            Reply::Bulk(vec![7; 10]),
+            Reply::Bulk(vec![7; 100_000]),
+            Reply::Null,
+            Reply::Array(Vec::new()),
+            Reply::Array(vec![
+                Reply::Null,
+                Reply::Bulk(b"x".to_vec()),
+                Reply::Int(12),
+            ]),
+            Reply::Map(vec![(Reply::bulk_str("a"), Reply::Int(3)); 11]),
+            Reply::Verbatim("text\r\nmore".into()),
+            Reply::Simple("line\nbreak".into()),
+        ];
+        for proto in [Proto::Resp2, Proto::Resp3] {
+            for r in &replies {
+                let mut out = Vec::new();
+                r.encode(proto, &mut out);
+                assert_eq!(r.encoded_len(proto), out.len(), "{r:?} in {proto:?}");
+            }
+        }
+    }
 
     const L: Limits = Limits {
         max_request: 1 << 20,

@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use lsm_bloom::prefix::prefix_end;
 use lsm_bloom::Db;
 
-use super::resp::Reply;
+use super::resp::{Out, Reply};
 
 const MAX_CURSORS: usize = 100_000;
 const MAX_CURSOR_BYTES: usize = 64 << 20;
@@ -203,8 +203,9 @@ impl Glob {
     }
 }
 
-/// Runs `SCAN` with its arguments after the command name.
-pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>]) -> Reply {
+/// Runs `SCAN` with its arguments after the command name. The keys it gathers are charged to
+/// `out`'s budget as they are (`Out::hold`); over it, the reply is refused.
+pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl Out) -> Reply {
     let Some(cursor) = args.first() else {
         return Reply::err("wrong number of arguments for 'scan' command");
     };
@@ -281,6 +282,10 @@ pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>]) -> Reply {
             work += (g.0.len().max(1) * key.len().max(1)) as u64;
         }
         if only_strings && glob.as_ref().is_none_or(|g| g.matches(&key)) {
+            // Its encoding, and its place in the list.
+            if !out.hold(key.len() + 16 + std::mem::size_of::<Reply>()) {
+                return Reply::Null; // refused: the connection closes with the error
+            }
             keys.push(Reply::Bulk(key));
         }
     }
@@ -294,6 +299,7 @@ pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>]) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resp::Gathered;
 
     #[test]
     fn glob_follows_redis_syntax() {
@@ -331,9 +337,21 @@ mod tests {
             other => panic!("expected an error, got {other:?}"),
         };
         let long = vec![b'a'; MAX_PATTERN_BYTES + 1];
-        assert!(err(scan(&db, &cursors, &args("0", long))).contains("at most 1024 bytes"));
+        assert!(err(scan(
+            &db,
+            &cursors,
+            &args("0", long),
+            &mut Gathered::default()
+        ))
+        .contains("at most 1024 bytes"));
         let stars = b"*a".repeat(MAX_PATTERN_STARS + 1);
-        assert!(err(scan(&db, &cursors, &args("0", stars))).contains("65 '*'"));
+        assert!(err(scan(
+            &db,
+            &cursors,
+            &args("0", stars),
+            &mut Gathered::default()
+        ))
+        .contains("65 '*'"));
         // 400 keys of 8 KiB under a 1,000-token pattern (that every key matches, in time
         // linear in the key): charged 8.2e6 steps a key, so a call examines ~9 keys before
         // its work is spent, not 400.
@@ -346,7 +364,12 @@ mod tests {
         let (mut cursor, mut calls) = ("0".to_string(), 0);
         let mut found = 0;
         loop {
-            let Reply::Array(parts) = scan(&db, &cursors, &args(&cursor, pattern.clone())) else {
+            let Reply::Array(parts) = scan(
+                &db,
+                &cursors,
+                &args(&cursor, pattern.clone()),
+                &mut Gathered::default(),
+            ) else {
                 panic!("SCAN failed");
             };
             let (Reply::Bulk(c), Reply::Array(keys)) = (&parts[0], &parts[1]) else {

@@ -170,6 +170,28 @@ impl Db {
         self.inner.get(key.as_ref())
     }
 
+    /// `f` of the value of `key`, or `None` when the key is absent: the value is lent where
+    /// it lies (a memtable, the block cache, the table's map, or the block read for this
+    /// lookup), not copied. A caller learns the value's size before it spends memory on it,
+    /// and copies only what it keeps. The store's state stays pinned while `f` runs: keep it
+    /// short (no waiting on a client in it).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = lsm_bloom::Db::open(dir.path(), lsm_bloom::Options::default())?;
+    /// db.put("a", "123")?;
+    /// assert_eq!(db.get_with("a", |v| v.len())?, Some(3));
+    /// assert_eq!(db.get_with("b", |v| v.len())?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        self.inner.get_with(key.as_ref(), f)
+    }
+
     /// The values of `keys`, in the same order, each exactly what `get` would return. All keys
     /// are read from one point in time (as under one snapshot), and faster than one `get`
     /// each: the batch goes down the levels together, overlapping its filter probes' memory

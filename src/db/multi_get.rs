@@ -84,7 +84,7 @@ impl ReadPath<'_> {
                 let hash = hash_key(key);
                 let slot = base * CHUNK + i;
                 match in_memtables(state, mem_seen, key, hash) {
-                    Lookup::Value(v) => out[slot] = Ok(Some(v)),
+                    Lookup::Value(v) => out[slot] = Ok(Some(v.to_vec())),
                     Lookup::Tombstone => {}
                     Lookup::Absent => {
                         pending.push(Pending {

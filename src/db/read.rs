@@ -23,7 +23,7 @@ use crate::error::Result;
 use crate::filter::hash_key;
 use crate::prefetch::CacheLevel;
 use crate::prefix::PrefixExtractor;
-use crate::table::{BlockCache, FilterState, PrefixCheck, Table, TableReadStats};
+use crate::table::{BlockCache, FilterState, LentValue, PrefixCheck, Table, TableReadStats};
 
 /// A key's prefix under the store's rule, hashed on first use.
 pub(super) enum KeyPrefix<'k> {
@@ -51,23 +51,98 @@ impl<'k> KeyPrefix<'k> {
     }
 }
 
-/// What one place (memtable or table) says about a key.
-pub(super) enum Lookup {
+/// What one place (memtable or table) says about a key; `V` is how a found value is held.
+pub(super) enum Lookup<V> {
     /// The key's newest value is here.
-    Value(Vec<u8>),
+    Value(V),
     /// The key's newest entry here is a deletion.
     Tombstone,
     /// Nothing here: look further down.
     Absent,
 }
 
-impl From<Option<Option<Vec<u8>>>> for Lookup {
-    fn from(found: Option<Option<Vec<u8>>>) -> Self {
+impl<V> From<Option<Option<V>>> for Lookup<V> {
+    fn from(found: Option<Option<V>>) -> Self {
         match found {
             Some(Some(v)) => Lookup::Value(v),
             Some(None) => Lookup::Tombstone,
             None => Lookup::Absent,
         }
+    }
+}
+
+/// A value a point lookup found, lent where it lies: in a memtable of the state read, or in
+/// the data block that holds it (`Db::get_with` hands it to its caller without a copy).
+pub(super) enum Lent<'s> {
+    /// In a memtable.
+    Memtable(&'s [u8]),
+    /// In a table's data block.
+    Table(LentValue<'s>),
+}
+
+impl Lent<'_> {
+    /// The value's bytes.
+    pub(super) fn bytes(&self) -> &[u8] {
+        match self {
+            Lent::Memtable(v) => v,
+            Lent::Table(v) => v.bytes(),
+        }
+    }
+}
+
+/// How a point lookup takes the value it finds (`ReadPath::find`): a copy (`Copied`, for
+/// `get`) or a loan (`Lent`, for `get_with`). The lookup is one generic function, so `get`
+/// compiles to the path it had before values could be lent: the copy is made inside the
+/// table's never-inlined lookup, and the loop carries a `Vec`.
+pub(super) trait Take<'s> {
+    /// The value as found.
+    type Value;
+    /// A value in a memtable.
+    fn from_memtable(v: &'s [u8]) -> Self::Value;
+    /// `t.get`, or `t.get_lent`.
+    fn from_table(
+        t: &'s Table,
+        key: &[u8],
+        reads: &mut TableReadStats,
+        cache: Option<&BlockCache>,
+    ) -> Result<Option<Option<Self::Value>>>;
+}
+
+/// Take a copy (`Db::get`).
+pub(super) struct Copied;
+
+impl<'s> Take<'s> for Copied {
+    type Value = Vec<u8>;
+    #[inline(always)]
+    fn from_memtable(v: &'s [u8]) -> Vec<u8> {
+        v.to_vec()
+    }
+    #[inline(always)]
+    fn from_table(
+        t: &'s Table,
+        key: &[u8],
+        reads: &mut TableReadStats,
+        cache: Option<&BlockCache>,
+    ) -> Result<Option<Option<Vec<u8>>>> {
+        t.get(key, reads, cache)
+    }
+}
+
+impl<'s> Take<'s> for Lent<'s> {
+    type Value = Lent<'s>;
+    #[inline(always)]
+    fn from_memtable(v: &'s [u8]) -> Lent<'s> {
+        Lent::Memtable(v)
+    }
+    #[inline(always)]
+    fn from_table(
+        t: &'s Table,
+        key: &[u8],
+        reads: &mut TableReadStats,
+        cache: Option<&BlockCache>,
+    ) -> Result<Option<Option<Lent<'s>>>> {
+        let found = t.get_lent(key, reads, cache)?;
+        Ok(found.map(|v| v.map(Lent::Table)))
     }
 }
 
@@ -87,6 +162,15 @@ impl Inner {
         self.read_path().get(&state, state.mem.visible(), key)
     }
 
+    /// `f` of the value of `key`, lent where it lies, or `None`.
+    pub(super) fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
+        let state = self.read_state();
+        let found = self
+            .read_path()
+            .get_lent(&state, state.mem.visible(), key)?;
+        Ok(found.map(|v| f(v.bytes())))
+    }
+
     pub(super) fn read_path(&self) -> ReadPath<'_> {
         ReadPath {
             counters: &self.counters,
@@ -97,17 +181,40 @@ impl Inner {
 }
 
 impl ReadPath<'_> {
-    /// The value of `key` in `state`, or `None`, seeing the first `mem_seen` batches of
-    /// `state.mem` (a snapshot's count, or `visible()` for every batch applied so far). Always inlined, so that
-    /// `Inner::get` stays one function (as before snapshots: measured 5-10% faster on absent
-    /// gets than a call here, `db_bench --hold absent`).
+    /// The value of `key` in `state`, or `None` (`find`, copying the value).
     #[inline(always)]
     pub(super) fn get(&self, state: &State, mem_seen: u64, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.find::<Copied>(state, mem_seen, key)
+    }
+
+    /// The value of `key` in `state`, lent where it lies, or `None` (`find`).
+    #[inline(always)]
+    pub(super) fn get_lent<'s>(
+        &self,
+        state: &'s State,
+        mem_seen: u64,
+        key: &[u8],
+    ) -> Result<Option<Lent<'s>>> {
+        self.find::<Lent<'s>>(state, mem_seen, key)
+    }
+
+    /// The value of `key` in `state`, taken as `T` takes it, or `None`, seeing the first
+    /// `mem_seen` batches of `state.mem` (a snapshot's count, or `visible()` for every batch
+    /// applied so far). Always inlined, so that `Inner::get` stays one function (as before
+    /// snapshots: measured 5-10% faster on absent gets than a call here, `db_bench --hold
+    /// absent`).
+    #[inline(always)]
+    fn find<'s, T: Take<'s>>(
+        &self,
+        state: &'s State,
+        mem_seen: u64,
+        key: &[u8],
+    ) -> Result<Option<T::Value>> {
         let counters = self.counters.reader();
         bump(&counters.gets, 1);
         let hash = hash_key(key);
         match in_memtables(state, mem_seen, key, hash) {
-            Lookup::Value(v) => return Ok(Some(v)),
+            Lookup::Value(v) => return Ok(Some(T::from_memtable(v))),
             Lookup::Tombstone => return Ok(None),
             Lookup::Absent => {}
         }
@@ -140,7 +247,7 @@ impl ReadPath<'_> {
         // iterator first, a `memcpy` that was 1.9% of an absent get (`perf annotate`,
         // `db_bench --hold absent`).
         for &(level, t) in &candidates {
-            match self.probe(counters, level, t, key, hash, &mut prefix)? {
+            match self.probe::<T>(counters, level, t, key, hash, &mut prefix)? {
                 Lookup::Value(v) => return Ok(Some(v)),
                 Lookup::Tombstone => return Ok(None),
                 Lookup::Absent => {}
@@ -152,22 +259,22 @@ impl ReadPath<'_> {
     /// Consults `t`, whose range holds `key`: filter, then one data block. Always inlined into
     /// `get`'s loop (measured: outlined, absent gets lost 5-15%, `db_bench --hold absent`).
     #[inline(always)]
-    fn probe(
+    fn probe<'s, T: Take<'s>>(
         &self,
         counters: &ReadCounters,
         level: usize,
-        t: &Table,
+        t: &'s Table,
         key: &[u8],
         hash: u64,
         prefix: &mut KeyPrefix,
-    ) -> Result<Lookup> {
+    ) -> Result<Lookup<T::Value>> {
         bump(&counters.tables_probed, 1);
         let c = &counters.levels[level];
         let Verdict::Maybe { filtered } = check_filters(c, t, key, hash, prefix) else {
             return Ok(Lookup::Absent);
         };
         let mut reads = TableReadStats::default();
-        let found = t.get(key, &mut reads, self.cache);
+        let found = T::from_table(t, key, &mut reads, self.cache);
         self.count_reads(counters, c, &reads);
         let found = Lookup::from(found?);
         if filtered && !matches!(found, Lookup::Absent) {
@@ -208,7 +315,12 @@ pub(super) fn prefetch_filter(t: &Table, hash: u64, into: CacheLevel) {
 /// The newest entry for `key` in the memtables: the first `mem_seen` batches of the active
 /// one, then the immutable ones newest first. `hash` is `hash_key(key)`.
 #[inline(always)]
-pub(super) fn in_memtables(state: &State, mem_seen: u64, key: &[u8], hash: u64) -> Lookup {
+pub(super) fn in_memtables<'s>(
+    state: &'s State,
+    mem_seen: u64,
+    key: &[u8],
+    hash: u64,
+) -> Lookup<&'s [u8]> {
     let newest = state.mem.get_at(key, hash, mem_seen);
     let older = state.imm.iter().rev();
     for found in std::iter::once(newest).chain(older.map(|m| m.get_at(key, hash, m.visible()))) {

@@ -138,6 +138,19 @@ impl Snapshot {
             .get(&self.state, self.mem_seen, key.as_ref())
     }
 
+    /// `f` of the value of `key` as of the snapshot, lent where it lies, or `None` (as
+    /// `Db::get_with`).
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        let found = self
+            .read_path()
+            .get_lent(&self.state, self.mem_seen, key.as_ref())?;
+        Ok(found.map(|v| f(v.bytes())))
+    }
+
     /// The values of `keys` as of the snapshot, in the same order (as `Db::multi_get`).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
         self.read_path().multi_get(&self.state, self.mem_seen, keys)

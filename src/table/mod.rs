@@ -30,7 +30,7 @@ pub use footer::{Footer, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_MAGIC, TAB
 pub(crate) use iter::TableCursor;
 pub use iter::TableIter;
 pub(crate) use range::{Cursor, Direction, KeyRange};
-pub(crate) use reader::BlockRef;
+pub(crate) use reader::{BlockRef, LentValue};
 pub use reader::{Table, TableOpen, TableReadStats, TableReads};
 
 /// Decoders of the blocks inside a table, for the crate's decoder fuzz test.

@@ -47,6 +47,21 @@ impl BlockRef<'_> {
     }
 }
 
+/// A value found by `Table::get_lent`, lent from the data block that holds it (which it
+/// keeps: a block read for the lookup goes back to the thread's buffers when this drops).
+pub(crate) struct LentValue<'t> {
+    block: BlockRef<'t>,
+    /// The value's place in the block's payload.
+    at: Range<usize>,
+}
+
+impl LentValue<'_> {
+    /// The value's bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.block.payload()[self.at.clone()]
+    }
+}
+
 /// The data block a cursor (`iter.rs`) is on.
 pub(crate) enum Held {
     /// None (before the first block, or after the last).
@@ -330,6 +345,22 @@ impl Table {
         self.find_in(&block, i, key)
     }
 
+    /// `get`, the value lent where it lies (`LentValue`) instead of copied.
+    #[inline(never)]
+    pub(crate) fn get_lent(
+        &self,
+        key: &[u8],
+        stats: &mut TableReadStats,
+        cache: Option<&BlockCache>,
+    ) -> Result<Option<Option<LentValue<'_>>>> {
+        let Some(i) = self.block_of(key) else {
+            return Ok(None);
+        };
+        let block = self.data_block(i, stats, cache)?;
+        let found = self.find_at(&block, i, key)?;
+        Ok(found.map(|at| at.map(|at| LentValue { block, at })))
+    }
+
     /// The position of the one data block that may hold `key`, or `None` when every key of
     /// the table is smaller. Keys with the same position share a block (`Db::multi_get` reads
     /// it once for all of them).
@@ -460,11 +491,34 @@ impl Table {
         i: usize,
         key: &[u8],
     ) -> Result<Option<Option<Vec<u8>>>> {
-        let found = find(block.payload(), key).map_err(|r| {
+        let found = self.find_at(block, i, key)?;
+        Ok(found.map(|at| at.map(|at| block.payload()[at].to_vec())))
+    }
+
+    /// Looks `key` up in `block`, data block `i` of this table: `Some(Some(at))` its value at
+    /// `at` in the block's payload, `Some(None)` a tombstone, `None` not here.
+    fn find_at(
+        &self,
+        block: &BlockRef<'_>,
+        i: usize,
+        key: &[u8],
+    ) -> Result<Option<Option<Range<usize>>>> {
+        let payload = block.payload();
+        let found = find(payload, key).map_err(|r| {
             let offset = self.index.handle(i).map_or(0, |h| h.offset);
             Error::corruption(&self.path, format!("data block at {offset}: {r}"))
         })?;
-        Ok(found.map(|v| v.map(<[u8]>::to_vec)))
+        // `find` returns a slice of `payload`: its place there is the distance of the pointers
+        // (an empty value is placed at 0, whatever pointer it came with).
+        let at = |v: &[u8]| {
+            let start = (v.as_ptr() as usize).wrapping_sub(payload.as_ptr() as usize);
+            if v.is_empty() {
+                0..0
+            } else {
+                start..start + v.len()
+            }
+        };
+        Ok(found.map(|v| v.map(at)))
     }
 
     /// Where data block `i` is (`None` past the last).

@@ -208,7 +208,8 @@ impl Memtable {
     #[cfg(test)]
     pub(crate) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
         let seen = self.visible();
-        (seen != 0).then(|| self.get_at(key, hash_key(key), seen))?
+        let found = (seen != 0).then(|| self.get_at(key, hash_key(key), seen))?;
+        found.map(|v| v.map(<[u8]>::to_vec))
     }
 
     /// The batches applied so far (`seen` for `get_at` and `cursor`: a snapshot's view).
@@ -216,13 +217,13 @@ impl Memtable {
         self.visible.load(Ordering::Acquire)
     }
 
-    /// `get` as of the first `seen` batches (at most the visible ones); `hash` is
-    /// `hash_key(key)`.
-    pub(crate) fn get_at(&self, key: &[u8], hash: u64, seen: u64) -> Option<Option<Vec<u8>>> {
+    /// `get` as of the first `seen` batches (at most the visible ones), the value lent where
+    /// it lies; `hash` is `hash_key(key)`.
+    pub(crate) fn get_at(&self, key: &[u8], hash: u64, seen: u64) -> Option<Option<&[u8]>> {
         if seen == 0 {
             return None;
         }
-        self.newest(key, hash, seen).map(|e| e.value.clone())
+        self.newest(key, hash, seen).map(|e| e.value.as_deref())
     }
 
     /// The key's newest entry among the first `seen` batches.

@@ -100,8 +100,8 @@ fn every_snapshot_reads_as_the_model_at_its_batch() {
             let k = key(rng.below(3000));
             let got = m.get_at(&k, hash_key(&k), at);
             assert_eq!(
-                got.as_ref(),
-                want.get(&k),
+                got,
+                want.get(&k).map(Option::as_deref),
                 "key {k:?} at batch {at} of {seq}"
             );
         }
@@ -163,7 +163,7 @@ fn readers_see_whole_batches_while_the_writer_appends() {
                         assert_eq!(n, None);
                         continue;
                     }
-                    assert_eq!(n, Some(Some(seen.to_le_bytes().to_vec())), "n at {seen}");
+                    assert_eq!(n, Some(Some(&seen.to_le_bytes()[..])), "n at {seen}");
                     let all =
                         m.range_at(Bound::Unbounded, Bound::Unbounded, seen, Direction::Forward);
                     let mut by_i = std::collections::HashMap::new();

@@ -1,0 +1,318 @@
+//! Commands on stored values: GET, SET [NX|XX] [GET], SETNX, GETDEL, STRLEN, TYPE, DEL,
+//! EXISTS, MGET, MSET, and a pipeline's plain SETs committed together.
+//!
+//! Memory: a reply that carries a stored value is encoded into the connection's output
+//! straight from where the store lends it (`Db::get_with`), and the output charges the shared
+//! output budget before it copies a byte (`resp::Out`): a value is never copied before its size
+//! is charged, whatever its size. A command that needs only whether a key exists, or how long
+//! its value is, copies nothing. MGET writes its reply as it goes, each key read on its own, so
+//! it holds at most one value at a time. Writes move their arguments into the batch.
+//!
+//! Writes go through `Writes`: a plain write (`SET`, `MSET`) holds it shared, a
+//! read-then-write (`SETNX`, `SET NX|XX|GET`, `GETDEL`, `DEL` and its count) exclusive, so a
+//! conditional write is atomic with respect to every other write while plain writes do not
+//! queue behind each other twice (the store already orders them).
+
+use std::collections::HashSet;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use lsm_bloom::{Db, WriteBatch};
+
+use super::resp::{Out, Proto, Reply};
+
+/// Orders conditional writes against all others (see the module docs).
+#[derive(Default)]
+pub struct Writes(RwLock<()>);
+
+impl Writes {
+    /// Held by a read-then-write: no other write runs in between.
+    fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+        self.0.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Held by a plain write: excludes read-then-writes only.
+    fn plain(&self) -> RwLockReadGuard<'_, ()> {
+        self.0.read().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The store and its write order, as the value commands use them.
+pub struct Values<'a> {
+    pub db: &'a Db,
+    pub writes: &'a Writes,
+}
+
+fn db_err(e: lsm_bloom::Error) -> Reply {
+    Reply::err(e.to_string())
+}
+
+impl Values<'_> {
+    /// Runs `cmd` (upper case) with arguments `rest` if it is a value command, its reply put
+    /// in `out`; false if it is not one.
+    pub fn run(
+        &self,
+        cmd: &str,
+        rest: &mut [Vec<u8>],
+        out: &mut impl Out,
+        proto: Proto,
+    ) -> std::io::Result<bool> {
+        match (cmd, rest) {
+            ("GET", [k]) => self.get(k, out, proto),
+            ("GETDEL", [k]) => self.getdel(k, out, proto),
+            ("STRLEN", [k]) => {
+                let reply = match self.db.get_with(k, <[u8]>::len) {
+                    Ok(len) => Reply::Int(len.unwrap_or(0) as i64),
+                    Err(e) => db_err(e),
+                };
+                out.reply(&reply, proto);
+            }
+            ("TYPE", [k]) => {
+                let reply = match self.db.get_with(k, |_| ()) {
+                    Ok(found) => {
+                        Reply::Simple(if found.is_some() { "string" } else { "none" }.into())
+                    }
+                    Err(e) => db_err(e),
+                };
+                out.reply(&reply, proto);
+            }
+            ("SET", [k, v, opts @ ..]) => {
+                let v = std::mem::take(v);
+                self.set(k, v, opts, false, out, proto);
+            }
+            ("SETNX", [k, v]) => {
+                let v = std::mem::take(v);
+                self.set(k, v, &[], true, out, proto);
+            }
+            ("DEL", keys) if !keys.is_empty() => self.del_or_exists(true, keys, out, proto),
+            ("EXISTS", keys) if !keys.is_empty() => self.del_or_exists(false, keys, out, proto),
+            ("MGET", keys) if !keys.is_empty() => self.mget(keys, out, proto)?,
+            ("MSET", pairs) if !pairs.is_empty() && pairs.len().is_multiple_of(2) => {
+                let mut batch = WriteBatch::new();
+                for pair in pairs.chunks_exact_mut(2) {
+                    batch.put(std::mem::take(&mut pair[0]), std::mem::take(&mut pair[1]));
+                }
+                let _w = self.writes.plain();
+                let reply = self.db.write(batch).map_or_else(db_err, |()| Reply::ok());
+                out.reply(&reply, proto);
+            }
+            (
+                "GET" | "GETDEL" | "STRLEN" | "TYPE" | "SET" | "SETNX" | "DEL" | "EXISTS" | "MGET"
+                | "MSET",
+                _,
+            ) => {
+                out.reply(&Reply::wrong_args(cmd), proto);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `GET k`: the value, lent by the store and charged before it is copied into `out`.
+    fn get(&self, k: &[u8], out: &mut impl Out, proto: Proto) {
+        match self.db.get_with(k, |v| out.bulk(v)) {
+            Ok(Some(_)) => {} // put in `out`, or refused (`out` knows)
+            Ok(None) => {
+                out.reply(&Reply::Null, proto);
+            }
+            Err(e) => {
+                out.reply(&db_err(e), proto);
+            }
+        }
+    }
+
+    /// `GETDEL k`: the value, then the key deleted; if the delete fails, its error replaces
+    /// the value.
+    fn getdel(&self, k: &[u8], out: &mut impl Out, proto: Proto) {
+        let _w = self.writes.exclusive();
+        let mark = out.mark();
+        match self.db.get_with(k, |v| out.bulk(v)) {
+            Ok(Some(true)) => {
+                if let Err(e) = self.db.delete(k) {
+                    out.undo(mark);
+                    out.reply(&db_err(e), proto);
+                }
+            }
+            Ok(Some(false)) => {} // refused: nothing deleted
+            Ok(None) => {
+                out.reply(&Reply::Null, proto);
+            }
+            Err(e) => {
+                out.reply(&db_err(e), proto);
+            }
+        }
+    }
+
+    /// `SET key value [NX|XX] [GET]`, and `SETNX` (`nx_int`: reply 1 or 0). With GET the old
+    /// value is put in `out` as it is read; a failed write replaces it with the error.
+    fn set(
+        &self,
+        k: &[u8],
+        v: Vec<u8>,
+        opts: &[Vec<u8>],
+        nx_int: bool,
+        out: &mut impl Out,
+        proto: Proto,
+    ) {
+        let (mut nx, mut xx, mut get) = (nx_int, false, false);
+        for o in opts {
+            match o.to_ascii_uppercase().as_slice() {
+                b"NX" => nx = true,
+                b"XX" => xx = true,
+                b"GET" => get = true,
+                b"EX" | b"PX" | b"EXAT" | b"PXAT" | b"KEEPTTL" => {
+                    let e = format!(
+                        "SET {} is not supported: keys in lsm-bloom do not expire",
+                        String::from_utf8_lossy(o).to_ascii_uppercase()
+                    );
+                    out.reply(&Reply::err(e), proto);
+                    return;
+                }
+                _ => {
+                    out.reply(&Reply::err("syntax error"), proto);
+                    return;
+                }
+            }
+        }
+        if nx && xx {
+            out.reply(
+                &Reply::err("syntax error: NX and XX exclude each other"),
+                proto,
+            );
+            return;
+        }
+        let conditional = nx || xx || get;
+        let _exclusive = conditional.then(|| self.writes.exclusive());
+        let _shared = (!conditional).then(|| self.writes.plain());
+        let mark = out.mark();
+        let existed = if conditional {
+            let found = if get {
+                self.db.get_with(k, |old| out.bulk(old))
+            } else {
+                self.db.get_with(k, |_| true)
+            };
+            match found {
+                Ok(Some(false)) => return, // refused
+                Ok(found) => found.is_some(),
+                Err(e) => {
+                    out.reply(&db_err(e), proto);
+                    return;
+                }
+            }
+        } else {
+            false
+        };
+        let write = !(nx && existed || xx && !existed);
+        if write {
+            let mut batch = WriteBatch::new();
+            batch.put(k, v);
+            if let Err(e) = self.db.write(batch) {
+                out.undo(mark);
+                out.reply(&db_err(e), proto);
+                return;
+            }
+        }
+        let reply = match (nx_int, get, write) {
+            (true, _, w) => Reply::Int(i64::from(w)),
+            (false, true, _) if existed => return, // the old value is the reply, already out
+            (false, true, _) => Reply::Null,
+            (false, false, true) => Reply::ok(),
+            (false, false, false) => Reply::Null,
+        };
+        out.reply(&reply, proto);
+    }
+
+    /// `DEL` counts distinct keys removed (`DEL k k` is 1, as in Redis); `EXISTS` counts
+    /// every argument that exists (`EXISTS k k` is 2). Values are not copied.
+    fn del_or_exists(&self, del: bool, keys: &[Vec<u8>], out: &mut impl Out, proto: Proto) {
+        let _w = del.then(|| self.writes.exclusive());
+        let mut count = 0;
+        let mut batch = WriteBatch::new();
+        let mut seen = HashSet::new();
+        for k in keys.iter().filter(|k| !del || seen.insert(k.as_slice())) {
+            match self.db.get_with(k, |_| ()) {
+                Ok(Some(())) => {
+                    count += 1;
+                    if del {
+                        batch.delete(k.as_slice());
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    out.reply(&db_err(e), proto);
+                    return;
+                }
+            }
+        }
+        if !batch.is_empty() {
+            if let Err(e) = self.db.write(batch) {
+                out.reply(&db_err(e), proto);
+                return;
+            }
+        }
+        out.reply(&Reply::Int(count), proto);
+    }
+
+    /// `MGET k…`: written as it is made, one value at a time, each charged before it is
+    /// copied; a key whose read fails gets an error in its place (the header is already out).
+    /// Each key is read on its own, not all at one point in time: holding one snapshot while
+    /// a slow client takes a long reply would keep the store's replaced memtables and tables.
+    fn mget(&self, keys: &[Vec<u8>], out: &mut impl Out, proto: Proto) -> std::io::Result<()> {
+        if !out.array(keys.len()) {
+            return Ok(());
+        }
+        for k in keys {
+            match self.db.get_with(k, |v| out.bulk(v)) {
+                Ok(Some(true)) => {}
+                Ok(Some(false)) => return Ok(()), // refused
+                Ok(None) => {
+                    out.reply(&Reply::Null, proto);
+                }
+                Err(e) => {
+                    out.reply(&db_err(e), proto);
+                }
+            }
+            out.gathered()?;
+        }
+        Ok(())
+    }
+
+    /// Runs the plain SETs of one pipeline (`is_plain_set`; `sets` is emptied) as one write
+    /// batch (one log append, one memtable update visible at once), in their order (a later
+    /// SET of a key wins, as it would one by one). Redis runs a pipeline's commands one after
+    /// the other with no other client's in between only if nothing else arrives; committing
+    /// them together is one of the orders a client could observe. The reply, `+OK` or the
+    /// error, is for each of them.
+    pub fn set_many(&self, sets: &mut Vec<Vec<Vec<u8>>>, out: &mut impl Out, proto: Proto) {
+        if sets.is_empty() {
+            return;
+        }
+        let n = sets.len();
+        let mut batch = WriteBatch::new();
+        for mut args in sets.drain(..) {
+            let v = args.pop().unwrap_or_default();
+            let k = args.pop().unwrap_or_default();
+            batch.put(k, v);
+        }
+        let _shared = self.writes.plain();
+        let reply = match self.db.write(batch) {
+            Ok(()) => Reply::ok(),
+            Err(e) => db_err(e),
+        };
+        for _ in 0..n {
+            if !out.reply(&reply, proto) {
+                return;
+            }
+        }
+    }
+}
+
+/// True when `args` is a plain `SET key value` a session that `authed` may run: such requests
+/// in one pipeline may be committed together (`Values::set_many`).
+pub fn is_plain_set(authed: bool, args: &[Vec<u8>]) -> bool {
+    authed
+        && args.len() == 3
+        && args[0].eq_ignore_ascii_case(b"SET")
+        // One that the store would refuse runs alone, so its error is its own.
+        && args[1].len() <= lsm_bloom::db::MAX_KEY_SIZE
+        && args[2].len() <= lsm_bloom::db::MAX_VALUE_SIZE
+}
