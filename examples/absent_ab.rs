@@ -22,7 +22,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use lsm_bloom::{Db, FilterBudget, Options};
+use lsm_bloom::{Db, FilterBudget, Filters, Options};
 
 fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -41,7 +41,7 @@ const ABSENT: u64 = 1 << 40;
 
 fn options() -> Options {
     Options {
-        filter_budget: Some(FilterBudget::bits_per_key(10.0)),
+        filters: Some(Filters::Budget(FilterBudget::bits_per_key(10.0))),
         memtable_size: 64 << 20,
         block_size: 4096,
         target_file_size: 64 << 20,

@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use lsm_bloom::table::FilterState;
-use lsm_bloom::{Db, FilterBudget, FilterKind, FilterPolicy, Options, WriteBatch};
+use lsm_bloom::{Db, FilterBudget, FilterKind, FilterPolicy, Filters, Options, WriteBatch};
 
 #[derive(Parser)]
 #[command(about = "Reads per absent get: filter budget vs uniform bits/key")]
@@ -111,14 +111,19 @@ fn open(args: &Args, bits: f64, config: Config) -> lsm_bloom::Result<(Db, tempfi
     };
     match config {
         Config::Uniform => {
-            opts.filter_policy = Some(FilterPolicy::bits_per_key(FilterKind::Blocked, bits));
-            opts.filter_budget = None; // at 10 bits/key the policy equals the default one
+            opts.filters = Some(Filters::fixed(FilterPolicy::bits_per_key(
+                FilterKind::Blocked,
+                bits,
+            )));
         }
         Config::Budget => {
-            opts.filter_budget =
-                Some(FilterBudget::bits_per_key(bits).with_kind(FilterKind::Blocked));
+            opts.filters = Some(Filters::Budget(
+                FilterBudget::bits_per_key(bits).with_kind(FilterKind::Blocked),
+            ));
         }
-        Config::BudgetMixed => opts.filter_budget = Some(FilterBudget::bits_per_key(bits)),
+        Config::BudgetMixed => {
+            opts.filters = Some(Filters::Budget(FilterBudget::bits_per_key(bits)));
+        }
     }
     Ok((Db::open(dir.path(), opts)?, dir))
 }

@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use lsm_bloom::{Db, DbStats, FilterBudget, Options};
+use lsm_bloom::{Db, DbStats, FilterBudget, Filters, Options};
 
 const KEYS: u64 = 1_000_000;
 const LOOKUPS: u64 = 100_000;
@@ -118,7 +118,7 @@ fn main() -> lsm_bloom::Result<()> {
         memtable_size: 4 << 20,
         target_file_size: 4 << 20,
         level1_max_bytes: 16 << 20,
-        filter_budget: Some(FilterBudget::bits_per_key(10.0)),
+        filters: Some(Filters::Budget(FilterBudget::bits_per_key(10.0))),
         ..Options::default()
     };
     println!("lsm-bloom quickstart: database in {}", path.display());

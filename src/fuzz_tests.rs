@@ -335,16 +335,21 @@ fn manifest_target() -> Target {
 fn options_target() -> Target {
     use crate::db::stored_options::{self, StoredOptions};
     use crate::filter::{FilterKind, FilterPolicy};
-    let mut per_level = crate::Options {
-        prefix_extractor: Some(crate::PrefixExtractor::delimiter(b':', 2)),
+    let per_level = crate::Options {
+        filters: Some(
+            crate::Filters::fixed(FilterPolicy::default())
+                .without_on(0)
+                .with_level(2, Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01))),
+        ),
+        prefix_filters: Some(crate::PrefixFilters::with(
+            crate::PrefixExtractor::delimiter(b':', 2),
+        )),
         ..crate::Options::default()
     };
-    per_level.filter_policy_per_level.insert(0, None);
-    per_level
-        .filter_policy_per_level
-        .insert(2, Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01)));
     let budget = crate::Options {
-        filter_budget: Some(crate::FilterBudget::total_bytes(1 << 30)),
+        filters: Some(crate::Filters::Budget(crate::FilterBudget::total_bytes(
+            1 << 30,
+        ))),
         ..crate::Options::default()
     };
     Target {

@@ -31,6 +31,8 @@
 //! # Ok::<(), lsm_bloom::Error>(())
 //! ```
 #![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 mod coding;
 pub mod db;
@@ -51,9 +53,9 @@ mod fuzz_tests;
 
 pub use db::stats::DbStats;
 pub use db::{
-    Allocation, CheckpointReport, Db, DbIter, FilterBudget, FilterMemory, HugePages,
-    LevelAllocation, OptionChange, Options, OptionsRecord, OptionsReport, RecoveryReport, Snapshot,
-    WalRecovery, WriteBatch,
+    Allocation, CheckpointReport, Compressions, Db, DbIter, FilterBudget, FilterMemory, Filters,
+    HugePages, LevelAllocation, OptionChange, Options, OptionsReport, PrefixFilters,
+    RecoveryReport, Snapshot, WalRecovery, WriteBatch,
 };
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};

@@ -7,7 +7,9 @@
 mod common;
 
 use lsm_bloom::db::stats::LevelStats;
-use lsm_bloom::{Db, DbStats, FilterBudget, FilterKind, FilterPolicy, Options, PrefixExtractor};
+use lsm_bloom::{
+    Db, DbStats, FilterBudget, FilterKind, Filters, Options, PrefixExtractor, PrefixFilters,
+};
 
 fn options(budget: FilterBudget) -> Options {
     Options {
@@ -15,7 +17,7 @@ fn options(budget: FilterBudget) -> Options {
         target_file_size: 64 * 1024,
         level1_max_bytes: 256 * 1024,
         size_ratio: 4,
-        filter_budget: Some(budget),
+        filters: Some(Filters::Budget(budget)),
         block_cache_bytes: 0, // every block a get looks at is a counted file read
         ..Options::default()
     }
@@ -151,15 +153,8 @@ fn bits_per_key_budget_spends_its_average_and_filters_work() {
 }
 
 #[test]
-fn budget_with_per_level_overrides_is_refused() {
+fn an_invalid_budget_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = options(FilterBudget::bits_per_key(8.0));
-    opts.filter_policy_per_level.insert(
-        1,
-        Some(FilterPolicy::bits_per_key(FilterKind::Standard, 4.0)),
-    );
-    let e = Db::open(dir.path(), opts).err().unwrap();
-    assert!(e.to_string().contains("filter_budget"), "{e}");
     let e = Db::open(dir.path(), options(FilterBudget::bits_per_key(f64::NAN)))
         .err()
         .unwrap();
@@ -185,8 +180,10 @@ fn budget_plans_prefix_filters_as_runs_of_their_own() {
     for whole_keys in [true, false] {
         let dir = tempfile::tempdir().unwrap();
         let opts = Options {
-            prefix_extractor: Some(PrefixExtractor::delimiter(b':', 1)),
-            whole_key_filtering: whole_keys,
+            prefix_filters: Some(PrefixFilters::On {
+                rule: PrefixExtractor::delimiter(b':', 1),
+                whole_key_filters: whole_keys,
+            }),
             ..options(FilterBudget::bits_per_key(6.0))
         };
         let db = Db::open(dir.path(), opts).unwrap();
@@ -390,7 +387,7 @@ fn a_budget_larger_than_the_filters_held_reports_the_shares() {
 fn small_tables_have_their_framing_counted_once() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options {
-        filter_budget: Some(FilterBudget::bits_per_key(10.0)),
+        filters: Some(Filters::Budget(FilterBudget::bits_per_key(10.0))),
         memtable_size: 24 * 1024,
         target_file_size: 24 * 1024,
         level1_max_bytes: 96 * 1024,

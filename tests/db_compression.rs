@@ -10,7 +10,7 @@ use std::path::Path;
 use common::workload::{run_step, workload, Model};
 use common::{tiny_options, Rng};
 use lsm_bloom::inspect::{inspect_path, Report};
-use lsm_bloom::{Compression, Db, Error, Options};
+use lsm_bloom::{Compression, Compressions, Db, Error, Options};
 
 fn codecs() -> Vec<Compression> {
     let mut c = vec![Compression::None, Compression::Lz4];
@@ -61,7 +61,7 @@ fn every_codec_matches_the_model_through_flushes_and_compactions() {
         for seed in 1..=3u64 {
             let dir = tempfile::tempdir().unwrap();
             let opts = || Options {
-                compression: codec,
+                compression: Some(codec.into()),
                 ..tiny_options()
             };
             let db = Db::open(dir.path(), opts()).unwrap();
@@ -116,7 +116,7 @@ fn tables_of_formats_1_2_and_3_read_and_compact_together() {
             dir.path(),
             Options {
                 table_format_version: version,
-                compression: codec,
+                compression: Some(codec.into()),
                 l0_compaction_trigger: 8,
                 l0_stop_writes_trigger: 20,
                 ..Options::default()
@@ -157,11 +157,10 @@ fn tables_of_formats_1_2_and_3_read_and_compact_together() {
 #[test]
 fn compression_is_remembered_and_a_change_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let mut per_level = Options {
-        compression: Compression::Lz4,
+    let per_level = Options {
+        compression: Some(Compressions::from(Compression::Lz4).with_level(0, Compression::None)),
         ..Options::default()
     };
-    per_level.compression_per_level.insert(0, Compression::None);
     Db::open(dir.path(), per_level.clone())
         .unwrap()
         .close()
@@ -179,7 +178,7 @@ fn compression_is_remembered_and_a_change_is_reported() {
     let db = Db::open(
         dir.path(),
         Options {
-            compression: Compression::Lz4,
+            compression: Some(Compression::Lz4.into()),
             ..Options::default()
         },
     )
@@ -196,7 +195,7 @@ fn options_a_build_cannot_honour_are_refused_naming_them() {
     let dir = tempfile::tempdir().unwrap();
     let open = |o: Options| Db::open(dir.path(), o).map(|_| ()).unwrap_err().to_string();
     let e = open(Options {
-        compression: Compression::Lz4,
+        compression: Some(Compression::Lz4.into()),
         table_format_version: 2,
         ..Options::default()
     });
@@ -207,13 +206,13 @@ fn options_a_build_cannot_honour_are_refused_naming_them() {
     });
     assert!(e.contains("table_format_version 4"), "{e}");
     let e = open(Options {
-        compression: Compression::Zstd(40),
+        compression: Some(Compression::Zstd(40).into()),
         ..Options::default()
     });
     assert!(e.contains("zstd level 40"), "{e}");
     if !cfg!(feature = "zstd") {
         let e = open(Options {
-            compression: Compression::Zstd(3),
+            compression: Some(Compression::Zstd(3).into()),
             ..Options::default()
         });
         assert!(e.contains("`zstd` feature"), "{e}");
@@ -231,7 +230,7 @@ fn a_damaged_compressed_block_is_corruption_not_a_panic() {
     let db = Db::open(
         dir.path(),
         Options {
-            compression: Compression::Lz4,
+            compression: Some(Compression::Lz4.into()),
             block_cache_bytes: 0,
             ..Options::default()
         },

@@ -7,15 +7,14 @@ mod common;
 use common::workload::{run_step, workload, Model};
 use common::{tiny_options, Rng};
 use lsm_bloom::table::{FilterBytes, FilterState};
-use lsm_bloom::{Db, FilterKind, FilterPolicy, HugePages, Options};
+use lsm_bloom::{Db, FilterKind, FilterPolicy, Filters, HugePages, Options};
 
 fn loaded(dir: &std::path::Path, policy: FilterPolicy, keys: u64) -> Db {
     let opts = Options {
         memtable_size: 256 * 1024,
         target_file_size: 256 * 1024,
         level1_max_bytes: 1 << 20,
-        filter_policy: Some(policy),
-        filter_budget: None, // the policy as given, even where it equals the default
+        filters: Some(Filters::fixed(policy)),
         block_cache_bytes: 0, // every block a get looks at is a counted file read
         ..Options::default()
     };
@@ -163,8 +162,10 @@ fn sum_of_expected_fprs_bounds_reads_across_all_l0_tables() {
         memtable_size: 64 * 1024,
         l0_compaction_trigger: 50,
         l0_stop_writes_trigger: 60,
-        filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)),
-        filter_budget: None,
+        filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
+            FilterKind::Blocked,
+            10.0,
+        ))),
         block_cache_bytes: 0, // every block a get looks at is a counted file read
         ..Options::default()
     };

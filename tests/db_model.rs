@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ops::{Bound, RangeBounds};
 
 use common::{tiny_options, Rng};
-use lsm_bloom::{Db, FilterKind, FilterPolicy, Options, WriteBatch};
+use lsm_bloom::{Db, FilterKind, FilterPolicy, Filters, Options, WriteBatch};
 
 fn key(rng: &mut Rng) -> Vec<u8> {
     format!("k{:04}", rng.below(400)).into_bytes()
@@ -172,7 +172,7 @@ fn run(seed: u64, steps: usize, opts: Options) {
 #[test]
 fn model_blocked_filters() {
     let opts = Options {
-        filter_budget: None, // the fixed default policy, blocked Bloom at 10 bits/key
+        filters: Some(Filters::fixed(FilterPolicy::default())), // blocked Bloom, 10 bits/key
         ..tiny_options()
     };
     for seed in 1..=6 {
@@ -194,7 +194,7 @@ fn model_filter_budgets() {
         (203, lsm_bloom::FilterBudget::default()),
     ] {
         let mut opts = tiny_options();
-        opts.filter_budget = Some(budget);
+        opts.filters = Some(Filters::Budget(budget));
         run(seed, 2500, opts);
     }
 }
@@ -202,14 +202,15 @@ fn model_filter_budgets() {
 #[test]
 fn model_standard_filters_and_per_level_overrides() {
     let mut opts = tiny_options();
-    opts.filter_policy = Some(FilterPolicy::bits_per_key(FilterKind::Standard, 7.5));
-    opts.filter_policy_per_level.insert(1, None); // level 1 without filters
-    opts.filter_policy_per_level.insert(
-        2,
-        Some(FilterPolicy::target_fpr(FilterKind::Blocked, 0.001)),
+    opts.filters = Some(
+        Filters::fixed(FilterPolicy::bits_per_key(FilterKind::Standard, 7.5))
+            .without_on(1) // level 1 without filters
+            .with_level(
+                2,
+                Some(FilterPolicy::target_fpr(FilterKind::Blocked, 0.001)),
+            )
+            .with_level(3, Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5))),
     );
-    opts.filter_policy_per_level
-        .insert(3, Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5)));
     for seed in 100..=103 {
         run(seed, 2500, opts.clone());
     }
@@ -218,7 +219,7 @@ fn model_standard_filters_and_per_level_overrides() {
 #[test]
 fn model_without_filters() {
     let mut opts = tiny_options();
-    opts.filter_policy = None;
+    opts.filters = Some(Filters::None);
     run(7, 2000, opts);
 }
 
@@ -272,7 +273,10 @@ fn bad_options_are_rejected_by_name() {
     .unwrap();
     assert!(e.to_string().contains("block_size"), "{e}");
     let bad_filter = Options {
-        filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, -1.0)),
+        filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
+            FilterKind::Blocked,
+            -1.0,
+        ))),
         ..Options::default()
     };
     assert!(Db::open(dir.path(), bad_filter)

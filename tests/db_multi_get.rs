@@ -12,7 +12,10 @@ use std::sync::Arc;
 
 use common::{random_write, tiny_options, Rng};
 use lsm_bloom::fs::{FaultyFs, FileSystem, ReadFault};
-use lsm_bloom::{Compression, Db, Error, FilterKind, FilterPolicy, Options, PrefixExtractor};
+use lsm_bloom::{
+    Compression, Db, Error, FilterKind, FilterPolicy, Filters, Options, PrefixExtractor,
+    PrefixFilters,
+};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -147,8 +150,10 @@ fn check_batches(db: &Db, model: &Model, rng: &mut Rng, what: &str) -> (usize, u
 #[test]
 fn multi_get_answers_as_get_does_for_random_batches() {
     let prefix_only = Options {
-        prefix_extractor: Some(PrefixExtractor::delimiter(b':', 1)),
-        whole_key_filtering: false,
+        prefix_filters: Some(PrefixFilters::On {
+            rule: PrefixExtractor::delimiter(b':', 1),
+            whole_key_filters: false,
+        }),
         ..options()
     };
     let variants: Vec<(&str, Options)> = vec![
@@ -156,7 +161,10 @@ fn multi_get_answers_as_get_does_for_random_batches() {
         (
             "standard, cache",
             Options {
-                filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Standard, 10.0)),
+                filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
+                    FilterKind::Standard,
+                    10.0,
+                ))),
                 block_cache_bytes: 1 << 20,
                 ..options()
             },
@@ -164,14 +172,17 @@ fn multi_get_answers_as_get_does_for_random_batches() {
         (
             "ribbon",
             Options {
-                filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 10.0)),
+                filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
+                    FilterKind::Ribbon,
+                    10.0,
+                ))),
                 ..options()
             },
         ),
         (
             "no filters",
             Options {
-                filter_policy: None,
+                filters: Some(Filters::None),
                 ..options()
             },
         ),
@@ -187,7 +198,7 @@ fn multi_get_answers_as_get_does_for_random_batches() {
             "mmap reads, lz4, cache",
             Options {
                 mmap_reads: true,
-                compression: Compression::Lz4,
+                compression: Some(Compression::Lz4.into()),
                 block_cache_bytes: 1 << 20,
                 ..options()
             },

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use common::{example, tiny_options};
 use lsm_bloom::{
-    Compression, Db, Error, FilterBudget, FilterKind, FilterPolicy, Options, OptionsRecord,
-    PrefixExtractor,
+    Compression, Compressions, Db, Error, FilterBudget, FilterKind, FilterPolicy, Filters, Options,
+    PrefixExtractor, PrefixFilters,
 };
 
 /// The options record version this build writes (FORMAT.md §6).
@@ -54,7 +54,7 @@ fn a_budget_is_kept_when_the_store_is_reopened_without_it() {
     let dir = tempfile::tempdir().unwrap();
     let budget = FilterBudget::bits_per_key(14.0).with_kind(FilterKind::Standard);
     let opts = Options {
-        filter_budget: Some(budget),
+        filters: Some(Filters::Budget(budget)),
         ..tiny_options()
     };
     let db = Db::open(dir.path(), opts).unwrap();
@@ -100,7 +100,7 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
     let db = Db::open(
         dir.path(),
         Options {
-            prefix_extractor: Some(colon),
+            prefix_filters: Some(PrefixFilters::with(colon)),
             ..Options::default()
         },
     )
@@ -109,18 +109,13 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
     db.close().unwrap();
 
     // Without the rule: tables flushed now still get prefix filters under it, so a prefix
-    // scan skips them by their filter (none read unfiltered).
-    // The recorded fixed filter policy is kept beside it (the default filter budget gives
-    // way to a prefix rule, `Options::filter_budget`).
+    // scan skips them by their filter (none read unfiltered). The filters are the default
+    // budget, which plans the prefix filters too; being the default, it is not listed.
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let kept = &db.recovery().options.kept;
-    assert_eq!(kept.len(), 2, "{kept:?}");
-    assert_eq!(
-        (kept[0].0.as_str(), kept[1].0.as_str()),
-        ("filter", "prefix")
-    );
-    assert!(kept[0].1.contains("blocked Bloom 10 bits/key"), "{kept:?}");
-    assert!(kept[1].1.contains("prefix filters"), "{kept:?}");
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(kept[0].0, "prefix");
+    assert!(kept[0].1.contains("prefix filters"), "{kept:?}");
     fill_around(&db, "b", "y", 50);
     fill_around(&db, "c", "x", 50);
     // Every table's key range holds "m:": only the prefix filters can skip them.
@@ -138,7 +133,7 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
     let db = Db::open(
         dir.path(),
         Options {
-            prefix_extractor: Some(PrefixExtractor::fixed(2)),
+            prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(2))),
             ..Options::default()
         },
     )
@@ -152,27 +147,21 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
     // Reopened plain again, the new rule is the one kept.
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let kept = &db.recovery().options.kept;
-    assert!(kept[1].1.contains("first 2 bytes"), "{kept:?}");
+    assert!(kept[0].1.contains("first 2 bytes"), "{kept:?}");
     db.close().unwrap();
 
     // Back to no prefix filters on purpose.
     let db = Db::open(
         dir.path(),
         Options {
-            options_record: OptionsRecord::Replace,
+            prefix_filters: Some(PrefixFilters::None),
             ..Options::default()
         },
     )
     .unwrap();
-    // Both settings return to their defaults: the filter to the budget, as no prefix rule
-    // holds it back any more.
     let changed = &db.recovery().options.changed;
-    assert_eq!(changed.len(), 2, "{changed:?}");
-    assert!(
-        changed[0].now.starts_with("a filter budget of 10 bits/key"),
-        "{changed:?}"
-    );
-    assert_eq!(changed[1].now, "no prefix filters");
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(changed[0].now, "no prefix filters");
     db.close().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let r = &db.recovery().options;
@@ -188,7 +177,10 @@ fn a_damaged_record_refuses_the_open_and_changes_nothing() {
     let db = Db::open(
         dir.path(),
         Options {
-            filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 8.0)),
+            filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
+                FilterKind::Ribbon,
+                8.0,
+            ))),
             ..tiny_options()
         },
     )
@@ -239,7 +231,7 @@ fn a_store_without_a_record_opens_as_before_and_gets_one() {
     // As a store written by a build from before records.
     std::fs::remove_file(dir.path().join("OPTIONS")).unwrap();
     let opts = Options {
-        prefix_extractor: Some(PrefixExtractor::fixed(1)),
+        prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(1))),
         ..tiny_options()
     };
     let db = Db::open(dir.path(), opts).unwrap();
@@ -262,7 +254,7 @@ fn dump_filter_plans_the_recorded_budget_by_itself() {
     let db = Db::open(
         dir.path(),
         Options {
-            filter_budget: Some(FilterBudget::bits_per_key(9.0)),
+            filters: Some(Filters::Budget(FilterBudget::bits_per_key(9.0))),
             ..tiny_options()
         },
     )
@@ -299,31 +291,35 @@ fn dump_filter_plans_the_recorded_budget_by_itself() {
 /// default before the filter budget).
 fn fixture_options(version: u32) -> Vec<(&'static str, Options)> {
     if version == 2 {
-        let mut lz4 = Options {
-            compression: Compression::Lz4,
-            prefix_extractor: Some(PrefixExtractor::fixed(4)),
-            filter_budget: None,
+        let lz4 = Options {
+            compression: Some(
+                Compressions::from(Compression::Lz4)
+                    .with_level(0, Compression::None)
+                    .with_level(1, Compression::None),
+            ),
+            prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(4))),
+            filters: Some(Filters::fixed(FilterPolicy::default())),
             ..Options::default()
         };
-        lz4.compression_per_level.insert(0, Compression::None);
-        lz4.compression_per_level.insert(1, Compression::None);
         return vec![("lz4-below-level-1", lz4)];
     }
-    let mut per_level = Options {
-        filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 12.0)),
-        prefix_extractor: Some(PrefixExtractor::delimiter(b':', 2)),
-        whole_key_filtering: false,
+    let per_level = Options {
+        filters: Some(
+            Filters::fixed(FilterPolicy::bits_per_key(FilterKind::Blocked, 12.0))
+                .without_on(0)
+                .with_level(3, Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.005))),
+        ),
+        prefix_filters: Some(PrefixFilters::On {
+            rule: PrefixExtractor::delimiter(b':', 2),
+            whole_key_filters: false,
+        }),
         ..Options::default()
     };
-    per_level.filter_policy_per_level.insert(0, None);
-    per_level
-        .filter_policy_per_level
-        .insert(3, Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.005)));
     vec![
         (
             "budget",
             Options {
-                filter_budget: Some(FilterBudget::total_bytes(1 << 20)),
+                filters: Some(Filters::Budget(FilterBudget::total_bytes(1 << 20))),
                 memtable_size: 1 << 20,
                 ..Options::default()
             },

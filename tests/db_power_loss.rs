@@ -25,15 +25,15 @@ use lsm_bloom::{Db, Options};
 
 /// Tiny sizes; LZ4 below level 0, so cuts land in raw and compressed tables.
 fn options(fs: &PowerLossFs, sync_writes: bool) -> Options {
-    let mut o = Options {
+    Options {
         sync_writes,
         fs: Arc::new(fs.clone()),
-        compression: lsm_bloom::Compression::Lz4,
+        compression: Some(
+            lsm_bloom::Compressions::from(lsm_bloom::Compression::Lz4)
+                .with_level(0, lsm_bloom::Compression::None),
+        ),
         ..tiny_options()
-    };
-    o.compression_per_level
-        .insert(0, lsm_bloom::Compression::None);
-    o
+    }
 }
 
 /// What a run made before the power went.

@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use common::tiny_options;
 use lsm_bloom::table::{FilterState, Footer, FOOTER_LEN};
-use lsm_bloom::{Db, DbStats, Error, Options, PrefixExtractor};
+use lsm_bloom::{
+    Db, DbStats, Error, FilterPolicy, Filters, Options, PrefixExtractor, PrefixFilters,
+};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
@@ -73,10 +75,27 @@ fn queries() -> Vec<Vec<u8>> {
     q
 }
 
-fn opts(rule: Option<PrefixExtractor>, whole_key: bool) -> Options {
+/// Prefix filters under `rule` (none without one), the fixed default filter policy for keys
+/// and prefixes alike.
+fn prefix_filters(rule: Option<PrefixExtractor>, whole_key: bool) -> Options {
     Options {
-        prefix_extractor: rule,
-        whole_key_filtering: whole_key,
+        filters: Some(Filters::fixed(FilterPolicy::default())),
+        prefix_filters: Some(match rule {
+            None => PrefixFilters::None,
+            Some(rule) => PrefixFilters::On {
+                rule,
+                whole_key_filters: whole_key,
+            },
+        }),
+        ..Options::default()
+    }
+}
+
+fn opts(rule: Option<PrefixExtractor>, whole_key: bool) -> Options {
+    let p = prefix_filters(rule, whole_key);
+    Options {
+        filters: p.filters,
+        prefix_filters: p.prefix_filters,
         ..tiny_options()
     }
 }
@@ -239,12 +258,15 @@ fn load(db: &Db, prefixes: u32, per: u32, tables: u32) {
 }
 
 fn big_options(rule: Option<PrefixExtractor>) -> Options {
+    big_options_with(rule, true)
+}
+
+fn big_options_with(rule: Option<PrefixExtractor>, whole_key: bool) -> Options {
     Options {
-        prefix_extractor: rule,
         l0_compaction_trigger: 100,
         l0_stop_writes_trigger: 200,
         block_cache_bytes: 0,
-        ..Options::default()
+        ..prefix_filters(rule, whole_key)
     }
 }
 
@@ -334,10 +356,7 @@ fn tables_from_another_rule_or_none_are_read_and_counted() {
 #[test]
 fn without_whole_key_filters_gets_use_the_prefix_filter() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        whole_key_filtering: false,
-        ..big_options(Some(PrefixExtractor::delimiter(b':', 1)))
-    };
+    let opts = big_options_with(Some(PrefixExtractor::delimiter(b':', 1)), false);
     let db = Db::open(dir.path(), opts).unwrap();
     load(&db, 2000, 4, 4);
     let s0 = db.stats();
@@ -411,28 +430,21 @@ fn bad_prefix_options_are_refused_by_name() {
     let cases = [
         (
             Options {
-                prefix_extractor: Some(PrefixExtractor::fixed(0)),
+                prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(0))),
                 ..Options::default()
             },
             "fixed prefix length",
         ),
         (
             Options {
-                prefix_extractor: Some(PrefixExtractor::delimiter(b'/', 0)),
+                prefix_filters: Some(PrefixFilters::with(PrefixExtractor::delimiter(b'/', 0))),
                 ..Options::default()
             },
             "delimiter count",
         ),
         (
             Options {
-                whole_key_filtering: false,
-                ..Options::default()
-            },
-            "whole_key_filtering",
-        ),
-        (
-            Options {
-                prefix_extractor: Some(PrefixExtractor::fixed(4)),
+                prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(4))),
                 table_format_version: 1,
                 ..Options::default()
             },

@@ -38,8 +38,8 @@ fn a_scan_over_a_gibibyte_holds_bounded_memory() {
     let opts = Options {
         memtable_size: 512 << 20,
         block_cache_bytes: 8 << 20,
-        compression: Compression::Lz4,
-        filter_budget: None,
+        compression: Some(Compression::Lz4.into()),
+        filters: Some(lsm_bloom::Filters::fixed(lsm_bloom::FilterPolicy::default())),
         ..Options::default()
     };
     let db = Db::open(dir.path(), opts).unwrap();

@@ -2,7 +2,9 @@
 //! table holds, for every filter kind at a fixed 10 bits/key and under the filter budget. An
 //! absent tenant's prefix scan passes at most 2% of the prefix filters it asks.
 
-use lsm_bloom::{Db, FilterBudget, FilterKind, FilterPolicy, Options, PrefixExtractor};
+use lsm_bloom::{
+    Db, FilterBudget, FilterKind, FilterPolicy, Filters, Options, PrefixExtractor, PrefixFilters,
+};
 
 const TENANTS: u32 = 40;
 const PER_TENANT: u32 = 2500;
@@ -10,14 +12,9 @@ const PER_TENANT: u32 = 2500;
 /// 40 tenants of 2,500 keys (`t017:000123`, ~30 bytes an entry), compacted into one level of
 /// tables of 256 KiB: three or four tenants a table.
 fn store(dir: &std::path::Path, filters: Filters) -> Db {
-    let (filter_policy, filter_budget) = match filters {
-        Filters::Fixed(policy) => (Some(policy), None),
-        Filters::Budget(budget) => (None, Some(budget)),
-    };
     let opts = Options {
-        prefix_extractor: Some(PrefixExtractor::delimiter(b':', 1)),
-        filter_policy,
-        filter_budget,
+        prefix_filters: Some(PrefixFilters::with(PrefixExtractor::delimiter(b':', 1))),
+        filters: Some(filters),
         memtable_size: 256 * 1024,
         target_file_size: 256 * 1024,
         block_cache_bytes: 0,
@@ -36,18 +33,9 @@ fn store(dir: &std::path::Path, filters: Filters) -> Db {
     db
 }
 
-/// What sizes the filters.
-#[derive(Clone, Copy, Debug)]
-enum Filters {
-    Fixed(FilterPolicy),
-    /// A budget other than the default (which gives way to the fixed policy when a prefix
-    /// rule is set: `Options::filter_budget`).
-    Budget(FilterBudget),
-}
-
 fn check(filters: Filters) {
     let dir = tempfile::tempdir().unwrap();
-    let db = store(dir.path(), filters);
+    let db = store(dir.path(), filters.clone());
     let s0 = db.stats();
     let tables = s0.total.tables;
     let prefixes_per_table = s0.total.prefix_filter_keys as f64 / tables as f64;
@@ -84,7 +72,7 @@ fn check(filters: Filters) {
 }
 
 fn fixed(kind: FilterKind) -> Filters {
-    Filters::Fixed(FilterPolicy::bits_per_key(kind, 10.0))
+    Filters::fixed(FilterPolicy::bits_per_key(kind, 10.0))
 }
 
 #[test]

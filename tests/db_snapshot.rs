@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::workload::{run_step, workload, Model};
 use common::{counter, tiny_options, CounterWriter, Rng};
-use lsm_bloom::{Db, Options, PrefixExtractor, Snapshot};
+use lsm_bloom::{Db, Options, PrefixExtractor, PrefixFilters, Snapshot};
 
 fn scan_all(s: &Snapshot) -> Model {
     s.scan::<&[u8], _>(..)
@@ -79,7 +79,7 @@ fn every_snapshot_read_equals_the_model_at_its_moment() {
         let mut opts = tiny_options();
         if seed % 2 == 1 {
             // Prefix filters over "key0", "key1", ...: prefix scans consult them.
-            opts.prefix_extractor = Some(PrefixExtractor::fixed(4));
+            opts.prefix_filters = Some(PrefixFilters::with(PrefixExtractor::fixed(4)));
         }
         let db = Db::open(dir.path(), opts).unwrap();
         let mut rng = Rng::new(seed ^ 0x5eed);

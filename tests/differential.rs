@@ -97,7 +97,7 @@ impl Engines {
     fn new(opts: lsm_bloom::Options) -> Self {
         let (ours_dir, rocks_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let ours = lsm_bloom::Db::open(ours_dir.path(), opts.clone()).unwrap();
-        let rocks_opts = rocks_options(opts.compression);
+        let rocks_opts = rocks_options(opts.compression_for_level(1));
         let rocks = DB::open(&rocks_opts, rocks_dir.path()).unwrap();
         Engines {
             ours: Some(ours),
@@ -288,17 +288,24 @@ fn run_seed(seed: u64, steps: usize) -> usize {
     // other one of them with no whole-key filters at all.
     let mut opts = tiny_options();
     if seed.is_multiple_of(2) {
-        opts.filter_budget = Some(lsm_bloom::FilterBudget::total_bytes(4096));
+        opts.filters = Some(lsm_bloom::Filters::Budget(
+            lsm_bloom::FilterBudget::total_bytes(4096),
+        ));
         // Seeds 4 and 8: the budget plans prefix filters too.
         if seed.is_multiple_of(4) {
-            opts.prefix_extractor = Some(lsm_bloom::PrefixExtractor::fixed(3));
+            opts.prefix_filters = Some(lsm_bloom::PrefixFilters::with(
+                lsm_bloom::PrefixExtractor::fixed(3),
+            ));
         }
     } else {
-        opts.prefix_extractor = Some(lsm_bloom::PrefixExtractor::fixed(3));
-        opts.whole_key_filtering = seed % 4 == 1;
+        opts.filters = Some(lsm_bloom::Filters::fixed(lsm_bloom::FilterPolicy::default()));
+        opts.prefix_filters = Some(lsm_bloom::PrefixFilters::On {
+            rule: lsm_bloom::PrefixExtractor::fixed(3),
+            whole_key_filters: seed % 4 == 1,
+        });
     }
     if seed > 5 {
-        opts.compression = lsm_bloom::Compression::Lz4;
+        opts.compression = Some(lsm_bloom::Compression::Lz4.into());
     }
     let mut engines = Engines::new(opts);
     let mut log: Vec<Op> = Vec::with_capacity(steps);

@@ -218,7 +218,9 @@ fn database_written_under_a_budget_shows_kinds_and_the_allocation() {
         memtable_size: 64 * 1024,
         target_file_size: 64 * 1024,
         level1_max_bytes: 256 * 1024,
-        filter_budget: Some(lsm_bloom::FilterBudget::bits_per_key(8.0)),
+        filters: Some(lsm_bloom::Filters::Budget(
+            lsm_bloom::FilterBudget::bits_per_key(8.0),
+        )),
         ..lsm_bloom::Options::default()
     };
     let db = lsm_bloom::Db::open(dir.path(), opts).unwrap();

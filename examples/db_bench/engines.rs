@@ -246,16 +246,20 @@ pub(crate) fn ours_options(args: &Args) -> Options {
         }
     });
     if args.defaults {
-        let defaults = Options::default();
         return Options {
-            filter_budget: budget.or(defaults.filter_budget),
+            filters: budget.map(lsm_bloom::Filters::Budget),
             mmap_reads: args.ours_mmap || args.mmap,
             filter_huge_pages: huge_pages(args),
-            ..defaults
+            ..Options::default()
         };
     }
     Options {
-        filter_budget: budget,
+        // Configured alike: the fixed 10 bits/key blocked Bloom filter RocksDB and fjall get,
+        // unless a budget is asked for.
+        filters: Some(budget.map_or(
+            lsm_bloom::Filters::fixed(lsm_bloom::FilterPolicy::default()),
+            lsm_bloom::Filters::Budget,
+        )),
         memtable_size: (args.memtable_mib << 20) as usize,
         block_size: 4096,
         target_file_size: 64 << 20,
@@ -263,11 +267,11 @@ pub(crate) fn ours_options(args: &Args) -> Options {
         size_ratio: 10,
         l0_compaction_trigger: 4,
         block_cache_bytes: args.block_cache_mib << 20,
-        compression: if args.lz4() {
-            lsm_bloom::Compression::Lz4
+        compression: Some(if args.lz4() {
+            lsm_bloom::Compression::Lz4.into()
         } else {
-            lsm_bloom::Compression::None
-        },
+            lsm_bloom::Compressions::NONE
+        }),
         mmap_reads: args.ours_mmap || args.mmap,
         filter_huge_pages: huge_pages(args),
         ..Options::default()

@@ -214,7 +214,10 @@ fn shape(tables: &[u64]) -> String {
 fn open_all(dirs: &[tempfile::TempDir], args: &Args) -> Vec<Box<dyn PrefixEngine>> {
     let ours = |dir: &Path, rule: Option<PrefixExtractor>| {
         let opts = Options {
-            prefix_extractor: rule,
+            prefix_filters: Some(rule.map_or(
+                lsm_bloom::PrefixFilters::None,
+                lsm_bloom::PrefixFilters::with,
+            )),
             ..crate::ours_options(args)
         };
         Db::open(dir, opts).expect("open lsm-bloom")

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use lsm_bloom::{Db, Options, PrefixExtractor};
+use lsm_bloom::{Compressions, Db, Options, PrefixExtractor, PrefixFilters};
 
 use commands::Server;
 use conn::Budget;
@@ -96,9 +96,12 @@ struct Args {
     /// Prefix filters by length: a key's prefix is its first N bytes (recorded, as above).
     #[arg(long)]
     prefix_len: Option<u32>,
+    /// No prefix filters for new tables, whatever the store recorded.
+    #[arg(long, conflicts_with_all = ["prefix_len", "prefix_delimiter"])]
+    no_prefix_filters: bool,
     /// Data block compression of new tables: `none`, `lz4`, or `zstd[:level]` in a build
     /// with the `zstd` feature. Recorded in the store, like the prefix rule: later starts
-    /// need not repeat it.
+    /// need not repeat it, and `none` turns a recorded one off.
     #[arg(long)]
     compression: Option<lsm_bloom::Compression>,
 }
@@ -161,8 +164,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let opts = Options {
-        prefix_extractor: prefix_rule(&args)?,
-        compression: args.compression.unwrap_or_default(),
+        prefix_filters: match prefix_rule(&args)? {
+            Some(rule) => Some(PrefixFilters::with(rule)),
+            None => args.no_prefix_filters.then_some(PrefixFilters::None),
+        },
+        compression: args.compression.map(Compressions::from),
         ..Options::default()
     };
     let db = Db::open(&args.dir, opts)?;

@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use lsm_bloom::fs::{PowerLossFs, UnsyncedTail};
-use lsm_bloom::{Db, FilterKind, FilterPolicy, HugePages, Options, PrefixExtractor};
+use lsm_bloom::{
+    Db, FilterKind, FilterPolicy, Filters, HugePages, Options, PrefixExtractor, PrefixFilters,
+};
 
 use oracle::{allowed, key, Oracle};
 use worker::{Counts, Rng, Shared};
@@ -90,37 +92,42 @@ fn phase_options(seed: u64, power_loss: bool) -> (Options, String) {
     );
     match rng.below(6) {
         0 => {
-            o.filter_budget = Some(lsm_bloom::FilterBudget::bits_per_key(8.0));
+            o.filters = Some(Filters::Budget(lsm_bloom::FilterBudget::bits_per_key(8.0)));
             what += ", filter budget 8 bits/key";
         }
-        1 => what += ", the default filter budget",
+        1 => what += ", the recorded filters (at first the default budget)",
         2 => {
-            o.filter_policy = None;
-            o.filter_budget = None;
+            o.filters = Some(Filters::None);
             what += ", no filters";
         }
         _ => {
             let kind = kinds[rng.below(3) as usize];
-            o.filter_policy = Some(FilterPolicy::bits_per_key(kind, 4.0 + rng.below(8) as f64));
-            o.filter_budget = None;
+            o.filters = Some(Filters::fixed(FilterPolicy::bits_per_key(
+                kind,
+                4.0 + rng.below(8) as f64,
+            )));
             what += &format!(", {kind:?} filters");
         }
     }
-    if o.filter_budget.is_none() && rng.chance(50) {
-        o.prefix_extractor = Some(PrefixExtractor::delimiter(b':', 1));
-        o.whole_key_filtering = o.filter_policy.is_none() || rng.chance(60);
-        what += &format!(", prefix rule (whole keys {})", o.whole_key_filtering);
+    if rng.chance(50) {
+        let whole_key_filters = rng.chance(60);
+        o.prefix_filters = Some(PrefixFilters::On {
+            rule: PrefixExtractor::delimiter(b':', 1),
+            whole_key_filters,
+        });
+        what += &format!(", prefix rule (whole keys {whole_key_filters})");
     }
     // Compressed tables in a third of the phases (LZ4 on every level, or below level 0).
     match rng.below(3) {
         0 => {
-            o.compression = lsm_bloom::Compression::Lz4;
+            o.compression = Some(lsm_bloom::Compression::Lz4.into());
             what += ", LZ4";
         }
         1 => {
-            o.compression = lsm_bloom::Compression::Lz4;
-            o.compression_per_level
-                .insert(0, lsm_bloom::Compression::None);
+            o.compression = Some(
+                lsm_bloom::Compressions::from(lsm_bloom::Compression::Lz4)
+                    .with_level(0, lsm_bloom::Compression::None),
+            );
             what += ", LZ4 below level 0";
         }
         _ => {}
@@ -137,13 +144,16 @@ fn phase_options(seed: u64, power_loss: bool) -> (Options, String) {
         o.filter_huge_pages = HugePages::Never;
         what += ", no filters in huge pages";
     }
-    // Half the phases let the store's options record fill in what they leave at the
-    // defaults (a recorded prefix rule or budget), half replace it.
+    // Half the phases give every setting the options record keeps (the default where the
+    // phase chose none), half leave those they did not choose to the record.
     if rng.chance(50) {
-        o.options_record = lsm_bloom::OptionsRecord::Replace;
-        what += ", options record replaced";
+        o.filters.get_or_insert_with(Filters::default);
+        o.prefix_filters.get_or_insert(PrefixFilters::None);
+        o.compression
+            .get_or_insert_with(lsm_bloom::Compressions::default);
+        what += ", every recorded setting given";
     } else {
-        what += ", recorded settings fill in the defaults";
+        what += ", settings not given come from the record";
     }
     (o, what)
 }

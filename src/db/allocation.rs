@@ -34,7 +34,7 @@ pub struct FilterBudget {
 }
 
 impl Default for FilterBudget {
-    /// `Options::filter_budget`'s default: 10 bits/key on average, the default kinds (blocked
+    /// `Filters::default()`'s budget: 10 bits/key on average, the default kinds (blocked
     /// Bloom above the largest level, Ribbon on it). Ribbon there rather than blocked Bloom
     /// everywhere because it reads fewer data blocks from the same memory: measured with
     /// `db_bench --defaults [--ours-budget 10] --hold absent --keys 2000000`, 3 interleaved
@@ -49,7 +49,7 @@ impl Default for FilterBudget {
 
 impl FilterBudget {
     /// An average of `bits` bits per key, default kinds.
-    pub fn bits_per_key(bits: f64) -> Self {
+    pub const fn bits_per_key(bits: f64) -> Self {
         FilterBudget {
             memory: FilterMemory::BitsPerKey(bits),
             upper_kind: FilterKind::Blocked,

@@ -1,4 +1,4 @@
-//! The store's filter memory budget (`Options::filter_budget`): which kind and how many bits per
+//! The store's filter memory budget (`Filters::Budget`): which kind and how many bits per
 //! key each new table's filter gets, so that the sum of the false-positive rates an absent-key
 //! lookup meets is as small as the budget allows (`filter::budget` does the optimisation).
 //!
@@ -36,7 +36,7 @@
 use std::sync::Arc;
 
 pub use super::allocation::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
-use super::options::TableFilters;
+use super::filters::TableFilters;
 use super::version::{Version, MAX_LEVELS};
 use crate::filter::{budget, format, ribbon, FilterKind, FilterPolicy};
 use crate::table::{FilterState, Table};
@@ -63,9 +63,9 @@ pub(crate) struct Outlook {
     /// Memtable size in bytes: with no level-0 table to go by, a flush's key count is
     /// estimated as this many bytes of entries of the store's mean size.
     pub(crate) memtable_bytes: u64,
-    /// Whole-key filters are built (`Options::whole_key_filtering`).
+    /// Whole-key filters are built (`PrefixFilters::whole_key_filters`).
     pub(crate) key_filters: bool,
-    /// Prefix filters are built (`Options::prefix_extractor`).
+    /// Prefix filters are built (`Options::prefix_filters`).
     pub(crate) prefix_filters: bool,
 }
 
@@ -74,8 +74,8 @@ impl Outlook {
         Outlook {
             runs: opts.l0_compaction_trigger.saturating_sub(1),
             memtable_bytes: opts.memtable_size as u64,
-            key_filters: opts.whole_key_filtering,
-            prefix_filters: opts.prefix_extractor.is_some(),
+            key_filters: opts.prefix_filters().whole_key_filters(),
+            prefix_filters: opts.prefix_rule().is_some(),
         }
     }
 }

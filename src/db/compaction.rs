@@ -20,8 +20,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::filters::TableFilters;
 use super::merge::Merge;
-use super::options::TableFilters;
 use super::version::{Version, MAX_LEVELS};
 use super::{table_path, Options};
 use crate::error::{Error, Result};
@@ -270,6 +270,7 @@ mod tests {
         };
         let opts = Options {
             target_file_size: 8 * 1024,
+            filters: Some(crate::Filters::fixed(crate::FilterPolicy::default())),
             ..Options::default()
         };
         let mut next = 10;

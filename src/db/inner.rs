@@ -16,18 +16,13 @@ use std::time::Duration;
 
 use arc_swap::{ArcSwap, Guard};
 
+pub(super) use super::locks::lock;
 use super::report::RecoveryReport;
 use super::stats::Counters;
 use super::version::{State, Version};
 use super::wal::WalWriter;
 use super::Options;
 use crate::error::{Error, Result};
-
-/// Tolerates poisoning: a panic elsewhere is reported through `ErrorState`, and the data each
-/// lock guards stays consistent because every update is a single assignment or push.
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 #[derive(Default)]
 pub(super) struct Signal {
@@ -92,7 +87,7 @@ pub(super) struct Inner {
     pub(super) cache: Option<Arc<crate::table::BlockCache>>,
     /// Writes waiting for group commit (`write.rs`); taken before `writer`, never while
     /// holding it.
-    pub(super) queue: Mutex<super::write::WriteQueue>,
+    pub(super) queue: Mutex<super::write_queue::WriteQueue>,
     pub(super) writer: Mutex<WalWriter>,
     pub(super) work: Mutex<Work>,
     pub(super) signal: Mutex<Signal>,
@@ -106,7 +101,7 @@ pub(super) struct Inner {
     pub(super) errors: ErrorState,
     pub(super) recovery: RecoveryReport,
     /// Live snapshots, for `DbStats` (shared with each `Snapshot`).
-    pub(super) snapshots: Arc<super::snapshot::Snapshots>,
+    pub(super) snapshots: Arc<super::snapshot_list::Snapshots>,
     pub(super) _lock: File,
 }
 

@@ -17,7 +17,7 @@
 //! (4.3 blocks per scan, 2.8 of them from the block cache).
 //!
 //! Prefix filters: when the whole range lies inside one prefix `q` of
-//! `Options::prefix_extractor` (`range_prefix`), each table's prefix filter is asked for `q`
+//! the prefix rule (`Options::prefix_filters`, `range_prefix`), each table's prefix filter is asked for `q`
 //! when a walk reaches it, and a table it says lacks `q` is never opened. That is exact, not a
 //! heuristic: every key in the range starts with `q` and the rule gives each of them the prefix
 //! `q` (the rules are prefix-stable, `prefix.rs`), so a table without `q` has none of them. A

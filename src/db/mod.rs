@@ -29,9 +29,11 @@ mod allocation;
 pub(crate) mod budget;
 mod checkpoint;
 mod compaction;
+mod filters;
 mod inner;
 mod iter;
 mod level_cursor;
+mod locks;
 pub mod manifest;
 mod memtable;
 mod merge;
@@ -41,12 +43,14 @@ mod read;
 mod recovery;
 mod report;
 mod snapshot;
+mod snapshot_list;
 pub mod stats;
 pub(crate) mod stored_options;
 pub(crate) mod version;
 pub(crate) mod wal;
 mod worker;
 mod write;
+mod write_queue;
 
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
@@ -61,8 +65,9 @@ use crate::error::{Error, Result};
 
 pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use checkpoint::CheckpointReport;
+pub use filters::{Compressions, Filters, PrefixFilters};
 pub use iter::DbIter;
-pub use options::{HugePages, Options, OptionsRecord, WalRecovery};
+pub use options::{HugePages, Options, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
 pub use snapshot::Snapshot;
 pub use write::WriteBatch;
@@ -222,7 +227,7 @@ impl Db {
         let state = self.inner.read_state();
         Ok(DbIter::new(
             &self.inner.counters,
-            self.inner.opts.prefix_extractor,
+            self.inner.opts.prefix_rule(),
             self.inner.cache.clone(),
             &state,
             state.mem.visible(),
@@ -250,7 +255,7 @@ impl Db {
     }
 
     /// Live keys starting with `prefix`, in key order: the scan of `[prefix, the first key
-    /// after every key starting with prefix)`. With `Options::prefix_extractor` set and
+    /// after every key starting with prefix)`. With a prefix rule (`Options::prefix_filters`) and
     /// `prefix` long enough for the rule to give it a prefix, tables whose prefix filter lacks
     /// that prefix are skipped; the result is always exactly the unfiltered scan's.
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<DbIter> {
@@ -343,7 +348,7 @@ impl Db {
     pub fn stats(&self) -> DbStats {
         let version = self.inner.version();
         let mut s = stats::collect(&self.inner.counters, &version);
-        s.filter_budget = self.inner.opts.budget_in_effect().map(|b| {
+        s.filter_budget = self.inner.opts.filters().budget().map(|b| {
             budget::plan(
                 b,
                 &version,

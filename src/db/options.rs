@@ -1,13 +1,11 @@
 //! `Options`: how the store behaves, with defaults that suit most services, and their
 //! validation (`Db::open` refuses out-of-range options with `Error::InvalidArgument`).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::budget::FilterBudget;
+use super::filters::{Compressions, Filters, PrefixFilters, TableFilters};
 use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
-use crate::filter::FilterPolicy;
 use crate::fs::{FileSystem, StdFs};
 use crate::prefix::PrefixExtractor;
 use crate::table::{Compression, TableBuilderOptions, TABLE_VERSION};
@@ -62,32 +60,6 @@ pub enum WalRecovery {
     TornTailOnly,
 }
 
-/// What `Db::open` does with the options record the store keeps in its directory (`OPTIONS`,
-/// FORMAT.md §6): the filter setting (`filter_policy`, `filter_policy_per_level`,
-/// `filter_budget`) and the prefix setting (`prefix_extractor`, `whole_key_filtering`) that
-/// new tables were written with. `Db::recovery().options` says what was kept or changed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum OptionsRecord {
-    /// A setting left at its default takes the recorded value; a setting given any other
-    /// value replaces it. So a store written with a budget or a prefix rule keeps them when
-    /// reopened with `Options::default()`.
-    #[default]
-    Merge,
-    /// Every setting as given, defaults included: how to return a setting to its default on
-    /// purpose (e.g. drop a prefix rule).
-    Replace,
-}
-
-/// The filters one new table gets: from the level's policy, or what the filter budget
-/// allocates to its runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct TableFilters {
-    /// The whole-key filter (`None`: none).
-    pub(crate) key: Option<FilterPolicy>,
-    /// The prefix filter under `Options::prefix_extractor` (`None`: none).
-    pub(crate) prefix: Option<FilterPolicy>,
-}
-
 /// How the store behaves. `Options::default()` suits most services.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -104,52 +76,19 @@ pub struct Options {
     pub memtable_size: usize,
     /// Target data block size in bytes (default 4 KiB).
     pub block_size: usize,
-    /// A fixed filter for every level (default blocked Bloom, 10 bits/key); `None` disables
-    /// filters. Setting it to anything but its default turns the default `filter_budget` off
-    /// (see there).
-    pub filter_policy: Option<FilterPolicy>,
-    /// Per-level overrides of `filter_policy` (`None` disables the filter on that level). Any
-    /// entry turns the default `filter_budget` off.
-    pub filter_policy_per_level: BTreeMap<usize, Option<FilterPolicy>>,
-    /// Filter memory as a budget (default [`FilterBudget::default()`]: 10 bits/key on average,
-    /// blocked Bloom above the largest level and Ribbon on it; README "Filter memory as a
-    /// budget"): each new table's filter gets the kind and bits/key the budget allocates to its
-    /// level (`src/db/budget.rs`), so level 0, which every lookup probes, gets the most bits
-    /// per key; with a `prefix_extractor`, the prefix filters are planned as runs of their own
-    /// from the same memory. `DbStats::filter_budget` shows the
-    /// allocation. `None`: the fixed `filter_policy`.
-    ///
-    /// Which one applies (`Options::budget_in_effect`): a budget set to anything but the
-    /// default replaces `filter_policy` (and cannot go with `filter_policy_per_level`). The
-    /// default budget applies only where nothing else about filters was asked for: it gives
-    /// way to the fixed policy when `filter_policy` is set to anything but its default (`None`
-    /// included: no filters), when `filter_policy_per_level` holds an entry, and when a
-    /// `prefix_extractor` is set (the budget shares its bits/key between key and prefix
-    /// filters, less memory than the fixed policy's 10 per key plus 10 per prefix; give a
-    /// budget explicitly to have it plan prefix filters). So code written before the budget
-    /// became the default keeps the filters it asked for. A `filter_policy` equal to the
-    /// default (blocked Bloom, 10 bits/key) does not count as given: to fix that very policy,
-    /// set `filter_budget` to `None`.
-    pub filter_budget: Option<FilterBudget>,
-    /// Prefix rule for prefix filters (default none). When set, each new table also gets a
-    /// filter over its keys' distinct prefixes (same policy as its level's whole-key filter;
-    /// none where the level has none; under a `filter_budget`, the bits the budget allocates
-    /// to the prefix filters' own runs), and `Db::scan_prefix` (or a `scan` whose range lies
-    /// inside one prefix) skips every table whose prefix filter says "absent". Tables written
-    /// under another rule, or none, are read (counted in `LevelStats::prefix_unfiltered`), so
-    /// changing it is safe at any reopen. Setting it turns the default `filter_budget` off
-    /// (see there).
-    pub prefix_extractor: Option<PrefixExtractor>,
-    /// Build whole-key filters (default true). Turn off with a `prefix_extractor` to hold
-    /// only prefix filters: `get` then consults the prefix filter with the key's prefix.
-    pub whole_key_filtering: bool,
-    /// How data blocks of new tables are compressed (default none; `Compression::Lz4` roughly
-    /// halves text-like values on disk). Filters, indexes and the block cache hold raw bytes,
-    /// so absent-key gets and cache hits never decompress.
-    pub compression: Compression,
-    /// Per-level overrides of `compression` (e.g. none for levels 0 and 1, which are small
-    /// and rewritten soon, LZ4 below).
-    pub compression_per_level: BTreeMap<usize, Compression>,
+    /// Which filters new tables get (`Filters`; default a budget of 10 bits/key on average,
+    /// planned per level). `None`: the setting the store's options record holds (FORMAT.md
+    /// §6), or the default for a new store; `Some`, given: used, and recorded for the next
+    /// open (`Db::recovery().options` says what was kept or changed). So a store written
+    /// with a budget or a prefix rule keeps them when reopened with `Options::default()`,
+    /// and `Some(Filters::default())` returns to the default on purpose.
+    pub filters: Option<Filters>,
+    /// Prefix filters (`PrefixFilters`; default none). `None` and `Some` as for `filters`.
+    pub prefix_filters: Option<PrefixFilters>,
+    /// How data blocks of new tables are compressed (`Compressions`: a codec, with
+    /// per-level overrides; default none; `Compression::Lz4` roughly halves text-like values
+    /// on disk). `None` and `Some` as for `filters`.
+    pub compression: Option<Compressions>,
     /// Table format version new tables are written in (default 3, the newest). 2 keeps the
     /// tables readable by builds before compression (no compression then).
     pub table_format_version: u32,
@@ -194,9 +133,6 @@ pub struct Options {
     /// `db_bench --workload scale --huge-pages-ab` and `examples/absent_ab.rs` (README, "Huge
     /// pages for filters").
     pub filter_huge_pages: HugePages,
-    /// Whether the settings recorded in the directory fill in the ones left at their defaults
-    /// (default `Merge`; `OptionsRecord`).
-    pub options_record: OptionsRecord,
     /// The file system the write path uses (default the real one; tests pass a
     /// [`crate::fs::FaultyFs`] to make operations fail).
     pub fs: Arc<dyn FileSystem>,
@@ -210,13 +146,9 @@ impl Default for Options {
             wal_recovery: WalRecovery::PointInTime,
             memtable_size: 8 << 20,
             block_size: 4096,
-            filter_policy: Some(FilterPolicy::default()),
-            filter_policy_per_level: BTreeMap::new(),
-            filter_budget: Some(FilterBudget::default()),
-            prefix_extractor: None,
-            whole_key_filtering: true,
-            compression: Compression::None,
-            compression_per_level: BTreeMap::new(),
+            filters: None,
+            prefix_filters: None,
+            compression: None,
             table_format_version: TABLE_VERSION,
             sync_writes: false,
             size_ratio: 10,
@@ -228,21 +160,47 @@ impl Default for Options {
             block_cache_bytes: 32 << 20,
             mmap_reads: false,
             filter_huge_pages: HugePages::default(),
-            options_record: OptionsRecord::Merge,
             fs: Arc::new(StdFs),
         }
     }
 }
 
+/// `Filters::default()`, for `Options::filters` to lend.
+static DEFAULT_FILTERS: Filters = Filters::DEFAULT;
+/// `Compressions::default()`, for `Options::compressions` to lend.
+static NO_COMPRESSION: Compressions = Compressions::NONE;
+
 impl Options {
+    /// The filters new tables get: as given, or the default when not (`Db::open` resolves
+    /// `None` from the options record first).
+    pub fn filters(&self) -> &Filters {
+        self.filters.as_ref().unwrap_or(&DEFAULT_FILTERS)
+    }
+
+    /// The prefix filters new tables get (as `filters`).
+    pub fn prefix_filters(&self) -> PrefixFilters {
+        self.prefix_filters.unwrap_or_default()
+    }
+
+    /// The compression of new tables (as `filters`).
+    pub fn compressions(&self) -> &Compressions {
+        self.compression.as_ref().unwrap_or(&NO_COMPRESSION)
+    }
+
+    /// The prefix rule of new tables' prefix filters, if they have any.
+    pub(crate) fn prefix_rule(&self) -> Option<PrefixExtractor> {
+        self.prefix_filters().rule()
+    }
+
     /// The filters of a table written to `level` without a budget: the level's policy for
-    /// the whole-key filter (with `whole_key_filtering`) and for the prefix filter (with a
-    /// `prefix_extractor`).
+    /// the whole-key filter (unless prefix filters replace it) and for the prefix filter
+    /// (with a prefix rule).
     pub(crate) fn filters_for_level(&self, level: usize) -> TableFilters {
-        let policy = self.filter_for_level(level);
+        let policy = self.filters().policy_for_level(level);
+        let prefix = self.prefix_filters();
         TableFilters {
-            key: policy.filter(|_| self.whole_key_filtering),
-            prefix: policy.filter(|_| self.prefix_extractor.is_some()),
+            key: policy.filter(|_| prefix.whole_key_filters()),
+            prefix: policy.filter(|_| prefix.rule().is_some()),
         }
     }
 
@@ -280,7 +238,7 @@ impl Options {
             block_size: self.block_size,
             filter: filters.key.or(filters.prefix),
             level,
-            prefix_extractor: self.prefix_extractor.filter(|_| filters.prefix.is_some()),
+            prefix_extractor: self.prefix_rule().filter(|_| filters.prefix.is_some()),
             prefix_filter_policy: filters.prefix,
             whole_key_filter: filters.key.is_some(),
             compression: self.compression_for_level(level as usize),
@@ -290,31 +248,7 @@ impl Options {
 
     /// The compression of tables written to `level`.
     pub fn compression_for_level(&self, level: usize) -> Compression {
-        self.compression_per_level
-            .get(&level)
-            .copied()
-            .unwrap_or(self.compression)
-    }
-
-    /// The budget new tables' filters are sized by, or `None` for the fixed `filter_policy`
-    /// and its per-level overrides: the rule of `Options::filter_budget`.
-    pub fn budget_in_effect(&self) -> Option<&FilterBudget> {
-        let budget = self.filter_budget.as_ref()?;
-        let fixed_given = self.filter_policy != Some(FilterPolicy::default())
-            || !self.filter_policy_per_level.is_empty()
-            || self.prefix_extractor.is_some();
-        if fixed_given && *budget == FilterBudget::default() {
-            return None;
-        }
-        Some(budget)
-    }
-
-    /// The filter policy for tables written to `level` without a budget.
-    pub fn filter_for_level(&self, level: usize) -> Option<FilterPolicy> {
-        self.filter_policy_per_level
-            .get(&level)
-            .copied()
-            .unwrap_or(self.filter_policy)
+        self.compressions().for_level(level)
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
@@ -341,27 +275,26 @@ impl Options {
                 "max_immutable_memtables, target_file_size and level1_max_bytes must be positive",
             );
         }
-        for level in self.filter_policy_per_level.keys() {
-            if *level >= MAX_LEVELS {
-                return Err(Error::InvalidArgument(format!(
-                    "filter override for level {level}, levels are 0..{MAX_LEVELS}"
-                )));
+        match self.filters() {
+            Filters::Budget(b) => b.validate()?,
+            Filters::Fixed { policy, per_level } => {
+                if let Some(level) = per_level.keys().find(|l| **l >= MAX_LEVELS) {
+                    return Err(Error::InvalidArgument(format!(
+                        "filter override for level {level}, levels are 0..{MAX_LEVELS}"
+                    )));
+                }
+                for p in std::iter::once(policy).chain(per_level.values().flatten()) {
+                    p.validate()?;
+                }
             }
+            Filters::None => {}
         }
-        if let Some(b) = &self.filter_budget {
-            b.validate()?;
-        }
-        if self.budget_in_effect().is_some() && !self.filter_policy_per_level.is_empty() {
-            return bad(
-                "filter_budget (other than its default) and filter_policy_per_level cannot \
-                 both be set; set filter_budget to None for per-level policies",
-            );
-        }
-        if let Some(rule) = &self.prefix_extractor {
+        if let Some(rule) = self.prefix_rule() {
             rule.validate().map_err(Error::InvalidArgument)?;
         }
+        let compressions = self.compressions();
         for (level, c) in
-            std::iter::once((&0, &self.compression)).chain(&self.compression_per_level)
+            std::iter::once((&0, &compressions.default)).chain(&compressions.per_level)
         {
             if *level >= MAX_LEVELS {
                 return Err(Error::InvalidArgument(format!(
@@ -382,19 +315,8 @@ impl Options {
                 self.table_format_version
             )));
         }
-        if self.table_format_version < 2 && self.prefix_extractor.is_some() {
+        if self.table_format_version < 2 && self.prefix_rule().is_some() {
             return bad("prefix filters need table_format_version 2 or later");
-        }
-        if !self.whole_key_filtering && self.prefix_extractor.is_none() {
-            return bad(
-                "whole_key_filtering = false needs a prefix_extractor (it would leave no filter)",
-            );
-        }
-        for p in std::iter::once(&self.filter_policy)
-            .chain(self.filter_policy_per_level.values())
-            .flatten()
-        {
-            p.validate()?;
         }
         Ok(())
     }

@@ -8,7 +8,7 @@
 //! `ReadCounters`, and a key every filter excludes allocates nothing. Data blocks come from the
 //! block cache when they can (`table/cache.rs`).
 //!
-//! A table without a usable whole-key filter (written with `whole_key_filtering` off) is
+//! A table without a usable whole-key filter (written with prefix filters only, `PrefixFilters::only`) is
 //! asked through its prefix filter for the key's prefix, when the rule gives the key one; that
 //! prefix is hashed at most once per get, and only when such a table is reached.
 
@@ -175,7 +175,7 @@ impl Inner {
         ReadPath {
             counters: &self.counters,
             cache: self.cache.as_deref(),
-            rule: self.opts.prefix_extractor,
+            rule: self.opts.prefix_rule(),
         }
     }
 }

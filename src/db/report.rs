@@ -54,7 +54,7 @@ pub struct OptionChange {
     pub now: String,
 }
 
-/// What `Db::open` did with the options record (`OptionsRecord`, FORMAT.md §6).
+/// What `Db::open` did with the options record (`Options::filters`, FORMAT.md §6).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OptionsReport {
     /// Whether the directory held a record (not for a new store, nor one written by a build

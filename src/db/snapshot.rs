@@ -21,36 +21,20 @@
 //! directory locked, and it reads on after `Db::close`. `snapshots` lists the live ones for
 //! `DbStats` (a mutex touched only when a snapshot is taken or dropped).
 
-use std::collections::BTreeMap;
 use std::ops::RangeBounds;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
 
 use super::inner::{lock, Inner};
 use super::iter::DbIter;
 use super::read::ReadPath;
+use super::snapshot_list::Snapshots;
 use super::stats::Counters;
 use super::version::State;
 use crate::error::Result;
 use crate::prefix::PrefixExtractor;
 use crate::table::BlockCache;
-
-/// The live snapshots of one store: when each was taken.
-#[derive(Debug, Default)]
-pub(super) struct Snapshots {
-    next_id: AtomicU64,
-    live: Mutex<BTreeMap<u64, Instant>>,
-}
-
-impl Snapshots {
-    /// (live snapshots, age of the oldest).
-    pub(super) fn summary(&self) -> (u64, Option<Duration>) {
-        let live = lock(&self.live);
-        let oldest = live.values().min().map(|t| t.elapsed());
-        (live.len() as u64, oldest)
-    }
-}
 
 /// A consistent, read-only view of the store as of `Db::snapshot`: every write acknowledged
 /// before it was taken, whole batches, and nothing written after. `Send + Sync` and not tied
@@ -108,7 +92,7 @@ impl Snapshot {
             mem_seen,
             counters: Arc::clone(&inner.counters),
             cache: inner.cache.clone(),
-            rule: inner.opts.prefix_extractor,
+            rule: inner.opts.prefix_rule(),
             registry,
             id,
         }
@@ -190,16 +174,5 @@ mod tests {
     fn snapshots_are_send_sync_and_owned() {
         fn owned<T: Send + Sync + 'static>() {}
         owned::<Snapshot>();
-    }
-
-    #[test]
-    fn the_registry_counts_live_snapshots_and_the_oldest_age() {
-        let r = Snapshots::default();
-        assert_eq!(r.summary(), (0, None));
-        lock(&r.live).insert(1, Instant::now() - Duration::from_secs(5));
-        lock(&r.live).insert(2, Instant::now());
-        let (n, oldest) = r.summary();
-        assert_eq!(n, 2);
-        assert!(oldest.unwrap() >= Duration::from_secs(5));
     }
 }

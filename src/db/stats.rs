@@ -14,7 +14,7 @@
 //! the positives where the key really was in the table. Observed FPR =
 //! (positive − true positive) / (checks − true positive).
 //!
-//! Prefix filters (`Options::prefix_extractor`) have their own: `prefix_checks` counts tables a
+//! Prefix filters (`Options::prefix_filters`) have their own: `prefix_checks` counts tables a
 //! prefix scan (or a `get` on a table without a whole-key filter) asked, `prefix_useful` those
 //! skipped, `prefix_unfiltered` the tables such a scan had to read because they hold no usable
 //! prefix filter (written under another rule or none, or it failed validation).
@@ -228,7 +228,7 @@ pub struct DbStats {
     pub gets: u64,
     /// `scan` and `scan_prefix` calls.
     pub scans: u64,
-    /// Scans whose range lies inside one prefix of `Options::prefix_extractor`, so prefix
+    /// Scans whose range lies inside one prefix of the prefix rule (`Options::prefix_filters`), so prefix
     /// filters were consulted.
     pub prefix_scans: u64,
     /// Tables whose key range held the key, over all gets.
@@ -263,7 +263,7 @@ pub struct DbStats {
     pub immutable_memtables: u64,
     /// The error that made the store read-only, if one did (writes fail until reopened).
     pub read_only_error: Option<String>,
-    /// With `Options::filter_budget`: the budget and its per-level allocation for the current
+    /// Under `Filters::Budget`: the budget and its per-level allocation for the current
     /// shape (kind, bits/key, filter bytes held, expected FPR).
     pub filter_budget: Option<super::budget::Allocation>,
     /// Snapshots (`Db::snapshot`) not yet dropped: each keeps the memtables and table files of

@@ -6,10 +6,10 @@
 //!
 //! Use (`recovery.rs`): `read` at open, before anything in the directory changes (a damaged
 //! record refuses the open and nothing is deleted); `resolve` merges the record with the
-//! `Options` passed, group by group — a group the caller left at its default takes the stored
-//! value, a group set to anything else replaces it, and `OptionsRecord::Replace` takes every
-//! group as given — and says what it kept and changed (`Db::recovery().options`); `write`
-//! stores the result, atomically like the manifest, when it differs from the record.
+//! `Options` passed, setting by setting — one not given (`None`) takes the recorded value,
+//! one given replaces it — and says what it kept and changed (`Db::recovery().options`); a
+//! recorded setting that cannot go with the options given gives way to the default, alone;
+//! `write` stores the result, atomically like the manifest, when it differs from the record.
 //!
 //! The budget's planning inputs (`memtable_size`, `l0_compaction_trigger`) are recorded as the
 //! last open ran with them, for tools (`dump_filter DIR` plans the budget from them); they
@@ -22,8 +22,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::budget::{FilterBudget, FilterMemory};
-use super::options::{Options, OptionsRecord};
+use super::filters::{Compressions, Filters, PrefixFilters};
+use super::options::Options;
 use super::report::{OptionChange, OptionsReport};
+use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
 use crate::filter::{FilterPolicy, Sizing};
 use crate::framed::Framed;
@@ -38,35 +40,25 @@ pub const OPTIONS_VERSION: u32 = 2;
 pub const OPTIONS_FILE: &str = "OPTIONS";
 const TEMP_FILE: &str = "OPTIONS.tmp";
 
-/// Which filters new tables get (`Options::filter_policy`, `filter_policy_per_level`,
-/// `filter_budget`): one setting, since the budget replaces the other two.
+/// `Options::filters` as recorded (FORMAT.md §6): a policy with per-level overrides, or a
+/// budget.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FilterChoice {
-    /// `Options::filter_policy`.
+    /// The fixed policy (`Filters::Fixed`; `None`: no filters).
     pub policy: Option<FilterPolicy>,
-    /// `Options::filter_policy_per_level`.
+    /// Its per-level overrides.
     pub per_level: BTreeMap<usize, Option<FilterPolicy>>,
-    /// `Options::filter_budget`.
+    /// The budget (`Filters::Budget`), which replaces the policy.
     pub budget: Option<FilterBudget>,
 }
 
-/// Which prefix filters new tables get (`Options::prefix_extractor`, `whole_key_filtering`).
+/// `Options::prefix_filters` as recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PrefixChoice {
-    /// `Options::prefix_extractor`.
+    /// The prefix rule (`None`: no prefix filters).
     pub extractor: Option<PrefixExtractor>,
-    /// `Options::whole_key_filtering`.
+    /// Whole-key filters beside the prefix filters.
     pub whole_key_filtering: bool,
-}
-
-/// How new tables' data blocks are compressed (`Options::compression`,
-/// `compression_per_level`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CompressionChoice {
-    /// `Options::compression`.
-    pub default: Compression,
-    /// `Options::compression_per_level`.
-    pub per_level: BTreeMap<usize, Compression>,
 }
 
 /// The record's content (FORMAT.md §6), version 2.
@@ -81,7 +73,7 @@ pub struct StoredOptions {
     /// `Options::l0_compaction_trigger` of the last open.
     pub l0_compaction_trigger: u64,
     /// The compression setting (version 2; a version 1 record reads as none).
-    pub compression: CompressionChoice,
+    pub compression: Compressions,
 }
 
 /// Version 1 of the record: version 2 without the compression setting.
@@ -100,56 +92,73 @@ impl From<StoredOptionsV1> for StoredOptions {
             prefix: v1.prefix,
             memtable_size: v1.memtable_size,
             l0_compaction_trigger: v1.l0_compaction_trigger,
-            compression: CompressionChoice::default(),
+            compression: Compressions::default(),
         }
     }
 }
 
-impl FilterChoice {
-    fn of(o: &Options) -> Self {
+impl From<&Filters> for FilterChoice {
+    fn from(f: &Filters) -> Self {
+        let (policy, per_level, budget) = match f {
+            Filters::Budget(b) => (Some(FilterPolicy::default()), BTreeMap::new(), Some(*b)),
+            Filters::Fixed { policy, per_level } => (Some(*policy), per_level.clone(), None),
+            Filters::None => (None, BTreeMap::new(), None),
+        };
         FilterChoice {
-            policy: o.filter_policy,
-            per_level: o.filter_policy_per_level.clone(),
-            budget: o.budget_in_effect().copied(),
+            policy,
+            per_level,
+            budget,
         }
-    }
-
-    fn apply(&self, o: &mut Options) {
-        o.filter_policy = self.policy;
-        o.filter_policy_per_level = self.per_level.clone();
-        o.filter_budget = self.budget;
     }
 }
 
-impl PrefixChoice {
-    fn of(o: &Options) -> Self {
+impl From<&FilterChoice> for Filters {
+    fn from(c: &FilterChoice) -> Self {
+        if let Some(b) = c.budget {
+            return Filters::Budget(b);
+        }
+        match (c.policy, c.per_level.values().flatten().next()) {
+            (Some(policy), _) => Filters::Fixed {
+                policy,
+                per_level: c.per_level.clone(),
+            },
+            (None, None) => Filters::None,
+            // No filter but on some levels (a record of `Options` from before `Filters`):
+            // the same, with every other level's "none" written out.
+            (None, Some(&policy)) => Filters::Fixed {
+                policy,
+                per_level: (0..MAX_LEVELS)
+                    .map(|l| (l, c.per_level.get(&l).copied().flatten()))
+                    .collect(),
+            },
+        }
+    }
+}
+
+impl From<PrefixFilters> for PrefixChoice {
+    fn from(p: PrefixFilters) -> Self {
         PrefixChoice {
-            extractor: o.prefix_extractor,
-            whole_key_filtering: o.whole_key_filtering,
+            extractor: p.rule(),
+            whole_key_filtering: p.whole_key_filters(),
         }
-    }
-
-    fn apply(&self, o: &mut Options) {
-        o.prefix_extractor = self.extractor;
-        o.whole_key_filtering = self.whole_key_filtering;
     }
 }
 
-impl CompressionChoice {
-    fn of(o: &Options) -> Self {
-        CompressionChoice {
-            default: o.compression,
-            per_level: o.compression_per_level.clone(),
+impl TryFrom<&PrefixChoice> for PrefixFilters {
+    type Error = String;
+    fn try_from(c: &PrefixChoice) -> std::result::Result<Self, String> {
+        match (c.extractor, c.whole_key_filtering) {
+            (None, true) => Ok(PrefixFilters::None),
+            (None, false) => Err("no whole-key filters and no prefix rule".into()),
+            (Some(rule), whole_key_filters) => Ok(PrefixFilters::On {
+                rule,
+                whole_key_filters,
+            }),
         }
-    }
-
-    fn apply(&self, o: &mut Options) {
-        o.compression = self.default;
-        o.compression_per_level = self.per_level.clone();
     }
 }
 
-impl fmt::Display for CompressionChoice {
+impl fmt::Display for Compressions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "compression {}", self.default)?;
         for (level, c) in &self.per_level {
@@ -160,15 +169,21 @@ impl fmt::Display for CompressionChoice {
 }
 
 impl StoredOptions {
-    /// What `opts` would store.
+    /// What `opts` would store (a setting not given as its default).
     pub fn of(opts: &Options) -> Self {
         StoredOptions {
-            filter: FilterChoice::of(opts),
-            prefix: PrefixChoice::of(opts),
+            filter: opts.filters().into(),
+            prefix: opts.prefix_filters().into(),
             memtable_size: opts.memtable_size as u64,
             l0_compaction_trigger: opts.l0_compaction_trigger as u64,
-            compression: CompressionChoice::of(opts),
+            compression: opts.compressions().clone(),
         }
+    }
+
+    /// The recorded settings as `Options` take them; `Err` says what cannot be one.
+    fn settings(&self) -> std::result::Result<(Filters, PrefixFilters, Compressions), String> {
+        let prefix = PrefixFilters::try_from(&self.prefix)?;
+        Ok(((&self.filter).into(), prefix, self.compression.clone()))
     }
 }
 
@@ -252,10 +267,15 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
         (_, payload) => FRAMED.parse(path, payload)?,
     };
     // What it holds must be options this build accepts.
-    let mut check = Options::default();
-    data.filter.apply(&mut check);
-    data.prefix.apply(&mut check);
-    data.compression.apply(&mut check);
+    let (filters, prefix_filters, compression) = data
+        .settings()
+        .map_err(|e| Error::corruption(path, format!("holds options that are not valid: {e}")))?;
+    let check = Options {
+        filters: Some(filters),
+        prefix_filters: Some(prefix_filters),
+        compression: Some(compression),
+        ..Options::default()
+    };
     // A codec this build lacks (zstd without its feature) is not damage.
     let codecs = data.compression.per_level.values();
     let lacking = codecs.chain([&data.compression.default]).find(|c| {
@@ -295,279 +315,89 @@ pub fn write(fs: &dyn FileSystem, dir: &Path, data: &StoredOptions) -> Result<()
     crate::fs::write_atomic(fs, dir, TEMP_FILE, OPTIONS_FILE, &encode(data)?)
 }
 
-/// The options to open with: `given` merged with the record `stored` by `given.options_record`
-/// (module comment), and what was kept and changed. `filter_budget` comes back as the budget
-/// in effect (`Options::budget_in_effect`): `None` where a fixed policy applies.
+/// The options to open with: each setting `given` leaves `None` takes the record's (module
+/// comment), and what was kept and changed. Every setting is `Some` in the result.
 pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, OptionsReport) {
-    let (mut opts, report) = merge(given, stored);
-    opts.filter_budget = opts.budget_in_effect().copied();
-    (opts, report)
-}
-
-fn merge(given: Options, stored: Option<&StoredOptions>) -> (Options, OptionsReport) {
     let mut report = OptionsReport {
         record_found: stored.is_some(),
         ..OptionsReport::default()
     };
-    let Some(stored) = stored else {
-        return (given, report);
-    };
-    let defaults = Options::default();
-    let replace = given.options_record == OptionsRecord::Replace;
-    let (filter, prefix) = (FilterChoice::of(&given), PrefixChoice::of(&given));
-    let compression = CompressionChoice::of(&given);
-    // Which settings come from the record: those the caller left at their defaults.
-    let keep_filter = !replace && filter == FilterChoice::of(&defaults);
-    let keep_prefix = !replace && prefix == PrefixChoice::of(&defaults);
-    let keep_compression = !replace && compression == CompressionChoice::of(&defaults);
-    let merged = |keep: [bool; 3]| {
-        let mut o = given.clone();
-        if keep[0] {
-            stored.filter.apply(&mut o);
-        }
-        if keep[1] {
-            stored.prefix.apply(&mut o);
-        }
-        if keep[2] {
-            stored.compression.apply(&mut o);
-        }
-        o
-    };
-    // Recorded settings that cannot go with the options given (recorded LZ4 beside a
-    // `table_format_version` of 2 given now) give way to them: that is the caller's latest
-    // word. The options given alone must then be valid, or the open refuses them.
-    let would_keep = [keep_filter, keep_prefix, keep_compression];
-    let gave_way = would_keep.contains(&true) && merged(would_keep).validate().is_err();
-    let keep = if gave_way { [false; 3] } else { would_keep };
-    for (i, (setting, was, now)) in [
-        ("filter", stored.filter.to_string(), filter.to_string()),
-        ("prefix", stored.prefix.to_string(), prefix.to_string()),
-        (
+    let mut o = given;
+    // A record whose settings cannot be options is refused by `decode`; one built here
+    // always can.
+    if let Some((filters, prefix, compression)) = stored.and_then(|s| s.settings().ok()) {
+        let text = |f: &Filters| FilterChoice::from(f).to_string();
+        settle(
+            "filter",
+            &mut o,
+            |o| &mut o.filters,
+            filters,
+            &text,
+            &mut report,
+        );
+        let text = |p: &PrefixFilters| PrefixChoice::from(*p).to_string();
+        settle(
+            "prefix",
+            &mut o,
+            |o| &mut o.prefix_filters,
+            prefix,
+            &text,
+            &mut report,
+        );
+        let text = |c: &Compressions| c.to_string();
+        settle(
             "compression",
-            stored.compression.to_string(),
-            compression.to_string(),
-        ),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        if was == now {
-            continue;
-        }
-        let (kept, now) = match (keep[i], gave_way && would_keep[i]) {
-            (false, true) => (
-                false,
-                format!("{now} (the recorded setting cannot be combined with the options given)"),
-            ),
-            (kept, _) => (kept, now),
-        };
-        if kept {
-            report.kept.push((setting.into(), was));
-        } else {
-            report.changed.push(OptionChange {
-                setting: setting.into(),
-                was,
-                now,
-            });
-        }
+            &mut o,
+            |o| &mut o.compression,
+            compression,
+            &text,
+            &mut report,
+        );
     }
-    (merged(keep), report)
+    o.filters = Some(o.filters().clone());
+    o.prefix_filters = Some(o.prefix_filters());
+    o.compression = Some(o.compressions().clone());
+    (o, report)
+}
+
+/// One setting of `resolve`: given, it replaces `recorded` (a change if it differs); not
+/// given, it takes `recorded` when the options stay valid with it, and the default otherwise.
+fn settle<T: Clone + PartialEq + Default>(
+    setting: &str,
+    o: &mut Options,
+    field: impl Fn(&mut Options) -> &mut Option<T>,
+    recorded: T,
+    text: &dyn Fn(&T) -> String,
+    report: &mut OptionsReport,
+) {
+    let change = |was: &T, now: String| OptionChange {
+        setting: setting.into(),
+        was: text(was),
+        now,
+    };
+    if let Some(now) = field(o).clone() {
+        if now != recorded {
+            report.changed.push(change(&recorded, text(&now)));
+        }
+        return;
+    }
+    *field(o) = Some(recorded.clone());
+    if o.validate().is_ok() {
+        // Listed where it differs from what a new store would get.
+        if recorded != T::default() {
+            report.kept.push((setting.into(), text(&recorded)));
+        }
+        return;
+    }
+    *field(o) = None;
+    if recorded != T::default() {
+        let now = format!(
+            "{} (the recorded setting cannot be combined with the options given)",
+            text(&T::default())
+        );
+        report.changed.push(change(&recorded, now));
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::filter::FilterKind;
-
-    fn budget_store() -> Options {
-        Options {
-            filter_budget: Some(FilterBudget::bits_per_key(8.0)),
-            ..Options::default()
-        }
-    }
-
-    #[test]
-    fn records_round_trip_and_every_damage_is_refused() {
-        let mut o = Options {
-            filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5)),
-            prefix_extractor: Some(PrefixExtractor::delimiter(b':', 2)),
-            whole_key_filtering: false,
-            ..Options::default()
-        };
-        o.filter_policy_per_level.insert(0, None);
-        let data = StoredOptions::of(&o);
-        let bytes = encode(&data).unwrap();
-        let path = Path::new("OPTIONS");
-        assert_eq!(decode(path, &bytes).unwrap(), data);
-        for i in 0..bytes.len() {
-            for bit in [0x01u8, 0x80] {
-                let mut b = bytes.clone();
-                b[i] ^= bit;
-                assert!(decode(path, &b).is_err(), "flip at {i} accepted");
-            }
-        }
-        for len in 0..bytes.len() {
-            assert!(
-                decode(path, &bytes[..len]).is_err(),
-                "cut at {len} accepted"
-            );
-        }
-        let mut longer = bytes.clone();
-        longer.push(0);
-        assert!(decode(path, &longer).is_err());
-    }
-
-    #[test]
-    fn a_record_holding_invalid_options_is_refused_naming_them() {
-        let o = Options {
-            filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Blocked, -3.0)),
-            ..Options::default()
-        };
-        let bytes = encode(&StoredOptions::of(&o)).unwrap();
-        let e = decode(Path::new("d/OPTIONS"), &bytes)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("d/OPTIONS") && e.contains("not valid"), "{e}");
-    }
-
-    #[test]
-    fn defaults_take_the_record_and_anything_else_replaces_it() {
-        let stored = StoredOptions::of(&budget_store());
-        // Nothing given: the budget is kept and reported.
-        let (o, r) = resolve(Options::default(), Some(&stored));
-        assert_eq!(o.filter_budget, Some(FilterBudget::bits_per_key(8.0)));
-        assert!(r.record_found && r.changed.is_empty());
-        assert_eq!(r.kept.len(), 1);
-        assert!(r.kept[0].1.contains("budget of 8 bits/key"), "{:?}", r.kept);
-        // A different filter: applied and reported as a change.
-        let given = Options {
-            filter_policy: Some(FilterPolicy::bits_per_key(FilterKind::Standard, 12.0)),
-            ..Options::default()
-        };
-        let (o, r) = resolve(given, Some(&stored));
-        assert_eq!(o.filter_budget, None);
-        assert_eq!(r.changed.len(), 1);
-        assert!(
-            r.changed[0].now.contains("standard Bloom 12 bits/key"),
-            "{:?}",
-            r.changed
-        );
-        // Back to the defaults on purpose.
-        let given = Options {
-            options_record: OptionsRecord::Replace,
-            ..Options::default()
-        };
-        let (o, r) = resolve(given, Some(&stored));
-        assert_eq!(o.filter_budget, Some(FilterBudget::default()));
-        assert_eq!(r.changed.len(), 1);
-        // The same options again: nothing to report.
-        let (_, r) = resolve(budget_store(), Some(&stored));
-        assert!(r.kept.is_empty() && r.changed.is_empty());
-        // A recorded prefix rule goes beside a budget given now: the budget plans both.
-        let prefixed = StoredOptions::of(&Options {
-            prefix_extractor: Some(PrefixExtractor::fixed(3)),
-            ..Options::default()
-        });
-        let (o, r) = resolve(budget_store(), Some(&prefixed));
-        assert!(o.validate().is_ok());
-        assert_eq!(o.filter_budget, Some(FilterBudget::bits_per_key(8.0)));
-        assert_eq!(o.prefix_extractor, Some(PrefixExtractor::fixed(3)));
-        assert_eq!(r.kept.len(), 1, "{r:?}");
-        assert_eq!(r.changed.len(), 1, "{r:?}");
-        // Recorded LZ4 cannot go beside table format 2 given now: it gives way, and its
-        // removal is reported, saying why.
-        let lz4 = StoredOptions::of(&Options {
-            compression: Compression::Lz4,
-            ..Options::default()
-        });
-        let v2 = Options {
-            table_format_version: 2,
-            ..Options::default()
-        };
-        let (o, r) = resolve(v2, Some(&lz4));
-        assert!(o.validate().is_ok());
-        assert_eq!(o.compression, Compression::None);
-        assert!(r.kept.is_empty(), "{r:?}");
-        assert_eq!(r.changed.len(), 1, "{r:?}");
-        assert!(r.changed[0].now.contains("cannot be combined"), "{r:?}");
-        // So does a recorded prefix rule beside table format 1, which cannot hold one.
-        let v1 = Options {
-            table_format_version: 1,
-            ..Options::default()
-        };
-        // Without the prefix rule, the default budget no longer gives way to it (the recorded
-        // fixed policy was there only because of the rule), and that is reported too.
-        let (o, r) = resolve(v1, Some(&prefixed));
-        assert!(o.validate().is_ok());
-        assert_eq!(o.prefix_extractor, None);
-        assert_eq!(o.filter_budget, Some(FilterBudget::default()));
-        let settings: Vec<&str> = r.changed.iter().map(|c| c.setting.as_str()).collect();
-        assert_eq!(settings, ["filter", "prefix"], "{r:?}");
-        assert!(r.changed[1].now.contains("cannot be combined"), "{r:?}");
-        // No record: as given.
-        let (o, r) = resolve(Options::default(), None);
-        assert!(!r.record_found && o.filter_budget == Some(FilterBudget::default()));
-    }
-
-    #[test]
-    fn the_default_budget_gives_way_to_a_fixed_policy_given_and_to_a_recorded_one() {
-        let ribbon = Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.0));
-        // A policy other than the default, `None` included, or a per-level override: fixed.
-        for given in [
-            Options {
-                filter_policy: ribbon,
-                ..Options::default()
-            },
-            Options {
-                filter_policy: None,
-                ..Options::default()
-            },
-            Options {
-                filter_policy_per_level: [(2, None)].into(),
-                ..Options::default()
-            },
-            Options {
-                prefix_extractor: Some(PrefixExtractor::fixed(3)),
-                ..Options::default()
-            },
-        ] {
-            assert!(given.validate().is_ok());
-            assert_eq!(given.budget_in_effect(), None);
-            let (o, _) = resolve(given.clone(), None);
-            assert_eq!(o.filter_budget, None);
-            assert_eq!(StoredOptions::of(&given).filter.budget, None);
-        }
-        // A budget given on purpose replaces the policy, and cannot go with per-level ones.
-        let mine = FilterBudget::bits_per_key(12.0);
-        let both = Options {
-            filter_policy: ribbon,
-            filter_budget: Some(mine),
-            ..Options::default()
-        };
-        assert_eq!(both.budget_in_effect(), Some(&mine));
-        let bad = Options {
-            filter_policy_per_level: [(2, None)].into(),
-            filter_budget: Some(mine),
-            ..Options::default()
-        };
-        let e = bad.validate().unwrap_err().to_string();
-        assert!(e.contains("filter_policy_per_level"), "{e}");
-        // A store recorded before the budget was the default (the fixed default policy, no
-        // budget) keeps its fixed policy when reopened with the defaults.
-        let old = StoredOptions::of(&Options {
-            filter_budget: None,
-            ..Options::default()
-        });
-        assert_eq!(old.filter.budget, None);
-        let (o, r) = resolve(Options::default(), Some(&old));
-        assert_eq!(o.filter_budget, None);
-        assert_eq!(o.filter_policy, Some(FilterPolicy::default()));
-        assert_eq!(r.kept.len(), 1, "{r:?}");
-        assert!(r.kept[0].1.contains("blocked Bloom 10 bits/key"), "{r:?}");
-        // The default now recorded reads back as the budget.
-        let new = StoredOptions::of(&Options::default());
-        let (o, r) = resolve(Options::default(), Some(&new));
-        assert_eq!(o.filter_budget, Some(FilterBudget::default()));
-        assert!(r.kept.is_empty() && r.changed.is_empty(), "{r:?}");
-    }
-}
+mod tests;

@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use super::budget::{self, Change, Outlook};
 use super::compaction::{self, Job};
+use super::filters::TableFilters;
 use super::inner::{lock, Inner, Work};
 use super::manifest::{self, ManifestData, TableMeta};
 use super::memtable::Memtable;
-use super::options::TableFilters;
 use super::stats::add;
 use super::version::Version;
 use super::{table_path, wal, Options};
@@ -40,7 +40,7 @@ pub(super) fn l0_filter(
     mem: &Memtable,
     id: u64,
 ) -> TableFilters {
-    let Some(b) = opts.budget_in_effect() else {
+    let Some(b) = opts.filters().budget() else {
         return opts.filters_for_level(0);
     };
     // Keys, and distinct prefixes (adjacent in key order) under the rule.
@@ -48,7 +48,7 @@ pub(super) fn l0_filter(
     let mut last: Option<Vec<u8>> = None;
     let counted: std::result::Result<(), ()> = mem.for_each_newest(|k, _| {
         keys += 1;
-        if let Some(p) = opts.prefix_extractor.and_then(|r| r.prefix(k)) {
+        if let Some(p) = opts.prefix_rule().and_then(|r| r.prefix(k)) {
             if last.as_deref() != Some(p) {
                 prefixes += 1;
                 last = Some(p.to_vec());
@@ -64,7 +64,7 @@ pub(super) fn l0_filter(
 /// The filters for tables `job` writes: the options' policy for its output level, or what the
 /// filter budget allocates to that level once the job is done.
 pub(super) fn compaction_filter(opts: &Options, version: &Version, job: &Job) -> TableFilters {
-    let Some(b) = opts.budget_in_effect() else {
+    let Some(b) = opts.filters().budget() else {
         return opts.filters_for_level(job.output_level);
     };
     let change = Change::Compaction {

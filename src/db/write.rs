@@ -24,6 +24,7 @@ use std::time::Duration;
 use super::inner::{lock, Inner};
 use super::memtable::Memtable;
 use super::wal::{self, Ops, WalWriter};
+use super::write_queue::{take_group, Queued};
 use super::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::error::{Error, Result};
 
@@ -93,43 +94,6 @@ impl WriteBatch {
         }
         Ok(())
     }
-}
-
-/// Records one leader appends with one write, at most (a single larger record goes alone).
-const MAX_GROUP_BYTES: usize = 1 << 20;
-
-/// A write waiting for a leader: its ticket, WAL record and operations, and its thread (woken
-/// alone when its result is in, or when it may lead: a shared condvar woke every waiting
-/// writer for every group, and with kv_server's 50 connections those wake-ups were half the
-/// profile).
-struct Queued {
-    ticket: u64,
-    record: Vec<u8>,
-    ops: Ops,
-    thread: std::thread::Thread,
-}
-
-/// Writes waiting to be committed, and the results of committed ones not yet collected.
-#[derive(Default)]
-pub(super) struct WriteQueue {
-    next_ticket: u64,
-    pending: std::collections::VecDeque<Queued>,
-    results: std::collections::HashMap<u64, Result<()>>,
-    leader_active: bool,
-}
-
-/// The first waiting writes, up to `MAX_GROUP_BYTES` of records (always at least one).
-fn take_group(pending: &mut std::collections::VecDeque<Queued>) -> Vec<Queued> {
-    let mut group = Vec::new();
-    let mut bytes = 0;
-    while let Some(w) = pending.front() {
-        if !group.is_empty() && bytes + w.record.len() > MAX_GROUP_BYTES {
-            break;
-        }
-        bytes += w.record.len();
-        group.extend(pending.pop_front());
-    }
-    group
 }
 
 /// Hands out the group's results when the leader is done, or `Error::Panicked` to every write

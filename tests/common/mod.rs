@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use lsm_bloom::Options;
+use lsm_bloom::PrefixFilters;
 
 /// The example binary, built now if it is missing or stale (`cargo test` builds examples
 /// with `test = true` only as test harnesses, not the binary the tests start).
@@ -55,7 +56,7 @@ pub fn tiny_options() -> Options {
     }
 }
 
-/// A store at `dir` under the rule `delimiter(':', 1)` holding `tables` flushed tables, table
+/// A store at `dir` under the rule `delimiter(':', 1)`, with the fixed default filter policy, holding `tables` flushed tables, table
 /// `t` holding the keys `keys(t)` (value `v`); closed before returning.
 pub fn colon_prefix_store(
     dir: &std::path::Path,
@@ -63,7 +64,11 @@ pub fn colon_prefix_store(
     keys: impl Fn(usize) -> Vec<String>,
 ) {
     let opts = Options {
-        prefix_extractor: Some(lsm_bloom::PrefixExtractor::delimiter(b':', 1)),
+        // 10 bits per key and per prefix, as the tests that read this store expect.
+        filters: Some(lsm_bloom::Filters::fixed(lsm_bloom::FilterPolicy::default())),
+        prefix_filters: Some(PrefixFilters::with(lsm_bloom::PrefixExtractor::delimiter(
+            b':', 1,
+        ))),
         ..Options::default()
     };
     let db = lsm_bloom::Db::open(dir, opts).unwrap();

@@ -1,0 +1,206 @@
+//! The settings that decide how new tables are written and read, as `Options` takes them:
+//! which filters (`Filters`), which prefix filters (`PrefixFilters`) and which compression
+//! (`Compressions`); and what one new table gets (`TableFilters`), whoever decided it (the
+//! fixed policy, `Options::filters_for_level`, or the budget, `budget::Plan`).
+//!
+//! Each is one value, so no rule compares a setting with its default: a store's options
+//! record (`stored_options.rs`) keeps each of the three, and `Options` says for each whether
+//! it is given (`Some`) or left to the record (`None`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::allocation::FilterBudget;
+use crate::filter::FilterPolicy;
+use crate::prefix::PrefixExtractor;
+use crate::table::Compression;
+
+/// Which whole-key filters new tables get, and, with prefix filters, from what memory.
+///
+/// ```
+/// use lsm_bloom::{FilterBudget, FilterKind, FilterPolicy, Filters};
+/// // The default: 10 bits per key on average, planned per level (README "Filter memory as
+/// // a budget").
+/// assert_eq!(Filters::default(), Filters::Budget(FilterBudget::bits_per_key(10.0)));
+/// // One policy everywhere, none on level 0.
+/// let fixed = Filters::fixed(FilterPolicy::bits_per_key(FilterKind::Ribbon, 8.0)).without_on(0);
+/// assert_eq!(fixed.policy_for_level(0), None);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub enum Filters {
+    /// Filter memory as a budget: each new table's filter gets the kind and bits/key the
+    /// budget allocates to its level (`src/db/budget.rs`), so level 0, which every lookup
+    /// probes, gets the most bits per key; with prefix filters, their runs are planned from
+    /// the same memory. `DbStats::filter_budget` shows the allocation.
+    Budget(FilterBudget),
+    /// One policy for every level, and per-level overrides (`None` there: no filter on that
+    /// level). Prefix filters get their level's policy.
+    Fixed {
+        /// The policy of every level without an override.
+        policy: FilterPolicy,
+        /// Per-level overrides.
+        per_level: BTreeMap<usize, Option<FilterPolicy>>,
+    },
+    /// No filters: a lookup reads a data block of every table whose range holds its key.
+    None,
+}
+
+impl Default for Filters {
+    /// A budget of 10 bits per key on average (`FilterBudget::default()`).
+    fn default() -> Self {
+        Filters::DEFAULT
+    }
+}
+
+impl Filters {
+    /// `Filters::default()`, as a constant.
+    pub const DEFAULT: Filters = Filters::Budget(FilterBudget::bits_per_key(10.0));
+
+    /// `policy` on every level.
+    pub fn fixed(policy: FilterPolicy) -> Self {
+        Filters::Fixed {
+            policy,
+            per_level: BTreeMap::new(),
+        }
+    }
+
+    /// The same fixed filters with `policy` on `level` (`None`: no filter there). Unchanged
+    /// unless `Fixed`.
+    pub fn with_level(mut self, level: usize, policy: Option<FilterPolicy>) -> Self {
+        if let Filters::Fixed { per_level, .. } = &mut self {
+            per_level.insert(level, policy);
+        }
+        self
+    }
+
+    /// The same fixed filters with none on `level`.
+    pub fn without_on(self, level: usize) -> Self {
+        self.with_level(level, None)
+    }
+
+    /// The budget, if the filters are a budget.
+    pub fn budget(&self) -> Option<&FilterBudget> {
+        match self {
+            Filters::Budget(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    /// The policy of a table written to `level` under fixed filters (`None` under a budget,
+    /// which decides per table, and without filters).
+    pub fn policy_for_level(&self, level: usize) -> Option<FilterPolicy> {
+        match self {
+            Filters::Fixed { policy, per_level } => {
+                per_level.get(&level).copied().unwrap_or(Some(*policy))
+            }
+            Filters::Budget(_) | Filters::None => None,
+        }
+    }
+}
+
+/// Prefix filters: beside (or instead of) each table's whole-key filter, a filter over its
+/// keys' distinct prefixes under a rule, so `Db::scan_prefix` (or a `scan` whose range lies
+/// inside one prefix) skips every table whose prefix filter says "absent". Tables written
+/// under another rule, or none, are read (counted in `LevelStats::prefix_unfiltered`), so
+/// changing it is safe at any reopen.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum PrefixFilters {
+    /// No prefix filters (the default).
+    #[default]
+    None,
+    /// Prefix filters under `rule`.
+    On {
+        /// Which part of a key is its prefix.
+        rule: PrefixExtractor,
+        /// Keep whole-key filters beside them (false: prefix filters only, and `get` asks
+        /// them with the key's prefix).
+        whole_key_filters: bool,
+    },
+}
+
+impl PrefixFilters {
+    /// Prefix filters under `rule`, beside the whole-key filters.
+    pub fn with(rule: PrefixExtractor) -> Self {
+        PrefixFilters::On {
+            rule,
+            whole_key_filters: true,
+        }
+    }
+
+    /// Prefix filters under `rule` instead of whole-key filters.
+    pub fn only(rule: PrefixExtractor) -> Self {
+        PrefixFilters::On {
+            rule,
+            whole_key_filters: false,
+        }
+    }
+
+    /// The prefix rule, if there are prefix filters.
+    pub fn rule(&self) -> Option<PrefixExtractor> {
+        match self {
+            PrefixFilters::None => None,
+            PrefixFilters::On { rule, .. } => Some(*rule),
+        }
+    }
+
+    /// Whether tables get whole-key filters (true unless prefix filters replace them).
+    pub fn whole_key_filters(&self) -> bool {
+        match self {
+            PrefixFilters::None => true,
+            PrefixFilters::On {
+                whole_key_filters, ..
+            } => *whole_key_filters,
+        }
+    }
+}
+
+/// How new tables' data blocks are compressed: one codec, with per-level overrides (e.g. none
+/// for levels 0 and 1, which are small and rewritten soon, LZ4 below). Filters, indexes and
+/// the block cache hold raw bytes, so absent-key gets and cache hits never decompress.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Compressions {
+    /// The codec of every level without an override (default none).
+    pub default: Compression,
+    /// Per-level overrides.
+    pub per_level: BTreeMap<usize, Compression>,
+}
+
+impl Compressions {
+    /// No compression anywhere, as a constant.
+    pub const NONE: Compressions = Compressions {
+        default: Compression::None,
+        per_level: BTreeMap::new(),
+    };
+
+    /// The same with `codec` on `level`.
+    pub fn with_level(mut self, level: usize, codec: Compression) -> Self {
+        self.per_level.insert(level, codec);
+        self
+    }
+
+    /// The codec of tables written to `level`.
+    pub fn for_level(&self, level: usize) -> Compression {
+        self.per_level.get(&level).copied().unwrap_or(self.default)
+    }
+}
+
+impl From<Compression> for Compressions {
+    /// `codec` on every level.
+    fn from(codec: Compression) -> Self {
+        Compressions {
+            default: codec,
+            per_level: BTreeMap::new(),
+        }
+    }
+}
+
+/// The filters one new table gets: from the level's fixed policy, or what the filter budget
+/// allocates to its runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct TableFilters {
+    /// The whole-key filter (`None`: none).
+    pub(crate) key: Option<FilterPolicy>,
+    /// The prefix filter (`None`: none).
+    pub(crate) prefix: Option<FilterPolicy>,
+}
