@@ -62,7 +62,9 @@ impl Scan for Ours {
         };
         let it = self.0.scan(range).expect("scan");
         let count = |it: &mut dyn Iterator<Item = lsm_bloom::Result<(Vec<u8>, Vec<u8>)>>| {
-            it.take(limit).map(|r| r.expect("scan item")).count()
+            it.take(limit)
+                .try_fold(0, |n, r| r.map(|_| n + 1))
+                .expect("scan item")
         };
         if reverse {
             count(&mut it.rev())
