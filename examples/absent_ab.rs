@@ -10,14 +10,14 @@
 //! unit (one hop of a dependent random walk over 512 MiB) and the time per absent get, after
 //! an untimed pass over other absent keys; each SEED draws keys of its own. Build this file at
 //! the other commit too (it uses only API both have), then alternate the two binaries' `time`
-//! runs; the closing note of issue 19 shows the loop.
+//! runs (docs/design.md quotes such runs).
 //!
 //! `absent_ab time-multi DIR SEED [OPS]` does the same with `Db::multi_get`, 64 keys at a
 //! time, and prints the time per key.
 //!
 //! Apart from `time-multi`, only `Db::open`, `put`, `get`, `flush` and `wait_for_compactions`
-//! and options fields that existed before issue 19 are used, so the same source builds there
-//! with the `time-multi` arm deleted (`Db::multi_get` came with issue 19).
+//! and options fields that existed before the read-path work (`97fbf1e`) are used, so the same source builds there
+//! with the `time-multi` arm deleted (`Db::multi_get` came later).
 
 use std::path::Path;
 use std::time::Instant;

@@ -100,7 +100,7 @@ pub(crate) fn key_prefix(key: &[u8]) -> u64 {
 /// `sorted.partition_point(|&m| m < probe)`, into `out`. The searches run in lockstep, one
 /// step of every probe per round: each search is a chain of dependent loads and compares, and
 /// one at a time the next step waits on the last; across probes the steps are independent and
-/// overlap. Measured in `multi_get` (issue 19): the one-at-a-time search's compare was ~7% of an
+/// overlap. Measured in `multi_get`: the one-at-a-time search's compare was ~7% of an
 /// absent `multi_get` at the defaults (`db_bench --defaults --hold absent-multi`).
 pub(crate) fn partition_points(sorted: &[u64], probes: &[u64], out: &mut [usize]) {
     debug_assert_eq!(probes.len(), out.len());

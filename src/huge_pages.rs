@@ -1,5 +1,5 @@
 //! Memory that the kernel can back with 2 MiB pages, for the filter blocks of open tables
-//! (`Options::filter_huge_pages`, issue 19 item 3).
+//! (`Options::filter_huge_pages`).
 //!
 //! Why: an absent get probes one filter per level, each probe a random cache line somewhere
 //! in all the store's filters (117 MiB at 10^8 keys). With 4 KiB pages that is ~30,000 pages,

@@ -222,7 +222,7 @@ impl ReadPath<'_> {
         let version = &state.version;
         // Every table that may hold the key, in the order of evidence (level 0 newest first,
         // then one per deeper level), found before any filter is probed: the filters' cache
-        // lines are then requested together and their misses overlap (issue 19), where probing
+        // lines are then requested together and their misses overlap, where probing
         // one after another would wait for each miss in turn. The answer and the order in
         // which tables are consulted are as before. Each filter's first line is requested as
         // soon as its table is found (the next level's search runs while it loads), and the

@@ -5,7 +5,7 @@
 //! aligned): a `get` adds to its own thread's copy with a plain load and store (no locked
 //! instruction, no cache line another reader writes), and `stats()` sums every thread's copy.
 //! Shared atomics counted on every get cost two threads more than a third of their throughput
-//! (issue 9's figures: two threads did less than one). The write path's counters are shared
+//! (measured: two threads did less than one). The write path's counters are shared
 //! atomics: writers are serialised anyway.
 //!
 //! Filter counters follow RocksDB's tickers: `filter_checks` counts tables whose key range

@@ -16,7 +16,7 @@
 //! math, no I/O; the store decides what the runs are and when to recompute.
 //!
 //! Worked example (the runs of unit test `skewed_runs_beat_uniform`: two L0 tables of 10^5
-//! keys, levels of 10^6 and 10^7; computed 2026-11-22): expected wasted reads per absent-key
+//! keys, levels of 10^6 and 10^7): expected wasted reads per absent-key
 //! lookup, uniform bits/key against this allocation of the same memory —
 //!
 //! | kind | avg bits/key | allocation (L0, L0, L1, L2) | uniform | allocated | saved |
@@ -29,7 +29,7 @@
 //! | blocked | 10 | 20.50, 20.50, 14.63, 9.31 | 0.0383 | 0.0146 | 62% |
 //!
 //! The last level, holding 89% of the keys, gives up under one bit per key; the young runs
-//! get two to three times the average. Measured reads in a store are issue 10's benchmark.
+//! get two to three times the average. Measured reads in a store: `examples/filter_budget.rs` (docs/benchmarks.md).
 
 use std::sync::OnceLock;
 

@@ -80,7 +80,7 @@ pub fn blocked_fpr(bits_per_key: f64, k: u32) -> f64 {
 /// Probes used by the blocked filter at `bits_per_key` when no k is given.
 ///
 /// Chosen by measurement: `cargo test --release --test filter_fpr -- --ignored --nocapture
-/// blocked_k_table` (500k keys, 1M non-member queries per cell, every k in 1..=16; 2026-11-21).
+/// blocked_k_table` (500k keys, 1M non-member queries per cell, every k in 1..=16).
 /// The best k per whole bits/key, with its measured FPR, the `blocked_fpr` model at that k, and
 /// the textbook filter at the same bits/key for comparison:
 ///

@@ -13,7 +13,7 @@
 //!
 //! Why Ribbon and not a binary fuse filter (the other ~30%-smaller candidate), measured with
 //! `cargo run --release --example filter_bench -- --large-mib 64` (xorf's `BinaryFuse8` beside
-//! ours, same XXH3 hashes, 2026-11-22):
+//! ours, same XXH3 hashes):
 //!
 //! | filter | keys | bits/key | FPR | build ns/key | query ns in cache (pos / neg) | out of cache |
 //! |---|---|---|---|---|---|---|
@@ -27,8 +27,7 @@
 //! 7.2–7.5 bits/key at 0.78% and has a size for every r; a budget level between two r gets a
 //! mix of tables (`filter::budget::ribbon_split`). Its cost was build time (5–7× the blocked
 //! Bloom's in the table; since `build` bands in start order and back-substitutes in registers,
-//! 107–112 / 85–86 ns/key for `ribbon-1%`, 3.2–3.9× / 0.8× the blocked Bloom's, same command,
-//! 2026-11-24) and out-of-cache queries (2.6–2.9×: a row spans two 16·r-byte blocks, up to four
+//! 107–112 / 85–86 ns/key for `ribbon-1%`, 3.2–3.9× / 0.8× the blocked Bloom's, same command) and out-of-cache queries (2.6–2.9×: a row spans two 16·r-byte blocks, up to four
 //! cache lines, against the blocked Bloom's one), so the store uses it only where keys stay
 //! longest (`db::budget`). In cache its query is 1.4–1.5× the blocked Bloom's.
 //!

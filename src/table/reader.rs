@@ -194,7 +194,7 @@ impl Table {
     /// caches, where `in_level` loads a `Table` at each step. A table is read only where its
     /// prefix ties the key's, and then the one found. Measured at 10^8 keys (145 tables in the
     /// largest level): the search's loads of `Table`s, a chain of cache misses, were ~14% of an
-    /// absent get, and the filter prefetch waited on the found table's load (issue 19).
+    /// absent get, and the filter prefetch waited on the found table's load.
     #[inline]
     pub fn in_level_by<'t>(
         tables: &'t [Arc<Table>],

@@ -23,9 +23,9 @@
 //! writer's whole time is the load's critical path), malloc and free another ~13%. Here an
 //! insert is a hash and one probe (one or two cache lines), and the entry goes into the log
 //! in place; the sorting a skip list did on every write is done once per flush, off the
-//! writer's thread, in a sort over entry numbers (figures: README, issue 19's note). Why not
+//! writer's thread, in a sort over entry numbers (figures: docs/design.md). Why not
 //! `RwLock<BTreeMap>` (the first version): every reader's `read()` writes the lock's reader
-//! count, one cache line all reader threads write (issue 9). A reader here writes nothing
+//! count, one cache line all reader threads write. A reader here writes nothing
 //! shared (`arc_swap`'s load uses a thread-local slot).
 
 mod cursor;
