@@ -17,7 +17,10 @@ use lsm_bloom::{Db, Options};
 const CHILD_ENV: &str = "LSM_BLOOM_CRASH_CHILD_DIR";
 
 const SYNC_ENV: &str = "LSM_BLOOM_CRASH_SYNC";
-const CYCLES: u64 = 50;
+/// Crash cycles: 50 with `LSM_BLOOM_THOROUGH` (`.ci/run`), 15 in a plain `cargo test`.
+fn cycles() -> u64 {
+    common::scaled(50, 15)
+}
 
 fn options(sync_writes: bool) -> Options {
     Options {
@@ -76,7 +79,7 @@ fn crash_cycles(sync: bool) {
     let exe = std::env::current_exe().unwrap();
     let mut rng = Rng::new(0xC0FFEE + u64::from(sync));
     let mut expected: std::collections::BTreeMap<String, bool> = Default::default(); // key -> live
-    for cycle in 0..CYCLES {
+    for cycle in 0..cycles() {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
@@ -152,7 +155,8 @@ fn crash_cycles(sync: bool) {
         expected.len()
     );
     println!(
-        "sync_writes={sync}: {CYCLES} SIGKILL cycles, {} acknowledged keys checked",
+        "sync_writes={sync}: {} SIGKILL cycles, {} acknowledged keys checked",
+        cycles(),
         expected.len()
     );
 }

@@ -205,8 +205,9 @@ mod tests {
             .map(|_| !((next() & next() & next()) as u8))
             .collect();
         let (mut yes, mut no, mut repeats) = ([0u32; 21], [0u32; 21], 0);
+        let hashes: u32 = crate::scaled(100_000, 20_000);
         for bits in [&half, &dense] {
-            for _ in 0..100_000 {
+            for _ in 0..hashes {
                 let h = next();
                 for k in 1..=20 {
                     let start = line_start(h, lines);
@@ -240,13 +241,13 @@ mod tests {
         // Both answers occur often at every k, and repeats reach the exact loop.
         for k in 1..=20 {
             assert!(
-                yes[k] > 5_000 && no[k] > 5_000,
+                yes[k] > hashes / 20 && no[k] > hashes / 20,
                 "k {k}: {} yes, {} no",
                 yes[k],
                 no[k]
             );
         }
-        assert!(repeats > 1000, "{repeats} repeats");
+        assert!(repeats > hashes / 100, "{repeats} repeats");
     }
 
     /// True when the first k fields of `mix(h)` repeat one another (k ≤ 7).

@@ -13,6 +13,23 @@ use std::process::Command;
 use lsm_bloom::Options;
 use lsm_bloom::PrefixFilters;
 
+/// Whether the long runs are asked for (`LSM_BLOOM_THOROUGH=1`, as `.ci/run` sets it): the
+/// tests whose cost grows with their iteration counts (fault sweeps, crash cycles, property
+/// cases, kill rounds) run their full counts then, and a quicker share of the same checks in a
+/// plain `cargo test`.
+pub fn thorough() -> bool {
+    std::env::var_os("LSM_BLOOM_THOROUGH").is_some_and(|v| v != "0")
+}
+
+/// `full` when `thorough()`, else `quick`.
+pub fn scaled<T>(full: T, quick: T) -> T {
+    if thorough() {
+        full
+    } else {
+        quick
+    }
+}
+
 /// The example binary, built now if it is missing or stale (`cargo test` builds examples
 /// with `test = true` only as test harnesses, not the binary the tests start).
 pub fn example(name: &str) -> PathBuf {
