@@ -58,22 +58,26 @@ impl<'a> Cursor<'a> {
 }
 
 /// `len` as a u32 length field, or an error naming `what` if it does not fit.
-pub(crate) fn u32_len(len: usize, what: &str) -> crate::Result<u32> {
+pub(crate) fn u32_len(len: usize, what: &str) -> crate::error::Result<u32> {
     u32::try_from(len).map_err(|_| {
-        crate::Error::InvalidArgument(format!(
+        crate::error::Error::InvalidArgument(format!(
             "{what} is {len} bytes, more than a 32-bit length field holds"
         ))
     })
 }
 
 /// Appends `len` as a u32 length field (see [`u32_len`]).
-pub(crate) fn put_u32_len(out: &mut Vec<u8>, len: usize, what: &str) -> crate::Result<()> {
+pub(crate) fn put_u32_len(out: &mut Vec<u8>, len: usize, what: &str) -> crate::error::Result<()> {
     out.extend_from_slice(&u32_len(len, what)?.to_le_bytes());
     Ok(())
 }
 
 /// Appends a u32 length and then `bytes`.
-pub(crate) fn put_len_prefixed(out: &mut Vec<u8>, bytes: &[u8], what: &str) -> crate::Result<()> {
+pub(crate) fn put_len_prefixed(
+    out: &mut Vec<u8>,
+    bytes: &[u8],
+    what: &str,
+) -> crate::error::Result<()> {
     put_u32_len(out, bytes.len(), what)?;
     out.extend_from_slice(bytes);
     Ok(())
@@ -128,6 +132,14 @@ pub(crate) fn partition_points(sorted: &[u64], probes: &[u64], out: &mut [usize]
 /// only when those tie (same result as `a.cmp(b)`).
 pub(crate) fn cmp_prefixed(a_prefix: u64, a: &[u8], b_prefix: u64, b: &[u8]) -> std::cmp::Ordering {
     a_prefix.cmp(&b_prefix).then_with(|| a.cmp(b))
+}
+
+/// A key as text: printable ASCII as is, other bytes as `\xNN`.
+pub fn printable(key: &[u8]) -> String {
+    key.iter()
+        .flat_map(|&b| std::ascii::escape_default(b))
+        .map(char::from)
+        .collect()
 }
 
 #[cfg(test)]

@@ -51,15 +51,8 @@ pub mod table;
 #[cfg(test)]
 mod fuzz_tests;
 
-/// A unit test's iteration count: `full` with `LSM_BLOOM_THOROUGH` set (as `.ci/run` sets it),
-/// `quick` in a plain `cargo test` (the same checks, fewer cases).
 #[cfg(test)]
-pub(crate) fn scaled<T>(full: T, quick: T) -> T {
-    match std::env::var_os("LSM_BLOOM_THOROUGH") {
-        Some(v) if v != "0" => full,
-        _ => quick,
-    }
-}
+mod test_counts;
 
 pub use db::stats::DbStats;
 pub use db::{

@@ -70,7 +70,7 @@ pub(crate) struct Outlook {
 }
 
 impl Outlook {
-    pub(crate) fn of(opts: &super::Options) -> Self {
+    pub(crate) fn of(opts: &super::options::Options) -> Self {
         Outlook {
             runs: opts.l0_compaction_trigger.saturating_sub(1),
             memtable_bytes: opts.memtable_size as u64,

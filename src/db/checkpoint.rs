@@ -18,12 +18,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::files::table_path;
 use super::inner::Inner;
 use super::manifest::{self, ManifestData, TableMeta};
 use super::memtable::Memtable;
 use super::snapshot::Snapshot;
 use super::stored_options::{self, StoredOptions};
-use super::table_path;
 use super::wal::{self, WalWriter};
 use crate::error::{Error, Result};
 use crate::fs::{CreateMode, FileSystem};

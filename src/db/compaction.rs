@@ -20,10 +20,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::files::table_path;
 use super::filters::TableFilters;
 use super::merge::Merge;
+use super::options::Options;
 use super::version::{Version, MAX_LEVELS};
-use super::{table_path, Options};
 use crate::error::{Error, Result};
 use crate::table::{Direction, KeyRange, Table, TableBuilder, TableCursor};
 
@@ -270,7 +271,9 @@ mod tests {
         };
         let opts = Options {
             target_file_size: 8 * 1024,
-            filters: Some(crate::Filters::fixed(crate::FilterPolicy::default())),
+            filters: Some(super::super::filters::Filters::fixed(
+                crate::filter::FilterPolicy::default(),
+            )),
             ..Options::default()
         };
         let mut next = 10;

@@ -17,11 +17,11 @@ use std::time::Duration;
 use arc_swap::{ArcSwap, Guard};
 
 pub(super) use super::locks::lock;
+use super::options::Options;
 use super::report::RecoveryReport;
 use super::stats::Counters;
 use super::version::{State, Version};
 use super::wal::WalWriter;
-use super::Options;
 use crate::error::{Error, Result};
 
 #[derive(Default)]

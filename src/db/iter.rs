@@ -24,7 +24,7 @@
 //! table written under another rule, or none, is read. Data blocks read by a scan's table
 //! cursors are counted per level (`LevelStats::scan_block_reads`).
 
-use std::ops::Bound;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use super::level_cursor::{LevelCursor, ScanSetup};
@@ -265,6 +265,27 @@ impl DoubleEndedIterator for DbIter {
     fn next_back(&mut self) -> Option<Self::Item> {
         self.take(Direction::Backward)
     }
+}
+
+/// `range`'s bounds as owned keys.
+pub(super) fn own_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(
+    range: &R,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let own = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+/// `[prefix, the first key after every key starting with prefix)`.
+pub(super) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let end = match crate::prefix::prefix_end(prefix) {
+        Some(e) => Bound::Excluded(e),
+        None => Bound::Unbounded,
+    };
+    (Bound::Included(prefix.to_vec()), end)
 }
 
 #[cfg(test)]

@@ -29,10 +29,12 @@ mod allocation;
 pub(crate) mod budget;
 mod checkpoint;
 mod compaction;
+mod files;
 mod filters;
 mod inner;
 mod iter;
 mod level_cursor;
+mod limits;
 mod locks;
 pub mod manifest;
 mod memtable;
@@ -52,8 +54,8 @@ mod worker;
 mod write;
 mod write_queue;
 
-use std::ops::{Bound, RangeBounds};
-use std::path::{Path, PathBuf};
+use std::ops::RangeBounds;
+use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -65,47 +67,15 @@ use crate::error::{Error, Result};
 
 pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use checkpoint::CheckpointReport;
+pub(crate) use files::table_path;
 pub use filters::{Compressions, Filters, PrefixFilters};
 pub use iter::DbIter;
+use iter::{own_bounds, prefix_range};
+pub use limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use options::{HugePages, Options, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
 pub use snapshot::Snapshot;
 pub use write::WriteBatch;
-
-/// Largest key accepted, in bytes.
-pub const MAX_KEY_SIZE: usize = 16 * 1024;
-/// Largest value accepted, in bytes.
-pub const MAX_VALUE_SIZE: usize = 64 * 1024 * 1024;
-/// Largest write batch accepted, measured as its write-ahead log record
-/// (`WriteBatch::encoded_len`: keys, values and 5–9 bytes per operation), in bytes.
-pub const MAX_BATCH_SIZE: usize = 256 * 1024 * 1024;
-const _: () = assert!(
-    MAX_BATCH_SIZE <= wal::MAX_RECORD,
-    "every batch written must replay"
-);
-
-/// `range`'s bounds as owned keys.
-fn own_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let own = |b: Bound<&K>| match b {
-        Bound::Included(k) => Bound::Included(k.as_ref().to_vec()),
-        Bound::Excluded(k) => Bound::Excluded(k.as_ref().to_vec()),
-        Bound::Unbounded => Bound::Unbounded,
-    };
-    (own(range.start_bound()), own(range.end_bound()))
-}
-
-/// `[prefix, the first key after every key starting with prefix)`.
-fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
-    let end = match crate::prefix::prefix_end(prefix) {
-        Some(e) => Bound::Excluded(e),
-        None => Bound::Unbounded,
-    };
-    (Bound::Included(prefix.to_vec()), end)
-}
-
-pub(crate) fn table_path(dir: &Path, id: u64) -> PathBuf {
-    dir.join(format!("{id:06}.sst"))
-}
 
 /// An open database. `Send + Sync`: share it between threads with `Arc<Db>`.
 ///

@@ -27,16 +27,17 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::files::table_path;
 use super::inner::{ErrorState, Inner, Signal, Work};
 use super::manifest::{self, ManifestData};
 use super::memtable::Memtable;
+use super::options::{Options, WalRecovery};
 use super::report::{RecoveryReport, WalDamage};
 use super::stats::{add, Counters};
 use super::stored_options::{self, StoredOptions};
 use super::version::{State, Version, MAX_LEVELS};
 use super::wal::{self, WalWriter};
 use super::worker::{l0_filter, manifest_data, write_l0, ID_RESERVATION};
-use super::{table_path, Options, WalRecovery};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::table::Table;

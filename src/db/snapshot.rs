@@ -142,7 +142,7 @@ impl Snapshot {
 
     /// Live keys and values in `range` as of the snapshot, in key order (as `Db::scan`).
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
-        let (start, end) = super::own_bounds(&range);
+        let (start, end) = super::iter::own_bounds(&range);
         Ok(DbIter::new(
             &self.counters,
             self.rule,
@@ -156,7 +156,7 @@ impl Snapshot {
 
     /// Live keys starting with `prefix` as of the snapshot (as `Db::scan_prefix`).
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<DbIter> {
-        self.scan(super::prefix_range(prefix.as_ref()))
+        self.scan(super::iter::prefix_range(prefix.as_ref()))
     }
 }
 

@@ -18,13 +18,15 @@ use std::sync::Arc;
 
 use super::budget::{self, Change, Outlook};
 use super::compaction::{self, Job};
+use super::files::table_path;
 use super::filters::TableFilters;
 use super::inner::{lock, Inner, Work};
 use super::manifest::{self, ManifestData, TableMeta};
 use super::memtable::Memtable;
+use super::options::Options;
 use super::stats::add;
 use super::version::Version;
-use super::{table_path, wal, Options};
+use super::wal;
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::table::{Table, TableBuilder};

@@ -22,10 +22,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::inner::{lock, Inner};
+use super::limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use super::memtable::Memtable;
 use super::wal::{self, Ops, WalWriter};
 use super::write_queue::{take_group, Queued};
-use super::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use crate::error::{Error, Result};
 
 /// Writes applied together: all or none survive a crash, and readers see all or none.

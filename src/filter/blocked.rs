@@ -205,7 +205,7 @@ mod tests {
             .map(|_| !((next() & next() & next()) as u8))
             .collect();
         let (mut yes, mut no, mut repeats) = ([0u32; 21], [0u32; 21], 0);
-        let hashes: u32 = crate::scaled(100_000, 20_000);
+        let hashes: u32 = crate::test_counts::scaled(100_000, 20_000);
         for bits in [&half, &dense] {
             for _ in 0..hashes {
                 let h = next();

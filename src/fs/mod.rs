@@ -128,9 +128,9 @@ pub trait FileSystem: Send + Sync + fmt::Debug {
 }
 
 /// `fs.sync_dir(dir)` with the error naming the directory (what the store's write path calls).
-pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> crate::Result<()> {
+pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> crate::error::Result<()> {
     fs.sync_dir(dir)
-        .map_err(|e| crate::Error::io(format!("syncing directory {}", dir.display()), e))
+        .map_err(|e| crate::error::Error::io(format!("syncing directory {}", dir.display()), e))
 }
 
 /// Replaces `dir/name` with `bytes` so that a crash at any point leaves the old file or the
@@ -142,9 +142,9 @@ pub(crate) fn write_atomic(
     temp: &str,
     name: &str,
     bytes: &[u8],
-) -> crate::Result<()> {
+) -> crate::error::Result<()> {
     let tmp = dir.join(temp);
-    let io = |what: &str, e| crate::Error::io(format!("{what} {}", tmp.display()), e);
+    let io = |what: &str, e| crate::error::Error::io(format!("{what} {}", tmp.display()), e);
     let mut f = fs
         .create(&tmp, CreateMode::Truncate)
         .map_err(|e| io("creating", e))?;

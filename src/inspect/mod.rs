@@ -437,10 +437,5 @@ pub fn inspect_path_with_budget(path: &Path, filter_budget: Option<&BudgetArgs>)
         })
 }
 
-/// A key as text: printable ASCII as is, other bytes as `\xNN`.
-pub fn printable(key: &[u8]) -> String {
-    key.iter()
-        .flat_map(|&b| std::ascii::escape_default(b))
-        .map(char::from)
-        .collect()
-}
+/// A key as text: printable ASCII as is, other bytes as `\xNN` (`coding::printable`).
+pub use crate::coding::printable;

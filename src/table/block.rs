@@ -40,7 +40,11 @@ pub(crate) const TAG_PUT: u8 = 1;
 pub(crate) const TAG_DELETE: u8 = 2;
 
 /// Appends one data-block entry; a key or value too long for its length field is an error.
-pub(crate) fn put_entry(out: &mut Vec<u8>, key: &[u8], value: Option<&[u8]>) -> crate::Result<()> {
+pub(crate) fn put_entry(
+    out: &mut Vec<u8>,
+    key: &[u8],
+    value: Option<&[u8]>,
+) -> crate::error::Result<()> {
     out.push(if value.is_some() { TAG_PUT } else { TAG_DELETE });
     put_u32_len(out, key.len(), "key")?;
     put_u32_len(out, value.map_or(0, <[u8]>::len), "value")?;

@@ -135,8 +135,9 @@ pub(crate) struct BlockCompressor {
 
 impl BlockCompressor {
     /// A compressor for `kind`; a codec this build lacks is `InvalidArgument`.
-    pub(crate) fn new(kind: Compression) -> crate::Result<BlockCompressor> {
-        kind.validate().map_err(crate::Error::InvalidArgument)?;
+    pub(crate) fn new(kind: Compression) -> crate::error::Result<BlockCompressor> {
+        kind.validate()
+            .map_err(crate::error::Error::InvalidArgument)?;
         Ok(BlockCompressor {
             kind,
             scratch: Vec::new(),
@@ -144,7 +145,7 @@ impl BlockCompressor {
             zstd: match kind {
                 Compression::Zstd(l) => Some(
                     zstd::bulk::Compressor::new(l)
-                        .map_err(|e| crate::Error::io("creating a zstd compressor", e))?,
+                        .map_err(|e| crate::error::Error::io("creating a zstd compressor", e))?,
                 ),
                 _ => None,
             },
@@ -153,7 +154,7 @@ impl BlockCompressor {
 
     /// Compresses `raw` into `scratch` as `u32 raw length ‖ codec output`; false when the
     /// codec is none or the block cannot be stored compressed.
-    fn compress(&mut self, raw: &[u8]) -> crate::Result<bool> {
+    fn compress(&mut self, raw: &[u8]) -> crate::error::Result<bool> {
         let Ok(raw_len) = u32::try_from(raw.len()) else {
             return Ok(false);
         };
@@ -165,20 +166,20 @@ impl BlockCompressor {
                 let bound = lz4_flex::block::get_maximum_output_size(raw.len());
                 self.scratch.resize(4 + bound, 0);
                 let n = lz4_flex::block::compress_into(raw, &mut self.scratch[4..])
-                    .map_err(|e| crate::Error::InvalidArgument(format!("lz4: {e}")))?;
+                    .map_err(|e| crate::error::Error::InvalidArgument(format!("lz4: {e}")))?;
                 self.scratch.truncate(4 + n);
             }
             #[cfg(feature = "zstd")]
             Compression::Zstd(_) => {
                 let c = self.zstd.as_mut().ok_or_else(|| {
-                    crate::Error::InvalidArgument("zstd compressor missing".into())
+                    crate::error::Error::InvalidArgument("zstd compressor missing".into())
                 })?;
                 let bound = zstd::zstd_safe::compress_bound(raw.len());
                 self.scratch.resize(4 + bound, 0);
                 // A slice: a `Vec` as the buffer would be written from its start.
                 let n = c
                     .compress_to_buffer(raw, &mut self.scratch[4..])
-                    .map_err(|e| crate::Error::io("zstd compression", e))?;
+                    .map_err(|e| crate::error::Error::io("zstd compression", e))?;
                 self.scratch.truncate(4 + n);
             }
             #[cfg(not(feature = "zstd"))]
@@ -188,7 +189,7 @@ impl BlockCompressor {
     }
 
     /// Appends `raw` to `out` as a format-3 data block: body, type byte, CRC-32 of both.
-    pub(crate) fn seal(&mut self, raw: &[u8], out: &mut Vec<u8>) -> crate::Result<()> {
+    pub(crate) fn seal(&mut self, raw: &[u8], out: &mut Vec<u8>) -> crate::error::Result<()> {
         let start = out.len();
         if self.compress(raw)? {
             out.extend_from_slice(&self.scratch);

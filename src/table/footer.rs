@@ -192,16 +192,16 @@ fn ser_display<S: serde::Serializer>(c: &Compression, s: S) -> Result<S::Ok, S::
 }
 
 fn ser_key<S: serde::Serializer>(k: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::inspect::printable(k))
+    s.serialize_str(&crate::coding::printable(k))
 }
 
 impl Properties {
     /// The properties block of a table of format `version`, CRC included; a key or writer
     /// name too long for its u32 length field is an error, and so are fields `version` cannot
     /// hold (a prefix filter before 2, compression before 3).
-    pub fn encode(&self, version: u32) -> crate::Result<Vec<u8>> {
+    pub fn encode(&self, version: u32) -> crate::error::Result<Vec<u8>> {
         let lacks = |what: &str| {
-            Err(crate::Error::InvalidArgument(format!(
+            Err(crate::error::Error::InvalidArgument(format!(
                 "table format {version} cannot record {what}"
             )))
         };
