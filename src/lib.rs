@@ -58,7 +58,7 @@ pub use db::stats::DbStats;
 pub use db::{
     Allocation, CheckpointReport, Compressions, Db, DbIter, FilterBudget, FilterMemory, Filters,
     HugePages, LevelAllocation, OptionChange, Options, OptionsReport, PrefixFilters,
-    RecoveryReport, Snapshot, WalRecovery, WriteBatch,
+    RecoveryReport, Snapshot, WalRecovery, WriteBatch, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy};

@@ -232,3 +232,69 @@ fn power_loss_without_sync_recovers_a_point_in_time() {
     // happen, or it is not cutting where it matters.
     assert!(t.acked_lost_allowed > 0, "{t:?}");
 }
+
+/// Without `sync_writes`: a write made with `WriteOptions { sync: true }` is durable when it
+/// returns, with every write acknowledged before it; `Db::sync_wal` makes every write so far
+/// durable; writes after the last sync may be lost. Each is checked on its own power loss,
+/// cut right after it, dropping every unsynced byte and again keeping random parts of them.
+#[test]
+fn synced_writes_and_sync_wal_survive_a_power_loss_without_sync_writes() {
+    for by_sync_wal in [false, true] {
+        for (seed, tail) in [
+            (1, UnsyncedTail::Dropped),
+            (2, UnsyncedTail::RandomPages),
+            (3, UnsyncedTail::RandomPrefix),
+        ] {
+            let what = if by_sync_wal {
+                "sync_wal"
+            } else {
+                "a synced write"
+            };
+            let dir = tempfile::tempdir().unwrap();
+            let store = dir.path().join("db");
+            let fs = PowerLossFs::new();
+            // Default sizes: everything stays in the log, so only its syncs can save it.
+            let opts = Options {
+                fs: Arc::new(fs.clone()),
+                ..Options::default()
+            };
+            let db = Db::open(&store, opts).unwrap();
+            let put = |prefix: &str| {
+                for i in 0..50 {
+                    db.put(format!("{prefix}{i:02}"), format!("value {prefix}{i}"))
+                        .unwrap();
+                }
+            };
+            put("a");
+            if by_sync_wal {
+                db.sync_wal().unwrap();
+            } else {
+                let mut synced = lsm_bloom::WriteBatch::new();
+                synced.put("b", "synced");
+                db.write_opt(synced, lsm_bloom::WriteOptions { sync: true })
+                    .unwrap();
+            }
+            put("c");
+            fs.cut_now();
+            drop(db);
+            let to = tempfile::tempdir().unwrap();
+            fs.write_durable(&store, to.path(), tail, seed).unwrap();
+            let db = Db::open(to.path(), Options::default()).unwrap();
+            for i in 0..50 {
+                let key = format!("a{i:02}");
+                assert_eq!(
+                    db.get(&key).unwrap(),
+                    Some(format!("value a{i}").into_bytes()),
+                    "{key} was acknowledged before {what}, tail {tail:?}"
+                );
+            }
+            if !by_sync_wal {
+                assert_eq!(db.get("b").unwrap(), Some(b"synced".to_vec()), "{tail:?}");
+            }
+            if tail == UnsyncedTail::Dropped {
+                // Nothing after the sync was made durable.
+                assert_eq!(db.get("c00").unwrap(), None, "{what}");
+            }
+        }
+    }
+}

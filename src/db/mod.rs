@@ -75,7 +75,7 @@ pub use limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use options::{HugePages, Options, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
 pub use snapshot::Snapshot;
-pub use write::WriteBatch;
+pub use write::{WriteBatch, WriteOptions};
 
 /// An open database. `Send + Sync`: share it between threads with `Arc<Db>`.
 ///
@@ -125,19 +125,44 @@ impl Db {
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put(key.as_ref(), value.as_ref());
-        self.inner.write_batch(b)
+        self.write(b)
     }
 
     /// Deletes `key` (a no-op if absent).
     pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();
         b.delete(key.as_ref());
-        self.inner.write_batch(b)
+        self.write(b)
     }
 
     /// Applies a batch atomically.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
-        self.inner.write_batch(batch)
+        self.inner.write_batch(batch, false)
+    }
+
+    /// Applies a batch atomically, as `opts` says: with `WriteOptions { sync: true }` it is
+    /// durable before this returns `Ok`, whatever `Options::sync_writes` says (RocksDB's
+    /// `WriteOptions::sync`).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use lsm_bloom::{Db, Options, WriteBatch, WriteOptions};
+    /// let db = Db::open(dir.path(), Options::default())?; // sync_writes: false
+    /// let mut batch = WriteBatch::new();
+    /// batch.put("order:7", "paid");
+    /// db.write_opt(batch, WriteOptions { sync: true })?; // survives a power loss from here
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn write_opt(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {
+        self.inner.write_batch(batch, opts.sync)
+    }
+
+    /// Makes every write acknowledged so far durable: the write-ahead log is synced
+    /// (RocksDB's `FlushWAL(true)`). With `sync_writes` off, this is how a caller chooses when
+    /// to pay for a sync. A failure puts the store in its read-only error state, as a failed
+    /// write does.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.inner.sync_wal()
     }
 
     /// The value of `key`, or `None`.

@@ -132,9 +132,21 @@ impl Drop for Leader<'_> {
     }
 }
 
+/// How one write is made (`Db::write_opt`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// Make the batch durable (the log synced, `fdatasync`) before the write returns `Ok`,
+    /// whatever `Options::sync_writes` says: it then survives a power loss, and so does every
+    /// write acknowledged before it. `false`: as `sync_writes` says. Concurrent durable
+    /// writes share one sync (group commit), and a write without it that joins their group
+    /// is synced with them.
+    pub sync: bool,
+}
+
 impl Inner {
-    /// Commits `batch` (see the module comment): `Ok` once it is in the WAL and the memtable.
-    pub(super) fn write_batch(&self, batch: WriteBatch) -> Result<()> {
+    /// Commits `batch` (see the module comment): `Ok` once it is in the WAL and the memtable,
+    /// and durable too with `sync` (or `Options::sync_writes`).
+    pub(super) fn write_batch(&self, batch: WriteBatch, sync: bool) -> Result<()> {
         batch.validate()?;
         if batch.is_empty() {
             return Ok(());
@@ -147,6 +159,7 @@ impl Inner {
             ticket,
             record,
             ops: batch.ops,
+            sync,
             thread: std::thread::current(),
         });
         loop {
@@ -188,14 +201,16 @@ impl Inner {
             self.rotate(&mut writer)?;
             mem = self.read_state().mem.clone();
         }
+        // One sync for the group when any of its writes asks for one.
+        let sync = self.opts.sync_writes || group.iter().any(|w| w.sync);
         let appended = match group.as_slice() {
-            [one] => writer.append(&one.record, self.opts.sync_writes),
+            [one] => writer.append(&one.record, sync),
             _ => {
                 let mut all = Vec::with_capacity(group.iter().map(|w| w.record.len()).sum());
                 for w in &group {
                     all.extend_from_slice(&w.record);
                 }
-                writer.append(&all, self.opts.sync_writes)
+                writer.append(&all, sync)
             }
         };
         appended.map_err(|e| self.errors.set(e))?;
@@ -204,6 +219,16 @@ impl Inner {
             mem.apply(w.ops);
         }
         Ok(())
+    }
+
+    /// Makes every write acknowledged so far durable (`Db::sync_wal`): under the writer lock,
+    /// every committed group's records are in the current log, and earlier logs were synced
+    /// when they were retired. A failed sync puts the store in the error state, as a failed
+    /// append does.
+    pub(super) fn sync_wal(&self) -> Result<()> {
+        let mut writer = self.lock_checked(&self.writer);
+        self.errors.check()?;
+        writer.sync().map_err(|e| self.errors.set(e))
     }
 
     /// Makes the memtable immutable and starts a new one with a new WAL; returns the retired

@@ -18,6 +18,8 @@ pub(super) struct Queued {
     pub(super) ticket: u64,
     pub(super) record: Vec<u8>,
     pub(super) ops: Ops,
+    /// Durable before acknowledged (`WriteOptions::sync`): the group's append is synced.
+    pub(super) sync: bool,
     pub(super) thread: std::thread::Thread,
 }
 
