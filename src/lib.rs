@@ -44,6 +44,8 @@ pub mod huge_pages;
 pub mod inspect;
 mod prefetch;
 pub mod prefix;
+#[cfg(feature = "replication")]
+pub mod replication;
 #[cfg(feature = "rocksdb-plugin")]
 pub mod rocksdb;
 pub mod table;

@@ -51,8 +51,17 @@ fn temp_dir(target: &Path) -> PathBuf {
     target.with_file_name(name)
 }
 
-/// Writes the checkpoint of `inner` to `target` (module comment).
-pub(super) fn checkpoint(inner: &Inner, target: &Path) -> Result<CheckpointReport> {
+/// Writes the checkpoint of `inner` as `snap` sees it to `target` (module comment).
+pub(super) fn checkpoint(
+    inner: &Inner,
+    snap: &Snapshot,
+    target: &Path,
+) -> Result<CheckpointReport> {
+    if !snap.belongs_to(inner) {
+        return Err(Error::InvalidArgument(
+            "checkpoint of a snapshot taken from another store".into(),
+        ));
+    }
     let fs = &*inner.opts.fs;
     if target.file_name().is_none() {
         return Err(Error::InvalidArgument(format!(
@@ -74,7 +83,6 @@ pub(super) fn checkpoint(inner: &Inner, target: &Path) -> Result<CheckpointRepor
     }
     std::fs::create_dir_all(&tmp)
         .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
-    let snap = Snapshot::take(inner);
     let state = snap.state();
     let mut report = CheckpointReport::default();
 

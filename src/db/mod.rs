@@ -239,7 +239,19 @@ impl Db {
     /// ..)` like any store; it shares nothing with this one afterwards (a linked table is
     /// immutable, and either store deletes only its own name for it).
     pub fn checkpoint(&self, dir: impl AsRef<Path>) -> Result<CheckpointReport> {
-        checkpoint::checkpoint(&self.inner, dir.as_ref())
+        checkpoint::checkpoint(&self.inner, &Snapshot::take(&self.inner), dir.as_ref())
+    }
+
+    /// `checkpoint`, of the store as `snapshot` sees it rather than as of now: a caller that
+    /// read something from the snapshot (a replicated store's applied log position, say) gets
+    /// a copy that agrees with what it read. `Error::InvalidArgument` if `snapshot` was taken
+    /// from another store.
+    pub fn checkpoint_of(
+        &self,
+        snapshot: &Snapshot,
+        dir: impl AsRef<Path>,
+    ) -> Result<CheckpointReport> {
+        checkpoint::checkpoint(&self.inner, snapshot, dir.as_ref())
     }
 
     /// A consistent read-only view of the store as of now (`Snapshot`): its `get`, `scan` and

@@ -74,6 +74,11 @@ impl std::fmt::Debug for Snapshot {
 }
 
 impl Snapshot {
+    /// Whether this snapshot was taken from `inner`'s store.
+    pub(super) fn belongs_to(&self, inner: &Inner) -> bool {
+        Arc::ptr_eq(&self.registry, &inner.snapshots)
+    }
+
     pub(super) fn take(inner: &Inner) -> Snapshot {
         let (state, mem_seen) = loop {
             let state = inner.state.load_full();

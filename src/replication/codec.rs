@@ -1,0 +1,366 @@
+//! The bytes the replication layer stores: log entries, the vote, log ids and memberships,
+//! as FORMAT.md §9 lays them out (little-endian, lengths before bytes). openraft's own
+//! types are not written with serde, so the format stays this crate's, documented and
+//! independent of how a later openraft derives its serialisation.
+//!
+//! Decoding validates the structure: every count and length is checked against the bytes
+//! left (so work and memory are bounded by the input), tags and flags against their values,
+//! and trailing bytes are refused. A decode error names what was wrong. Sizes are not held to
+//! the store's limits here: the log must read back whatever it stored, and a request over
+//! them is refused where it is applied (`Request::validate`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::{BasicNode, EntryPayload, LeaderId, LogId, Membership, StoredMembership, Vote};
+
+use super::{Entry, NodeId, Op, Request};
+use crate::coding::Cursor;
+
+/// Payload tags of an entry (FORMAT.md §9.2).
+const BLANK: u8 = 0;
+const NORMAL: u8 = 1;
+const MEMBERSHIP: u8 = 2;
+/// Operation tags of a request.
+const PUT: u8 = 1;
+const DELETE: u8 = 2;
+
+/// Longest node address accepted.
+pub(crate) const MAX_ADDR: usize = 1024;
+
+/// A decode failure: what was being decoded and what was wrong.
+pub(crate) type DecodeResult<T> = std::result::Result<T, String>;
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    // Counts and lengths here are bounded far below 2^32 by the store's limits
+    // (MAX_BATCH_SIZE, MAX_ADDR, node counts); saturating keeps the encoder total.
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put_u32(out, b.len());
+    out.extend_from_slice(b);
+}
+
+/// Appends a log id: term, leader node, index (24 bytes).
+pub(crate) fn put_log_id(out: &mut Vec<u8>, id: &LogId<NodeId>) {
+    out.extend_from_slice(&id.leader_id.term.to_le_bytes());
+    out.extend_from_slice(&id.leader_id.node_id.to_le_bytes());
+    out.extend_from_slice(&id.index.to_le_bytes());
+}
+
+pub(crate) fn get_log_id(c: &mut Cursor<'_>) -> DecodeResult<LogId<NodeId>> {
+    let term = c.u64()?;
+    let node_id = c.u64()?;
+    let index = c.u64()?;
+    Ok(LogId::new(LeaderId::new(term, node_id), index))
+}
+
+/// Appends an optional log id: a presence byte (0 or 1), then the id.
+pub(crate) fn put_opt_log_id(out: &mut Vec<u8>, id: Option<&LogId<NodeId>>) {
+    match id {
+        None => out.push(0),
+        Some(id) => {
+            out.push(1);
+            put_log_id(out, id);
+        }
+    }
+}
+
+pub(crate) fn get_opt_log_id(c: &mut Cursor<'_>) -> DecodeResult<Option<LogId<NodeId>>> {
+    match c.u8()? {
+        0 => Ok(None),
+        1 => Ok(Some(get_log_id(c)?)),
+        t => Err(format!("log id presence byte {t} (not 0 or 1)")),
+    }
+}
+
+/// The vote: term, node, committed (17 bytes).
+pub(crate) fn encode_vote(v: &Vote<NodeId>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17);
+    out.extend_from_slice(&v.leader_id.term.to_le_bytes());
+    out.extend_from_slice(&v.leader_id.node_id.to_le_bytes());
+    out.push(u8::from(v.committed));
+    out
+}
+
+pub(crate) fn decode_vote(b: &[u8]) -> DecodeResult<Vote<NodeId>> {
+    let mut c = Cursor::new(b);
+    let term = c.u64()?;
+    let node = c.u64()?;
+    let committed = match c.u8()? {
+        0 => false,
+        1 => true,
+        t => return Err(format!("vote committed byte {t} (not 0 or 1)")),
+    };
+    finish(&c, "vote")?;
+    let mut v = Vote::new(term, node);
+    v.committed = committed;
+    Ok(v)
+}
+
+fn put_membership(out: &mut Vec<u8>, m: &Membership<NodeId, BasicNode>) {
+    let configs = m.get_joint_config();
+    put_u32(out, configs.len());
+    for config in configs {
+        put_u32(out, config.len());
+        for id in config {
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+    }
+    let nodes: Vec<_> = m.nodes().collect();
+    put_u32(out, nodes.len());
+    for (id, node) in nodes {
+        out.extend_from_slice(&id.to_le_bytes());
+        put_bytes(out, node.addr.as_bytes());
+    }
+}
+
+fn get_membership(c: &mut Cursor<'_>) -> DecodeResult<Membership<NodeId, BasicNode>> {
+    let n_configs = c.u32()?;
+    if n_configs == 0 || n_configs > 2 {
+        return Err(format!(
+            "membership with {n_configs} configs (1, or 2 while joint)"
+        ));
+    }
+    let mut configs = Vec::new();
+    for _ in 0..n_configs {
+        let n = c.u32()?;
+        let mut set = BTreeSet::new();
+        for _ in 0..n {
+            set.insert(c.u64()?);
+        }
+        configs.push(set);
+    }
+    let n_nodes = c.u32()?;
+    let mut nodes = BTreeMap::new();
+    for _ in 0..n_nodes {
+        let id = c.u64()?;
+        let addr = c.len_prefixed()?;
+        if addr.len() > MAX_ADDR {
+            return Err(format!(
+                "node {id}'s address is {} bytes (at most {MAX_ADDR})",
+                addr.len()
+            ));
+        }
+        let addr =
+            std::str::from_utf8(addr).map_err(|_| format!("node {id}'s address is not UTF-8"))?;
+        if nodes
+            .insert(
+                id,
+                BasicNode {
+                    addr: addr.to_owned(),
+                },
+            )
+            .is_some()
+        {
+            return Err(format!("node {id} listed twice in a membership"));
+        }
+    }
+    for id in configs.iter().flatten() {
+        if !nodes.contains_key(id) {
+            return Err(format!("voter {id} has no node entry in its membership"));
+        }
+    }
+    Ok(Membership::new(configs, nodes))
+}
+
+/// A stored membership: the optional log id that set it, then the membership.
+pub(crate) fn encode_stored_membership(m: &StoredMembership<NodeId, BasicNode>) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_opt_log_id(&mut out, m.log_id().as_ref());
+    put_membership(&mut out, m.membership());
+    out
+}
+
+pub(crate) fn decode_stored_membership(
+    b: &[u8],
+) -> DecodeResult<StoredMembership<NodeId, BasicNode>> {
+    let mut c = Cursor::new(b);
+    let id = get_opt_log_id(&mut c)?;
+    let m = get_membership(&mut c)?;
+    finish(&c, "membership")?;
+    Ok(StoredMembership::new(id, m))
+}
+
+fn put_request(out: &mut Vec<u8>, r: &Request) {
+    put_u32(out, r.ops.len());
+    for op in &r.ops {
+        match op {
+            Op::Put { key, value } => {
+                out.push(PUT);
+                put_bytes(out, key);
+                put_bytes(out, value);
+            }
+            Op::Delete { key } => {
+                out.push(DELETE);
+                put_bytes(out, key);
+            }
+        }
+    }
+}
+
+fn get_key(c: &mut Cursor<'_>) -> DecodeResult<Vec<u8>> {
+    Ok(c.len_prefixed()?.to_vec())
+}
+
+fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
+    let n = c.u32()?;
+    let mut ops = Vec::new();
+    for i in 0..n {
+        ops.push(match c.u8()? {
+            PUT => {
+                let key = get_key(c)?;
+                let value = c.len_prefixed()?.to_vec();
+                Op::Put { key, value }
+            }
+            DELETE => Op::Delete { key: get_key(c)? },
+            t => return Err(format!("operation {i} has tag {t} (not put 1 or delete 2)")),
+        });
+    }
+    Ok(Request { ops })
+}
+
+/// A log entry: its log id, a payload tag, the payload.
+pub(crate) fn encode_entry(e: &Entry) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64);
+    put_log_id(&mut out, &e.log_id);
+    match &e.payload {
+        EntryPayload::Blank => out.push(BLANK),
+        EntryPayload::Normal(r) => {
+            out.push(NORMAL);
+            put_request(&mut out, r);
+        }
+        EntryPayload::Membership(m) => {
+            out.push(MEMBERSHIP);
+            put_membership(&mut out, m);
+        }
+    }
+    out
+}
+
+pub(crate) fn decode_entry(b: &[u8]) -> DecodeResult<Entry> {
+    let mut c = Cursor::new(b);
+    let log_id = get_log_id(&mut c)?;
+    let payload = match c.u8()? {
+        BLANK => EntryPayload::Blank,
+        NORMAL => EntryPayload::Normal(get_request(&mut c)?),
+        MEMBERSHIP => EntryPayload::Membership(get_membership(&mut c)?),
+        t => return Err(format!("entry payload tag {t} (not 0, 1 or 2)")),
+    };
+    finish(&c, "entry")?;
+    Ok(Entry { log_id, payload })
+}
+
+/// An optional log id on its own (the committed and purged marks).
+pub(crate) fn encode_opt_log_id(id: Option<&LogId<NodeId>>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(25);
+    put_opt_log_id(&mut out, id);
+    out
+}
+
+pub(crate) fn decode_opt_log_id(b: &[u8]) -> DecodeResult<Option<LogId<NodeId>>> {
+    let mut c = Cursor::new(b);
+    let id = get_opt_log_id(&mut c)?;
+    finish(&c, "log id")?;
+    Ok(id)
+}
+
+fn finish(c: &Cursor<'_>, what: &str) -> DecodeResult<()> {
+    if c.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("trailing bytes after the {what}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn membership() -> Membership<NodeId, BasicNode> {
+        let nodes: BTreeMap<u64, BasicNode> = (1..=4)
+            .map(|i| (i, BasicNode::new(format!("127.0.0.1:{}", 7000 + i))))
+            .collect();
+        Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes)
+    }
+
+    fn entries() -> Vec<Entry> {
+        let id = |i| LogId::new(LeaderId::new(3, 2), i);
+        vec![
+            Entry {
+                log_id: id(1),
+                payload: EntryPayload::Blank,
+            },
+            Entry {
+                log_id: id(2),
+                payload: EntryPayload::Normal(Request {
+                    ops: vec![
+                        Op::Put {
+                            key: b"k".to_vec(),
+                            value: vec![7; 300],
+                        },
+                        Op::Delete { key: vec![] },
+                    ],
+                }),
+            },
+            Entry {
+                log_id: id(3),
+                payload: EntryPayload::Membership(membership()),
+            },
+        ]
+    }
+
+    #[test]
+    fn entries_votes_and_memberships_round_trip() {
+        for e in entries() {
+            assert_eq!(decode_entry(&encode_entry(&e)).unwrap(), e);
+        }
+        let mut v = Vote::new(9, 2);
+        v.committed = true;
+        assert_eq!(decode_vote(&encode_vote(&v)).unwrap(), v);
+        let sm = StoredMembership::new(Some(LogId::new(LeaderId::new(1, 1), 5)), membership());
+        assert_eq!(
+            decode_stored_membership(&encode_stored_membership(&sm)).unwrap(),
+            sm
+        );
+        let id = LogId::new(LeaderId::new(1, 1), 5);
+        assert_eq!(
+            decode_opt_log_id(&encode_opt_log_id(Some(&id))).unwrap(),
+            Some(id)
+        );
+        assert_eq!(decode_opt_log_id(&encode_opt_log_id(None)).unwrap(), None);
+    }
+
+    /// Every truncation and every single-byte change of a valid encoding decodes to an error
+    /// or to some entry, never a panic; truncations are always errors.
+    #[test]
+    fn damaged_entries_are_errors_not_panics() {
+        for e in entries() {
+            let b = encode_entry(&e);
+            for n in 0..b.len() {
+                assert!(decode_entry(&b[..n]).is_err(), "truncated to {n} decoded");
+            }
+            for i in 0..b.len() {
+                for x in [0x00, 0x01, 0x7f, 0x80, 0xff] {
+                    let mut d = b.clone();
+                    d[i] ^= x;
+                    let _ = decode_entry(&d);
+                }
+            }
+            let mut long = b.clone();
+            long.push(0);
+            assert!(decode_entry(&long).unwrap_err().contains("trailing"));
+        }
+    }
+
+    #[test]
+    fn a_membership_naming_a_voter_without_a_node_is_refused() {
+        let mut out = Vec::new();
+        put_u32(&mut out, 1);
+        put_u32(&mut out, 1);
+        out.extend_from_slice(&5u64.to_le_bytes());
+        put_u32(&mut out, 0);
+        let err = get_membership(&mut Cursor::new(&out)).unwrap_err();
+        assert!(err.contains("voter 5"), "{err}");
+    }
+}

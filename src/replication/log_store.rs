@@ -1,0 +1,365 @@
+//! The Raft log in a `Db` of its own (openraft's `RaftLogStorage`).
+//!
+//! Keys (FORMAT.md §9.1): `e` + the index big-endian for each entry, so entries sort by
+//! index; `m/vote`, `m/committed`, `m/purged` for the vote and the two marks; `m/format` for
+//! the layout's version. Every append, truncation and purge is one `WriteBatch`, so a crash
+//! leaves the log as it was before or after the call, never a hole or a partial suffix.
+//!
+//! Durability, the contract openraft states for each method:
+//! - `append`: the entries are written (unsynced) before it returns, so they are readable at
+//!   once; its callback runs only once they are durable. The syncs run on a thread of their
+//!   own (`Flusher`): appends queue behind one another and one `Db::sync_wal` completes every
+//!   append written before it, in order (group commit: a busy leader pays one sync for many
+//!   appends, never one per append).
+//! - `save_vote` and `truncate` are durable before they return (a synced write, which also
+//!   makes every earlier append durable, since the log's file is written in order).
+//! - `purge` and `save_committed` are not synced: losing one in a power loss only keeps
+//!   entries longer, or makes the node learn the commit index from the leader again.
+
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{AnyError, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
+
+use super::codec;
+use super::{Entry, NodeId, TypeConfig};
+use crate::db::{Db, Filters, Options, WriteBatch, WriteOptions};
+
+const ENTRY: u8 = b'e';
+const VOTE: &[u8] = b"m/vote";
+const COMMITTED: &[u8] = b"m/committed";
+const PURGED: &[u8] = b"m/purged";
+const FORMAT: &[u8] = b"m/format";
+/// The layout's version (FORMAT.md §9.1).
+const FORMAT_VERSION: u32 = 1;
+
+type StorageResult<T> = Result<T, StorageError<NodeId>>;
+
+fn entry_key(index: u64) -> [u8; 9] {
+    let mut k = [ENTRY; 9];
+    k[1..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+fn index_of(key: &[u8]) -> Option<u64> {
+    match key {
+        [ENTRY, rest @ ..] => Some(u64::from_be_bytes(rest.try_into().ok()?)),
+        _ => None,
+    }
+}
+
+fn read_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
+    StorageIOError::read_logs(AnyError::error(e.to_string())).into()
+}
+
+fn write_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
+    StorageIOError::write_logs(AnyError::error(e.to_string())).into()
+}
+
+/// The Raft log of one node. Clones share the store (a clone is openraft's log reader).
+#[derive(Clone)]
+pub struct LogStore {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    db: Arc<Db>,
+    /// The last purged and the last present log ids, kept in step with the store.
+    state: Mutex<LogState<TypeConfig>>,
+    /// Appends waiting for their sync, in order.
+    flusher: Mutex<Option<mpsc::Sender<LogFlushed<TypeConfig>>>>,
+    flush_thread: Mutex<Option<thread::JoinHandle<()>>>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Ok(mut f) = self.flusher.lock() {
+            f.take();
+        }
+        if let Some(t) = self.flush_thread.get_mut().ok().and_then(Option::take) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl LogStore {
+    /// Opens (or creates) the log in `dir`.
+    pub fn open(dir: impl AsRef<Path>) -> crate::Result<LogStore> {
+        let opts = Options {
+            // Entries are read by index range (a scan), never probed one by one.
+            filters: Some(Filters::None),
+            ..Options::default()
+        };
+        let db = Arc::new(Db::open(dir.as_ref(), opts)?);
+        match db.get(FORMAT)? {
+            None => {
+                let mut b = WriteBatch::new();
+                b.put(FORMAT, FORMAT_VERSION.to_le_bytes());
+                db.write_opt(b, WriteOptions { sync: true })?;
+            }
+            Some(v) if v == FORMAT_VERSION.to_le_bytes() => {}
+            Some(v) => {
+                return Err(crate::Error::Corruption {
+                    path: dir.as_ref().to_path_buf(),
+                    reason: format!("raft log layout version {v:?} (this build reads 1)"),
+                })
+            }
+        }
+        let last_purged_log_id = match db.get(PURGED)? {
+            None => None,
+            Some(b) => {
+                codec::decode_opt_log_id(&b).map_err(|r| corrupt(dir.as_ref(), "purged mark", r))?
+            }
+        };
+        let last = db
+            .scan([ENTRY].as_slice()..[ENTRY + 1].as_slice())?
+            .next_back();
+        let last_log_id = match last {
+            None => last_purged_log_id,
+            Some(kv) => {
+                let (_, v) = kv?;
+                let e =
+                    codec::decode_entry(&v).map_err(|r| corrupt(dir.as_ref(), "last entry", r))?;
+                Some(e.log_id)
+            }
+        };
+        let (tx, rx) = mpsc::channel::<LogFlushed<TypeConfig>>();
+        let flush_db = Arc::clone(&db);
+        let flush_thread = thread::Builder::new()
+            .name("raft-log-sync".into())
+            .spawn(move || flush_loop(&flush_db, &rx))
+            .map_err(|e| crate::Error::io("starting the raft log's sync thread", e))?;
+        Ok(LogStore {
+            shared: Arc::new(Shared {
+                db,
+                state: Mutex::new(LogState {
+                    last_purged_log_id,
+                    last_log_id,
+                }),
+                flusher: Mutex::new(Some(tx)),
+                flush_thread: Mutex::new(Some(flush_thread)),
+            }),
+        })
+    }
+
+    /// The store holding the log (for its statistics).
+    pub fn db(&self) -> &Db {
+        &self.shared.db
+    }
+
+    fn state(&self) -> LogState<TypeConfig> {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn update(&self, f: impl FnOnce(&mut LogState<TypeConfig>)) {
+        f(&mut self
+            .shared
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner));
+    }
+
+    fn get_meta(&self, key: &[u8]) -> crate::Result<Option<Vec<u8>>> {
+        self.shared.db.get(key)
+    }
+}
+
+fn corrupt(dir: &Path, what: &str, reason: String) -> crate::Error {
+    crate::Error::Corruption {
+        path: dir.to_path_buf(),
+        reason: format!("raft log {what}: {reason}"),
+    }
+}
+
+/// Completes queued appends: one sync for all that are waiting, then their callbacks in
+/// order. Ends when the store is dropped.
+fn flush_loop(db: &Db, rx: &mpsc::Receiver<LogFlushed<TypeConfig>>) {
+    while let Ok(first) = rx.recv() {
+        let mut waiting = vec![first];
+        waiting.extend(rx.try_iter());
+        let result = db.sync_wal();
+        for cb in waiting {
+            cb.log_io_completed(match &result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(std::io::Error::other(format!("syncing the raft log: {e}"))),
+            });
+        }
+    }
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    /// Entries with indexes in `range`, in order. Contract: entries that are present are
+    /// returned contiguously; a hole in the middle is a storage error (it cannot happen
+    /// with one batch per change, so it means damage).
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + std::fmt::Debug + Send>(
+        &mut self,
+        range: RB,
+    ) -> StorageResult<Vec<Entry>> {
+        let start = match range.start_bound() {
+            Bound::Included(&s) => s,
+            Bound::Excluded(&s) => s.saturating_add(1),
+            Bound::Unbounded => 0,
+        };
+        let end = match range.end_bound() {
+            Bound::Included(&e) => Bound::Included(entry_key(e)),
+            Bound::Excluded(&e) => Bound::Excluded(entry_key(e)),
+            Bound::Unbounded => Bound::Excluded([ENTRY + 1; 9]),
+        };
+        let lo = entry_key(start);
+        let iter = self
+            .shared
+            .db
+            .scan::<[u8; 9], _>((Bound::Included(lo), end))
+            .map_err(read_err)?;
+        let mut out = Vec::new();
+        for kv in iter {
+            let (k, v) = kv.map_err(read_err)?;
+            let index = index_of(&k).ok_or_else(|| read_err("a key that is not an entry's"))?;
+            let e = codec::decode_entry(&v).map_err(|r| read_err(format!("entry {index}: {r}")))?;
+            if e.log_id.index != index {
+                return Err(read_err(format!(
+                    "entry stored at {index} says index {}",
+                    e.log_id.index
+                )));
+            }
+            if let Some(prev) = out.last().map(|p: &Entry| p.log_id.index) {
+                if index != prev + 1 {
+                    return Err(read_err(format!(
+                        "hole in the log between {prev} and {index}"
+                    )));
+                }
+            }
+            out.push(e);
+        }
+        Ok(out)
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = LogStore;
+
+    async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
+        Ok(self.state())
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    /// Durable before it returns (a synced write).
+    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> StorageResult<()> {
+        let mut b = WriteBatch::new();
+        b.put(VOTE, codec::encode_vote(vote));
+        self.shared
+            .db
+            .write_opt(b, WriteOptions { sync: true })
+            .map_err(|e| StorageIOError::write_vote(AnyError::error(e.to_string())).into())
+    }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote<NodeId>>> {
+        match self.get_meta(VOTE).map_err(read_err)? {
+            None => Ok(None),
+            Some(b) => codec::decode_vote(&b)
+                .map(Some)
+                .map_err(|r| StorageIOError::read_vote(AnyError::error(r)).into()),
+        }
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
+        let mut b = WriteBatch::new();
+        b.put(COMMITTED, codec::encode_opt_log_id(committed.as_ref()));
+        self.shared.db.write(b).map_err(write_err)
+    }
+
+    async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
+        match self.get_meta(COMMITTED).map_err(read_err)? {
+            None => Ok(None),
+            Some(b) => codec::decode_opt_log_id(&b).map_err(read_err),
+        }
+    }
+
+    /// Readable when it returns; `callback` once durable, after every earlier append's.
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let mut b = WriteBatch::new();
+        let mut last = None;
+        for e in entries {
+            b.put(entry_key(e.log_id.index), codec::encode_entry(&e));
+            last = Some(e.log_id);
+        }
+        if !b.is_empty() {
+            self.shared.db.write(b).map_err(write_err)?;
+        }
+        if let Some(last) = last {
+            self.update(|s| s.last_log_id = Some(last));
+        }
+        let sender = self
+            .shared
+            .flusher
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        match sender {
+            Some(tx) => tx
+                .send(callback)
+                .map_err(|_| write_err("the raft log's sync thread has stopped")),
+            None => Err(write_err("the raft log is closed")),
+        }
+    }
+
+    /// Removes entries at `log_id.index` and after, durably, in one batch.
+    async fn truncate(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        let state = self.state();
+        let mut b = WriteBatch::new();
+        if let Some(last) = state.last_log_id {
+            for i in log_id.index..=last.index {
+                b.delete(entry_key(i));
+            }
+        }
+        self.shared
+            .db
+            .write_opt(b, WriteOptions { sync: true })
+            .map_err(write_err)?;
+        let prev = if log_id.index == 0 {
+            None
+        } else {
+            let mut me = self.clone();
+            me.try_get_log_entries(log_id.index - 1..log_id.index)
+                .await?
+                .pop()
+                .map(|e| e.log_id)
+        };
+        self.update(|s| s.last_log_id = prev.or(s.last_purged_log_id));
+        Ok(())
+    }
+
+    /// Removes entries up to and including `log_id` and records it as purged, in one batch.
+    async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        let state = self.state();
+        let from = state.last_purged_log_id.map_or(0, |p| p.index + 1);
+        let mut b = WriteBatch::new();
+        for i in from..=log_id.index {
+            b.delete(entry_key(i));
+        }
+        b.put(PURGED, codec::encode_opt_log_id(Some(&log_id)));
+        self.shared.db.write(b).map_err(write_err)?;
+        self.update(|s| {
+            s.last_purged_log_id = Some(log_id);
+            if s.last_log_id < Some(log_id) {
+                s.last_log_id = Some(log_id);
+            }
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,166 @@
+//! The store replicated with openraft (feature `replication`).
+//!
+//! A node keeps two stores under its directory: the Raft log in one `Db` (`log/`, the
+//! [`LogStore`]), and the replicated data with the log id it was applied up to in another
+//! (`sm/`, the [`StateMachine`]). A client's write becomes a [`Request`] in a log entry; once a
+//! majority holds the entry durably, every node applies it to its state machine as one
+//! `WriteBatch`. Snapshots are checkpoints of the state machine packed into one file
+//! (`snapshot`); a node that falls behind the leader's log receives one and swaps it in.
+//!
+//! The type config ([`TypeConfig`]) and both stores are public, so a service can run them
+//! under `openraft::Raft` with a network of its own; [`ReplicatedDb`] is the same with the
+//! reads, writes and membership calls a service needs, over any `RaftNetworkFactory`.
+//! The bytes on disk are FORMAT.md §9.
+//!
+//! openraft is pinned to its stable line, 0.9.25 (`storage-v2` storage API): its types
+//! appear in this module's public API, and 0.10 is still published as alphas whose API
+//! changes between releases.
+
+mod codec;
+mod log_store;
+pub mod network;
+mod node;
+mod snapshot;
+mod state_machine;
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub use log_store::LogStore;
+pub use node::{ReadPolicy, ReplicatedDb, ReplicationConfig};
+pub use openraft;
+pub use openraft::BasicNode;
+pub use state_machine::{Applied, Scan, StateMachine};
+
+/// Largest user key a replicated store accepts (the state machine prefixes keys by a byte).
+pub const MAX_REPLICATED_KEY_SIZE: usize = crate::db::MAX_KEY_SIZE - 1;
+/// Largest request (its operations' keys and values) a replicated store accepts: one log
+/// entry must fit a stored value.
+pub const MAX_REQUEST_SIZE: usize = crate::db::MAX_VALUE_SIZE - (1 << 20);
+
+/// A node's id in the cluster.
+pub type NodeId = u64;
+
+openraft::declare_raft_types!(
+    /// openraft's type config for a replicated lsm-bloom store: requests are write batches,
+    /// nodes are named by address, snapshots are files (`snapshot`).
+    pub TypeConfig:
+        D = Request,
+        R = Response,
+        NodeId = NodeId,
+        Node = BasicNode,
+        SnapshotData = tokio::fs::File,
+);
+
+/// A log entry of this type config.
+pub type Entry = openraft::Entry<TypeConfig>;
+/// The `Raft` of this type config.
+pub type Raft = openraft::Raft<TypeConfig>;
+
+/// One replicated write: operations applied together, atomically, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// The operations.
+    pub ops: Vec<Op>,
+}
+
+/// One operation of a [`Request`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// Sets `key` to `value`.
+    Put {
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+    },
+    /// Removes `key`.
+    Delete {
+        /// The key.
+        key: Vec<u8>,
+    },
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "request of {} operations", self.ops.len())
+    }
+}
+
+impl Request {
+    /// Checks the request against the replicated store's limits: every key at most
+    /// [`MAX_REPLICATED_KEY_SIZE`], the whole at most [`MAX_REQUEST_SIZE`]. A request that
+    /// fails is refused by `ReplicatedDb::write`, and skipped (on every node alike) if it
+    /// reaches the log another way.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        let mut size = 0usize;
+        for op in &self.ops {
+            let (key, value) = match op {
+                Op::Put { key, value } => (key, value.len()),
+                Op::Delete { key } => (key, 0),
+            };
+            if key.len() > MAX_REPLICATED_KEY_SIZE {
+                return Err(format!(
+                    "key of {} bytes (a replicated store takes at most {MAX_REPLICATED_KEY_SIZE})",
+                    key.len()
+                ));
+            }
+            size = size.saturating_add(key.len() + value + 9);
+        }
+        if size > MAX_REQUEST_SIZE {
+            return Err(format!(
+                "request of {size} bytes (at most {MAX_REQUEST_SIZE})"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What applying a [`Request`] answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response {
+    /// Why the request was skipped rather than applied (it failed `Request::validate`).
+    pub refused: Option<String>,
+}
+
+/// A failure of a replicated operation.
+#[derive(Debug)]
+pub enum Error {
+    /// The local store failed (I/O, corruption, a write too large).
+    Store(crate::Error),
+    /// This node is not the leader; writes and linearizable reads go to the leader, if known.
+    NotLeader {
+        /// The leader's id and address, when this node knows them.
+        leader: Option<(NodeId, String)>,
+    },
+    /// No quorum answered in time, the node is shutting down, or openraft refused the call
+    /// (the message says which).
+    Raft(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Store(e) => write!(f, "store: {e}"),
+            Error::NotLeader {
+                leader: Some((id, addr)),
+            } => write!(f, "not the leader: node {id} at {addr} is"),
+            Error::NotLeader { leader: None } => {
+                write!(f, "not the leader, and no leader is known")
+            }
+            Error::Raft(m) => write!(f, "raft: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<crate::Error> for Error {
+    fn from(e: crate::Error) -> Self {
+        Error::Store(e)
+    }
+}
+
+/// A `Result` of the replication layer.
+pub type Result<T> = std::result::Result<T, Error>;

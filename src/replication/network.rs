@@ -1,0 +1,204 @@
+//! An in-process network: nodes of one process call each other's `Raft` directly, through a
+//! [`Router`] that can cut chosen links (partitions) and count what it dropped.
+//!
+//! It is a real openraft network (`RaftNetworkFactory`): snapshots travel as the same chunked
+//! `install_snapshot` calls a TCP transport carries. It serves tests, and services that run
+//! several nodes in one process; a cut link behaves as an unreachable peer.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::RPCOption;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{RaftNetwork, RaftNetworkFactory};
+
+use super::{BasicNode, NodeId, Raft, TypeConfig};
+
+/// Connects the nodes of one process (module comment). Clones share the routes.
+#[derive(Clone, Default)]
+pub struct Router {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    nodes: Mutex<HashMap<NodeId, Raft>>,
+    /// Cut links, as (from, to).
+    cut: Mutex<BTreeSet<(NodeId, NodeId)>>,
+    dropped: AtomicU64,
+}
+
+impl Router {
+    /// A router with no nodes.
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    /// Routes calls for `id` to `raft` (replacing an earlier registration: a restarted node).
+    pub fn register(&self, id: NodeId, raft: Raft) {
+        self.inner
+            .nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(id, raft);
+    }
+
+    /// Stops routing to `id` (a stopped node: calls to it fail as unreachable).
+    pub fn unregister(&self, id: NodeId) {
+        self.inner
+            .nodes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&id);
+    }
+
+    /// Cuts every link between a node of `side` and a node not in it, both ways.
+    pub fn partition(&self, side: &[NodeId], all: &[NodeId]) {
+        let mut cut = self
+            .inner
+            .cut
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for &a in side {
+            for &b in all.iter().filter(|b| !side.contains(b)) {
+                cut.insert((a, b));
+                cut.insert((b, a));
+            }
+        }
+    }
+
+    /// Restores every cut link.
+    pub fn heal(&self) {
+        self.inner
+            .cut
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
+    /// Calls dropped because their link was cut or their target was not registered.
+    pub fn dropped(&self) -> u64 {
+        self.inner.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The network factory for node `from`.
+    pub fn network(&self, from: NodeId) -> RouterNetwork {
+        RouterNetwork {
+            router: self.clone(),
+            from,
+        }
+    }
+
+    fn route(&self, from: NodeId, to: NodeId) -> Result<Raft, Unreachable> {
+        let cut = self
+            .inner
+            .cut
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&(from, to));
+        let raft = if cut {
+            None
+        } else {
+            self.inner
+                .nodes
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&to)
+                .cloned()
+        };
+        raft.ok_or_else(|| {
+            self.inner.dropped.fetch_add(1, Ordering::Relaxed);
+            Unreachable::new(&std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                format!("no route from node {from} to node {to}"),
+            ))
+        })
+    }
+}
+
+/// Node `from`'s side of a [`Router`] (openraft's `RaftNetworkFactory`).
+#[derive(Clone)]
+pub struct RouterNetwork {
+    router: Router,
+    from: NodeId,
+}
+
+/// One link of a [`Router`] (openraft's `RaftNetwork`).
+pub struct RouterLink {
+    router: Router,
+    from: NodeId,
+    to: NodeId,
+}
+
+impl RaftNetworkFactory<TypeConfig> for RouterNetwork {
+    type Network = RouterLink;
+
+    async fn new_client(&mut self, target: NodeId, _node: &BasicNode) -> RouterLink {
+        RouterLink {
+            router: self.router.clone(),
+            from: self.from,
+            to: target,
+        }
+    }
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+impl RouterLink {
+    /// The target's `Raft`, checked again after the call: a link cut while the call ran
+    /// loses the answer, as a real network would.
+    fn raft(&self) -> Result<Raft, Unreachable> {
+        self.router.route(self.from, self.to)
+    }
+
+    fn still_up<T>(&self, v: T) -> Result<T, Unreachable> {
+        self.raft().map(|_| v)
+    }
+}
+
+impl RaftNetwork<TypeConfig> for RouterLink {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        let raft = self.raft().map_err(RPCError::Unreachable)?;
+        let resp = raft
+            .append_entries(rpc)
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
+        self.still_up(resp).map_err(RPCError::Unreachable)
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        let raft = self.raft().map_err(RPCError::Unreachable)?;
+        let resp = raft
+            .install_snapshot(rpc)
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
+        self.still_up(resp).map_err(RPCError::Unreachable)
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        _option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>> {
+        let raft = self.raft().map_err(RPCError::Unreachable)?;
+        let resp = raft
+            .vote(rpc)
+            .await
+            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
+        self.still_up(resp).map_err(RPCError::Unreachable)
+    }
+}

@@ -1,0 +1,307 @@
+//! `ReplicatedDb`: one node of a replicated store — its log, its state machine and its
+//! `openraft::Raft` — with the calls a service makes: writes through the leader, reads with
+//! a chosen consistency, membership changes, metrics.
+//!
+//! Writes go through `Raft::client_write`: acknowledged once a majority has the entry durably
+//! in its log and this node has applied it. A write on a follower is refused with
+//! `Error::NotLeader` naming the leader (the caller forwards it or redirects its client).
+//! A linearizable read asks the leader to confirm its leadership with a quorum (read index)
+//! and waits until this node has applied up to the commit index it learnt, then reads the
+//! local store, so it keeps the filters' saving: an absent key costs what it costs on one
+//! node.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::{Debug, Display};
+use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::Arc;
+
+use openraft::error::RaftError;
+use openraft::{ChangeMembers, Config, RaftMetrics, RaftNetworkFactory, TryAsRef};
+
+use super::state_machine::Scan;
+use super::{
+    BasicNode, Error, LogStore, NodeId, Op, Raft, Request, Result, StateMachine, TypeConfig,
+};
+use crate::db::Options;
+
+/// How a read is served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadPolicy {
+    /// Sees every write acknowledged before the read began, on any node: the leader confirms
+    /// its leadership with a quorum first (on a follower: `Error::NotLeader`).
+    #[default]
+    Linearizable,
+    /// This node's applied state as it is: no round trip, may miss recent writes (on a
+    /// follower or a deposed leader).
+    Local,
+}
+
+/// How a node runs: openraft's timing and snapshot policy, and the state machine's store.
+#[derive(Clone, Debug)]
+pub struct ReplicationConfig {
+    /// openraft's config (heartbeats, election timeouts, snapshot policy, chunk size).
+    pub raft: Config,
+    /// Options of the state machine's store (filters, compression, cache).
+    pub db: Options,
+}
+
+impl Default for ReplicationConfig {
+    fn default() -> Self {
+        ReplicationConfig {
+            raft: Config {
+                cluster_name: "lsm-bloom".into(),
+                heartbeat_interval: 100,
+                election_timeout_min: 400,
+                election_timeout_max: 800,
+                // Entries kept behind the last snapshot, so a follower a little behind
+                // catches up from the log rather than by a whole snapshot.
+                max_in_snapshot_log_to_keep: 1000,
+                snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(10_000),
+                snapshot_max_chunk_size: 1 << 20,
+                ..Config::default()
+            },
+            db: Options::default(),
+        }
+    }
+}
+
+/// One node of a replicated lsm-bloom store (module comment).
+#[derive(Clone)]
+pub struct ReplicatedDb {
+    id: NodeId,
+    raft: Raft,
+    sm: StateMachine,
+    log: LogStore,
+}
+
+fn raft_err<E>(e: RaftError<NodeId, E>) -> Error
+where
+    E: Debug + Display + TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
+{
+    if let Some(f) = e.forward_to_leader() {
+        return Error::NotLeader {
+            leader: f.leader_id.map(|id| {
+                (
+                    id,
+                    f.leader_node
+                        .as_ref()
+                        .map(|n| n.addr.clone())
+                        .unwrap_or_default(),
+                )
+            }),
+        };
+    }
+    Error::Raft(e.to_string())
+}
+
+impl ReplicatedDb {
+    /// Opens node `id`'s stores under `dir` (`log/`, `sm/`) and starts its Raft with
+    /// `network`. A node restarted with the same directory rejoins with its state; a new
+    /// cluster needs [`ReplicatedDb::initialize`] on one node, once.
+    pub async fn open<N>(
+        id: NodeId,
+        dir: impl AsRef<Path>,
+        config: ReplicationConfig,
+        network: N,
+    ) -> Result<ReplicatedDb>
+    where
+        N: RaftNetworkFactory<TypeConfig>,
+    {
+        let dir = dir.as_ref();
+        let log = LogStore::open(dir.join("log"))?;
+        let sm = StateMachine::open(dir.join("sm"), config.db.clone())?;
+        let raft_config = Arc::new(
+            config
+                .raft
+                .validate()
+                .map_err(|e| Error::Raft(format!("invalid raft config: {e}")))?,
+        );
+        let raft = Raft::new(id, raft_config, network, log.clone(), sm.clone())
+            .await
+            .map_err(|e| Error::Raft(e.to_string()))?;
+        Ok(ReplicatedDb { id, raft, sm, log })
+    }
+
+    /// Makes a new cluster of `members` (each node's id and address), this node among them.
+    /// Returns `false`, changing nothing, when this node already belongs to a cluster (its
+    /// log or vote is not empty): calling it again after a restart is harmless.
+    pub async fn initialize(&self, members: BTreeMap<NodeId, BasicNode>) -> Result<bool> {
+        match self.raft.initialize(members).await {
+            Ok(()) => Ok(true),
+            Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => Ok(false),
+            Err(e) => Err(Error::Raft(e.to_string())),
+        }
+    }
+
+    /// Applies `request` on every node: acknowledged once a majority holds it durably and
+    /// this node (the leader) has applied it.
+    pub async fn write(&self, request: Request) -> Result<()> {
+        request
+            .validate()
+            .map_err(|m| Error::Store(crate::Error::InvalidArgument(m)))?;
+        let resp = self.raft.client_write(request).await.map_err(raft_err)?;
+        match resp.data.refused {
+            None => Ok(()),
+            Some(m) => Err(Error::Store(crate::Error::InvalidArgument(m))),
+        }
+    }
+
+    /// Sets `key` to `value` (a one-operation [`ReplicatedDb::write`]).
+    pub async fn put(&self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Result<()> {
+        self.write(Request {
+            ops: vec![Op::Put {
+                key: key.into(),
+                value: value.into(),
+            }],
+        })
+        .await
+    }
+
+    /// Removes `key` (a one-operation [`ReplicatedDb::write`]).
+    pub async fn delete(&self, key: impl Into<Vec<u8>>) -> Result<()> {
+        self.write(Request {
+            ops: vec![Op::Delete { key: key.into() }],
+        })
+        .await
+    }
+
+    /// Waits until a read under `policy` may be served from the local store.
+    pub async fn read_barrier(&self, policy: ReadPolicy) -> Result<()> {
+        match policy {
+            ReadPolicy::Local => Ok(()),
+            ReadPolicy::Linearizable => {
+                self.raft.ensure_linearizable().await.map_err(raft_err)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// `key`'s value under `policy`.
+    pub async fn get(&self, key: impl AsRef<[u8]>, policy: ReadPolicy) -> Result<Option<Vec<u8>>> {
+        self.read_barrier(policy).await?;
+        Ok(self.sm.get(key.as_ref())?)
+    }
+
+    /// The values of `keys` under `policy`, all read after one barrier.
+    pub async fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        policy: ReadPolicy,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        self.read_barrier(policy).await?;
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            out.push(self.sm.get(k.as_ref())?);
+        }
+        Ok(out)
+    }
+
+    /// Live keys in `range` with their values, in key order, under `policy` (the barrier is
+    /// passed before the scan opens; the scan then reads one consistent view).
+    pub async fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        range: R,
+        policy: ReadPolicy,
+    ) -> Result<Scan> {
+        self.read_barrier(policy).await?;
+        Ok(self.sm.scan(range)?)
+    }
+
+    /// Adds node `id` at `addr` as a learner and waits until it has caught up with the log
+    /// (or a snapshot). Leader only.
+    pub async fn add_learner(&self, id: NodeId, addr: impl Into<String>) -> Result<()> {
+        self.raft
+            .add_learner(id, BasicNode::new(addr.into()), true)
+            .await
+            .map_err(raft_err)?;
+        Ok(())
+    }
+
+    /// Makes exactly `voters` the voting members (each must be a member already, as a
+    /// learner or voter); nodes no longer voters are removed. Leader only.
+    pub async fn change_voters(&self, voters: BTreeSet<NodeId>) -> Result<()> {
+        let known = self.members();
+        if let Some(id) = voters.iter().find(|id| !known.contains_key(id)) {
+            return Err(crate::Error::InvalidArgument(format!(
+                "node {id} is not a member: add it as a learner first"
+            ))
+            .into());
+        }
+        self.raft
+            .change_membership(ChangeMembers::ReplaceAllVoters(voters), false)
+            .await
+            .map_err(raft_err)?;
+        Ok(())
+    }
+
+    /// Removes node `id` from the cluster (a voter is demoted and removed). Leader only.
+    pub async fn remove_node(&self, id: NodeId) -> Result<()> {
+        let m = self.raft.metrics().borrow().membership_config.clone();
+        if !m.membership().nodes().any(|(n, _)| *n == id) {
+            return Err(crate::Error::InvalidArgument(format!("node {id} is not a member")).into());
+        }
+        let voters: BTreeSet<NodeId> = m.membership().voter_ids().filter(|v| *v != id).collect();
+        if voters.len() != m.membership().voter_ids().count() {
+            self.raft
+                .change_membership(ChangeMembers::ReplaceAllVoters(voters), false)
+                .await
+                .map_err(raft_err)?;
+        } else {
+            self.raft
+                .change_membership(ChangeMembers::RemoveNodes(BTreeSet::from([id])), false)
+                .await
+                .map_err(raft_err)?;
+        }
+        Ok(())
+    }
+
+    /// Every member (voters and learners) with its address, as this node knows them.
+    pub fn members(&self) -> BTreeMap<NodeId, String> {
+        let m = self.raft.metrics().borrow().membership_config.clone();
+        m.membership()
+            .nodes()
+            .map(|(id, n)| (*id, n.addr.clone()))
+            .collect()
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// openraft's metrics of this node (role, term, leader, log and applied indexes; on the
+    /// leader, each follower's replication progress).
+    pub fn metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
+        self.raft.metrics().borrow().clone()
+    }
+
+    /// The leader this node knows of, if any.
+    pub fn leader(&self) -> Option<NodeId> {
+        self.raft.metrics().borrow().current_leader
+    }
+
+    /// The underlying `Raft`, for what this type does not wrap (and for the network's server
+    /// side: incoming RPCs are handed to it).
+    pub fn raft(&self) -> &Raft {
+        &self.raft
+    }
+
+    /// The state machine (its store, and reads with no barrier).
+    pub fn state_machine(&self) -> &StateMachine {
+        &self.sm
+    }
+
+    /// The log store.
+    pub fn log_store(&self) -> &LogStore {
+        &self.log
+    }
+
+    /// Stops this node's Raft; the stores close when the last clone is dropped.
+    pub async fn shutdown(&self) -> Result<()> {
+        self.raft
+            .shutdown()
+            .await
+            .map_err(|e| Error::Raft(format!("shutting down: {e}")))
+    }
+}

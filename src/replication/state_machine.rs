@@ -1,0 +1,616 @@
+//! The replicated data in a `Db` (openraft's `RaftStateMachine`), and its snapshots.
+//!
+//! Layout under the state machine's directory (FORMAT.md §9.2): `CURRENT` names the live
+//! store, `data-<generation>/`; its keys are `d` + the user's key, and `m/applied` and
+//! `m/membership`, written in the same `WriteBatch` as the data they describe, so the
+//! applied position can never disagree with the data. `snapshots/snap-<id>.pack` is the
+//! newest snapshot (`snapshot`).
+//!
+//! **Durability: applies are not synced.** The log is: every entry applied was synced to the
+//! log before it could commit. After a power loss the state machine may come back at an
+//! earlier applied position; openraft then applies the committed entries after it again,
+//! from the log. That needs those entries to still be in the log, and openraft purges only
+//! up to the last snapshot. So a snapshot is declared (its pack renamed into place) only after
+//! `Db::sync_wal` has made the state machine durable at least up to it: the applied position
+//! that survives any crash is at or after every purge. One fsync per snapshot replaces one
+//! per apply. `tests/replication.rs` checks it with power losses.
+//!
+//! **Installing a snapshot** unpacks it into `install-<g>/` (every file checked and synced),
+//! renames that to `data-<g>/`, opens it and checks its applied position against the
+//! snapshot's meta, then replaces `CURRENT` (written whole or not at all). A crash before that
+//! last step leaves the old store live; `open` removes any directory `CURRENT` does not name.
+
+use std::fs;
+use std::io::{Seek, SeekFrom};
+use std::ops::{Bound, RangeBounds};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use arc_swap::ArcSwap;
+use openraft::storage::{RaftStateMachine, Snapshot};
+use openraft::{
+    AnyError, EntryPayload, ErrorSubject, ErrorVerb, LogId, RaftSnapshotBuilder, StorageError,
+    StorageIOError, StoredMembership,
+};
+
+use super::snapshot::{self, Meta};
+use super::{codec, BasicNode, Entry, NodeId, Op, Response, TypeConfig};
+use crate::db::{Db, DbIter, Options, WriteBatch};
+
+const DATA: u8 = b'd';
+const APPLIED: &[u8] = b"m/applied";
+const MEMBERSHIP: &[u8] = b"m/membership";
+/// Batches an apply is split into, by their log record size.
+const APPLY_BATCH_BYTES: usize = 32 << 20;
+
+type StorageResult<T> = Result<T, StorageError<NodeId>>;
+
+/// The applied position and the membership as of it.
+pub type Applied = (Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>);
+
+fn sm_err(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId> {
+    StorageIOError::new(
+        ErrorSubject::StateMachine,
+        verb,
+        AnyError::error(e.to_string()),
+    )
+    .into()
+}
+
+fn snap_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
+    StorageIOError::write_snapshot(None, AnyError::error(e.to_string())).into()
+}
+
+/// The store key of the user's `key`.
+pub(crate) fn data_key(key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(key.len() + 1);
+    k.push(DATA);
+    k.extend_from_slice(key);
+    k
+}
+
+/// The replicated data of one node. Clones share it.
+#[derive(Clone)]
+pub struct StateMachine {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    dir: PathBuf,
+    opts: Options,
+    /// The live store; readers load it, an install swaps it.
+    db: ArcSwap<Db>,
+    state: Mutex<State>,
+    next_temp: AtomicU64,
+}
+
+struct State {
+    generation: u64,
+    /// The newest snapshot: its meta and its pack.
+    current: Option<(Meta, PathBuf)>,
+    /// The path `begin_receiving_snapshot` gave out last.
+    receiving: Option<PathBuf>,
+    /// Replaced stores, deleted once no reader holds them.
+    retired: Vec<(Arc<Db>, PathBuf)>,
+}
+
+fn io_err(what: String) -> impl FnOnce(std::io::Error) -> crate::Error {
+    move |e| crate::Error::io(what, e)
+}
+
+impl StateMachine {
+    /// Opens (or creates) the state machine in `dir`; its store is opened with `opts`.
+    pub fn open(dir: impl AsRef<Path>, opts: Options) -> crate::Result<StateMachine> {
+        let dir = dir.as_ref().to_path_buf();
+        let snaps = dir.join("snapshots");
+        fs::create_dir_all(&snaps).map_err(io_err(format!("creating {}", snaps.display())))?;
+        let generation = match fs::read_to_string(dir.join("CURRENT")) {
+            Ok(s) => parse_current(&s).ok_or_else(|| crate::Error::Corruption {
+                path: dir.join("CURRENT"),
+                reason: format!("names {s:?}, not data-<generation>"),
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Nothing was ever made live here: start empty.
+                snapshot::write_atomic(&dir, "CURRENT", b"data-0\n")
+                    .map_err(io_err(format!("writing {}/CURRENT", dir.display())))?;
+                0
+            }
+            Err(e) => {
+                return Err(crate::Error::io(
+                    format!("reading {}/CURRENT", dir.display()),
+                    e,
+                ))
+            }
+        };
+        let live = format!("data-{generation}");
+        for e in fs::read_dir(&dir).map_err(io_err(format!("listing {}", dir.display())))? {
+            let e = e.map_err(io_err(format!("listing {}", dir.display())))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name != live && name != "CURRENT" && name != "snapshots" {
+                remove_any(&e.path());
+            }
+        }
+        let db = Db::open(dir.join(&live), opts.clone())?;
+        let applied = read_applied(&db)?;
+        // The newest readable snapshot at or before the applied position is kept.
+        let mut current: Option<(Meta, PathBuf)> = None;
+        for e in fs::read_dir(&snaps).map_err(io_err(format!("listing {}", snaps.display())))? {
+            let e = e.map_err(io_err(format!("listing {}", snaps.display())))?;
+            let path = e.path();
+            let is_pack = e.file_name().to_string_lossy().starts_with("snap-")
+                && path.extension().is_some_and(|x| x == "pack");
+            let meta = if is_pack {
+                snapshot::read_meta(&path).ok()
+            } else {
+                None
+            };
+            match meta {
+                Some(m)
+                    if m.last_log_id <= applied
+                        && current
+                            .as_ref()
+                            .is_none_or(|(c, _)| c.last_log_id < m.last_log_id) =>
+                {
+                    if let Some((_, old)) = current.replace((m, path)) {
+                        remove_any(&old);
+                    }
+                }
+                _ => remove_any(&path),
+            }
+        }
+        Ok(StateMachine {
+            shared: Arc::new(Shared {
+                dir,
+                opts,
+                db: ArcSwap::from_pointee(db),
+                state: Mutex::new(State {
+                    generation,
+                    current,
+                    receiving: None,
+                    retired: Vec::new(),
+                }),
+                next_temp: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The live store. Its user keys carry a one-byte prefix: read through
+    /// [`StateMachine::get`] and [`StateMachine::scan`] rather than directly.
+    pub fn db(&self) -> Arc<Db> {
+        self.shared.db.load_full()
+    }
+
+    /// The value of `key` as applied on this node (no consensus round: may be stale).
+    pub fn get(&self, key: &[u8]) -> crate::Result<Option<Vec<u8>>> {
+        self.shared.db.load().get(data_key(key))
+    }
+
+    /// `key`'s value lent to `f` where it lies (`Db::get_with`), as applied on this node.
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> crate::Result<Option<R>> {
+        self.shared.db.load().get_with(data_key(key), f)
+    }
+
+    /// Live keys in `range` with their values, in key order, as applied on this node.
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> crate::Result<Scan> {
+        let lo = match range.start_bound() {
+            Bound::Included(k) => Bound::Included(data_key(k.as_ref())),
+            Bound::Excluded(k) => Bound::Excluded(data_key(k.as_ref())),
+            Bound::Unbounded => Bound::Included(vec![DATA]),
+        };
+        let hi = match range.end_bound() {
+            Bound::Included(k) => Bound::Included(data_key(k.as_ref())),
+            Bound::Excluded(k) => Bound::Excluded(data_key(k.as_ref())),
+            Bound::Unbounded => Bound::Excluded(vec![DATA + 1]),
+        };
+        Ok(Scan {
+            inner: self.shared.db.load().scan::<Vec<u8>, _>((lo, hi))?,
+        })
+    }
+
+    /// The applied position and membership, as stored.
+    pub fn applied(&self) -> crate::Result<Applied> {
+        let db = self.shared.db.load();
+        Ok((read_applied(&db)?, read_membership(&db)?))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.shared
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn temp_name(&self, what: &str) -> PathBuf {
+        let n = self.shared.next_temp.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .dir
+            .join("snapshots")
+            .join(format!("{what}-{n}.tmp"))
+    }
+
+    /// Makes `pack` (with `meta`) the newest snapshot if it is newer than the current one,
+    /// and returns true; otherwise removes it. An older pack is deleted: a sender holding it
+    /// open keeps reading it (the file lives until its last handle closes).
+    fn declare(&self, meta: Meta, pack: &Path) -> crate::Result<bool> {
+        let snaps = self.shared.dir.join("snapshots");
+        let path = snaps.join(format!("snap-{}.pack", meta.snapshot_id));
+        let mut st = self.lock();
+        if st
+            .current
+            .as_ref()
+            .is_some_and(|(c, _)| c.last_log_id >= meta.last_log_id)
+        {
+            drop(st);
+            remove_any(pack);
+            return Ok(false);
+        }
+        fs::rename(pack, &path).map_err(io_err(format!("renaming {}", pack.display())))?;
+        snapshot::sync_dir(&snaps).map_err(io_err(format!("syncing {}", snaps.display())))?;
+        if let Some((_, old)) = st.current.replace((meta, path)) {
+            remove_any(&old);
+        }
+        Ok(true)
+    }
+
+    /// Builds a snapshot of the live store (blocking: run off the async runtime).
+    fn build(&self) -> crate::Result<(Meta, fs::File)> {
+        let db = self.shared.db.load_full();
+        let view = db.snapshot();
+        let last_log_id = read_applied_at(&db, &view)?;
+        let last_membership = read_membership_at(&db, &view)?;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let snapshot_id = match last_log_id {
+            Some(id) => format!(
+                "{}-{}-{}-{nanos}",
+                id.leader_id.term, id.leader_id.node_id, id.index
+            ),
+            None => format!("0-0-0-{nanos}"),
+        };
+        let meta = Meta {
+            last_log_id,
+            last_membership,
+            snapshot_id,
+        };
+        let ckpt = self.temp_name("checkpoint");
+        db.checkpoint_of(&view, &ckpt)?;
+        drop(view);
+        // The state machine is durable up to the snapshot before the snapshot is declared,
+        // so the log is never purged past what survives a crash (module comment).
+        db.sync_wal()?;
+        let tmp = self.temp_name("pack");
+        let packed = snapshot::pack(&ckpt, &meta, &tmp);
+        remove_any(&ckpt);
+        packed.map_err(io_err(format!("packing a snapshot into {}", tmp.display())))?;
+        // Opened before it is declared: if a newer one was declared meanwhile, this one is
+        // removed, and the handle still reads it.
+        let file = fs::File::open(&tmp).map_err(io_err(format!("opening {}", tmp.display())))?;
+        self.declare(meta.clone(), &tmp)?;
+        Ok((meta, file))
+    }
+
+    /// Installs the pack read from `file` (blocking). `pack_path` is where it was received.
+    fn install(
+        &self,
+        meta: &Meta,
+        mut file: fs::File,
+        pack_path: Option<PathBuf>,
+    ) -> crate::Result<()> {
+        let dir = &self.shared.dir;
+        file.seek(SeekFrom::Start(0))
+            .map_err(io_err("rewinding a received snapshot".into()))?;
+        let generation = self.lock().generation + 1;
+        let staging = dir.join(format!("install-{generation}"));
+        remove_any(&staging);
+        let got = snapshot::unpack(file, &staging).map_err(|e| crate::Error::Corruption {
+            path: pack_path.clone().unwrap_or_default(),
+            reason: format!("received snapshot: {e}"),
+        })?;
+        if got.last_log_id != meta.last_log_id || got.snapshot_id != meta.snapshot_id {
+            remove_any(&staging);
+            return Err(crate::Error::Corruption {
+                path: pack_path.unwrap_or_default(),
+                reason: format!(
+                    "received snapshot holds {} up to {:?}, the leader announced {} up to {:?}",
+                    got.snapshot_id, got.last_log_id, meta.snapshot_id, meta.last_log_id
+                ),
+            });
+        }
+        let live = dir.join(format!("data-{generation}"));
+        fs::rename(&staging, &live).map_err(io_err(format!("renaming {}", staging.display())))?;
+        snapshot::sync_dir(dir).map_err(io_err(format!("syncing {}", dir.display())))?;
+        let db = match Db::open(&live, self.shared.opts.clone()) {
+            Ok(db) => db,
+            Err(e) => {
+                remove_any(&live);
+                return Err(e);
+            }
+        };
+        let applied = read_applied(&db)?;
+        if applied != meta.last_log_id {
+            drop(db);
+            remove_any(&live);
+            return Err(crate::Error::Corruption {
+                path: live,
+                reason: format!(
+                    "snapshot's store is applied up to {applied:?}, its meta says {:?}",
+                    meta.last_log_id
+                ),
+            });
+        }
+        // The commit point: from here a crash reopens the new store.
+        snapshot::write_atomic(dir, "CURRENT", format!("data-{generation}\n").as_bytes())
+            .map_err(io_err(format!("writing {}/CURRENT", dir.display())))?;
+        let old = self.shared.db.swap(Arc::new(db));
+        let old_dir = dir.join(format!("data-{}", generation - 1));
+        {
+            let mut st = self.lock();
+            st.generation = generation;
+            st.retired.push((old, old_dir));
+        }
+        self.reap();
+        if let Some(p) = pack_path {
+            // Keep what was received as this node's newest snapshot (it is one).
+            let _ = self.declare(meta.clone(), &p);
+        }
+        Ok(())
+    }
+
+    /// Copies `file` from its start to the new file `to`, synced; returns `to` opened.
+    fn copy_in(&self, mut file: fs::File, to: &Path) -> crate::Result<fs::File> {
+        let err = io_err(format!("copying a snapshot to {}", to.display()));
+        let copied = (|| {
+            file.seek(SeekFrom::Start(0))?;
+            let mut out = fs::File::create(to)?;
+            std::io::copy(&mut file, &mut out)?;
+            out.sync_all()?;
+            fs::File::open(to)
+        })();
+        copied.map_err(err)
+    }
+
+    /// Deletes replaced stores no reader holds any more.
+    fn reap(&self) {
+        let mut st = self.lock();
+        st.retired.retain(|(db, dir)| {
+            if Arc::strong_count(db) == 1 {
+                remove_any(dir);
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+/// Removes a file or a directory tree, ignoring failures (temporary and replaced data).
+fn remove_any(path: &Path) {
+    if path.is_dir() {
+        let _ = fs::remove_dir_all(path);
+    } else {
+        let _ = fs::remove_file(path);
+    }
+}
+
+fn parse_current(s: &str) -> Option<u64> {
+    s.strip_suffix('\n')?.strip_prefix("data-")?.parse().ok()
+}
+
+fn corrupt(db: &Db, what: &str, reason: String) -> crate::Error {
+    crate::Error::Corruption {
+        path: db.path().to_path_buf(),
+        reason: format!("state machine {what}: {reason}"),
+    }
+}
+
+fn read_applied(db: &Db) -> crate::Result<Option<LogId<NodeId>>> {
+    match db.get(APPLIED)? {
+        None => Ok(None),
+        Some(b) => codec::decode_opt_log_id(&b).map_err(|r| corrupt(db, "applied position", r)),
+    }
+}
+
+fn read_membership(db: &Db) -> crate::Result<StoredMembership<NodeId, BasicNode>> {
+    match db.get(MEMBERSHIP)? {
+        None => Ok(StoredMembership::default()),
+        Some(b) => codec::decode_stored_membership(&b).map_err(|r| corrupt(db, "membership", r)),
+    }
+}
+
+fn read_applied_at(db: &Db, s: &crate::db::Snapshot) -> crate::Result<Option<LogId<NodeId>>> {
+    match s.get(APPLIED)? {
+        None => Ok(None),
+        Some(b) => codec::decode_opt_log_id(&b).map_err(|r| corrupt(db, "applied position", r)),
+    }
+}
+
+fn read_membership_at(
+    db: &Db,
+    s: &crate::db::Snapshot,
+) -> crate::Result<StoredMembership<NodeId, BasicNode>> {
+    match s.get(MEMBERSHIP)? {
+        None => Ok(StoredMembership::default()),
+        Some(b) => codec::decode_stored_membership(&b).map_err(|r| corrupt(db, "membership", r)),
+    }
+}
+
+/// A scan of the replicated data (`StateMachine::scan`): `(key, value)` in key order.
+pub struct Scan {
+    inner: DbIter,
+}
+
+impl Iterator for Scan {
+    type Item = crate::Result<(Vec<u8>, Vec<u8>)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        Some(self.inner.next()?.map(|(mut k, v)| {
+            k.remove(0);
+            (k, v)
+        }))
+    }
+}
+
+impl DoubleEndedIterator for Scan {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        Some(self.inner.next_back()?.map(|(mut k, v)| {
+            k.remove(0);
+            (k, v)
+        }))
+    }
+}
+
+/// Runs blocking store work off the async runtime's workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> crate::Result<T> + Send + 'static,
+) -> crate::Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| crate::Error::io("a blocking task", std::io::Error::other(e.to_string())))?
+}
+
+/// Builds snapshots of a [`StateMachine`] (openraft's `RaftSnapshotBuilder`).
+pub struct SnapshotBuilder {
+    sm: StateMachine,
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    /// A checkpoint of the live store as of one moment, with the applied position and
+    /// membership read at that same moment, packed and declared (module comment).
+    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+        let sm = self.sm.clone();
+        let (meta, file) = blocking(move || sm.build()).await.map_err(snap_err)?;
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(tokio::fs::File::from_std(file)),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotBuilder = SnapshotBuilder;
+
+    async fn applied_state(&mut self) -> StorageResult<Applied> {
+        self.applied().map_err(|e| sm_err(ErrorVerb::Read, e))
+    }
+
+    /// Applies `entries` in order: each one's operations and its log id (and membership)
+    /// in one batch, not synced (module comment). One `Response` per entry.
+    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Response>>
+    where
+        I: IntoIterator<Item = Entry> + Send,
+        I::IntoIter: Send,
+    {
+        let db = self.shared.db.load_full();
+        let mut out = Vec::new();
+        let mut batch = WriteBatch::new();
+        for e in entries {
+            match e.payload {
+                EntryPayload::Blank => {}
+                EntryPayload::Normal(req) => {
+                    if let Err(m) = req.validate() {
+                        batch.put(APPLIED, codec::encode_opt_log_id(Some(&e.log_id)));
+                        out.push(Response { refused: Some(m) });
+                        continue;
+                    }
+                    for op in req.ops {
+                        match op {
+                            Op::Put { key, value } => batch.put(data_key(&key), value),
+                            Op::Delete { key } => batch.delete(data_key(&key)),
+                        };
+                    }
+                }
+                EntryPayload::Membership(m) => {
+                    let stored = StoredMembership::new(Some(e.log_id), m);
+                    batch.put(MEMBERSHIP, codec::encode_stored_membership(&stored));
+                }
+            }
+            batch.put(APPLIED, codec::encode_opt_log_id(Some(&e.log_id)));
+            out.push(Response::default());
+            if batch.encoded_len() >= APPLY_BATCH_BYTES {
+                db.write(std::mem::take(&mut batch))
+                    .map_err(|err| sm_err(ErrorVerb::Write, err))?;
+            }
+        }
+        if !batch.is_empty() {
+            db.write(batch)
+                .map_err(|err| sm_err(ErrorVerb::Write, err))?;
+        }
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
+        SnapshotBuilder { sm: self.clone() }
+    }
+
+    /// A new file under `snapshots/` for openraft to write the received chunks to.
+    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<tokio::fs::File>> {
+        let path = self.temp_name("receive");
+        let file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .await
+            .map_err(snap_err)?;
+        if let Some(old) = self.lock().receiving.replace(path) {
+            remove_any(&old);
+        }
+        Ok(Box::new(file))
+    }
+
+    /// Verifies and swaps in the received snapshot (module comment); on any failure the
+    /// live store is untouched and the error names what was wrong.
+    async fn install_snapshot(
+        &mut self,
+        meta: &Meta,
+        snapshot: Box<tokio::fs::File>,
+    ) -> StorageResult<()> {
+        let mut file = snapshot.into_std().await;
+        let mut path = self.lock().receiving.take();
+        if !path.as_ref().is_some_and(|p| same_file(&file, p)) {
+            // Handed a file other than the one `begin_receiving_snapshot` made (a caller
+            // that had the pack at hand): copy it in, so it is kept as this node's snapshot.
+            if let Some(old) = path.take() {
+                remove_any(&old);
+            }
+            let copy = self.temp_name("receive");
+            let sm = self.clone();
+            file = blocking(move || sm.copy_in(file, &copy).map(|f| (f, copy)))
+                .await
+                .map(|(f, copy)| {
+                    path = Some(copy);
+                    f
+                })
+                .map_err(snap_err)?;
+        }
+        let pack_path = path.clone();
+        let sm = self.clone();
+        let meta2 = meta.clone();
+        let result = blocking(move || sm.install(&meta2, file, pack_path)).await;
+        if let (Err(_), Some(p)) = (&result, path) {
+            remove_any(&p);
+        }
+        result.map_err(snap_err)
+    }
+
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+        let current = self.lock().current.clone();
+        let Some((meta, path)) = current else {
+            return Ok(None);
+        };
+        let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
+        Ok(Some(Snapshot {
+            meta,
+            snapshot: Box::new(file),
+        }))
+    }
+}
+
+fn same_file(file: &fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
