@@ -83,6 +83,7 @@ struct Shared {
     db: ArcSwap<Db>,
     state: Mutex<State>,
     next_temp: AtomicU64,
+    installed: AtomicU64,
 }
 
 struct State {
@@ -171,6 +172,7 @@ impl StateMachine {
                     retired: Vec::new(),
                 }),
                 next_temp: AtomicU64::new(0),
+                installed: AtomicU64::new(0),
             }),
         })
     }
@@ -212,6 +214,16 @@ impl StateMachine {
     pub fn applied(&self) -> crate::Result<Applied> {
         let db = self.shared.db.load();
         Ok((read_applied(&db)?, read_membership(&db)?))
+    }
+
+    /// Snapshots installed since this state machine was opened.
+    pub fn snapshots_installed(&self) -> u64 {
+        self.shared.installed.load(Ordering::Relaxed)
+    }
+
+    /// The newest snapshot's meta, if there is one.
+    pub fn current_snapshot(&self) -> Option<openraft::SnapshotMeta<NodeId, BasicNode>> {
+        self.lock().current.as_ref().map(|(m, _)| m.clone())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -351,6 +363,7 @@ impl StateMachine {
             st.retired.push((old, old_dir));
         }
         self.reap();
+        self.shared.installed.fetch_add(1, Ordering::Relaxed);
         if let Some(p) = pack_path {
             // Keep what was received as this node's newest snapshot (it is one).
             let _ = self.declare(meta.clone(), &p);
