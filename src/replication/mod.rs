@@ -134,8 +134,10 @@ pub enum Error {
         /// The leader's id and address, when this node knows them.
         leader: Option<(NodeId, String)>,
     },
-    /// No quorum answered in time, the node is shutting down, or openraft refused the call
-    /// (the message says which).
+    /// No answer within `ReplicationConfig::request_timeout` (no quorum reachable, say). A
+    /// write that timed out may still be applied later.
+    Timeout(std::time::Duration),
+    /// The node is shutting down, or openraft refused the call (the message says which).
     Raft(String),
 }
 
@@ -149,6 +151,7 @@ impl fmt::Display for Error {
             Error::NotLeader { leader: None } => {
                 write!(f, "not the leader, and no leader is known")
             }
+            Error::Timeout(d) => write!(f, "no answer within {d:?} (no quorum reachable?)"),
             Error::Raft(m) => write!(f, "raft: {m}"),
         }
     }

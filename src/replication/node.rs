@@ -15,6 +15,7 @@ use std::fmt::{Debug, Display};
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use openraft::error::RaftError;
 use openraft::{ChangeMembers, Config, RaftMetrics, RaftNetworkFactory, TryAsRef};
@@ -44,6 +45,9 @@ pub struct ReplicationConfig {
     pub raft: Config,
     /// Options of the state machine's store (filters, compression, cache).
     pub db: Options,
+    /// How long a write or a linearizable read waits for a quorum before it fails with
+    /// `Error::Timeout`.
+    pub request_timeout: Duration,
 }
 
 impl Default for ReplicationConfig {
@@ -62,6 +66,7 @@ impl Default for ReplicationConfig {
                 ..Config::default()
             },
             db: Options::default(),
+            request_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -70,6 +75,7 @@ impl Default for ReplicationConfig {
 #[derive(Clone)]
 pub struct ReplicatedDb {
     id: NodeId,
+    timeout: Duration,
     raft: Raft,
     sm: StateMachine,
     log: LogStore,
@@ -120,7 +126,13 @@ impl ReplicatedDb {
         let raft = Raft::new(id, raft_config, network, log.clone(), sm.clone())
             .await
             .map_err(|e| Error::Raft(e.to_string()))?;
-        Ok(ReplicatedDb { id, raft, sm, log })
+        Ok(ReplicatedDb {
+            id,
+            timeout: config.request_timeout,
+            raft,
+            sm,
+            log,
+        })
     }
 
     /// Makes a new cluster of `members` (each node's id and address), this node among them.
@@ -140,7 +152,10 @@ impl ReplicatedDb {
         request
             .validate()
             .map_err(|m| Error::Store(crate::Error::InvalidArgument(m)))?;
-        let resp = self.raft.client_write(request).await.map_err(raft_err)?;
+        let resp = tokio::time::timeout(self.timeout, self.raft.client_write(request))
+            .await
+            .map_err(|_| Error::Timeout(self.timeout))?
+            .map_err(raft_err)?;
         match resp.data.refused {
             None => Ok(()),
             Some(m) => Err(Error::Store(crate::Error::InvalidArgument(m))),
@@ -171,7 +186,10 @@ impl ReplicatedDb {
         match policy {
             ReadPolicy::Local => Ok(()),
             ReadPolicy::Linearizable => {
-                self.raft.ensure_linearizable().await.map_err(raft_err)?;
+                tokio::time::timeout(self.timeout, self.raft.ensure_linearizable())
+                    .await
+                    .map_err(|_| Error::Timeout(self.timeout))?
+                    .map_err(raft_err)?;
                 Ok(())
             }
         }

@@ -1,14 +1,12 @@
 //! An in-process cluster for the replication tests: nodes on disk under one temporary
 //! directory, connected by a `Router`, each stopped and reopened at will.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lsm_bloom::replication::network::Router;
-use lsm_bloom::replication::{
-    BasicNode, Error, NodeId, ReadPolicy, ReplicatedDb, ReplicationConfig,
-};
+use lsm_bloom::replication::{BasicNode, Error, NodeId, ReplicatedDb, ReplicationConfig};
 
 pub struct Cluster {
     pub router: Router,
@@ -150,29 +148,5 @@ impl Cluster {
             .unwrap()
             .map(Result::unwrap)
             .collect()
-    }
-
-    /// Writes through whichever node leads, retrying until acknowledged or `limit` passes.
-    pub async fn put_retrying(&self, key: &[u8], value: &[u8], limit: Duration) -> bool {
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if let Some(l) = self.leader() {
-                if l.put(key, value).await.is_ok() {
-                    return true;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        false
-    }
-
-    pub fn ids(&self) -> BTreeSet<NodeId> {
-        self.nodes.lock().unwrap().keys().copied().collect()
-    }
-
-    /// A linearizable read on whichever node leads.
-    pub async fn get_linearizable(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        let l = self.leader()?;
-        l.get(key, ReadPolicy::Linearizable).await.ok()
     }
 }
