@@ -79,14 +79,25 @@ async fn leader_restarts_lose_no_acknowledged_write() {
     let per_round = (min_writes as u64) / (kills as u64 + 2);
     for round in 0..kills {
         wait_for_writes(count.load(Ordering::Relaxed) + per_round).await;
-        let leader = c.wait_for_leader(Duration::from_secs(10)).await.id();
-        drop(c.leader());
+        let l = c.wait_for_leader(Duration::from_secs(10)).await;
+        let (leader, its_last) = (l.id(), l.metrics().last_log_index.unwrap_or(0));
+        drop(l);
         c.stop(leader).await;
         if round == kills / 2 {
-            // Keep it down while the others write past a few snapshots, so the entries it
-            // lacks are purged everywhere: it can only catch up by snapshot.
-            c.wait_for_leader(Duration::from_secs(10)).await;
-            wait_for_writes(count.load(Ordering::Relaxed) + 1000).await;
+            // Keep it down until the new leader has purged past the end of its log: it can
+            // then only catch up by snapshot.
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let purged = c.leader().and_then(|l| l.metrics().purged).map(|p| p.index);
+                if purged.is_some_and(|p| p > its_last) {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the log was never purged past {its_last}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         } else {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
