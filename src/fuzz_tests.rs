@@ -473,7 +473,51 @@ fn compressed_block_target() -> Target {
     }
 }
 
+/// The replication layer's encodings (FORMAT.md §7): log entries, votes, memberships, and
+/// a snapshot pack's header.
+#[cfg(feature = "replication")]
+fn replication_targets() -> Vec<Target> {
+    use crate::replication::fuzz_seeds as r;
+    vec![
+        Target {
+            name: "raft log entry",
+            seeds: r::entries(),
+            reseal: |_| {},
+            decode: |b| crate::replication::codec::decode_entry(b).is_ok(),
+        },
+        Target {
+            name: "raft vote and log id",
+            seeds: r::votes(),
+            reseal: |_| {},
+            decode: |b| {
+                crate::replication::codec::decode_vote(b).is_ok()
+                    | crate::replication::codec::decode_opt_log_id(b).is_ok()
+            },
+        },
+        Target {
+            name: "raft membership",
+            seeds: r::memberships(),
+            reseal: |_| {},
+            decode: |b| crate::replication::codec::decode_stored_membership(b).is_ok(),
+        },
+        Target {
+            name: "snapshot pack header",
+            seeds: r::pack_headers(),
+            reseal: r::reseal_pack_header,
+            decode: |b| crate::replication::snapshot::read_header(&mut &b[..]).is_ok(),
+        },
+    ]
+}
+
 fn targets() -> Vec<Target> {
+    #[cfg(feature = "replication")]
+    let more = replication_targets();
+    #[cfg(not(feature = "replication"))]
+    let more = Vec::new();
+    more.into_iter().chain(base_targets()).collect()
+}
+
+fn base_targets() -> Vec<Target> {
     vec![
         rocksdb_sst_target(),
         rocksdb_manifest_target(),

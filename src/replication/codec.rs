@@ -1,5 +1,5 @@
 //! The bytes the replication layer stores: log entries, the vote, log ids and memberships,
-//! as FORMAT.md §9 lays them out (little-endian, lengths before bytes). openraft's own
+//! as FORMAT.md §7 lays them out (little-endian, lengths before bytes). openraft's own
 //! types are not written with serde, so the format stays this crate's, documented and
 //! independent of how a later openraft derives its serialisation.
 //!
@@ -16,7 +16,7 @@ use openraft::{BasicNode, EntryPayload, LeaderId, LogId, Membership, StoredMembe
 use super::{Entry, NodeId, Op, Request};
 use crate::coding::Cursor;
 
-/// Payload tags of an entry (FORMAT.md §9.2).
+/// Payload tags of an entry (FORMAT.md §7.4).
 const BLANK: u8 = 0;
 const NORMAL: u8 = 1;
 const MEMBERSHIP: u8 = 2;

@@ -1,6 +1,6 @@
 //! The Raft log in a `Db` of its own (openraft's `RaftLogStorage`).
 //!
-//! Keys (FORMAT.md §9.1): `e` + the index big-endian for each entry, so entries sort by
+//! Keys (FORMAT.md §7.1): `e` + the index big-endian for each entry, so entries sort by
 //! index; `m/vote`, `m/committed`, `m/purged` for the vote and the two marks; `m/format` for
 //! the layout's version. Every append, truncation and purge is one `WriteBatch`, so a crash
 //! leaves the log as it was before or after the call, never a hole or a partial suffix.
@@ -34,7 +34,7 @@ const VOTE: &[u8] = b"m/vote";
 const COMMITTED: &[u8] = b"m/committed";
 const PURGED: &[u8] = b"m/purged";
 const FORMAT: &[u8] = b"m/format";
-/// The layout's version (FORMAT.md §9.1).
+/// The layout's version (FORMAT.md §7.1).
 const FORMAT_VERSION: u32 = 1;
 
 type StorageResult<T> = Result<T, StorageError<NodeId>>;

@@ -10,17 +10,19 @@
 //! The type config ([`TypeConfig`]) and both stores are public, so a service can run them
 //! under `openraft::Raft` with a network of its own; [`ReplicatedDb`] is the same with the
 //! reads, writes and membership calls a service needs, over any `RaftNetworkFactory`.
-//! The bytes on disk are FORMAT.md §9.
+//! The bytes on disk are FORMAT.md §7.
 //!
 //! openraft is pinned to its stable line, 0.9.25 (`storage-v2` storage API): its types
 //! appear in this module's public API, and 0.10 is still published as alphas whose API
 //! changes between releases.
 
-mod codec;
+pub(crate) mod codec;
+#[cfg(test)]
+pub(crate) mod fuzz_seeds;
 mod log_store;
 pub mod network;
 mod node;
-mod snapshot;
+pub(crate) mod snapshot;
 mod state_machine;
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Snapshot files: a state machine's checkpoint packed into one file (FORMAT.md §9.3), and
+//! Snapshot files: a state machine's checkpoint packed into one file (FORMAT.md §7.3), and
 //! its unpacking, verified, into a directory.
 //!
 //! A pack is a header (magic, version, the snapshot's meta with a CRC), then each file of
@@ -94,6 +94,18 @@ pub(crate) fn pack(checkpoint: &Path, meta: &Meta, out: &Path) -> io::Result<u64
     file.metadata().map(|m| m.len())
 }
 
+/// A pack's header alone (magic, version, meta, CRC): the fuzz seeds.
+#[cfg(test)]
+pub(crate) fn encode_header(meta: &Meta) -> Vec<u8> {
+    let m = encode_meta(meta);
+    let mut out = MAGIC.to_vec();
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&(m.len() as u32).to_le_bytes());
+    out.extend_from_slice(&m);
+    out.extend_from_slice(&crc32fast::hash(&m).to_le_bytes());
+    out
+}
+
 fn encode_meta(meta: &Meta) -> Vec<u8> {
     let mut out = Vec::new();
     codec::put_opt_log_id(&mut out, meta.last_log_id.as_ref());
@@ -166,10 +178,11 @@ fn plain_name(name: &str) -> bool {
 /// Reads the meta of the pack at `pack` (header checks included).
 pub(crate) fn read_meta(pack: &Path) -> io::Result<Meta> {
     let mut r = BufReader::new(File::open(pack)?);
-    header(&mut r)
+    read_header(&mut r)
 }
 
-fn header(r: &mut impl Read) -> io::Result<Meta> {
+/// Reads and checks a pack's header (magic, version, meta and its CRC).
+pub(crate) fn read_header(r: &mut impl Read) -> io::Result<Meta> {
     if take(r, 8, "the magic")? != MAGIC {
         return Err(invalid("not a snapshot (bad magic)"));
     }
@@ -213,7 +226,7 @@ fn unpack_into(mut file: File, dir: &Path) -> io::Result<Meta> {
         inner: BufReader::with_capacity(COPY_BUF, file),
         read: 0,
     };
-    let meta = header(&mut r)?;
+    let meta = read_header(&mut r)?;
     fs::create_dir(dir)?;
     let mut seen = BTreeSet::new();
     let mut buf = vec![0u8; COPY_BUF];

@@ -1,6 +1,6 @@
 //! The replicated data in a `Db` (openraft's `RaftStateMachine`), and its snapshots.
 //!
-//! Layout under the state machine's directory (FORMAT.md §9.2): `CURRENT` names the live
+//! Layout under the state machine's directory (FORMAT.md §7.2): `CURRENT` names the live
 //! store, `data-<generation>/`; its keys are `d` + the user's key, and `m/applied` and
 //! `m/membership`, written in the same `WriteBatch` as the data they describe, so the
 //! applied position can never disagree with the data. `snapshots/snap-<id>.pack` is the
@@ -41,6 +41,9 @@ use crate::db::{Db, DbIter, Options, WriteBatch};
 const DATA: u8 = b'd';
 const APPLIED: &[u8] = b"m/applied";
 const MEMBERSHIP: &[u8] = b"m/membership";
+const FORMAT: &[u8] = b"m/format";
+/// The layout's version (FORMAT.md §7.2).
+const FORMAT_VERSION: u32 = 1;
 /// Batches an apply is split into, by their log record size.
 const APPLY_BATCH_BYTES: usize = 32 << 20;
 
@@ -133,6 +136,7 @@ impl StateMachine {
             }
         }
         let db = Db::open(dir.join(&live), opts.clone())?;
+        check_format(&db)?;
         let applied = read_applied(&db)?;
         // The newest readable snapshot at or before the applied position is kept.
         let mut current: Option<(Meta, PathBuf)> = None;
@@ -340,6 +344,7 @@ impl StateMachine {
                 return Err(e);
             }
         };
+        check_format(&db)?;
         let applied = read_applied(&db)?;
         if applied != meta.last_log_id {
             drop(db);
@@ -415,6 +420,22 @@ fn corrupt(db: &Db, what: &str, reason: String) -> crate::Error {
     crate::Error::Corruption {
         path: db.path().to_path_buf(),
         reason: format!("state machine {what}: {reason}"),
+    }
+}
+
+/// Checks the store's layout version, writing it into a store that has none (a new one).
+fn check_format(db: &Db) -> crate::Result<()> {
+    match db.get(FORMAT)? {
+        None => {
+            let mut b = WriteBatch::new();
+            b.put(FORMAT, FORMAT_VERSION.to_le_bytes());
+            db.write(b)
+        }
+        Some(v) if v == FORMAT_VERSION.to_le_bytes() => Ok(()),
+        Some(v) => Err(crate::Error::Corruption {
+            path: db.path().to_path_buf(),
+            reason: format!("state machine layout version {v:?} (this build reads 1)"),
+        }),
     }
 }
 
@@ -579,6 +600,11 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         meta: &Meta,
         snapshot: Box<tokio::fs::File>,
     ) -> StorageResult<()> {
+        let mut snapshot = snapshot;
+        // Whatever openraft wrote is on its way to the file before it is read back.
+        tokio::io::AsyncWriteExt::flush(&mut *snapshot)
+            .await
+            .map_err(snap_err)?;
         let mut file = snapshot.into_std().await;
         let mut path = self.lock().receiving.take();
         if !path.as_ref().is_some_and(|p| same_file(&file, p)) {

@@ -3,6 +3,7 @@
 //! partitions, and every acknowledged write checked on every node.
 
 mod cluster;
+mod fixtures;
 mod linearizable;
 mod power_loss;
 
@@ -257,4 +258,10 @@ async fn a_power_loss_of_the_state_machine_loses_no_acknowledged_write() {
         println!("power loss ({tail:?}): {lost} of {writes} acknowledged writes lost");
         assert_eq!(lost, 0, "{tail:?}: {lost} acknowledged writes lost");
     }
+}
+
+/// `fixtures/replication-v1/node/` (layout version 1) reads as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn layout_v1_fixture_still_reads() {
+    fixtures::check().await;
 }

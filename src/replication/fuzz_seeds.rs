@@ -1,0 +1,99 @@
+//! Valid encodings of each replication structure, for the decoder fuzzing in
+//! `crate::fuzz_tests`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use openraft::{EntryPayload, LeaderId, LogId, Membership, StoredMembership, Vote};
+
+use super::{codec, snapshot, BasicNode, Entry, NodeId, Op, Request};
+
+fn membership(n: u64) -> Membership<NodeId, BasicNode> {
+    let nodes: BTreeMap<u64, BasicNode> = (1..=n + 1)
+        .map(|i| (i, BasicNode::new(format!("10.0.0.{i}:7000"))))
+        .collect();
+    let voters: BTreeSet<u64> = (1..=n).collect();
+    if n > 2 {
+        Membership::new(vec![voters.clone(), (2..=n + 1).collect()], nodes)
+    } else {
+        Membership::new(vec![voters], nodes)
+    }
+}
+
+fn id(term: u64, index: u64) -> LogId<NodeId> {
+    LogId::new(LeaderId::new(term, 2), index)
+}
+
+pub(crate) fn entries() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for i in 0..4u64 {
+        let payload = match i {
+            0 => EntryPayload::Blank,
+            1 | 2 => EntryPayload::Normal(Request {
+                ops: (0..i * 3)
+                    .map(|j| {
+                        if j % 2 == 0 {
+                            Op::Put {
+                                key: vec![j as u8; j as usize],
+                                value: vec![7; 10 * j as usize],
+                            }
+                        } else {
+                            Op::Delete {
+                                key: vec![j as u8; 3],
+                            }
+                        }
+                    })
+                    .collect(),
+            }),
+            _ => EntryPayload::Membership(membership(3)),
+        };
+        out.push(codec::encode_entry(&Entry {
+            log_id: id(i + 1, i * 10),
+            payload,
+        }));
+    }
+    out
+}
+
+pub(crate) fn votes() -> Vec<Vec<u8>> {
+    let mut v = Vote::new(7, 3);
+    let a = codec::encode_vote(&v);
+    v.committed = true;
+    vec![
+        a,
+        codec::encode_vote(&v),
+        codec::encode_opt_log_id(Some(&id(3, 99))),
+        codec::encode_opt_log_id(None),
+    ]
+}
+
+pub(crate) fn memberships() -> Vec<Vec<u8>> {
+    (1..4)
+        .map(|n| {
+            codec::encode_stored_membership(&StoredMembership::new(Some(id(n, n)), membership(n)))
+        })
+        .collect()
+}
+
+pub(crate) fn pack_headers() -> Vec<Vec<u8>> {
+    (1..3)
+        .map(|n| {
+            snapshot::encode_header(&snapshot::Meta {
+                last_log_id: Some(id(n, 40 * n)),
+                last_membership: StoredMembership::new(Some(id(n, n)), membership(n)),
+                snapshot_id: format!("{n}-2-{}-1234", 40 * n),
+            })
+        })
+        .collect()
+}
+
+/// Recomputes the meta CRC of a mutated header whose meta length still fits.
+pub(crate) fn reseal_pack_header(b: &mut Vec<u8>) {
+    if b.len() < 16 {
+        return;
+    }
+    let n = u32::from_le_bytes([b[12], b[13], b[14], b[15]]) as usize;
+    if let Some(end) = 16usize.checked_add(n).filter(|e| e + 4 <= b.len()) {
+        let crc = crc32fast::hash(&b[16..end]);
+        b[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+}

@@ -1,0 +1,185 @@
+//! `fixtures/replication-v1/node/`: a one-node replicated store written by layout version 1
+//! (FORMAT.md §7) — a log with a purged prefix, a vote and a commit mark; a state machine
+//! with data, its applied position and membership; a snapshot pack. Frozen: this build must
+//! read it as written. Written once, when missing and `LSM_BLOOM_WRITE_MISSING_FIXTURES` is
+//! set (never overwritten).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use lsm_bloom::replication::network::Router;
+use lsm_bloom::replication::openraft::storage::{RaftLogStorage, RaftStateMachine};
+use lsm_bloom::replication::openraft::{RaftLogReader, SnapshotPolicy};
+use lsm_bloom::replication::{BasicNode, LogStore, ReadPolicy, ReplicatedDb, StateMachine};
+use lsm_bloom::Options;
+
+use crate::cluster::fast_config;
+
+pub const WRITES: usize = 60;
+pub const DELETED: usize = 7;
+
+pub fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/replication-v1/node")
+}
+
+/// The data the fixture holds: `k00`..`k59` = `v00`..`v59`, less `k07`.
+pub fn expected() -> Vec<(Vec<u8>, Vec<u8>)> {
+    (0..WRITES)
+        .filter(|&i| i != DELETED)
+        .map(|i| {
+            (
+                format!("k{i:02}").into_bytes(),
+                format!("v{i:02}").into_bytes(),
+            )
+        })
+        .collect()
+}
+
+async fn write_fixture(to: &Path) {
+    let mut config = fast_config();
+    config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(25);
+    config.raft.max_in_snapshot_log_to_keep = 5;
+    config.raft.purge_batch_size = 1;
+    let router = Router::new();
+    let node = ReplicatedDb::open(1, to, config, router.network(1))
+        .await
+        .unwrap();
+    router.register(1, node.raft().clone());
+    node.initialize(BTreeMap::from([(1, BasicNode::new("127.0.0.1:7001"))]))
+        .await
+        .unwrap();
+    for i in 0..WRITES {
+        loop {
+            if node
+                .put(format!("k{i:02}"), format!("v{i:02}"))
+                .await
+                .is_ok()
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+    node.delete(format!("k{DELETED:02}")).await.unwrap();
+    assert!(
+        node.metrics().purged.is_some(),
+        "the fixture needs a purged log"
+    );
+    node.shutdown().await.unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// A fresh copy of the fixture (opening a store changes its directory).
+pub async fn copy() -> tempfile::TempDir {
+    let src = dir();
+    if !src.exists() {
+        assert!(
+            std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some(),
+            "missing fixture {}",
+            src.display()
+        );
+        write_fixture(&src).await;
+    }
+    let t = tempfile::tempdir().unwrap();
+    copy_dir(&src, &t.path().join("node"));
+    t
+}
+
+/// The stores read the fixture as written, piece by piece, and a node opened on it serves
+/// its data.
+pub async fn check() {
+    let t = copy().await;
+    let node_dir = t.path().join("node");
+
+    let mut log = LogStore::open(node_dir.join("log")).unwrap();
+    let state = log.get_log_state().await.unwrap();
+    let purged = state.last_purged_log_id.expect("a purged prefix");
+    let last = state.last_log_id.expect("entries");
+    let entries = log
+        .try_get_log_entries(purged.index + 1..=last.index)
+        .await
+        .unwrap();
+    assert_eq!(entries.len() as u64, last.index - purged.index);
+    assert!(log.read_vote().await.unwrap().is_some(), "a vote");
+    drop(log);
+
+    let mut sm = StateMachine::open(node_dir.join("sm"), Options::default()).unwrap();
+    let (applied, membership) = sm.applied_state().await.unwrap();
+    assert_eq!(applied, Some(last), "applied up to the log's end");
+    let nodes: Vec<_> = membership
+        .membership()
+        .nodes()
+        .map(|(id, n)| (*id, n.addr.clone()))
+        .collect();
+    assert_eq!(nodes, vec![(1, "127.0.0.1:7001".to_string())]);
+    let data: Vec<_> = sm
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(data, expected());
+    let snap = sm
+        .get_current_snapshot()
+        .await
+        .unwrap()
+        .expect("a snapshot");
+    assert!(
+        snap.meta.last_log_id >= Some(purged),
+        "the snapshot covers the purged log"
+    );
+    drop(sm);
+
+    // The pack installs into another state machine: its data is the fixture's as of the
+    // snapshot's position.
+    let mut other = StateMachine::open(t.path().join("other"), Options::default()).unwrap();
+    let mut into = other.begin_receiving_snapshot().await.unwrap();
+    let mut from = snap.snapshot;
+    tokio::io::copy(&mut from, &mut *into).await.unwrap();
+    other.install_snapshot(&snap.meta, into).await.unwrap();
+    let (at, _) = other.applied_state().await.unwrap();
+    assert_eq!(at, snap.meta.last_log_id);
+    let data: Vec<_> = other
+        .scan::<&[u8], _>(..)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let all = expected();
+    assert!(data.len() > 30, "{} keys", data.len());
+    assert!(
+        data.iter().all(|kv| all.contains(kv) || kv.0 == b"k07"),
+        "data not the fixture's"
+    );
+    drop(other);
+
+    let router = Router::new();
+    let node = ReplicatedDb::open(1, &node_dir, fast_config(), router.network(1))
+        .await
+        .unwrap();
+    router.register(1, node.raft().clone());
+    let mut got = None;
+    for _ in 0..300 {
+        if let Ok(v) = node.get("k42", ReadPolicy::Linearizable).await {
+            got = Some(v);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(got, Some(Some(b"v42".to_vec())));
+    assert_eq!(
+        node.get("k07", ReadPolicy::Linearizable).await.unwrap(),
+        None
+    );
+    node.shutdown().await.unwrap();
+}
