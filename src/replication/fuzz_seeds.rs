@@ -87,6 +87,10 @@ pub(crate) fn pack_headers() -> Vec<Vec<u8>> {
 }
 
 /// Recomputes the meta CRC of a mutated header whose meta length still fits.
+#[expect(
+    clippy::ptr_arg,
+    reason = "the signature of every fuzz target's reseal"
+)]
 pub(crate) fn reseal_pack_header(b: &mut Vec<u8>) {
     if b.len() < 16 {
         return;

@@ -1,25 +1,27 @@
-//! Linearizability under leader kills, checked by stateright's `LinearizabilityTester`: five
+//! Linearizability under leader kills, checked by `checker` (Wing–Gong with memoisation): five
 //! clients write unique values to and read a few keys through whichever node leads, while
 //! the leader is stopped and restarted. Each key is a register and linearizability is local
 //! (a history is linearizable iff each object's is), so each key is checked on its own.
 //!
 //! An operation that fails may still take effect later (a write proposed before its leader
-//! died can be committed by the next), so it stays in flight forever and its client goes on
-//! under a new thread id. The negative control reads each node's local state instead, and the
+//! died can be committed by the next), so it is recorded with no response: the checker may
+//! place it anywhere after its invocation, or nowhere. The negative control reads each node's local state instead, and the
 //! checker must catch it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lsm_bloom::replication::ReadPolicy;
-use stateright::semantics::register::{Register, RegisterOp, RegisterRet};
-use stateright::semantics::{ConsistencyTester, LinearizabilityTester};
-
+use crate::checker::{self, Kind, Op};
 use crate::cluster::{fast_config, Cluster};
 use crate::common::Rng;
+use lsm_bloom::replication::ReadPolicy;
 
-type Tester = LinearizabilityTester<u64, Register<Option<u64>>>;
+/// Each key's history, stamped with one logical clock.
+struct History {
+    clock: AtomicU64,
+    ops: Vec<Mutex<Vec<Op>>>,
+}
 
 pub struct Outcome {
     pub completed: u64,
@@ -32,7 +34,7 @@ pub struct Outcome {
 
 /// Runs the workload until `ops` operations completed and the leader was restarted
 /// `min_kills` times (one every `kill_every`): `keys` keys, `clients` clients, reads under
-/// `reads`.
+/// `reads`, each client pausing up to `pace` between operations.
 pub async fn run(
     ops: u64,
     min_kills: u32,
@@ -40,22 +42,22 @@ pub async fn run(
     clients: u64,
     kill_every: Duration,
     reads: ReadPolicy,
+    pace: Duration,
 ) -> Outcome {
     let c = Cluster::start(&[1, 2, 3], fast_config()).await;
-    let testers: Arc<Vec<Mutex<Tester>>> = Arc::new(
-        (0..keys)
-            .map(|_| Mutex::new(Tester::new(Register(None))))
-            .collect(),
-    );
+    let history = Arc::new(History {
+        clock: AtomicU64::new(0),
+        ops: (0..keys).map(|_| Mutex::new(Vec::new())).collect(),
+    });
     let completed = Arc::new(AtomicU64::new(0));
     let failed = Arc::new(AtomicU64::new(0));
     let next_value = Arc::new(AtomicU64::new(1));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for client in 0..clients {
-        let (c, testers, completed, failed, next_value, stop) = (
+        let (c, history, completed, failed, next_value, stop) = (
             c.clone(),
-            testers.clone(),
+            history.clone(),
             completed.clone(),
             failed.clone(),
             next_value.clone(),
@@ -63,9 +65,7 @@ pub async fn run(
         );
         tasks.push(tokio::spawn(async move {
             let mut rng = Rng::new(client + 1);
-            let mut incarnation = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let thread = client * 1_000_000 + incarnation;
                 let key = rng.below(keys as u64) as usize;
                 let k = format!("reg-{key}").into_bytes();
                 let write = rng.below(2) == 0;
@@ -80,37 +80,40 @@ pub async fn run(
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     continue;
                 };
-                let op = if write {
-                    RegisterOp::Write(Some(next_value.fetch_add(1, Ordering::Relaxed)))
-                } else {
-                    RegisterOp::Read
-                };
-                testers[key]
-                    .lock()
-                    .unwrap()
-                    .on_invoke(thread, op.clone())
-                    .unwrap();
-                let ret = match op {
-                    RegisterOp::Write(Some(v)) => node
-                        .put(k, v.to_le_bytes().to_vec())
+                let call = history.clock.fetch_add(1, Ordering::SeqCst);
+                let result = if write {
+                    let v = next_value.fetch_add(1, Ordering::Relaxed);
+                    node.put(k, v.to_le_bytes().to_vec())
                         .await
-                        .map(|()| RegisterRet::WriteOk),
-                    _ => node.get(&k, reads).await.map(|v| {
-                        RegisterRet::ReadOk(v.map(|b| u64::from_le_bytes(b.try_into().unwrap())))
-                    }),
+                        .map(|()| Kind::Write(v))
+                        .map_err(|_| Kind::Write(v))
+                } else {
+                    node.get(&k, reads)
+                        .await
+                        .map(|v| Kind::Read(v.map(|b| u64::from_le_bytes(b.try_into().unwrap()))))
+                        .map_err(|_| Kind::Read(None))
                 };
-                match ret {
-                    Ok(ret) => {
-                        testers[key].lock().unwrap().on_return(thread, ret).unwrap();
+                let ret = history.clock.fetch_add(1, Ordering::SeqCst);
+                match result {
+                    Ok(kind) => {
+                        history.ops[key].lock().unwrap().push(Op {
+                            call,
+                            ret: Some(ret),
+                            kind,
+                        });
                         completed.fetch_add(1, Ordering::Relaxed);
-                        // Paced, so the history spans the leader kills without growing past
-                        // what the checker's search handles quickly.
-                        tokio::time::sleep(Duration::from_millis(rng.below(10))).await;
+                        // Paced, so the history spans the leader kills.
+                        let ms = rng.below(pace.as_millis() as u64 + 1);
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
                     }
-                    Err(_) => {
-                        // Outcome unknown: left in flight; the client continues as a new thread.
+                    Err(kind) => {
+                        // Outcome unknown: a write may still take effect, any time after.
+                        history.ops[key].lock().unwrap().push(Op {
+                            call,
+                            ret: None,
+                            kind,
+                        });
                         failed.fetch_add(1, Ordering::Relaxed);
-                        incarnation += 1;
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                 }
@@ -144,15 +147,15 @@ pub async fn run(
         t.await.unwrap();
     }
     let started = Instant::now();
-    let testers = Arc::try_unwrap(testers).unwrap_or_else(|_| panic!("testers still shared"));
+    let history = Arc::try_unwrap(history).unwrap_or_else(|_| panic!("history still shared"));
     let violations = tokio::task::spawn_blocking(move || {
-        let mut v = Vec::new();
-        for (key, t) in testers.into_iter().enumerate() {
-            if !t.into_inner().unwrap().is_consistent() {
-                v.push(key);
-            }
-        }
-        v
+        history
+            .ops
+            .into_iter()
+            .enumerate()
+            .filter(|(_, ops)| !checker::linearizable(&ops.lock().unwrap(), None))
+            .map(|(key, _)| key)
+            .collect::<Vec<_>>()
     })
     .await
     .unwrap();

@@ -2,6 +2,7 @@
 //! router, with leaders stopped and restarted under concurrent writers, snapshots forced,
 //! partitions, and every acknowledged write checked on every node.
 
+mod checker;
 mod cluster;
 mod fixtures;
 mod linearizable;
@@ -154,6 +155,7 @@ async fn reads_and_writes_are_linearizable_across_leader_kills() {
         5,
         Duration::from_millis(300),
         ReadPolicy::Linearizable,
+        Duration::from_millis(10),
     )
     .await;
     println!(
@@ -171,7 +173,17 @@ async fn reads_and_writes_are_linearizable_across_leader_kills() {
 /// the leader) must be caught by the checker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_checker_catches_stale_local_reads() {
-    let o = linearizable::run(1000, 2, 3, 5, Duration::from_millis(300), ReadPolicy::Local).await;
+    // Unpaced, so reads follow writes closely: followers' lag shows.
+    let o = linearizable::run(
+        1000,
+        0,
+        3,
+        5,
+        Duration::from_millis(300),
+        ReadPolicy::Local,
+        Duration::ZERO,
+    )
+    .await;
     println!(
         "local reads: {} operations, {} failed, {} kills, violations on keys {:?}, checked in {:?}",
         o.completed, o.failed, o.kills, o.violations, o.check_time
