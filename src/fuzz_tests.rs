@@ -501,6 +501,15 @@ fn replication_targets() -> Vec<Target> {
             decode: |b| crate::replication::codec::decode_stored_membership(b).is_ok(),
         },
         Target {
+            name: "raft RPC message",
+            seeds: r::wire_messages(),
+            reseal: |_| {},
+            decode: |b| {
+                crate::replication::wire::decode_request(b).is_ok()
+                    | crate::replication::wire::decode_response(b).is_ok()
+            },
+        },
+        Target {
             name: "snapshot pack header",
             seeds: r::pack_headers(),
             reseal: r::reseal_pack_header,

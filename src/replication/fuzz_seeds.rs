@@ -5,6 +5,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use openraft::{EntryPayload, LeaderId, LogId, Membership, StoredMembership, Vote};
 
+use openraft::error::SnapshotMismatch;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::SnapshotSegmentId;
+
+use super::wire::{self, Response};
 use super::{codec, snapshot, BasicNode, Entry, NodeId, Op, Request};
 
 fn membership(n: u64) -> Membership<NodeId, BasicNode> {
@@ -100,4 +108,66 @@ pub(crate) fn reseal_pack_header(b: &mut Vec<u8>) {
         let crc = crc32fast::hash(&b[16..end]);
         b[end..end + 4].copy_from_slice(&crc.to_le_bytes());
     }
+}
+
+/// One payload of every request and response kind; the first is an append of several
+/// entries.
+pub(crate) fn wire_messages() -> Vec<Vec<u8>> {
+    let decoded: Vec<Entry> = entries()
+        .iter()
+        .map(|b| codec::decode_entry(b).unwrap_or_else(|e| panic!("seed: {e}")))
+        .collect();
+    let vote = Vote::new(4, 2);
+    let meta = snapshot::Meta {
+        last_log_id: Some(id(3, 40)),
+        last_membership: StoredMembership::new(Some(id(1, 1)), membership(3)),
+        snapshot_id: "3-2-40-99".into(),
+    };
+    let seg = |o| SnapshotSegmentId {
+        id: "3-2-40-99".into(),
+        offset: o,
+    };
+    let mut out = vec![
+        wire::encode_append(
+            &AppendEntriesRequest {
+                vote,
+                prev_log_id: Some(id(1, 0)),
+                entries: decoded,
+                leader_commit: Some(id(1, 0)),
+            },
+            wire::MAX_FRAME,
+        )
+        .0,
+        wire::encode_vote_request(&VoteRequest {
+            vote,
+            last_log_id: Some(id(3, 40)),
+        }),
+        wire::encode_snapshot(&InstallSnapshotRequest {
+            vote,
+            meta,
+            offset: 1 << 20,
+            data: vec![9; 100],
+            done: false,
+        }),
+    ];
+    for r in [
+        Response::Append(AppendEntriesResponse::Success),
+        Response::Append(AppendEntriesResponse::PartialSuccess(Some(id(3, 7)))),
+        Response::Append(AppendEntriesResponse::Conflict),
+        Response::Append(AppendEntriesResponse::HigherVote(vote)),
+        Response::Vote(VoteResponse {
+            vote,
+            vote_granted: true,
+            last_log_id: None,
+        }),
+        Response::Snapshot(InstallSnapshotResponse { vote }),
+        Response::SnapshotMismatch(SnapshotMismatch {
+            expect: seg(0),
+            got: seg(4096),
+        }),
+        Response::Failed("shutting down".into()),
+    ] {
+        out.push(wire::encode_response(&r));
+    }
+    out
 }

@@ -24,6 +24,8 @@ pub mod network;
 mod node;
 pub(crate) mod snapshot;
 mod state_machine;
+pub mod tcp;
+pub(crate) mod wire;
 
 use std::fmt;
 

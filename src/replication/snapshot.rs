@@ -106,7 +106,8 @@ pub(crate) fn encode_header(meta: &Meta) -> Vec<u8> {
     out
 }
 
-fn encode_meta(meta: &Meta) -> Vec<u8> {
+/// A snapshot's meta (FORMAT.md §7.3), also carried by snapshot chunks on the wire.
+pub(crate) fn encode_meta(meta: &Meta) -> Vec<u8> {
     let mut out = Vec::new();
     codec::put_opt_log_id(&mut out, meta.last_log_id.as_ref());
     let m = codec::encode_stored_membership(&meta.last_membership);
@@ -121,7 +122,8 @@ fn encode_meta(meta: &Meta) -> Vec<u8> {
     out
 }
 
-fn decode_meta(b: &[u8]) -> Result<Meta, String> {
+/// Decodes `encode_meta`'s bytes.
+pub(crate) fn decode_meta(b: &[u8]) -> Result<Meta, String> {
     let mut c = Cursor::new(b);
     let last_log_id: Option<LogId<NodeId>> = codec::get_opt_log_id(&mut c)?;
     let last_membership = codec::decode_stored_membership(c.len_prefixed()?)?;

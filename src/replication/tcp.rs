@@ -1,0 +1,380 @@
+//! The Raft RPCs over TCP on tokio: [`RaftServer`] answers a node's incoming calls,
+//! [`TcpNetwork`] makes its outgoing ones. Frames and messages are `wire` (FORMAT.md §8).
+//!
+//! One connection per peer and direction, one call at a time on it (openraft calls each
+//! peer's link in turn). Every read and write has a deadline: the caller's RPC time-to-live
+//! on the client, fixed ones on the server. A peer that sends anything malformed — a frame
+//! over `MAX_FRAME`, a checksum that fails, a message that does not decode — has its
+//! connection closed and is counted; nothing panics. The server's memory is bounded: at
+//! most `MAX_CONNECTIONS` connections, and frame payloads are read against one shared budget
+//! of `READ_BUDGET` bytes, allocated only as their bytes arrive.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::error::{
+    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
+};
+use openraft::network::RPCOption;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::{RaftNetwork, RaftNetworkFactory};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use super::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
+use super::{BasicNode, NodeId, Raft, TypeConfig};
+
+/// Connections a server holds at once; more are closed on arrival (counted).
+pub const MAX_CONNECTIONS: usize = 256;
+/// Bytes of frame payloads all of a server's connections may hold at once.
+pub const READ_BUDGET: usize = 2 * MAX_FRAME;
+/// How long a server waits for the next frame on an idle connection.
+const IDLE: Duration = Duration::from_secs(300);
+/// How long a server waits for the rest of a frame, or to write an answer.
+const TRANSFER: Duration = Duration::from_secs(30);
+
+/// What a transport end counted.
+#[derive(Debug, Default)]
+pub struct TransportStats {
+    /// Frames received whole and decoded.
+    pub frames_in: AtomicU64,
+    /// Frames sent.
+    pub frames_out: AtomicU64,
+    /// Connections closed for a malformed frame or message (length, checksum, decoding).
+    pub bad_frames: AtomicU64,
+    /// Connections refused (the server's connection limit).
+    pub refused: AtomicU64,
+    /// Calls that failed on a timeout or an I/O error.
+    pub failed: AtomicU64,
+}
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Serves a node's Raft on a TCP address. Stops when dropped.
+pub struct RaftServer {
+    addr: SocketAddr,
+    stats: Arc<TransportStats>,
+    tasks: JoinSet<()>,
+}
+
+impl RaftServer {
+    /// Listens on `addr` and hands every incoming call to `raft`.
+    pub async fn bind(addr: impl ToSocketAddrs, raft: Raft) -> io::Result<RaftServer> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let stats = Arc::new(TransportStats::default());
+        let mut tasks = JoinSet::new();
+        tasks.spawn(accept_loop(listener, raft, Arc::clone(&stats)));
+        Ok(RaftServer { addr, stats, tasks })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &TransportStats {
+        &self.stats
+    }
+
+    /// Stops accepting and closes every connection.
+    pub fn stop(&mut self) {
+        self.tasks.abort_all();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, raft: Raft, stats: Arc<TransportStats>) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let budget = Arc::new(Semaphore::new(READ_BUDGET));
+    let mut conns = JoinSet::new();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        while conns.try_join_next().is_some() {}
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            bump(&stats.refused);
+            continue;
+        };
+        let (raft, stats, budget) = (raft.clone(), Arc::clone(&stats), Arc::clone(&budget));
+        conns.spawn(async move {
+            let _slot = slot;
+            if serve(stream, &raft, &stats, &budget).await == Closed::Bad {
+                bump(&stats.bad_frames);
+            }
+        });
+    }
+}
+
+#[derive(PartialEq, Eq)]
+enum Closed {
+    /// The peer closed, went idle, or was too slow.
+    Quietly,
+    /// The peer sent something malformed.
+    Bad,
+}
+
+/// Reads one frame's payload (its header already read): against `budget`, growing only as
+/// bytes arrive, checksum verified.
+async fn read_payload(
+    stream: &mut TcpStream,
+    header: &[u8; FRAME_HEADER],
+    budget: Option<&Semaphore>,
+) -> Result<Vec<u8>, Closed> {
+    let (len, crc) = wire::frame_header(header).map_err(|_| Closed::Bad)?;
+    let _permit = match budget {
+        Some(b) => Some(
+            tokio::time::timeout(
+                TRANSFER,
+                b.acquire_many(u32::try_from(len).unwrap_or(u32::MAX)),
+            )
+            .await
+            .map_err(|_| Closed::Quietly)?
+            .map_err(|_| Closed::Quietly)?,
+        ),
+        None => None,
+    };
+    let mut buf = Vec::new();
+    let mut limited = (&mut *stream).take(len as u64);
+    match tokio::time::timeout(TRANSFER, limited.read_to_end(&mut buf)).await {
+        Ok(Ok(n)) if n == len => {}
+        _ => return Err(Closed::Quietly),
+    }
+    if crc32fast::hash(&buf) != crc {
+        return Err(Closed::Bad);
+    }
+    Ok(buf)
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    raft: &Raft,
+    stats: &TransportStats,
+    budget: &Semaphore,
+) -> Closed {
+    let _ = stream.set_nodelay(true);
+    loop {
+        let mut header = [0u8; FRAME_HEADER];
+        match tokio::time::timeout(IDLE, stream.read_exact(&mut header)).await {
+            Ok(Ok(_)) => {}
+            _ => return Closed::Quietly,
+        }
+        let payload = match read_payload(&mut stream, &header, Some(budget)).await {
+            Ok(p) => p,
+            Err(c) => return c,
+        };
+        let Ok(request) = wire::decode_request(&payload) else {
+            return Closed::Bad;
+        };
+        drop(payload);
+        bump(&stats.frames_in);
+        let response = match request {
+            Request::Append(r) => match raft.append_entries(r).await {
+                Ok(a) => Response::Append(a),
+                Err(e) => Response::Failed(e.to_string()),
+            },
+            Request::Vote(r) => match raft.vote(r).await {
+                Ok(v) => Response::Vote(v),
+                Err(e) => Response::Failed(e.to_string()),
+            },
+            Request::Snapshot(r) => match raft.install_snapshot(r).await {
+                Ok(s) => Response::Snapshot(s),
+                Err(RaftError::APIError(e)) => wire::snapshot_error(e),
+                Err(e) => Response::Failed(e.to_string()),
+            },
+        };
+        let out = wire::frame(&wire::encode_response(&response));
+        match tokio::time::timeout(TRANSFER, stream.write_all(&out)).await {
+            Ok(Ok(())) => bump(&stats.frames_out),
+            _ => return Closed::Quietly,
+        }
+    }
+}
+
+/// Outgoing calls over TCP (openraft's `RaftNetworkFactory`): one link per peer, to the
+/// address its membership entry names. Clones share the counters.
+#[derive(Clone, Default)]
+pub struct TcpNetwork {
+    stats: Arc<TransportStats>,
+}
+
+impl TcpNetwork {
+    /// A network with fresh counters.
+    pub fn new() -> TcpNetwork {
+        TcpNetwork::default()
+    }
+
+    /// Its counters (the client side of every link).
+    pub fn stats(&self) -> &TransportStats {
+        &self.stats
+    }
+}
+
+impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
+    type Network = TcpLink;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> TcpLink {
+        TcpLink {
+            target,
+            addr: node.addr.clone(),
+            stream: None,
+            stats: Arc::clone(&self.stats),
+        }
+    }
+}
+
+/// One peer's link (openraft's `RaftNetwork`).
+pub struct TcpLink {
+    target: NodeId,
+    addr: String,
+    stream: Option<TcpStream>,
+    stats: Arc<TransportStats>,
+}
+
+/// Why a call failed: the peer could not be reached, or the exchange broke off.
+enum CallError {
+    Unreachable(io::Error),
+    Network(io::Error),
+}
+
+type RpcResult<T, E = openraft::error::Infallible> =
+    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
+impl<E: std::error::Error> From<CallError> for RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
+            CallError::Network(e) => RPCError::Network(NetworkError::new(&e)),
+        }
+    }
+}
+
+impl TcpLink {
+    /// Sends `payload` and reads the answer within `ttl`; any failure drops the connection.
+    async fn call(&mut self, payload: &[u8], ttl: Duration) -> Result<Response, CallError> {
+        let result = tokio::time::timeout(ttl, self.exchange(payload)).await;
+        let result = match result {
+            Ok(r) => r,
+            Err(_) => Err(CallError::Network(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "no answer from node {} at {} within {ttl:?}",
+                    self.target, self.addr
+                ),
+            ))),
+        };
+        if result.is_err() {
+            self.stream = None;
+            bump(&self.stats.failed);
+        }
+        result
+    }
+
+    async fn exchange(&mut self, payload: &[u8]) -> Result<Response, CallError> {
+        if self.stream.is_none() {
+            let s = TcpStream::connect(&self.addr)
+                .await
+                .map_err(CallError::Unreachable)?;
+            let _ = s.set_nodelay(true);
+            self.stream = Some(s);
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Err(CallError::Unreachable(io::Error::other("not connected")));
+        };
+        stream
+            .write_all(&wire::frame(payload))
+            .await
+            .map_err(CallError::Network)?;
+        bump(&self.stats.frames_out);
+        let mut header = [0u8; FRAME_HEADER];
+        stream
+            .read_exact(&mut header)
+            .await
+            .map_err(CallError::Network)?;
+        let bad =
+            |what: String| CallError::Network(io::Error::new(io::ErrorKind::InvalidData, what));
+        let body = read_payload(stream, &header, None)
+            .await
+            .map_err(|_| bad(format!("a malformed frame from node {}", self.target)))?;
+        let r = wire::decode_response(&body).map_err(|m| {
+            bump(&self.stats.bad_frames);
+            bad(format!("node {} answered: {m}", self.target))
+        })?;
+        bump(&self.stats.frames_in);
+        Ok(r)
+    }
+
+    /// The error for an answer that is not the call's.
+    fn unexpected(&self, r: Response) -> NetworkError {
+        let msg = match r {
+            Response::Failed(m) => format!("node {} failed the call: {m}", self.target),
+            _ => format!("node {} answered with the wrong message", self.target),
+        };
+        NetworkError::new(&io::Error::other(msg))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for TcpLink {
+    /// Sends as many entries as fit one frame; when that is fewer than asked, a success is
+    /// reported as a partial one up to the last entry sent (openraft sends the rest next).
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+        let (payload, sent) = wire::encode_append(&rpc, MAX_FRAME);
+        match self.call(&payload, option.hard_ttl()).await? {
+            Response::Append(AppendEntriesResponse::Success) if sent < rpc.entries.len() => {
+                Ok(AppendEntriesResponse::PartialSuccess(
+                    rpc.entries.get(sent.wrapping_sub(1)).map(|e| e.log_id),
+                ))
+            }
+            Response::Append(a) => Ok(a),
+            r => Err(RPCError::Network(self.unexpected(r))),
+        }
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
+        match self
+            .call(&wire::encode_snapshot(&rpc), option.hard_ttl())
+            .await?
+        {
+            Response::Snapshot(s) => Ok(s),
+            Response::SnapshotMismatch(m) => Err(RPCError::RemoteError(RemoteError::new(
+                self.target,
+                RaftError::APIError(InstallSnapshotError::SnapshotMismatch(m)),
+            ))),
+            r => Err(RPCError::Network(self.unexpected(r))),
+        }
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> RpcResult<VoteResponse<NodeId>> {
+        match self
+            .call(&wire::encode_vote_request(&rpc), option.hard_ttl())
+            .await?
+        {
+            Response::Vote(v) => Ok(v),
+            r => Err(RPCError::Network(self.unexpected(r))),
+        }
+    }
+}

@@ -1,0 +1,355 @@
+//! The Raft RPCs as bytes (FORMAT.md §8): framing, and each request and response of
+//! openraft's `RaftNetwork` in this crate's own encoding (§7.4's pieces).
+//!
+//! A frame is a u32 payload length, a CRC-32 of the payload, the payload; the payload is a
+//! message tag and its body. Decoding trusts nothing: lengths and counts are checked against
+//! the bytes present, tags against their values, trailing bytes refused; a failure is an
+//! error naming what was wrong, and the connection that sent it is closed by the caller.
+
+use openraft::error::{InstallSnapshotError, SnapshotMismatch};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
+};
+use openraft::SnapshotSegmentId;
+
+use super::codec::{self, DecodeResult};
+use super::{snapshot, NodeId, TypeConfig};
+use crate::coding::Cursor;
+
+/// Largest frame payload accepted (an append carrying one largest request fits).
+pub const MAX_FRAME: usize = 256 << 20;
+/// Bytes before a frame's payload: length and CRC.
+pub const FRAME_HEADER: usize = 8;
+
+const APPEND: u8 = 1;
+const VOTE: u8 = 2;
+const SNAPSHOT: u8 = 3;
+const APPEND_OK: u8 = 0x81;
+const VOTE_OK: u8 = 0x82;
+const SNAPSHOT_OK: u8 = 0x83;
+const ERROR: u8 = 0xff;
+
+/// Error codes of an `ERROR` response.
+const ERR_SNAPSHOT_MISMATCH: u8 = 1;
+const ERR_OTHER: u8 = 2;
+
+/// A request, as the server receives it.
+pub enum Request {
+    /// `append_entries`.
+    Append(AppendEntriesRequest<TypeConfig>),
+    /// `vote`.
+    Vote(VoteRequest<NodeId>),
+    /// `install_snapshot` (one chunk).
+    Snapshot(InstallSnapshotRequest<TypeConfig>),
+}
+
+/// A response, as the client receives it.
+pub enum Response {
+    /// To an append.
+    Append(AppendEntriesResponse<NodeId>),
+    /// To a vote.
+    Vote(VoteResponse<NodeId>),
+    /// To a snapshot chunk.
+    Snapshot(InstallSnapshotResponse<NodeId>),
+    /// The snapshot chunk did not continue the stream the receiver has.
+    SnapshotMismatch(SnapshotMismatch),
+    /// The remote node failed the call (shutting down, a storage error); the message says why.
+    Failed(String),
+}
+
+/// Wraps `payload` in a frame.
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FRAME_HEADER + payload.len());
+    out.extend_from_slice(
+        &u32::try_from(payload.len())
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A frame header's payload length and CRC, the length checked against `MAX_FRAME`.
+pub fn frame_header(h: &[u8; FRAME_HEADER]) -> Result<(usize, u32), String> {
+    let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize;
+    let crc = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
+    if len > MAX_FRAME {
+        return Err(format!("frame of {len} bytes (at most {MAX_FRAME})"));
+    }
+    Ok((len, crc))
+}
+
+fn put_u32(out: &mut Vec<u8>, n: usize) {
+    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+}
+
+fn put_vote(out: &mut Vec<u8>, v: &openraft::Vote<NodeId>) {
+    out.extend_from_slice(&codec::encode_vote(v));
+}
+
+fn get_vote(c: &mut Cursor<'_>) -> DecodeResult<openraft::Vote<NodeId>> {
+    codec::decode_vote(c.bytes(17)?)
+}
+
+fn get_bool(c: &mut Cursor<'_>, what: &str) -> DecodeResult<bool> {
+    match c.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        b => Err(format!("{what} byte {b} (not 0 or 1)")),
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_u32(out, s.len());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn get_str(c: &mut Cursor<'_>, what: &str) -> DecodeResult<String> {
+    String::from_utf8(c.len_prefixed()?.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
+}
+
+/// An append's payload, sending at most `max_bytes` of entries (at least one). Returns the
+/// payload and how many entries it holds.
+pub fn encode_append(r: &AppendEntriesRequest<TypeConfig>, max_bytes: usize) -> (Vec<u8>, usize) {
+    let mut out = vec![APPEND];
+    put_vote(&mut out, &r.vote);
+    codec::put_opt_log_id(&mut out, r.prev_log_id.as_ref());
+    codec::put_opt_log_id(&mut out, r.leader_commit.as_ref());
+    let count_at = out.len();
+    put_u32(&mut out, 0);
+    let mut sent = 0;
+    for e in &r.entries {
+        let b = codec::encode_entry(e);
+        if sent > 0 && out.len() + 4 + b.len() > max_bytes {
+            break;
+        }
+        put_u32(&mut out, b.len());
+        out.extend_from_slice(&b);
+        sent += 1;
+    }
+    out[count_at..count_at + 4]
+        .copy_from_slice(&u32::try_from(sent).unwrap_or(u32::MAX).to_le_bytes());
+    (out, sent)
+}
+
+/// A vote request's payload.
+pub fn encode_vote_request(r: &VoteRequest<NodeId>) -> Vec<u8> {
+    let mut out = vec![VOTE];
+    put_vote(&mut out, &r.vote);
+    codec::put_opt_log_id(&mut out, r.last_log_id.as_ref());
+    out
+}
+
+/// A snapshot chunk's payload.
+pub fn encode_snapshot(r: &InstallSnapshotRequest<TypeConfig>) -> Vec<u8> {
+    let mut out = vec![SNAPSHOT];
+    put_vote(&mut out, &r.vote);
+    let meta = snapshot::encode_meta(&r.meta);
+    put_u32(&mut out, meta.len());
+    out.extend_from_slice(&meta);
+    out.extend_from_slice(&r.offset.to_le_bytes());
+    put_u32(&mut out, r.data.len());
+    out.extend_from_slice(&r.data);
+    out.push(u8::from(r.done));
+    out
+}
+
+/// Decodes a request payload.
+pub fn decode_request(b: &[u8]) -> DecodeResult<Request> {
+    let mut c = Cursor::new(b);
+    let req = match c.u8()? {
+        APPEND => {
+            let vote = get_vote(&mut c)?;
+            let prev_log_id = codec::get_opt_log_id(&mut c)?;
+            let leader_commit = codec::get_opt_log_id(&mut c)?;
+            let n = c.u32()?;
+            let mut entries = Vec::new();
+            for i in 0..n {
+                let e = codec::decode_entry(c.len_prefixed()?)
+                    .map_err(|m| format!("entry {i}: {m}"))?;
+                entries.push(e);
+            }
+            Request::Append(AppendEntriesRequest {
+                vote,
+                prev_log_id,
+                entries,
+                leader_commit,
+            })
+        }
+        VOTE => Request::Vote(VoteRequest {
+            vote: get_vote(&mut c)?,
+            last_log_id: codec::get_opt_log_id(&mut c)?,
+        }),
+        SNAPSHOT => {
+            let vote = get_vote(&mut c)?;
+            let meta = snapshot::decode_meta(c.len_prefixed()?)?;
+            let offset = c.u64()?;
+            let data = c.len_prefixed()?.to_vec();
+            let done = get_bool(&mut c, "done")?;
+            Request::Snapshot(InstallSnapshotRequest {
+                vote,
+                meta,
+                offset,
+                data,
+                done,
+            })
+        }
+        t => return Err(format!("request tag {t} (not 1, 2 or 3)")),
+    };
+    finish(&c)?;
+    Ok(req)
+}
+
+/// A response's payload.
+pub fn encode_response(r: &Response) -> Vec<u8> {
+    let mut out = Vec::new();
+    match r {
+        Response::Append(a) => {
+            out.push(APPEND_OK);
+            match a {
+                AppendEntriesResponse::Success => out.push(0),
+                AppendEntriesResponse::PartialSuccess(id) => {
+                    out.push(1);
+                    codec::put_opt_log_id(&mut out, id.as_ref());
+                }
+                AppendEntriesResponse::Conflict => out.push(2),
+                AppendEntriesResponse::HigherVote(v) => {
+                    out.push(3);
+                    put_vote(&mut out, v);
+                }
+            }
+        }
+        Response::Vote(v) => {
+            out.push(VOTE_OK);
+            put_vote(&mut out, &v.vote);
+            out.push(u8::from(v.vote_granted));
+            codec::put_opt_log_id(&mut out, v.last_log_id.as_ref());
+        }
+        Response::Snapshot(s) => {
+            out.push(SNAPSHOT_OK);
+            put_vote(&mut out, &s.vote);
+        }
+        Response::SnapshotMismatch(m) => {
+            out.push(ERROR);
+            out.push(ERR_SNAPSHOT_MISMATCH);
+            for seg in [&m.expect, &m.got] {
+                put_str(&mut out, &seg.id);
+                out.extend_from_slice(&seg.offset.to_le_bytes());
+            }
+        }
+        Response::Failed(msg) => {
+            out.push(ERROR);
+            out.push(ERR_OTHER);
+            put_str(&mut out, msg);
+        }
+    }
+    out
+}
+
+/// Decodes a response payload.
+pub fn decode_response(b: &[u8]) -> DecodeResult<Response> {
+    let mut c = Cursor::new(b);
+    let r = match c.u8()? {
+        APPEND_OK => Response::Append(match c.u8()? {
+            0 => AppendEntriesResponse::Success,
+            1 => AppendEntriesResponse::PartialSuccess(codec::get_opt_log_id(&mut c)?),
+            2 => AppendEntriesResponse::Conflict,
+            3 => AppendEntriesResponse::HigherVote(get_vote(&mut c)?),
+            k => return Err(format!("append response kind {k} (not 0 to 3)")),
+        }),
+        VOTE_OK => Response::Vote(VoteResponse {
+            vote: get_vote(&mut c)?,
+            vote_granted: get_bool(&mut c, "vote granted")?,
+            last_log_id: codec::get_opt_log_id(&mut c)?,
+        }),
+        SNAPSHOT_OK => Response::Snapshot(InstallSnapshotResponse {
+            vote: get_vote(&mut c)?,
+        }),
+        ERROR => match c.u8()? {
+            ERR_SNAPSHOT_MISMATCH => {
+                let mut seg = || -> DecodeResult<SnapshotSegmentId> {
+                    let id = get_str(&mut c, "snapshot id")?;
+                    Ok(SnapshotSegmentId {
+                        id,
+                        offset: c.u64()?,
+                    })
+                };
+                let expect = seg()?;
+                let got = seg()?;
+                Response::SnapshotMismatch(SnapshotMismatch { expect, got })
+            }
+            ERR_OTHER => Response::Failed(get_str(&mut c, "error message")?),
+            k => return Err(format!("error code {k} (not 1 or 2)")),
+        },
+        t => return Err(format!("response tag {t:#x}")),
+    };
+    finish(&c)?;
+    Ok(r)
+}
+
+/// The response for an `InstallSnapshotError`.
+pub fn snapshot_error(e: InstallSnapshotError) -> Response {
+    match e {
+        InstallSnapshotError::SnapshotMismatch(m) => Response::SnapshotMismatch(m),
+    }
+}
+
+fn finish(c: &Cursor<'_>) -> DecodeResult<()> {
+    if c.is_empty() {
+        Ok(())
+    } else {
+        Err("trailing bytes after the message".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::replication::fuzz_seeds;
+
+    #[test]
+    fn every_message_round_trips() {
+        for p in fuzz_seeds::wire_messages() {
+            let req = decode_request(&p).ok().map(|r| match r {
+                Request::Append(a) => encode_append(&a, MAX_FRAME).0,
+                Request::Vote(v) => encode_vote_request(&v),
+                Request::Snapshot(s) => encode_snapshot(&s),
+            });
+            let resp = decode_response(&p).ok().map(|r| encode_response(&r));
+            assert_eq!(
+                req.or(resp).as_deref(),
+                Some(&p[..]),
+                "{:02x?}",
+                &p[..p.len().min(16)]
+            );
+        }
+    }
+
+    #[test]
+    fn a_large_append_is_cut_to_the_frame_and_keeps_at_least_one_entry() {
+        let seeds = fuzz_seeds::wire_messages();
+        let Ok(Request::Append(a)) = decode_request(&seeds[0]) else {
+            panic!("the first seed is an append")
+        };
+        assert!(a.entries.len() > 1);
+        let (_, all) = encode_append(&a, MAX_FRAME);
+        assert_eq!(all, a.entries.len());
+        let (p, one) = encode_append(&a, 10);
+        assert_eq!(one, 1);
+        let Ok(Request::Append(cut)) = decode_request(&p) else {
+            panic!("decodes")
+        };
+        assert_eq!(cut.entries.len(), 1);
+    }
+
+    #[test]
+    fn frames_over_the_limit_are_refused_by_their_header() {
+        let mut h = [0u8; FRAME_HEADER];
+        h[..4].copy_from_slice(&(MAX_FRAME as u32 + 1).to_le_bytes());
+        assert!(frame_header(&h).unwrap_err().contains("at most"));
+        h[..4].copy_from_slice(&(MAX_FRAME as u32).to_le_bytes());
+        assert!(frame_header(&h).is_ok());
+    }
+}
