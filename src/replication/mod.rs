@@ -22,6 +22,7 @@ pub(crate) mod fuzz_seeds;
 mod log_store;
 pub mod network;
 mod node;
+mod receive;
 pub(crate) mod snapshot;
 mod state_machine;
 pub mod tcp;

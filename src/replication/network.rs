@@ -17,7 +17,7 @@ use openraft::raft::{
 };
 use openraft::{RaftNetwork, RaftNetworkFactory};
 
-use super::{BasicNode, NodeId, Raft, TypeConfig};
+use super::{BasicNode, NodeId, ReplicatedDb, TypeConfig};
 
 /// Connects the nodes of one process (module comment). Clones share the routes.
 #[derive(Clone, Default)]
@@ -27,7 +27,7 @@ pub struct Router {
 
 #[derive(Default)]
 struct Inner {
-    nodes: Mutex<HashMap<NodeId, Raft>>,
+    nodes: Mutex<HashMap<NodeId, ReplicatedDb>>,
     /// Cut links, as (from, to).
     cut: Mutex<BTreeSet<(NodeId, NodeId)>>,
     dropped: AtomicU64,
@@ -39,13 +39,13 @@ impl Router {
         Router::default()
     }
 
-    /// Routes calls for `id` to `raft` (replacing an earlier registration: a restarted node).
-    pub fn register(&self, id: NodeId, raft: Raft) {
+    /// Routes calls for `id` to `node` (replacing an earlier registration: a restarted node).
+    pub fn register(&self, id: NodeId, node: ReplicatedDb) {
         self.inner
             .nodes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, raft);
+            .insert(id, node);
     }
 
     /// Stops routing to `id` (a stopped node: calls to it fail as unreachable).
@@ -94,7 +94,7 @@ impl Router {
         }
     }
 
-    fn route(&self, from: NodeId, to: NodeId) -> Result<Raft, Unreachable> {
+    fn route(&self, from: NodeId, to: NodeId) -> Result<ReplicatedDb, Unreachable> {
         let cut = self
             .inner
             .cut
@@ -151,14 +151,14 @@ type RpcResult<T, E = openraft::error::Infallible> =
     Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 impl RouterLink {
-    /// The target's `Raft`, checked again after the call: a link cut while the call ran
+    /// The target node, checked again after the call: a link cut while the call ran
     /// loses the answer, as a real network would.
-    fn raft(&self) -> Result<Raft, Unreachable> {
+    fn node(&self) -> Result<ReplicatedDb, Unreachable> {
         self.router.route(self.from, self.to)
     }
 
     fn still_up<T>(&self, v: T) -> Result<T, Unreachable> {
-        self.raft().map(|_| v)
+        self.node().map(|_| v)
     }
 }
 
@@ -168,8 +168,9 @@ impl RaftNetwork<TypeConfig> for RouterLink {
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
     ) -> RpcResult<AppendEntriesResponse<NodeId>> {
-        let raft = self.raft().map_err(RPCError::Unreachable)?;
-        let resp = raft
+        let node = self.node().map_err(RPCError::Unreachable)?;
+        let resp = node
+            .raft()
             .append_entries(rpc)
             .await
             .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
@@ -181,9 +182,9 @@ impl RaftNetwork<TypeConfig> for RouterLink {
         rpc: InstallSnapshotRequest<TypeConfig>,
         _option: RPCOption,
     ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        let raft = self.raft().map_err(RPCError::Unreachable)?;
-        let resp = raft
-            .install_snapshot(rpc)
+        let node = self.node().map_err(RPCError::Unreachable)?;
+        let resp = node
+            .install_snapshot_chunk(rpc)
             .await
             .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
         self.still_up(resp).map_err(RPCError::Unreachable)
@@ -194,8 +195,9 @@ impl RaftNetwork<TypeConfig> for RouterLink {
         rpc: VoteRequest<NodeId>,
         _option: RPCOption,
     ) -> RpcResult<VoteResponse<NodeId>> {
-        let raft = self.raft().map_err(RPCError::Unreachable)?;
-        let resp = raft
+        let node = self.node().map_err(RPCError::Unreachable)?;
+        let resp = node
+            .raft()
             .vote(rpc)
             .await
             .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;

@@ -17,9 +17,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::RaftError;
+use openraft::error::{InstallSnapshotError, RaftError};
+use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
 use openraft::{ChangeMembers, Config, RaftMetrics, RaftNetworkFactory, TryAsRef};
 
+use super::receive::Receiver;
 use super::state_machine::Scan;
 use super::{
     BasicNode, Error, LogStore, NodeId, Op, Raft, Request, Result, StateMachine, TypeConfig,
@@ -75,6 +77,7 @@ impl Default for ReplicationConfig {
 #[derive(Clone)]
 pub struct ReplicatedDb {
     id: NodeId,
+    receiver: Receiver,
     timeout: Duration,
     raft: Raft,
     sm: StateMachine,
@@ -128,6 +131,7 @@ impl ReplicatedDb {
             .map_err(|e| Error::Raft(e.to_string()))?;
         Ok(ReplicatedDb {
             id,
+            receiver: Receiver::default(),
             timeout: config.request_timeout,
             raft,
             sm,
@@ -303,6 +307,23 @@ impl ReplicatedDb {
     /// side: incoming RPCs are handed to it).
     pub fn raft(&self) -> &Raft {
         &self.raft
+    }
+
+    /// Takes one chunk of a snapshot a leader is sending (the server side of a transport's
+    /// `install_snapshot`): the whole pack is checked before openraft installs it, and a
+    /// damaged one is refused (`snapshots_refused`) with a mismatch that makes the sender
+    /// start over (`replication::receive`).
+    pub async fn install_snapshot_chunk(
+        &self,
+        req: InstallSnapshotRequest<TypeConfig>,
+    ) -> std::result::Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>
+    {
+        self.receiver.chunk(&self.raft, &self.sm, req).await
+    }
+
+    /// Snapshots received whole but refused because their pack failed its checks.
+    pub fn snapshots_refused(&self) -> u64 {
+        self.receiver.refused()
     }
 
     /// The state machine (its store, and reads with no barrier).

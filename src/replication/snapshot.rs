@@ -212,14 +212,21 @@ pub(crate) fn read_header(r: &mut impl Read) -> io::Result<Meta> {
 /// directory `dir` (files synced, the directory synced), checking every name, size and CRC;
 /// returns the pack's meta. On any error `dir` is removed.
 pub(crate) fn unpack(pack: File, dir: &Path) -> io::Result<Meta> {
-    let result = unpack_into(pack, dir);
+    let result = unpack_into(pack, Some(dir));
     if result.is_err() {
         let _ = fs::remove_dir_all(dir);
     }
     result
 }
 
-fn unpack_into(mut file: File, dir: &Path) -> io::Result<Meta> {
+/// Checks the pack read from `file` (its current position to its end) as `unpack` does —
+/// every name, size, CRC, the count and the end — writing nothing; returns its meta.
+pub(crate) fn verify(file: File) -> io::Result<Meta> {
+    unpack_into(file, None)
+}
+
+/// `unpack`'s work; with no `dir`, only the checks.
+fn unpack_into(mut file: File, dir: Option<&Path>) -> io::Result<Meta> {
     let mut left = file
         .metadata()?
         .len()
@@ -229,7 +236,9 @@ fn unpack_into(mut file: File, dir: &Path) -> io::Result<Meta> {
         read: 0,
     };
     let meta = read_header(&mut r)?;
-    fs::create_dir(dir)?;
+    if let Some(dir) = dir {
+        fs::create_dir(dir)?;
+    }
     let mut seen = BTreeSet::new();
     let mut buf = vec![0u8; COPY_BUF];
     loop {
@@ -262,7 +271,10 @@ fn unpack_into(mut file: File, dir: &Path) -> io::Result<Meta> {
                 "file {name} says {size} bytes, more than the {left} left in the snapshot"
             )));
         }
-        let mut out = File::create(dir.join(&name))?;
+        let mut out = match dir {
+            Some(dir) => Some(File::create(dir.join(&name))?),
+            None => None,
+        };
         let mut crc = crc32fast::Hasher::new();
         crc.update(name.as_bytes());
         crc.update(&size.to_le_bytes());
@@ -272,7 +284,9 @@ fn unpack_into(mut file: File, dir: &Path) -> io::Result<Meta> {
             r.read_exact(&mut buf[..k])
                 .map_err(|_| invalid(format!("snapshot ends inside file {name}")))?;
             crc.update(&buf[..k]);
-            out.write_all(&buf[..k])?;
+            if let Some(out) = out.as_mut() {
+                out.write_all(&buf[..k])?;
+            }
             rest -= k as u64;
         }
         if take_u32(&mut r, "a file checksum")? != crc.finalize() {
@@ -280,7 +294,9 @@ fn unpack_into(mut file: File, dir: &Path) -> io::Result<Meta> {
                 "file {name} in the snapshot fails its CRC"
             )));
         }
-        out.sync_all()?;
+        if let Some(out) = out {
+            out.sync_all()?;
+        }
     }
     let count = take_u32(&mut r, "the file count")? as usize;
     if count != seen.len() {
@@ -292,7 +308,9 @@ fn unpack_into(mut file: File, dir: &Path) -> io::Result<Meta> {
     if r.inner.read(&mut [0u8; 1])? != 0 {
         return Err(invalid("bytes after the snapshot's end"));
     }
-    sync_dir(dir)?;
+    if let Some(dir) = dir {
+        sync_dir(dir)?;
+    }
     Ok(meta)
 }
 

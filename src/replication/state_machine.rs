@@ -220,6 +220,13 @@ impl StateMachine {
         Ok((read_applied(&db)?, read_membership(&db)?))
     }
 
+    /// Removes the file `begin_receiving_snapshot` gave out last (a refused snapshot).
+    pub(crate) fn discard_received(&self) {
+        if let Some(p) = self.lock().receiving.take() {
+            remove_any(&p);
+        }
+    }
+
     /// Snapshots installed since this state machine was opened.
     pub fn snapshots_installed(&self) -> u64 {
         self.shared.installed.load(Ordering::Relaxed)

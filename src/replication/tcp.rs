@@ -30,7 +30,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use super::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
-use super::{BasicNode, NodeId, Raft, TypeConfig};
+use super::{BasicNode, NodeId, ReplicatedDb, TypeConfig};
 
 /// Connections a server holds at once; more are closed on arrival (counted).
 pub const MAX_CONNECTIONS: usize = 256;
@@ -68,13 +68,18 @@ pub struct RaftServer {
 }
 
 impl RaftServer {
-    /// Listens on `addr` and hands every incoming call to `raft`.
-    pub async fn bind(addr: impl ToSocketAddrs, raft: Raft) -> io::Result<RaftServer> {
-        let listener = TcpListener::bind(addr).await?;
+    /// Listens on `addr` and hands every incoming call to `node`.
+    pub async fn bind(addr: impl ToSocketAddrs, node: ReplicatedDb) -> io::Result<RaftServer> {
+        RaftServer::serve(TcpListener::bind(addr).await?, node)
+    }
+
+    /// Serves `node` on a listener already bound (a node must know its address before it
+    /// exists: bind first, open the node, then serve).
+    pub fn serve(listener: TcpListener, node: ReplicatedDb) -> io::Result<RaftServer> {
         let addr = listener.local_addr()?;
         let stats = Arc::new(TransportStats::default());
         let mut tasks = JoinSet::new();
-        tasks.spawn(accept_loop(listener, raft, Arc::clone(&stats)));
+        tasks.spawn(accept_loop(listener, node, Arc::clone(&stats)));
         Ok(RaftServer { addr, stats, tasks })
     }
 
@@ -94,7 +99,7 @@ impl RaftServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, raft: Raft, stats: Arc<TransportStats>) {
+async fn accept_loop(listener: TcpListener, node: ReplicatedDb, stats: Arc<TransportStats>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let budget = Arc::new(Semaphore::new(READ_BUDGET));
     let mut conns = JoinSet::new();
@@ -108,10 +113,10 @@ async fn accept_loop(listener: TcpListener, raft: Raft, stats: Arc<TransportStat
             bump(&stats.refused);
             continue;
         };
-        let (raft, stats, budget) = (raft.clone(), Arc::clone(&stats), Arc::clone(&budget));
+        let (node, stats, budget) = (node.clone(), Arc::clone(&stats), Arc::clone(&budget));
         conns.spawn(async move {
             let _slot = slot;
-            if serve(stream, &raft, &stats, &budget).await == Closed::Bad {
+            if serve(stream, &node, &stats, &budget).await == Closed::Bad {
                 bump(&stats.bad_frames);
             }
         });
@@ -160,7 +165,7 @@ async fn read_payload(
 
 async fn serve(
     mut stream: TcpStream,
-    raft: &Raft,
+    node: &ReplicatedDb,
     stats: &TransportStats,
     budget: &Semaphore,
 ) -> Closed {
@@ -181,15 +186,15 @@ async fn serve(
         drop(payload);
         bump(&stats.frames_in);
         let response = match request {
-            Request::Append(r) => match raft.append_entries(r).await {
+            Request::Append(r) => match node.raft().append_entries(r).await {
                 Ok(a) => Response::Append(a),
                 Err(e) => Response::Failed(e.to_string()),
             },
-            Request::Vote(r) => match raft.vote(r).await {
+            Request::Vote(r) => match node.raft().vote(r).await {
                 Ok(v) => Response::Vote(v),
                 Err(e) => Response::Failed(e.to_string()),
             },
-            Request::Snapshot(r) => match raft.install_snapshot(r).await {
+            Request::Snapshot(r) => match node.install_snapshot_chunk(r).await {
                 Ok(s) => Response::Snapshot(s),
                 Err(RaftError::APIError(e)) => wire::snapshot_error(e),
                 Err(e) => Response::Failed(e.to_string()),

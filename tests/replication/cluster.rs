@@ -66,7 +66,7 @@ impl Cluster {
                 Err(e) => panic!("opening node {id}: {e}"),
             }
         };
-        self.router.register(id, db.raft().clone());
+        self.router.register(id, db.clone());
         self.nodes.lock().unwrap().insert(id, db.clone());
         db
     }

@@ -44,7 +44,7 @@ async fn write_fixture(to: &Path) {
     let node = ReplicatedDb::open(1, to, config, router.network(1))
         .await
         .unwrap();
-    router.register(1, node.raft().clone());
+    router.register(1, node.clone());
     node.initialize(BTreeMap::from([(1, BasicNode::new("127.0.0.1:7001"))]))
         .await
         .unwrap();
@@ -167,7 +167,7 @@ pub async fn check() {
     let node = ReplicatedDb::open(1, &node_dir, fast_config(), router.network(1))
         .await
         .unwrap();
-    router.register(1, node.raft().clone());
+    router.register(1, node.clone());
     let mut got = None;
     for _ in 0..300 {
         if let Ok(v) = node.get("k42", ReadPolicy::Linearizable).await {

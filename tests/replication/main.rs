@@ -2,11 +2,13 @@
 //! router, with leaders stopped and restarted under concurrent writers, snapshots forced,
 //! partitions, and every acknowledged write checked on every node.
 
+mod bad_input;
 mod checker;
 mod cluster;
 mod fixtures;
 mod linearizable;
 mod power_loss;
+mod tcp;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -276,4 +278,32 @@ async fn a_power_loss_of_the_state_machine_loses_no_acknowledged_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn layout_v1_fixture_still_reads() {
     fixtures::check().await;
+}
+
+/// Over TCP on 127.0.0.1: leaders restarted, a node caught up by a snapshot in 4 KiB chunks;
+/// every node ends with every write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tcp_cluster_replicates_through_restarts_and_a_chunked_snapshot() {
+    let (written, installed, frames) = tcp::replicate_with_restarts(common::scaled(6, 3)).await;
+    println!("tcp: {written} writes on every node, {installed} snapshot installs, {frames} frames served");
+    assert!(installed >= 1, "no snapshot was installed");
+}
+
+/// Garbage on the raft port: each kind closes its connection, is counted once, and changes
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn garbage_on_the_raft_port_is_counted_and_changes_nothing() {
+    bad_input::garbage_on_the_raft_port().await;
+}
+
+/// A damaged or truncated snapshot sent to a follower installs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn damaged_snapshots_install_nothing() {
+    bad_input::damaged_snapshots_install_nothing().await;
+}
+
+/// Membership changes naming unknown nodes are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn membership_changes_naming_unknown_nodes_are_refused() {
+    bad_input::membership_changes_naming_unknown_nodes_are_refused().await;
 }

@@ -22,7 +22,7 @@ async fn open(dir: &std::path::Path, config: ReplicationConfig, router: &Router)
     let db = ReplicatedDb::open(1, dir, config, router.network(1))
         .await
         .unwrap();
-    router.register(1, db.raft().clone());
+    router.register(1, db.clone());
     db
 }
 

@@ -1,0 +1,201 @@
+//! Bad input on a node's raft port and in snapshots: each is refused with an error, counted,
+//! changes nothing, and the node goes on serving.
+
+use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use lsm_bloom::replication::openraft::network::RPCOption;
+use lsm_bloom::replication::openraft::raft::InstallSnapshotRequest;
+use lsm_bloom::replication::openraft::{RaftNetwork, RaftNetworkFactory};
+use lsm_bloom::replication::tcp::{RaftServer, TcpNetwork};
+use lsm_bloom::replication::{BasicNode, Error, ReadPolicy, ReplicatedDb};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::cluster::fast_config;
+use crate::tcp::TcpCluster;
+
+/// Sends `bytes` on a fresh connection; true when the server closed it (read gives EOF).
+async fn closed_after(addr: &str, bytes: &[u8]) -> bool {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let _ = s.write_all(bytes).await;
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+fn frame(payload: &[u8], crc: Option<u32>) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(
+        &crc.unwrap_or_else(|| crc32fast::hash(payload))
+            .to_le_bytes(),
+    );
+    out.extend_from_slice(payload);
+    out
+}
+
+pub async fn garbage_on_the_raft_port() {
+    let c = TcpCluster::start(3, fast_config()).await;
+    c.put("a".into(), "1".into()).await;
+    let target = c.leader().unwrap().id();
+    let addr = c.addrs[&target].clone();
+    let bad_frames = || {
+        c.nodes.lock().unwrap()[&target]
+            .server
+            .stats()
+            .bad_frames
+            .load(Ordering::Relaxed)
+    };
+    let before = bad_frames();
+    let mut rng = crate::common::Rng::new(7);
+    let random: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("random bytes", random),
+        ("a frame over the limit", (u32::MAX).to_le_bytes().repeat(2)),
+        (
+            "a frame whose checksum fails",
+            frame(&[2, 1, 2, 3], Some(12345)),
+        ),
+        ("a frame of an unknown message", frame(&[0x42, 0, 0], None)),
+        ("a vote cut short", frame(&[2, 1, 0, 0, 0], None)),
+        (
+            "an append whose entry count overruns",
+            frame(&[&[1u8][..], &[0; 17], &[0, 0], &[255; 4]].concat(), None),
+        ),
+    ];
+    for (what, bytes) in &cases {
+        assert!(
+            closed_after(&addr, bytes).await,
+            "{what}: connection left open"
+        );
+    }
+    // Give the server's tasks a moment to count.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        bad_frames() - before,
+        cases.len() as u64,
+        "each bad input counted once"
+    );
+    // Nothing changed, and the cluster still works.
+    c.put("b".into(), "2".into()).await;
+    let l = c.leader().unwrap();
+    assert_eq!(
+        l.get("a", ReadPolicy::Linearizable).await.unwrap(),
+        Some(b"1".to_vec())
+    );
+    assert_eq!(
+        l.get("b", ReadPolicy::Linearizable).await.unwrap(),
+        Some(b"2".to_vec())
+    );
+}
+
+/// A snapshot whose pack is damaged (a flipped byte, so a file's CRC fails) or truncated:
+/// refused before openraft sees it (counted), nothing installed, the receiver still running;
+/// the same pack undamaged installs.
+pub async fn damaged_snapshots_install_nothing() {
+    let c = TcpCluster::start(3, fast_config()).await;
+    for i in 0..20 {
+        c.put(format!("k{i}"), format!("v{i}")).await;
+    }
+    let leader = c.leader().unwrap();
+    leader.raft().trigger().snapshot().await.unwrap();
+    let mut snap = None;
+    for _ in 0..200 {
+        snap = leader.state_machine().current_snapshot();
+        if snap.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let meta = snap.expect("the leader built a snapshot");
+    let pack_path = std::fs::read_dir(c.root.path().join(format!("n{}/sm/snapshots", leader.id())))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "pack"))
+        .unwrap();
+    let pack = std::fs::read(&pack_path).unwrap();
+    // The receiver: a new node (id 9, empty, not yet a member), so an accepted pack would be
+    // installed — and a damaged one reaching openraft would stop it with a storage error.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let fdb = ReplicatedDb::open(
+        9,
+        c.root.path().join("n9"),
+        fast_config(),
+        TcpNetwork::new(),
+    )
+    .await
+    .unwrap();
+    let _server = RaftServer::serve(listener, fdb.clone()).unwrap();
+
+    let mut flipped = pack.clone();
+    let at = pack.len() - 100;
+    flipped[at] ^= 0x20;
+    let truncated = pack[..pack.len() / 2].to_vec();
+    let mut net = TcpNetwork::new();
+    let mut link = net.new_client(9, &BasicNode::new(addr)).await;
+    let send = |bytes: Vec<u8>| InstallSnapshotRequest {
+        vote: leader.metrics().vote,
+        meta: meta.clone(),
+        offset: 0,
+        data: bytes,
+        done: true,
+    };
+    for (what, bytes) in [("a flipped byte", flipped), ("a truncated pack", truncated)] {
+        let r = link
+            .install_snapshot(send(bytes), RPCOption::new(Duration::from_secs(5)))
+            .await;
+        assert!(r.is_err(), "{what}: the install was accepted");
+        assert_eq!(
+            fdb.state_machine().snapshots_installed(),
+            0,
+            "{what}: something was installed"
+        );
+        assert_eq!(
+            fdb.state_machine().applied().unwrap().0,
+            None,
+            "{what}: applied moved"
+        );
+        assert_eq!(fdb.state_machine().scan::<&[u8], _>(..).unwrap().count(), 0);
+    }
+    assert_eq!(fdb.snapshots_refused(), 2);
+    // The control: the same pack undamaged is installed, and the node still runs.
+    let r = link
+        .install_snapshot(send(pack), RPCOption::new(Duration::from_secs(5)))
+        .await;
+    assert!(r.is_ok(), "the undamaged pack was refused: {r:?}");
+    assert_eq!(fdb.state_machine().snapshots_installed(), 1);
+    assert_eq!(fdb.state_machine().applied().unwrap().0, meta.last_log_id);
+    assert_eq!(
+        fdb.state_machine().get(b"k3").unwrap(),
+        Some(b"v3".to_vec())
+    );
+    fdb.shutdown().await.unwrap();
+    drop(fdb);
+    c.put("after".into(), "x".into()).await;
+    let all = c.converge().await;
+    assert!(all.iter().all(|d| d == &all[0]));
+}
+
+/// A membership change naming a node that is not a member is refused with an error that
+/// says so; the membership is unchanged.
+pub async fn membership_changes_naming_unknown_nodes_are_refused() {
+    let c = TcpCluster::start(3, fast_config()).await;
+    c.put("a".into(), "1".into()).await;
+    let l = c.leader().unwrap();
+    let before = l.members();
+    let e = l
+        .change_voters(BTreeSet::from([1, 2, 9]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Store(_)) && e.to_string().contains("node 9"),
+        "{e}"
+    );
+    let e = l.remove_node(9).await.unwrap_err();
+    assert!(e.to_string().contains("node 9 is not a member"), "{e}");
+    assert_eq!(l.members(), before);
+}

@@ -1,0 +1,209 @@
+//! The TCP transport: a three-node cluster on 127.0.0.1, leaders restarted, a node caught up
+//! by a snapshot sent in chunks; garbage and damaged snapshots on the raft port.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use lsm_bloom::replication::openraft::SnapshotPolicy;
+use lsm_bloom::replication::tcp::{RaftServer, TcpNetwork};
+use lsm_bloom::replication::{BasicNode, NodeId, ReplicatedDb, ReplicationConfig};
+use tokio::net::TcpListener;
+
+use crate::cluster::fast_config;
+
+pub struct TcpNode {
+    pub db: ReplicatedDb,
+    pub server: RaftServer,
+}
+
+pub struct TcpCluster {
+    pub root: tempfile::TempDir,
+    pub addrs: BTreeMap<NodeId, String>,
+    pub config: ReplicationConfig,
+    pub nodes: Mutex<BTreeMap<NodeId, TcpNode>>,
+}
+
+impl TcpCluster {
+    pub async fn start(n: u64, config: ReplicationConfig) -> TcpCluster {
+        let mut listeners = BTreeMap::new();
+        for id in 1..=n {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            listeners.insert(id, l);
+        }
+        let addrs: BTreeMap<NodeId, String> = listeners
+            .iter()
+            .map(|(id, l)| (*id, l.local_addr().unwrap().to_string()))
+            .collect();
+        let c = TcpCluster {
+            root: tempfile::tempdir().unwrap(),
+            addrs,
+            config,
+            nodes: Mutex::new(BTreeMap::new()),
+        };
+        for (id, l) in listeners {
+            c.open_on(id, l).await;
+        }
+        let members = c
+            .addrs
+            .iter()
+            .map(|(id, a)| (*id, BasicNode::new(a.clone())))
+            .collect();
+        let first = c.db(1).unwrap();
+        assert!(first.initialize(members).await.unwrap());
+        c
+    }
+
+    fn dir(&self, id: NodeId) -> PathBuf {
+        self.root.path().join(format!("n{id}"))
+    }
+
+    async fn open_on(&self, id: NodeId, listener: TcpListener) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let db = loop {
+            match ReplicatedDb::open(id, self.dir(id), self.config.clone(), TcpNetwork::new()).await
+            {
+                Ok(db) => break db,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("node {id}: {e}"),
+            }
+        };
+        let server = RaftServer::serve(listener, db.clone()).unwrap();
+        self.nodes
+            .lock()
+            .unwrap()
+            .insert(id, TcpNode { db, server });
+    }
+
+    /// Reopens a stopped node on its address.
+    pub async fn open(&self, id: NodeId) {
+        let l = TcpListener::bind(&self.addrs[&id]).await.unwrap();
+        self.open_on(id, l).await;
+    }
+
+    pub async fn stop(&self, id: NodeId) {
+        let node = self.nodes.lock().unwrap().remove(&id);
+        if let Some(mut n) = node {
+            n.server.stop();
+            n.db.shutdown().await.unwrap();
+        }
+    }
+
+    pub fn db(&self, id: NodeId) -> Option<ReplicatedDb> {
+        self.nodes.lock().unwrap().get(&id).map(|n| n.db.clone())
+    }
+
+    pub fn leader(&self) -> Option<ReplicatedDb> {
+        let nodes = self.nodes.lock().unwrap();
+        nodes
+            .values()
+            .map(|n| n.db.clone())
+            .filter(|d| d.leader() == Some(d.id()))
+            .max_by_key(|d| d.metrics().current_term)
+    }
+
+    pub async fn put(&self, key: String, value: String) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(l) = self.leader() {
+                if l.put(key.clone(), value.clone()).await.is_ok() {
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "no write accepted within 20 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub async fn converge(&self) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(l) = self.leader() {
+                let target = l.metrics().last_log_index;
+                let dbs: Vec<ReplicatedDb> = self
+                    .nodes
+                    .lock()
+                    .unwrap()
+                    .values()
+                    .map(|n| n.db.clone())
+                    .collect();
+                if dbs
+                    .iter()
+                    .all(|d| d.metrics().last_applied.map(|x| x.index) >= target)
+                {
+                    return dbs
+                        .iter()
+                        .map(|d| {
+                            d.state_machine()
+                                .scan::<&[u8], _>(..)
+                                .unwrap()
+                                .map(Result::unwrap)
+                                .collect()
+                        })
+                        .collect();
+                }
+            }
+            assert!(Instant::now() < deadline, "no convergence within 30 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// Writes through a TCP cluster with the leader restarted, a follower kept down until it
+/// needs a snapshot (sent in 4 KiB chunks); every node ends with every write.
+pub async fn replicate_with_restarts(restarts: u32) -> (usize, u64, u64) {
+    let mut config = fast_config();
+    config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(100);
+    config.raft.max_in_snapshot_log_to_keep = 10;
+    config.raft.purge_batch_size = 1;
+    config.raft.snapshot_max_chunk_size = 4096;
+    let c = TcpCluster::start(3, config).await;
+    let mut written = 0;
+    for round in 0..restarts {
+        for _ in 0..50 {
+            c.put(format!("k{written:05}"), format!("v{written}")).await;
+            written += 1;
+        }
+        let l = c.leader().unwrap();
+        let (id, last) = (l.id(), l.metrics().last_log_index.unwrap_or(0));
+        drop(l);
+        c.stop(id).await;
+        if round == 0 {
+            // Down until the others purged past its log.
+            loop {
+                c.put(format!("k{written:05}"), format!("v{written}")).await;
+                written += 1;
+                let purged = c.leader().and_then(|l| l.metrics().purged).map(|p| p.index);
+                if purged.is_some_and(|p| p > last) {
+                    break;
+                }
+            }
+        }
+        c.open(id).await;
+    }
+    let contents = c.converge().await;
+    for (i, data) in contents.iter().enumerate() {
+        assert_eq!(data.len(), written, "node index {i}");
+        assert_eq!(data, &contents[0]);
+    }
+    let installed: u64 = c
+        .nodes
+        .lock()
+        .unwrap()
+        .values()
+        .map(|n| n.db.state_machine().snapshots_installed())
+        .sum();
+    let frames: u64 = c
+        .nodes
+        .lock()
+        .unwrap()
+        .values()
+        .map(|n| n.server.stats().frames_in.load(Ordering::Relaxed))
+        .sum();
+    (written, installed, frames)
+}
