@@ -63,6 +63,11 @@ impl WriteBatch {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
     }
+    /// The batch's operations in order, each a key and its value (`None`: a delete).
+    pub fn into_ops(self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        self.ops
+    }
+
     /// Bytes the batch takes in the write-ahead log (what `MAX_BATCH_SIZE` limits).
     pub fn encoded_len(&self) -> usize {
         wal::BATCH_HEADER_LEN + self.encoded

@@ -182,7 +182,7 @@ pub(crate) fn decode_stored_membership(
     Ok(StoredMembership::new(id, m))
 }
 
-fn put_request(out: &mut Vec<u8>, r: &Request) {
+pub(crate) fn put_request(out: &mut Vec<u8>, r: &Request) {
     put_u32(out, r.ops.len());
     for op in &r.ops {
         match op {
@@ -203,7 +203,7 @@ fn get_key(c: &mut Cursor<'_>) -> DecodeResult<Vec<u8>> {
     Ok(c.len_prefixed()?.to_vec())
 }
 
-fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
+pub(crate) fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
     let n = c.u32()?;
     let mut ops = Vec::new();
     for i in 0..n {

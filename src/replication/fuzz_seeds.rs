@@ -150,6 +150,16 @@ pub(crate) fn wire_messages() -> Vec<Vec<u8>> {
             done: false,
         }),
     ];
+    out.push(wire::encode_forward(&Request {
+        ops: vec![
+            Op::Put {
+                key: b"k".to_vec(),
+                value: b"v".to_vec(),
+            },
+            Op::Delete { key: b"d".to_vec() },
+        ],
+    }));
+    out.push(wire::encode_read_index());
     for r in [
         Response::Append(AppendEntriesResponse::Success),
         Response::Append(AppendEntriesResponse::PartialSuccess(Some(id(3, 7)))),
@@ -166,6 +176,10 @@ pub(crate) fn wire_messages() -> Vec<Vec<u8>> {
             got: seg(4096),
         }),
         Response::Failed("shutting down".into()),
+        Response::Forwarded,
+        Response::ReadIndex(Some(id(3, 41))),
+        Response::NotLeader(Some((2, "127.0.0.1:7002".into()))),
+        Response::NotLeader(None),
     ] {
         out.push(wire::encode_response(&r));
     }

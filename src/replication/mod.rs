@@ -93,6 +93,21 @@ impl fmt::Display for Request {
     }
 }
 
+impl From<crate::WriteBatch> for Request {
+    fn from(b: crate::WriteBatch) -> Request {
+        Request {
+            ops: b
+                .into_ops()
+                .into_iter()
+                .map(|(key, value)| match value {
+                    Some(value) => Op::Put { key, value },
+                    None => Op::Delete { key },
+                })
+                .collect(),
+        }
+    }
+}
+
 impl Request {
     /// Checks the request against the replicated store's limits: every key at most
     /// [`MAX_REPLICATED_KEY_SIZE`], the whole at most [`MAX_REQUEST_SIZE`]. A request that

@@ -199,6 +199,30 @@ impl ReplicatedDb {
         }
     }
 
+    /// The read index: the leader confirms with a quorum that it still leads and returns its
+    /// commit position, having applied up to it (`Error::NotLeader` on a follower).
+    pub async fn read_index(&self) -> Result<Option<openraft::LogId<NodeId>>> {
+        tokio::time::timeout(self.timeout, self.raft.ensure_linearizable())
+            .await
+            .map_err(|_| Error::Timeout(self.timeout))?
+            .map_err(raft_err)
+    }
+
+    /// Waits until this node has applied up to `index`, within the request timeout.
+    pub async fn wait_applied(&self, index: Option<u64>) -> Result<()> {
+        self.raft
+            .wait(Some(self.timeout))
+            .applied_index_at_least(index, "read index")
+            .await
+            .map(|_| ())
+            .map_err(|e| Error::Raft(format!("waiting to apply up to {index:?}: {e}")))
+    }
+
+    /// The request timeout (`ReplicationConfig::request_timeout`).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// `key`'s value under `policy`.
     pub async fn get(&self, key: impl AsRef<[u8]>, policy: ReadPolicy) -> Result<Option<Vec<u8>>> {
         self.read_barrier(policy).await?;

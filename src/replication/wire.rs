@@ -25,6 +25,10 @@ pub const FRAME_HEADER: usize = 8;
 const APPEND: u8 = 1;
 const VOTE: u8 = 2;
 const SNAPSHOT: u8 = 3;
+const FORWARD: u8 = 4;
+const READ_INDEX: u8 = 5;
+const FORWARD_OK: u8 = 0x84;
+const READ_INDEX_OK: u8 = 0x85;
 const APPEND_OK: u8 = 0x81;
 const VOTE_OK: u8 = 0x82;
 const SNAPSHOT_OK: u8 = 0x83;
@@ -33,6 +37,7 @@ const ERROR: u8 = 0xff;
 /// Error codes of an `ERROR` response.
 const ERR_SNAPSHOT_MISMATCH: u8 = 1;
 const ERR_OTHER: u8 = 2;
+const ERR_NOT_LEADER: u8 = 3;
 
 /// A request, as the server receives it.
 pub enum Request {
@@ -42,6 +47,10 @@ pub enum Request {
     Vote(VoteRequest<NodeId>),
     /// `install_snapshot` (one chunk).
     Snapshot(InstallSnapshotRequest<TypeConfig>),
+    /// A client's write, forwarded by a follower to the leader.
+    Forward(super::Request),
+    /// A follower asking the leader for a read index (a linearizable read's position).
+    ReadIndex,
 }
 
 /// A response, as the client receives it.
@@ -54,6 +63,12 @@ pub enum Response {
     Snapshot(InstallSnapshotResponse<NodeId>),
     /// The snapshot chunk did not continue the stream the receiver has.
     SnapshotMismatch(SnapshotMismatch),
+    /// A forwarded write was applied.
+    Forwarded,
+    /// The leader's read index: the follower may read once it has applied this far.
+    ReadIndex(Option<openraft::LogId<NodeId>>),
+    /// The remote node is not the leader; the leader it knows, if any.
+    NotLeader(Option<(NodeId, String)>),
     /// The remote node failed the call (shutting down, a storage error); the message says why.
     Failed(String),
 }
@@ -156,6 +171,18 @@ pub fn encode_snapshot(r: &InstallSnapshotRequest<TypeConfig>) -> Vec<u8> {
     out
 }
 
+/// A forwarded write's payload.
+pub fn encode_forward(r: &super::Request) -> Vec<u8> {
+    let mut out = vec![FORWARD];
+    codec::put_request(&mut out, r);
+    out
+}
+
+/// A read index request's payload.
+pub fn encode_read_index() -> Vec<u8> {
+    vec![READ_INDEX]
+}
+
 /// Decodes a request payload.
 pub fn decode_request(b: &[u8]) -> DecodeResult<Request> {
     let mut c = Cursor::new(b);
@@ -196,7 +223,9 @@ pub fn decode_request(b: &[u8]) -> DecodeResult<Request> {
                 done,
             })
         }
-        t => return Err(format!("request tag {t} (not 1, 2 or 3)")),
+        FORWARD => Request::Forward(codec::get_request(&mut c)?),
+        READ_INDEX => Request::ReadIndex,
+        t => return Err(format!("request tag {t} (not 1 to 5)")),
     };
     finish(&c)?;
     Ok(req)
@@ -239,6 +268,23 @@ pub fn encode_response(r: &Response) -> Vec<u8> {
                 out.extend_from_slice(&seg.offset.to_le_bytes());
             }
         }
+        Response::Forwarded => out.push(FORWARD_OK),
+        Response::ReadIndex(id) => {
+            out.push(READ_INDEX_OK);
+            codec::put_opt_log_id(&mut out, id.as_ref());
+        }
+        Response::NotLeader(leader) => {
+            out.push(ERROR);
+            out.push(ERR_NOT_LEADER);
+            match leader {
+                None => out.push(0),
+                Some((id, addr)) => {
+                    out.push(1);
+                    out.extend_from_slice(&id.to_le_bytes());
+                    put_str(&mut out, addr);
+                }
+            }
+        }
         Response::Failed(msg) => {
             out.push(ERROR);
             out.push(ERR_OTHER);
@@ -267,6 +313,8 @@ pub fn decode_response(b: &[u8]) -> DecodeResult<Response> {
         SNAPSHOT_OK => Response::Snapshot(InstallSnapshotResponse {
             vote: get_vote(&mut c)?,
         }),
+        FORWARD_OK => Response::Forwarded,
+        READ_INDEX_OK => Response::ReadIndex(codec::get_opt_log_id(&mut c)?),
         ERROR => match c.u8()? {
             ERR_SNAPSHOT_MISMATCH => {
                 let mut seg = || -> DecodeResult<SnapshotSegmentId> {
@@ -281,7 +329,13 @@ pub fn decode_response(b: &[u8]) -> DecodeResult<Response> {
                 Response::SnapshotMismatch(SnapshotMismatch { expect, got })
             }
             ERR_OTHER => Response::Failed(get_str(&mut c, "error message")?),
-            k => return Err(format!("error code {k} (not 1 or 2)")),
+            ERR_NOT_LEADER => Response::NotLeader(if get_bool(&mut c, "leader known")? {
+                let id = c.u64()?;
+                Some((id, get_str(&mut c, "leader address")?))
+            } else {
+                None
+            }),
+            k => return Err(format!("error code {k} (not 1 to 3)")),
         },
         t => return Err(format!("response tag {t:#x}")),
     };
@@ -316,6 +370,8 @@ mod tests {
                 Request::Append(a) => encode_append(&a, MAX_FRAME).0,
                 Request::Vote(v) => encode_vote_request(&v),
                 Request::Snapshot(s) => encode_snapshot(&s),
+                Request::Forward(r) => encode_forward(&r),
+                Request::ReadIndex => encode_read_index(),
             });
             let resp = decode_response(&p).ok().map(|r| encode_response(&r));
             assert_eq!(

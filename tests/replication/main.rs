@@ -307,3 +307,9 @@ async fn damaged_snapshots_install_nothing() {
 async fn membership_changes_naming_unknown_nodes_are_refused() {
     bad_input::membership_changes_naming_unknown_nodes_are_refused().await;
 }
+
+/// Followers forward writes to the leader and serve linearizable reads after a read index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn followers_forward_writes_and_read_linearizably() {
+    tcp::followers_forward_writes_and_read_linearizably().await;
+}
