@@ -7,11 +7,11 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use lsm_bloom::Db;
 use sha2::{Digest, Sha256};
 
 use super::resp::{Out, Proto, Reply};
 use super::scan::{self, Cursors, Glob};
+use super::store::Store;
 use super::values::{self, Values, Writes};
 
 /// The version reported to clients (some pick features by it, e.g. `CLIENT SETINFO` ≥ 7.2).
@@ -19,7 +19,7 @@ pub const REDIS_VERSION: &str = "7.2.0";
 
 /// What every connection shares.
 pub struct Server {
-    pub db: Db,
+    pub db: Store,
     /// SHA-256 of the password, if one is required: compared in constant time, and the same
     /// time for every length of attempt.
     password: Option<[u8; 32]>,
@@ -53,7 +53,7 @@ fn int_arg(a: &[u8]) -> Option<i64> {
 }
 
 impl Server {
-    pub fn new(db: Db, password: Option<&[u8]>, config: Vec<(&'static str, String)>) -> Server {
+    pub fn new(db: Store, password: Option<&[u8]>, config: Vec<(&'static str, String)>) -> Server {
         Server {
             db,
             password: password.map(digest),
@@ -293,6 +293,7 @@ impl Server {
                 "DBSIZE is not supported: lsm-bloom keeps no key count (counting would read every table)",
             ),
             "INFO" => Reply::Verbatim(super::info::info(&self.db, &self.request_bytes, &self.output_bytes)),
+            "CLUSTER" => self.db.cluster_command(rest),
             "COMMAND" => match rest.first().map(|a| a.to_ascii_uppercase()) {
                 Some(sub) if sub == b"DOCS" => Reply::Map(Vec::new()),
                 _ => Reply::Array(Vec::new()),

@@ -1,11 +1,11 @@
 //! The `INFO` text: server version and the store's filter and storage statistics.
 
-use lsm_bloom::Db;
+use super::store::Store;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::commands::REDIS_VERSION;
 
-pub fn info(db: &Db, request_bytes: &AtomicUsize, output_bytes: &AtomicUsize) -> String {
+pub fn info(db: &Store, request_bytes: &AtomicUsize, output_bytes: &AtomicUsize) -> String {
     let s = db.stats();
     let t = &s.total;
     let mut text = format!(
@@ -48,5 +48,7 @@ pub fn info(db: &Db, request_bytes: &AtomicUsize, output_bytes: &AtomicUsize) ->
             l.filter_useful
         );
     }
+    text += "\r\n# Replication\r\n";
+    text += &db.replication_info();
     text
 }

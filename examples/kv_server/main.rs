@@ -21,11 +21,14 @@
 //! mode). One thread per connection, at most `--max-clients`. Ctrl-C / SIGTERM stops accepting,
 //! lets connections finish their current request, and closes the store.
 
+#[cfg(feature = "replication")]
+mod cluster;
 mod commands;
 mod conn;
 mod info;
 mod resp;
 mod scan;
+mod store;
 mod values;
 
 use std::io::Write;
@@ -37,6 +40,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use lsm_bloom::{Compressions, Db, Options, PrefixExtractor, PrefixFilters};
+use store::Store;
 
 use commands::Server;
 use conn::Budget;
@@ -104,6 +108,25 @@ struct Args {
     /// need not repeat it, and `none` turns a recorded one off.
     #[arg(long)]
     compression: Option<lsm_bloom::Compression>,
+    /// Cluster mode (feature `replication`): this node's id. `--dir` then holds the node's
+    /// log and state machine.
+    #[arg(long, requires = "raft_addr")]
+    node_id: Option<u64>,
+    /// Cluster mode: the address this node's Raft RPCs listen on (HOST:PORT), as its peers
+    /// reach it.
+    #[arg(long, requires = "node_id")]
+    raft_addr: Option<String>,
+    /// Cluster mode: the other nodes, `ID=HOST:PORT,...` (their raft addresses).
+    #[arg(long, default_value = "", requires = "node_id")]
+    peers: String,
+    /// Cluster mode: make a new cluster of this node and `--peers`. Give it on one node,
+    /// once; on a node that already belongs to a cluster it changes nothing.
+    #[arg(long, requires = "node_id")]
+    cluster_init: bool,
+    /// Cluster mode: take a snapshot every this many log entries (and keep a tenth of that
+    /// behind it, for followers slightly behind).
+    #[arg(long, default_value_t = 10_000, requires = "node_id")]
+    snapshot_logs: u64,
 }
 
 /// The prefix rule the flags ask for.
@@ -150,6 +173,34 @@ fn password(args: &Args) -> Result<Option<Vec<u8>>, String> {
     Ok(Some(p))
 }
 
+/// The store: one `Db`, or with `--node-id` a node of a replicated cluster.
+fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::Error>> {
+    match (args.node_id, &args.raft_addr) {
+        (None, _) => Ok(Store::Local(Db::open(&args.dir, opts)?)),
+        #[cfg(feature = "replication")]
+        (Some(id), Some(raft_addr)) => {
+            let peers = cluster::parse_peers(&args.peers)?;
+            Ok(Store::Cluster(Box::new(cluster::Cluster::open(
+                id,
+                &args.dir,
+                raft_addr,
+                peers,
+                args.cluster_init,
+                args.snapshot_logs,
+                opts,
+            )?)))
+        }
+        #[cfg(feature = "replication")]
+        (Some(_), None) => Err("--node-id needs --raft-addr".into()),
+        #[cfg(not(feature = "replication"))]
+        (Some(_), _) => Err(
+            "cluster mode (--node-id) needs a build with the replication feature: \
+             cargo run --release --features replication --example kv_server -- ..."
+                .into(),
+        ),
+    }
+}
+
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let password = password(&args)?;
     let addrs: Vec<_> = (args.bind.as_str(), args.port).to_socket_addrs()?.collect();
@@ -171,7 +222,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         compression: args.compression.map(Compressions::from),
         ..Options::default()
     };
-    let db = Db::open(&args.dir, opts)?;
+    let db = open_store(&args, opts)?;
     let config = vec![
         ("save", String::new()),
         ("appendonly", "yes".into()),
@@ -265,7 +316,6 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     while active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
     }
-    server.db.flush()?;
     match Arc::try_unwrap(server) {
         Ok(server) => server.db.close()?,
         Err(_) => {

@@ -22,8 +22,8 @@ use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Mutex;
 
+use super::store::Store;
 use lsm_bloom::prefix::prefix_end;
-use lsm_bloom::Db;
 
 use super::resp::{Out, Reply};
 
@@ -205,7 +205,7 @@ impl Glob {
 
 /// Runs `SCAN` with its arguments after the command name. The keys it gathers are charged to
 /// `out`'s budget as they are (`Out::hold`); over it, the reply is refused.
-pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl Out) -> Reply {
+pub fn scan(db: &Store, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl Out) -> Reply {
     let Some(cursor) = args.first() else {
         return Reply::err("wrong number of arguments for 'scan' command");
     };
@@ -262,9 +262,9 @@ pub fn scan(db: &Db, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl Out) ->
     // From cursor 0 this is exactly `Db::scan_prefix(prefix)`; a resumed range still lies
     // inside the prefix, so the store's prefix filters apply to both.
     let end = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-    let mut iter = match db.scan((Bound::Included(start), end)) {
+    let mut iter = match db.scan(start, end) {
         Ok(it) => it,
-        Err(e) => return Reply::err(e.to_string()),
+        Err(reply) => return reply,
     };
     let mut keys = Vec::new();
     let mut next = None;
@@ -321,7 +321,8 @@ mod tests {
     #[test]
     fn match_patterns_and_their_work_are_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), lsm_bloom::Options::default()).unwrap();
+        let db =
+            Store::Local(lsm_bloom::Db::open(dir.path(), lsm_bloom::Options::default()).unwrap());
         let cursors = Cursors::new();
         let args = |c: &str, pattern: Vec<u8>| {
             vec![
@@ -358,7 +359,9 @@ mod tests {
         for i in 0..400u32 {
             let mut k = format!("k{i:04}").into_bytes();
             k.resize(8 << 10, b'x');
-            db.put(&k, b"v").unwrap();
+            let mut b = lsm_bloom::WriteBatch::new();
+            b.put(k, b"v".to_vec());
+            db.write(b).unwrap();
         }
         let pattern = [b"k".as_slice(), &b"?".repeat(998), b"*"].concat();
         let (mut cursor, mut calls) = ("0".to_string(), 0);

@@ -16,9 +16,10 @@
 use std::collections::HashSet;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use lsm_bloom::{Db, WriteBatch};
+use lsm_bloom::WriteBatch;
 
 use super::resp::{Out, Proto, Reply};
+use super::store::Store;
 
 /// Orders conditional writes against all others (see the module docs).
 #[derive(Default)]
@@ -38,12 +39,13 @@ impl Writes {
 
 /// The store and its write order, as the value commands use them.
 pub struct Values<'a> {
-    pub db: &'a Db,
+    pub db: &'a Store,
     pub writes: &'a Writes,
 }
 
-fn db_err(e: lsm_bloom::Error) -> Reply {
-    Reply::err(e.to_string())
+/// A store's failure is already the reply to send (`store::StoreResult`).
+fn db_err(e: Reply) -> Reply {
+    e
 }
 
 impl Values<'_> {

@@ -70,6 +70,8 @@ struct Shared {
     db: Arc<Db>,
     /// The last purged and the last present log ids, kept in step with the store.
     state: Mutex<LogState<TypeConfig>>,
+    /// The last commit mark saved.
+    committed: Mutex<Option<LogId<NodeId>>>,
     /// Appends waiting for their sync, in order.
     flusher: Mutex<Option<mpsc::Sender<LogFlushed<TypeConfig>>>>,
     flush_thread: Mutex<Option<thread::JoinHandle<()>>>,
@@ -127,6 +129,12 @@ impl LogStore {
                 Some(e.log_id)
             }
         };
+        let committed = match db.get(COMMITTED)? {
+            None => None,
+            Some(b) => {
+                codec::decode_opt_log_id(&b).map_err(|r| corrupt(dir.as_ref(), "commit mark", r))?
+            }
+        };
         let (tx, rx) = mpsc::channel::<LogFlushed<TypeConfig>>();
         let flush_db = Arc::clone(&db);
         let flush_thread = thread::Builder::new()
@@ -140,10 +148,20 @@ impl LogStore {
                     last_purged_log_id,
                     last_log_id,
                 }),
+                committed: Mutex::new(committed),
                 flusher: Mutex::new(Some(tx)),
                 flush_thread: Mutex::new(Some(flush_thread)),
             }),
         })
+    }
+
+    /// The last commit position openraft saved (the commit index, as this node knows it).
+    pub fn committed(&self) -> Option<LogId<NodeId>> {
+        *self
+            .shared
+            .committed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The store holding the log (for its statistics).
@@ -276,7 +294,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
         let mut b = WriteBatch::new();
         b.put(COMMITTED, codec::encode_opt_log_id(committed.as_ref()));
-        self.shared.db.write(b).map_err(write_err)
+        self.shared.db.write(b).map_err(write_err)?;
+        *self
+            .shared
+            .committed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = committed;
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {

@@ -46,9 +46,19 @@ pub fn example(name: &str) -> PathBuf {
         } else {
             &[]
         };
+        // The features this test was built with, so a test of cluster mode (feature
+        // `replication`) runs a server that has it.
+        let mut features = Vec::new();
+        if cfg!(feature = "replication") {
+            features.push("--features=replication");
+        }
+        if cfg!(feature = "zstd") {
+            features.push("--features=zstd");
+        }
         let ok = Command::new(env!("CARGO"))
             .args(["build", "--example", name])
             .args(profile)
+            .args(&features)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .unwrap()

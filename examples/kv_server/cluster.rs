@@ -1,0 +1,245 @@
+//! Cluster mode: this server as one node of a store replicated with openraft
+//! (`lsm_bloom::replication`), its Raft RPCs on `--raft-addr`.
+//!
+//! Any node takes any command. A write on a follower is forwarded to the leader over the
+//! leader's raft port, and a read on a follower first asks the leader for a read index and
+//! waits to have applied that far (`tcp::Forwarder`): every read is linearizable, and a
+//! client needs no cluster support — `redis-cli`, `redis-benchmark` and any client library
+//! may talk to any node, and keep working when the leader changes. (Refusing with an error
+//! naming the leader would need clients that follow it; Redis clients follow `MOVED` only in
+//! Redis Cluster's slot protocol, which this is not.) With no leader reachable within the
+//! request timeout a command fails with `CLUSTERDOWN`, and a write that timed out may still
+//! be applied.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::ops::Bound;
+use std::path::Path;
+
+use lsm_bloom::replication::tcp::{Forwarder, RaftServer, TcpNetwork};
+use lsm_bloom::replication::{
+    BasicNode, Error, NodeId, ReplicatedDb, ReplicationConfig, Request, Scan,
+};
+use lsm_bloom::{DbStats, Options, WriteBatch};
+
+use super::resp::Reply;
+use super::store::StoreResult;
+
+pub struct Cluster {
+    rt: tokio::runtime::Runtime,
+    node: ReplicatedDb,
+    fwd: Forwarder,
+    server: Option<RaftServer>,
+}
+
+fn fail(e: Error) -> Reply {
+    match e {
+        Error::NotLeader { .. } | Error::Timeout(_) => Reply::Error(format!("CLUSTERDOWN {e}")),
+        e => Reply::err(e.to_string()),
+    }
+}
+
+/// Parses `--peers`: `ID=HOST:PORT` pairs, comma-separated.
+pub fn parse_peers(s: &str) -> Result<BTreeMap<NodeId, String>, String> {
+    let mut out = BTreeMap::new();
+    for part in s.split(',').filter(|p| !p.is_empty()) {
+        let (id, addr) = part
+            .split_once('=')
+            .ok_or_else(|| format!("--peers entry {part:?} is not ID=HOST:PORT"))?;
+        let id: NodeId = id
+            .trim()
+            .parse()
+            .map_err(|_| format!("--peers entry {part:?}: {id:?} is not a node id"))?;
+        if out.insert(id, addr.trim().to_owned()).is_some() {
+            return Err(format!("--peers names node {id} twice"));
+        }
+    }
+    Ok(out)
+}
+
+impl Cluster {
+    /// Opens node `id` on `dir`, serving its Raft on `raft_addr`; with `init`, makes a new
+    /// cluster of `peers` (harmless on a node that already has one).
+    pub fn open(
+        id: NodeId,
+        dir: &Path,
+        raft_addr: &str,
+        peers: BTreeMap<NodeId, String>,
+        init: bool,
+        snapshot_logs: u64,
+        db: Options,
+    ) -> Result<Cluster, Box<dyn std::error::Error>> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let mut config = ReplicationConfig {
+            db,
+            ..ReplicationConfig::default()
+        };
+        config.raft.snapshot_policy =
+            lsm_bloom::replication::openraft::SnapshotPolicy::LogsSinceLast(snapshot_logs.max(1));
+        config.raft.max_in_snapshot_log_to_keep = snapshot_logs / 10;
+        let (node, server) = rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind(raft_addr).await?;
+            let node = ReplicatedDb::open(id, dir, config, TcpNetwork::new()).await?;
+            let server = RaftServer::serve(listener, node.clone())?;
+            if init {
+                let mut members: BTreeMap<NodeId, BasicNode> = peers
+                    .iter()
+                    .map(|(i, a)| (*i, BasicNode::new(a.clone())))
+                    .collect();
+                members.insert(id, BasicNode::new(raft_addr));
+                node.initialize(members).await?;
+            }
+            Ok::<_, Box<dyn std::error::Error>>((node, server))
+        })?;
+        Ok(Cluster {
+            rt,
+            node,
+            fwd: Forwarder::new(),
+            server: Some(server),
+        })
+    }
+
+    fn barrier(&self) -> StoreResult<()> {
+        self.rt
+            .block_on(self.fwd.read_barrier(&self.node))
+            .map_err(fail)
+    }
+
+    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> StoreResult<Option<R>> {
+        self.barrier()?;
+        self.node
+            .state_machine()
+            .get_with(key, f)
+            .map_err(|e| Reply::err(e.to_string()))
+    }
+
+    pub fn write(&self, batch: WriteBatch) -> StoreResult<()> {
+        self.rt
+            .block_on(self.fwd.write(&self.node, Request::from(batch)))
+            .map_err(fail)
+    }
+
+    pub fn scan(&self, start: Vec<u8>, end: Bound<Vec<u8>>) -> StoreResult<Scan> {
+        self.barrier()?;
+        self.node
+            .state_machine()
+            .scan((Bound::Included(start), end))
+            .map_err(|e| Reply::err(e.to_string()))
+    }
+
+    pub fn stats(&self) -> DbStats {
+        self.node.state_machine().db().stats()
+    }
+
+    /// INFO's `# Replication` section.
+    pub fn info(&self) -> String {
+        let m = self.node.metrics();
+        let role = match m.state {
+            lsm_bloom::replication::openraft::ServerState::Leader => "master",
+            lsm_bloom::replication::openraft::ServerState::Learner => "learner",
+            lsm_bloom::replication::openraft::ServerState::Candidate => "candidate",
+            _ => "slave",
+        };
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            "role:{role}\r\ncluster_enabled:1\r\nnode_id:{}\r\nraft_state:{:?}\r\ncurrent_term:{}\r\n",
+            m.id, m.state, m.current_term
+        );
+        let members = self.node.members();
+        match m.current_leader {
+            Some(l) => {
+                let _ = write!(
+                    s,
+                    "leader_id:{l}\r\nleader_raft_addr:{}\r\n",
+                    members.get(&l).map_or("", String::as_str)
+                );
+            }
+            None => s.push_str("leader_id:none\r\n"),
+        }
+        let last = m.last_log_index.unwrap_or(0);
+        let _ = write!(
+            s,
+            "last_log_index:{last}\r\ncommit_index:{}\r\napplied_index:{}\r\nsnapshot_index:{}\r\npurged_index:{}\r\nsnapshots_installed:{}\r\nsnapshots_refused:{}\r\n",
+            self.node.log_store().committed().map_or(0, |x| x.index),
+            m.last_applied.map_or(0, |x| x.index),
+            m.snapshot.map_or(0, |x| x.index),
+            m.purged.map_or(0, |x| x.index),
+            self.node.state_machine().snapshots_installed(),
+            self.node.snapshots_refused(),
+        );
+        let voters: BTreeSet<NodeId> = m.membership_config.membership().voter_ids().collect();
+        let _ = write!(s, "members:{}\r\n", members.len());
+        if let Some(repl) = &m.replication {
+            let others = repl.iter().filter(|(id, _)| **id != m.id);
+            for (i, (id, matched)) in others.enumerate() {
+                let at = matched.map_or(0, |x| x.index);
+                let kind = if voters.contains(id) {
+                    "voter"
+                } else {
+                    "learner"
+                };
+                let _ = write!(
+                    s,
+                    "follower{i}:id={id},addr={},kind={kind},match_index={at},lag={}\r\n",
+                    members.get(id).map_or("", String::as_str),
+                    last.saturating_sub(at)
+                );
+            }
+        }
+        s
+    }
+
+    /// `CLUSTER INFO | ADD-LEARNER id raft-addr | VOTERS id... | REMOVE id` (membership
+    /// changes on the leader).
+    pub fn command(&self, args: &[Vec<u8>]) -> Reply {
+        let sub = args
+            .first()
+            .map(|a| String::from_utf8_lossy(a).to_ascii_uppercase());
+        let id = |a: &Vec<u8>| -> Result<NodeId, Reply> {
+            std::str::from_utf8(a)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| {
+                    Reply::err(format!("{:?} is not a node id", String::from_utf8_lossy(a)))
+                })
+        };
+        let done = |r: lsm_bloom::replication::Result<()>| r.map_or_else(fail, |()| Reply::ok());
+        match (sub.as_deref(), &args[1.min(args.len())..]) {
+            (Some("INFO"), []) => Reply::Verbatim(self.info()),
+            (Some("ADD-LEARNER"), [n, addr]) => match id(n) {
+                Ok(n) => done(
+                    self.rt.block_on(
+                        self.node
+                            .add_learner(n, String::from_utf8_lossy(addr).into_owned()),
+                    ),
+                ),
+                Err(r) => r,
+            },
+            (Some("VOTERS"), ids) if !ids.is_empty() => {
+                match ids.iter().map(id).collect::<Result<BTreeSet<_>, _>>() {
+                    Ok(set) => done(self.rt.block_on(self.node.change_voters(set))),
+                    Err(r) => r,
+                }
+            }
+            (Some("REMOVE"), [n]) => match id(n) {
+                Ok(n) => done(self.rt.block_on(self.node.remove_node(n))),
+                Err(r) => r,
+            },
+            _ => Reply::err(
+                "CLUSTER INFO | ADD-LEARNER <id> <raft-addr> | VOTERS <id>... | REMOVE <id>",
+            ),
+        }
+    }
+
+    pub fn close(mut self) -> Result<(), Box<dyn std::error::Error>> {
+        if let Some(mut s) = self.server.take() {
+            s.stop();
+        }
+        self.rt.block_on(self.node.shutdown())?;
+        Ok(())
+    }
+}
