@@ -21,7 +21,6 @@
 //! last step leaves the old store live; `open` removes any directory `CURRENT` does not name.
 
 use std::fs;
-use std::io::{Seek, SeekFrom};
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,13 +29,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use arc_swap::ArcSwap;
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    AnyError, EntryPayload, ErrorSubject, ErrorVerb, LogId, RaftSnapshotBuilder, StorageError,
-    StorageIOError, StoredMembership,
+    AnyError, EntryPayload, ErrorSubject, ErrorVerb, LogId, StorageError, StorageIOError,
+    StoredMembership,
 };
 
 use super::snapshot::{self, Meta};
 use super::{codec, BasicNode, Entry, NodeId, Op, Response, TypeConfig};
 use crate::db::{Db, DbIter, Options, WriteBatch};
+
+mod snapshots;
+
+pub use snapshots::SnapshotBuilder;
 
 const DATA: u8 = b'd';
 const APPLIED: &[u8] = b"m/applied";
@@ -251,163 +254,6 @@ impl StateMachine {
             .join("snapshots")
             .join(format!("{what}-{n}.tmp"))
     }
-
-    /// Makes `pack` (with `meta`) the newest snapshot if it is newer than the current one,
-    /// and returns true; otherwise removes it. An older pack is deleted: a sender holding it
-    /// open keeps reading it (the file lives until its last handle closes).
-    fn declare(&self, meta: Meta, pack: &Path) -> crate::Result<bool> {
-        let snaps = self.shared.dir.join("snapshots");
-        let path = snaps.join(format!("snap-{}.pack", meta.snapshot_id));
-        let mut st = self.lock();
-        if st
-            .current
-            .as_ref()
-            .is_some_and(|(c, _)| c.last_log_id >= meta.last_log_id)
-        {
-            drop(st);
-            remove_any(pack);
-            return Ok(false);
-        }
-        fs::rename(pack, &path).map_err(io_err(format!("renaming {}", pack.display())))?;
-        snapshot::sync_dir(&snaps).map_err(io_err(format!("syncing {}", snaps.display())))?;
-        if let Some((_, old)) = st.current.replace((meta, path)) {
-            remove_any(&old);
-        }
-        Ok(true)
-    }
-
-    /// Builds a snapshot of the live store (blocking: run off the async runtime).
-    fn build(&self) -> crate::Result<(Meta, fs::File)> {
-        let db = self.shared.db.load_full();
-        let view = db.snapshot();
-        let last_log_id = read_applied_at(&db, &view)?;
-        let last_membership = read_membership_at(&db, &view)?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let snapshot_id = match last_log_id {
-            Some(id) => format!(
-                "{}-{}-{}-{nanos}",
-                id.leader_id.term, id.leader_id.node_id, id.index
-            ),
-            None => format!("0-0-0-{nanos}"),
-        };
-        let meta = Meta {
-            last_log_id,
-            last_membership,
-            snapshot_id,
-        };
-        let ckpt = self.temp_name("checkpoint");
-        db.checkpoint_of(&view, &ckpt)?;
-        drop(view);
-        // The state machine is durable up to the snapshot before the snapshot is declared,
-        // so the log is never purged past what survives a crash (module comment).
-        db.sync_wal()?;
-        let tmp = self.temp_name("pack");
-        let packed = snapshot::pack(&ckpt, &meta, &tmp);
-        remove_any(&ckpt);
-        packed.map_err(io_err(format!("packing a snapshot into {}", tmp.display())))?;
-        // Opened before it is declared: if a newer one was declared meanwhile, this one is
-        // removed, and the handle still reads it.
-        let file = fs::File::open(&tmp).map_err(io_err(format!("opening {}", tmp.display())))?;
-        self.declare(meta.clone(), &tmp)?;
-        Ok((meta, file))
-    }
-
-    /// Installs the pack read from `file` (blocking). `pack_path` is where it was received.
-    fn install(
-        &self,
-        meta: &Meta,
-        mut file: fs::File,
-        pack_path: Option<PathBuf>,
-    ) -> crate::Result<()> {
-        let dir = &self.shared.dir;
-        file.seek(SeekFrom::Start(0))
-            .map_err(io_err("rewinding a received snapshot".into()))?;
-        let generation = self.lock().generation + 1;
-        let staging = dir.join(format!("install-{generation}"));
-        remove_any(&staging);
-        let got = snapshot::unpack(file, &staging).map_err(|e| crate::Error::Corruption {
-            path: pack_path.clone().unwrap_or_default(),
-            reason: format!("received snapshot: {e}"),
-        })?;
-        if got.last_log_id != meta.last_log_id || got.snapshot_id != meta.snapshot_id {
-            remove_any(&staging);
-            return Err(crate::Error::Corruption {
-                path: pack_path.unwrap_or_default(),
-                reason: format!(
-                    "received snapshot holds {} up to {:?}, the leader announced {} up to {:?}",
-                    got.snapshot_id, got.last_log_id, meta.snapshot_id, meta.last_log_id
-                ),
-            });
-        }
-        let live = dir.join(format!("data-{generation}"));
-        fs::rename(&staging, &live).map_err(io_err(format!("renaming {}", staging.display())))?;
-        snapshot::sync_dir(dir).map_err(io_err(format!("syncing {}", dir.display())))?;
-        let db = match Db::open(&live, self.shared.opts.clone()) {
-            Ok(db) => db,
-            Err(e) => {
-                remove_any(&live);
-                return Err(e);
-            }
-        };
-        check_format(&db)?;
-        let applied = read_applied(&db)?;
-        if applied != meta.last_log_id {
-            drop(db);
-            remove_any(&live);
-            return Err(crate::Error::Corruption {
-                path: live,
-                reason: format!(
-                    "snapshot's store is applied up to {applied:?}, its meta says {:?}",
-                    meta.last_log_id
-                ),
-            });
-        }
-        // The commit point: from here a crash reopens the new store.
-        snapshot::write_atomic(dir, "CURRENT", format!("data-{generation}\n").as_bytes())
-            .map_err(io_err(format!("writing {}/CURRENT", dir.display())))?;
-        let old = self.shared.db.swap(Arc::new(db));
-        let old_dir = dir.join(format!("data-{}", generation - 1));
-        {
-            let mut st = self.lock();
-            st.generation = generation;
-            st.retired.push((old, old_dir));
-        }
-        self.reap();
-        self.shared.installed.fetch_add(1, Ordering::Relaxed);
-        if let Some(p) = pack_path {
-            // Keep what was received as this node's newest snapshot (it is one).
-            let _ = self.declare(meta.clone(), &p);
-        }
-        Ok(())
-    }
-
-    /// Copies `file` from its start to the new file `to`, synced; returns `to` opened.
-    fn copy_in(&self, mut file: fs::File, to: &Path) -> crate::Result<fs::File> {
-        let err = io_err(format!("copying a snapshot to {}", to.display()));
-        let copied = (|| {
-            file.seek(SeekFrom::Start(0))?;
-            let mut out = fs::File::create(to)?;
-            std::io::copy(&mut file, &mut out)?;
-            out.sync_all()?;
-            fs::File::open(to)
-        })();
-        copied.map_err(err)
-    }
-
-    /// Deletes replaced stores no reader holds any more.
-    fn reap(&self) {
-        let mut st = self.lock();
-        st.retired.retain(|(db, dir)| {
-            if Arc::strong_count(db) == 1 {
-                remove_any(dir);
-                false
-            } else {
-                true
-            }
-        });
-    }
 }
 
 /// Removes a file or a directory tree, ignoring failures (temporary and replaced data).
@@ -508,24 +354,6 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| crate::Error::io("a blocking task", std::io::Error::other(e.to_string())))?
-}
-
-/// Builds snapshots of a [`StateMachine`] (openraft's `RaftSnapshotBuilder`).
-pub struct SnapshotBuilder {
-    sm: StateMachine,
-}
-
-impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
-    /// A checkpoint of the live store as of one moment, with the applied position and
-    /// membership read at that same moment, packed and declared (module comment).
-    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
-        let sm = self.sm.clone();
-        let (meta, file) = blocking(move || sm.build()).await.map_err(snap_err)?;
-        Ok(Snapshot {
-            meta,
-            snapshot: Box::new(tokio::fs::File::from_std(file)),
-        })
-    }
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachine {
