@@ -3,7 +3,9 @@
 //! Keys (FORMAT.md §7.1): `e` + the index big-endian for each entry, so entries sort by
 //! index; `m/vote`, `m/committed`, `m/purged` for the vote and the two marks; `m/format` for
 //! the layout's version. Every append, truncation and purge is one `WriteBatch`, so a crash
-//! leaves the log as it was before or after the call, never a hole or a partial suffix.
+//! leaves the log as it was before or after the call, never a hole or a partial suffix (an
+//! append of more than 64 MiB is written as several batches, in order: a crash between them
+//! leaves a prefix of its entries, none reported durable).
 //!
 //! Durability, the contract openraft states for each method:
 //! - `append`: the entries are written (unsynced) before it returns, so they are readable at
@@ -34,6 +36,9 @@ const VOTE: &[u8] = b"m/vote";
 const COMMITTED: &[u8] = b"m/committed";
 const PURGED: &[u8] = b"m/purged";
 const FORMAT: &[u8] = b"m/format";
+/// An append is written in batches of about this many bytes (one batch must stay under the
+/// store's `MAX_BATCH_SIZE` however many large entries openraft appends at once).
+const APPEND_BATCH_BYTES: usize = 64 << 20;
 /// The layout's version (FORMAT.md §7.1).
 const FORMAT_VERSION: u32 = 1;
 
@@ -321,6 +326,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         for e in entries {
             b.put(entry_key(e.log_id.index), codec::encode_entry(&e));
             last = Some(e.log_id);
+            if b.encoded_len() >= APPEND_BATCH_BYTES {
+                // In order, so a crash between batches leaves a prefix of the entries (no
+                // hole), and none of them was reported durable.
+                self.shared
+                    .db
+                    .write(std::mem::take(&mut b))
+                    .map_err(write_err)?;
+            }
         }
         if !b.is_empty() {
             self.shared.db.write(b).map_err(write_err)?;
