@@ -9,7 +9,9 @@
 //! naming the leader would need clients that follow it; Redis clients follow `MOVED` only in
 //! Redis Cluster's slot protocol, which this is not.) With no leader reachable within the
 //! request timeout a command fails with `CLUSTERDOWN`, and a write that timed out may still
-//! be applied.
+//! be applied. Conditional writes (`SET NX`, `GETDEL`, ...) read and then write under the
+//! node's own `Writes` lock: atomic among one node's clients, not across nodes (that needs
+//! the condition in the replicated request).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
