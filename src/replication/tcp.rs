@@ -93,9 +93,15 @@ impl RaftServer {
         &self.stats
     }
 
-    /// Stops accepting and closes every connection.
+    /// Stops accepting and closes every connection (they finish closing in the background).
     pub fn stop(&mut self) {
         self.tasks.abort_all();
+    }
+
+    /// Stops accepting, closes every connection, and returns once the listener is closed
+    /// (its address may be bound again).
+    pub async fn shutdown(&mut self) {
+        self.tasks.shutdown().await;
     }
 }
 

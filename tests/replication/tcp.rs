@@ -82,14 +82,26 @@ impl TcpCluster {
 
     /// Reopens a stopped node on its address.
     pub async fn open(&self, id: NodeId) {
-        let l = TcpListener::bind(&self.addrs[&id]).await.unwrap();
+        // The address is free once the stopped server shut down; another process may still
+        // briefly hold it (an outgoing connection's port), so retry for a while.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let l = loop {
+            match TcpListener::bind(&self.addrs[&id]).await {
+                Ok(l) => break l,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("binding {}: {e}", self.addrs[&id]),
+            }
+        };
         self.open_on(id, l).await;
     }
 
     pub async fn stop(&self, id: NodeId) {
         let node = self.nodes.lock().unwrap().remove(&id);
         if let Some(mut n) = node {
-            n.server.stop();
+            n.server.shutdown().await;
             n.db.shutdown().await.unwrap();
         }
     }
