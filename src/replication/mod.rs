@@ -22,13 +22,17 @@ pub(crate) mod fuzz_seeds;
 mod log_store;
 pub mod network;
 mod node;
+mod read_index;
 mod receive;
 pub(crate) mod snapshot;
 mod state_machine;
 pub mod tcp;
 pub(crate) mod wire;
 
-use std::fmt;
+use std::fmt::{self, Debug, Display};
+
+use openraft::error::RaftError;
+use openraft::TryAsRef;
 
 use serde::{Deserialize, Serialize};
 
@@ -187,3 +191,25 @@ impl From<crate::Error> for Error {
 
 /// A `Result` of the replication layer.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// openraft's error as ours: `NotLeader` naming the leader when openraft says whom to
+/// forward to.
+pub(crate) fn raft_err<E>(e: RaftError<NodeId, E>) -> Error
+where
+    E: Debug + Display + TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
+{
+    if let Some(f) = e.forward_to_leader() {
+        return Error::NotLeader {
+            leader: f.leader_id.map(|id| {
+                (
+                    id,
+                    f.leader_node
+                        .as_ref()
+                        .map(|n| n.addr.clone())
+                        .unwrap_or_default(),
+                )
+            }),
+        };
+    }
+    Error::Raft(e.to_string())
+}

@@ -11,7 +11,7 @@
 //! node.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::{Debug, Display};
+use std::fmt::Debug;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;
@@ -19,12 +19,14 @@ use std::time::Duration;
 
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
-use openraft::{ChangeMembers, Config, RaftMetrics, RaftNetworkFactory, TryAsRef};
+use openraft::{ChangeMembers, Config, RaftMetrics, RaftNetworkFactory};
 
+use super::read_index::ReadIndex;
 use super::receive::Receiver;
 use super::state_machine::Scan;
 use super::{
-    BasicNode, Error, LogStore, NodeId, Op, Raft, Request, Result, StateMachine, TypeConfig,
+    raft_err, BasicNode, Error, LogStore, NodeId, Op, Raft, Request, Result, StateMachine,
+    TypeConfig,
 };
 use crate::db::Options;
 
@@ -77,31 +79,12 @@ impl Default for ReplicationConfig {
 #[derive(Clone)]
 pub struct ReplicatedDb {
     id: NodeId,
+    reads: ReadIndex,
     receiver: Receiver,
     timeout: Duration,
     raft: Raft,
     sm: StateMachine,
     log: LogStore,
-}
-
-fn raft_err<E>(e: RaftError<NodeId, E>) -> Error
-where
-    E: Debug + Display + TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
-{
-    if let Some(f) = e.forward_to_leader() {
-        return Error::NotLeader {
-            leader: f.leader_id.map(|id| {
-                (
-                    id,
-                    f.leader_node
-                        .as_ref()
-                        .map(|n| n.addr.clone())
-                        .unwrap_or_default(),
-                )
-            }),
-        };
-    }
-    Error::Raft(e.to_string())
 }
 
 impl ReplicatedDb {
@@ -131,6 +114,7 @@ impl ReplicatedDb {
             .map_err(|e| Error::Raft(e.to_string()))?;
         Ok(ReplicatedDb {
             id,
+            reads: ReadIndex::default(),
             receiver: Receiver::default(),
             timeout: config.request_timeout,
             raft,
@@ -190,10 +174,7 @@ impl ReplicatedDb {
         match policy {
             ReadPolicy::Local => Ok(()),
             ReadPolicy::Linearizable => {
-                tokio::time::timeout(self.timeout, self.raft.ensure_linearizable())
-                    .await
-                    .map_err(|_| Error::Timeout(self.timeout))?
-                    .map_err(raft_err)?;
+                self.read_index().await?;
                 Ok(())
             }
         }
@@ -201,11 +182,16 @@ impl ReplicatedDb {
 
     /// The read index: the leader confirms with a quorum that it still leads and returns its
     /// commit position, having applied up to it (`Error::NotLeader` on a follower).
+    ///
+    /// Concurrent readers share rounds: those arriving while one runs are all answered by
+    /// the next (`read_index.rs`).
     pub async fn read_index(&self) -> Result<Option<openraft::LogId<NodeId>>> {
-        tokio::time::timeout(self.timeout, self.raft.ensure_linearizable())
-            .await
-            .map_err(|_| Error::Timeout(self.timeout))?
-            .map_err(raft_err)
+        self.reads.get(&self.raft, self.timeout).await
+    }
+
+    /// Read index rounds run (each serves every linearizable read waiting when it began).
+    pub fn read_index_rounds(&self) -> u64 {
+        self.reads.rounds_run()
     }
 
     /// Waits until this node has applied up to `index`, within the request timeout.

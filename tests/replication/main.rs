@@ -313,3 +313,33 @@ async fn membership_changes_naming_unknown_nodes_are_refused() {
 async fn followers_forward_writes_and_read_linearizably() {
     tcp::followers_forward_writes_and_read_linearizably().await;
 }
+
+/// Concurrent linearizable reads share read index rounds: 64 at once take far fewer than 64
+/// rounds, and each still sees the write acknowledged before it began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_linearizable_reads_share_read_index_rounds() {
+    let c = Cluster::start(&[1, 2, 3], fast_config()).await;
+    let l = c.wait_for_leader(Duration::from_secs(10)).await;
+    l.put("k", "1").await.unwrap();
+    let before = l.read_index_rounds();
+    let start = Arc::new(tokio::sync::Barrier::new(64));
+    let reads: Vec<_> = (0..64)
+        .map(|_| {
+            let (l, start) = (l.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                l.get("k", ReadPolicy::Linearizable).await
+            })
+        })
+        .collect();
+    for r in reads {
+        assert_eq!(r.await.unwrap().unwrap(), Some(b"1".to_vec()));
+    }
+    let rounds = l.read_index_rounds() - before;
+    println!("64 concurrent linearizable reads: {rounds} read index rounds");
+    // One round per read (64) without sharing.
+    assert!(
+        (1..=16).contains(&rounds),
+        "{rounds} rounds for 64 concurrent reads"
+    );
+}
