@@ -315,3 +315,27 @@ fn leader_kills_lose_no_acknowledged_set_and_a_wiped_node_catches_up() {
     assert_eq!(call(&mut s, &[b"GET", b"after:2499"]), b"$1\r\nx\r\n");
     println!("a wiped node caught up by snapshot");
 }
+
+/// The raft port has no authentication: off loopback, kv_server refuses to serve it unless
+/// protected mode is turned off, and says why.
+#[test]
+fn an_unauthenticated_raft_port_off_loopback_needs_protected_mode_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let raft = format!("0.0.0.0:{}", free_port());
+    let out = Command::new(common::example("kv_server"))
+        .args([
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--port",
+            &free_port().to_string(),
+        ])
+        .args(["--node-id", "1", "--raft-addr", &raft, "--cluster-init"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("raft port") && err.contains("--protected-mode no"),
+        "{err}"
+    );
+}

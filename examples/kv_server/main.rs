@@ -85,7 +85,8 @@ struct Args {
     /// File holding the password (one line; a trailing newline is ignored).
     #[arg(long)]
     requirepass_file: Option<PathBuf>,
-    /// `no` allows serving a non-loopback address without a password.
+    /// `no` allows serving a non-loopback address without a password, and (cluster mode) a
+    /// raft port off loopback, which has no authentication.
     #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
     protected_mode: String,
     /// Prefix filters by delimiter: a key's prefix runs up to and including its
@@ -210,6 +211,22 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 "refusing to listen on {a} without a password (protected mode): give \
                  --requirepass-file (or --requirepass), bind a loopback address, or pass \
                  --protected-mode no to serve unauthenticated clients on the network"
+            )
+            .into());
+        }
+    }
+    // The raft port has no authentication: anyone who reaches it can write (a forwarded
+    // write) or disturb the cluster. Off loopback it must be asked for knowingly.
+    if let Some(raft) = &args.raft_addr {
+        let off_loopback = raft
+            .to_socket_addrs()
+            .map_err(|e| format!("--raft-addr {raft}: {e}"))?
+            .any(|a| !a.ip().is_loopback());
+        if off_loopback && args.protected_mode == "yes" {
+            return Err(format!(
+                "refusing to serve the raft port on {raft} (protected mode): it carries no \
+                 authentication, so it must be reachable by the cluster's nodes only; pass \
+                 --protected-mode no once a firewall or private network ensures that"
             )
             .into());
         }
