@@ -129,16 +129,15 @@ fn bits_per_key_budget_spends_its_average_and_filters_work() {
     db.wait_for_compactions().unwrap();
     let s = db.stats();
     let bits_per_key = s.total.filter_bytes as f64 * 8.0 / s.total.filter_keys as f64;
-    // At most the budget (headers included), give or take the rounding of the tables written
-    // last: each array is whole 512-bit lines (blocked) or 128-slot rows (Ribbon), rounded up,
-    // and only the next plan takes that back (seen: 64 bits over, 6.0011 bits/key, in a run
-    // with the machine loaded). Allowed: 4 × 512 bits. Less than the budget by what the plan
-    // keeps for the level-0 tables the next flushes will write (3 × ~1,100 keys at ~13
-    // bits/key here) and by what older, smaller filters left unspent.
-    let rounding = 4.0 * 512.0 / keys as f64;
+    // About the budget (headers included). Over it by what level-0 tables written under
+    // earlier, more generous plans still hold until a compaction rewrites them (seen: three
+    // at ~16 bits/key, 6.0848 bits/key in all, in 1 run of ~10; and 6.0011). Allowed: 3%.
+    // Under it by what the plan keeps for the level-0 tables the next flushes will write
+    // (3 × ~1,100 keys at ~13 bits/key here) and by what older, smaller filters left unspent.
     assert!(
-        (4.0..=6.0 + rounding).contains(&bits_per_key),
-        "{bits_per_key} bits/key spent for a budget of 6"
+        (4.0..=6.0 * 1.03).contains(&bits_per_key),
+        "{bits_per_key} bits/key spent for a budget of 6\n{:#?}",
+        s.levels
     );
     let before = s.total.data_block_reads;
     let lookups = 50_000u64;
