@@ -30,13 +30,13 @@ pub(crate) const MAX_ADDR: usize = 1024;
 /// A decode failure: what was being decoded and what was wrong.
 pub(crate) type DecodeResult<T> = std::result::Result<T, String>;
 
-fn put_u32(out: &mut Vec<u8>, n: usize) {
+pub(crate) fn put_u32(out: &mut Vec<u8>, n: usize) {
     // Counts and lengths here are bounded far below 2^32 by the store's limits
     // (MAX_BATCH_SIZE, MAX_ADDR, node counts); saturating keeps the encoder total.
     out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
 }
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_u32(out, b.len());
     out.extend_from_slice(b);
 }

@@ -14,7 +14,7 @@
 use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use openraft::{LogId, SnapshotMeta};
 
@@ -332,16 +332,6 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// `dir/name`, written whole or not at all (temporary file, sync, rename, directory sync).
-pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let tmp: PathBuf = dir.join(format!("{name}.tmp"));
-    let mut f = File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    fs::rename(&tmp, dir.join(name))?;
-    sync_dir(dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,7 +352,7 @@ mod tests {
         }
     }
 
-    fn make_pack(t: &Path) -> PathBuf {
+    fn make_pack(t: &Path) -> std::path::PathBuf {
         let src = t.join("src");
         fs::create_dir(&src).unwrap();
         fs::write(src.join("000001.sst"), vec![5u8; 700_000]).unwrap();

@@ -96,10 +96,6 @@ pub fn frame_header(h: &[u8; FRAME_HEADER]) -> Result<(usize, u32), String> {
     Ok((len, crc))
 }
 
-fn put_u32(out: &mut Vec<u8>, n: usize) {
-    out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
-}
-
 fn put_vote(out: &mut Vec<u8>, v: &openraft::Vote<NodeId>) {
     out.extend_from_slice(&codec::encode_vote(v));
 }
@@ -116,11 +112,6 @@ fn get_bool(c: &mut Cursor<'_>, what: &str) -> DecodeResult<bool> {
     }
 }
 
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    put_u32(out, s.len());
-    out.extend_from_slice(s.as_bytes());
-}
-
 fn get_str(c: &mut Cursor<'_>, what: &str) -> DecodeResult<String> {
     String::from_utf8(c.len_prefixed()?.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
 }
@@ -133,14 +124,14 @@ pub fn encode_append(r: &AppendEntriesRequest<TypeConfig>, max_bytes: usize) -> 
     codec::put_opt_log_id(&mut out, r.prev_log_id.as_ref());
     codec::put_opt_log_id(&mut out, r.leader_commit.as_ref());
     let count_at = out.len();
-    put_u32(&mut out, 0);
+    codec::put_u32(&mut out, 0);
     let mut sent = 0;
     for e in &r.entries {
         let b = codec::encode_entry(e);
         if sent > 0 && out.len() + 4 + b.len() > max_bytes {
             break;
         }
-        put_u32(&mut out, b.len());
+        codec::put_u32(&mut out, b.len());
         out.extend_from_slice(&b);
         sent += 1;
     }
@@ -162,10 +153,10 @@ pub fn encode_snapshot(r: &InstallSnapshotRequest<TypeConfig>) -> Vec<u8> {
     let mut out = vec![SNAPSHOT];
     put_vote(&mut out, &r.vote);
     let meta = snapshot::encode_meta(&r.meta);
-    put_u32(&mut out, meta.len());
+    codec::put_u32(&mut out, meta.len());
     out.extend_from_slice(&meta);
     out.extend_from_slice(&r.offset.to_le_bytes());
-    put_u32(&mut out, r.data.len());
+    codec::put_u32(&mut out, r.data.len());
     out.extend_from_slice(&r.data);
     out.push(u8::from(r.done));
     out
@@ -264,7 +255,7 @@ pub fn encode_response(r: &Response) -> Vec<u8> {
             out.push(ERROR);
             out.push(ERR_SNAPSHOT_MISMATCH);
             for seg in [&m.expect, &m.got] {
-                put_str(&mut out, &seg.id);
+                codec::put_bytes(&mut out, seg.id.as_bytes());
                 out.extend_from_slice(&seg.offset.to_le_bytes());
             }
         }
@@ -281,14 +272,14 @@ pub fn encode_response(r: &Response) -> Vec<u8> {
                 Some((id, addr)) => {
                     out.push(1);
                     out.extend_from_slice(&id.to_le_bytes());
-                    put_str(&mut out, addr);
+                    codec::put_bytes(&mut out, addr.as_bytes());
                 }
             }
         }
         Response::Failed(msg) => {
             out.push(ERROR);
             out.push(ERR_OTHER);
-            put_str(&mut out, msg);
+            codec::put_bytes(&mut out, msg.as_bytes());
         }
     }
     out

@@ -119,8 +119,13 @@ impl StateMachine {
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 // Nothing was ever made live here: start empty.
-                snapshot::write_atomic(&dir, "CURRENT", b"data-0\n")
-                    .map_err(io_err(format!("writing {}/CURRENT", dir.display())))?;
+                crate::fs::write_atomic(
+                    &crate::fs::StdFs,
+                    &dir,
+                    "CURRENT.tmp",
+                    "CURRENT",
+                    b"data-0\n",
+                )?;
                 0
             }
             Err(e) => {

@@ -133,8 +133,13 @@ impl StateMachine {
             });
         }
         // The commit point: from here a crash reopens the new store.
-        snapshot::write_atomic(dir, "CURRENT", format!("data-{generation}\n").as_bytes())
-            .map_err(io_err(format!("writing {}/CURRENT", dir.display())))?;
+        crate::fs::write_atomic(
+            &crate::fs::StdFs,
+            dir,
+            "CURRENT.tmp",
+            "CURRENT",
+            format!("data-{generation}\n").as_bytes(),
+        )?;
         let old = self.shared.db.swap(Arc::new(db));
         let old_dir = dir.join(format!("data-{}", generation - 1));
         {
