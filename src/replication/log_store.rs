@@ -77,6 +77,8 @@ struct Shared {
     state: Mutex<LogState<TypeConfig>>,
     /// The last commit mark saved.
     committed: Mutex<Option<LogId<NodeId>>>,
+    /// The vote as last made durable (a leader's lease reads compare it: `node.rs`).
+    vote: Mutex<Option<Vote<NodeId>>>,
     /// Appends waiting for their sync, in order.
     flusher: Mutex<Option<mpsc::Sender<LogFlushed<TypeConfig>>>>,
     flush_thread: Mutex<Option<thread::JoinHandle<()>>>,
@@ -140,6 +142,10 @@ impl LogStore {
                 codec::decode_opt_log_id(&b).map_err(|r| corrupt(dir.as_ref(), "commit mark", r))?
             }
         };
+        let vote = match db.get(VOTE)? {
+            None => None,
+            Some(b) => Some(codec::decode_vote(&b).map_err(|r| corrupt(dir.as_ref(), "vote", r))?),
+        };
         let (tx, rx) = mpsc::channel::<LogFlushed<TypeConfig>>();
         let flush_db = Arc::clone(&db);
         let flush_thread = thread::Builder::new()
@@ -154,6 +160,7 @@ impl LogStore {
                     last_log_id,
                 }),
                 committed: Mutex::new(committed),
+                vote: Mutex::new(vote),
                 flusher: Mutex::new(Some(tx)),
                 flush_thread: Mutex::new(Some(flush_thread)),
             }),
@@ -167,6 +174,24 @@ impl LogStore {
             .committed
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The vote as last made durable. openraft saves a vote before it answers the request
+    /// that changed it, so once a node has granted another candidate its vote, or learnt of
+    /// a newer leader, this no longer returns the vote it led under.
+    pub fn vote(&self) -> Option<Vote<NodeId>> {
+        *self
+            .shared
+            .vote
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The id of the last entry written (readable, perhaps not yet durable or committed).
+    /// A leader writes every entry here before it sends it to anyone, so no node can have
+    /// applied an entry past this one.
+    pub fn last_log_id(&self) -> Option<LogId<NodeId>> {
+        self.state().last_log_id
     }
 
     /// The store holding the log (for its statistics).
@@ -284,7 +309,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         self.shared
             .db
             .write_opt(b, WriteOptions { sync: true })
-            .map_err(|e| StorageIOError::write_vote(AnyError::error(e.to_string())).into())
+            .map_err(|e| StorageIOError::write_vote(AnyError::error(e.to_string())))?;
+        *self
+            .shared
+            .vote
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(*vote);
+        Ok(())
     }
 
     async fn read_vote(&mut self) -> StorageResult<Option<Vote<NodeId>>> {

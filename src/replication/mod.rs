@@ -19,11 +19,13 @@
 pub(crate) mod codec;
 #[cfg(test)]
 pub(crate) mod fuzz_seeds;
+mod lease;
 mod log_store;
 pub mod network;
 mod node;
 mod read_index;
 mod receive;
+mod service;
 pub(crate) mod snapshot;
 mod state_machine;
 pub mod tcp;
@@ -40,6 +42,7 @@ pub use log_store::LogStore;
 pub use node::{ReadPolicy, ReplicatedDb, ReplicationConfig};
 pub use openraft;
 pub use openraft::BasicNode;
+pub use service::RaftService;
 pub use state_machine::{Applied, Scan, StateMachine};
 
 /// Largest user key a replicated store accepts (the state machine prefixes keys by a byte).

@@ -8,7 +8,8 @@
 //! A linearizable read asks the leader to confirm its leadership with a quorum (read index)
 //! and waits until this node has applied up to the commit index it learnt, then reads the
 //! local store, so it keeps the filters' saving: an absent key costs what it costs on one
-//! node.
+//! node. On a leader that confirmed its leadership within its lease (`lease.rs`), the read
+//! skips the round.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -21,6 +22,7 @@ use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
 use openraft::{ChangeMembers, Config, RaftMetrics, RaftNetworkFactory};
 
+use super::lease::Lease;
 use super::read_index::ReadIndex;
 use super::receive::Receiver;
 use super::state_machine::Scan;
@@ -33,10 +35,15 @@ use crate::db::Options;
 /// How a read is served.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReadPolicy {
-    /// Sees every write acknowledged before the read began, on any node: the leader confirms
-    /// its leadership with a quorum first (on a follower: `Error::NotLeader`).
+    /// Sees every write acknowledged before the read began: the leader serves it under its
+    /// lease (`ReplicationConfig::read_lease`), or confirms its leadership with a quorum
+    /// first when the lease has run out (on a follower: `Error::NotLeader`). Relies on
+    /// clocks whose rates differ by less than 2×.
     #[default]
     Linearizable,
+    /// As `Linearizable`, but always confirms leadership with a quorum (one round per batch
+    /// of concurrent readers), never relying on clocks.
+    ReadIndex,
     /// This node's applied state as it is: no round trip, may miss recent writes (on a
     /// follower or a deposed leader).
     Local,
@@ -52,6 +59,10 @@ pub struct ReplicationConfig {
     /// How long a write or a linearizable read waits for a quorum before it fails with
     /// `Error::Timeout`.
     pub request_timeout: Duration,
+    /// How long after a read index round began the leader serves linearizable reads without
+    /// another (`lease.rs`); at most `raft.election_timeout_max / 2`. `None`: every
+    /// linearizable read runs a round, as `ReadPolicy::ReadIndex` does.
+    pub read_lease: Option<Duration>,
 }
 
 impl Default for ReplicationConfig {
@@ -71,6 +82,9 @@ impl Default for ReplicationConfig {
             },
             db: Options::default(),
             request_timeout: Duration::from_secs(5),
+            // A quarter of election_timeout_max: followers refuse votes for 800 ms after a
+            // heartbeat, so the lease holds with clock rates up to 4x apart.
+            read_lease: Some(Duration::from_millis(200)),
         }
     }
 }
@@ -80,6 +94,7 @@ impl Default for ReplicationConfig {
 pub struct ReplicatedDb {
     id: NodeId,
     reads: ReadIndex,
+    lease: Lease,
     receiver: Receiver,
     timeout: Duration,
     raft: Raft,
@@ -109,12 +124,22 @@ impl ReplicatedDb {
                 .validate()
                 .map_err(|e| Error::Raft(format!("invalid raft config: {e}")))?,
         );
+        if let Some(lease) = config.read_lease {
+            let most = Duration::from_millis(raft_config.election_timeout_max / 2);
+            if lease > most {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "read_lease {lease:?} is longer than half of election_timeout_max ({most:?})"
+                ))
+                .into());
+            }
+        }
         let raft = Raft::new(id, raft_config, network, log.clone(), sm.clone())
             .await
             .map_err(|e| Error::Raft(e.to_string()))?;
         Ok(ReplicatedDb {
             id,
             reads: ReadIndex::default(),
+            lease: Lease::new(config.read_lease),
             receiver: Receiver::default(),
             timeout: config.request_timeout,
             raft,
@@ -177,16 +202,38 @@ impl ReplicatedDb {
                 self.read_index().await?;
                 Ok(())
             }
+            ReadPolicy::ReadIndex => {
+                self.read_index_round().await?;
+                Ok(())
+            }
         }
     }
 
-    /// The read index: the leader confirms with a quorum that it still leads and returns its
-    /// commit position, having applied up to it (`Error::NotLeader` on a follower).
+    /// The read index, applied here: a position that covers every write acknowledged before
+    /// this call began (`Error::NotLeader` on a follower). Under a valid lease, the last entry
+    /// of this leader's log, with no round trip (`lease.rs`); otherwise a round
+    /// ([`ReplicatedDb::read_index_round`]), which renews the lease.
+    pub async fn read_index(&self) -> Result<Option<openraft::LogId<NodeId>>> {
+        if let Some(position) = self.lease.read_position(&self.log) {
+            self.wait_applied(position.map(|p| p.index)).await?;
+            return Ok(position);
+        }
+        self.read_index_round().await
+    }
+
+    /// The read index by a round: the leader confirms with a quorum that it still leads and
+    /// returns its commit position, having applied up to it (`Error::NotLeader` on a
+    /// follower).
     ///
     /// Concurrent readers share rounds: those arriving while one runs are all answered by
     /// the next (`read_index.rs`).
-    pub async fn read_index(&self) -> Result<Option<openraft::LogId<NodeId>>> {
-        self.reads.get(&self.raft, self.timeout).await
+    pub async fn read_index_round(&self) -> Result<Option<openraft::LogId<NodeId>>> {
+        let proof = self.lease.before_round(self.id, &self.log);
+        let index = self.reads.get(&self.raft, self.timeout).await?;
+        if let Some(proof) = proof {
+            self.lease.after_round(&self.log, proof);
+        }
+        Ok(index)
     }
 
     /// Read index rounds run (each serves every linearizable read waiting when it began).
@@ -194,8 +241,17 @@ impl ReplicatedDb {
         self.reads.rounds_run()
     }
 
+    /// Linearizable reads this node served under its lease, with no round.
+    pub fn lease_reads(&self) -> u64 {
+        self.lease.reads()
+    }
+
     /// Waits until this node has applied up to `index`, within the request timeout.
     pub async fn wait_applied(&self, index: Option<u64>) -> Result<()> {
+        let applied = self.raft.metrics().borrow().last_applied.map(|l| l.index);
+        if index.is_none() || applied >= index {
+            return Ok(());
+        }
         self.raft
             .wait(Some(self.timeout))
             .applied_index_at_least(index, "read index")

@@ -29,6 +29,7 @@ use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use super::service::RaftService;
 use super::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
 use super::{BasicNode, Error, NodeId, ReplicatedDb, TypeConfig};
 
@@ -69,13 +70,13 @@ pub struct RaftServer {
 
 impl RaftServer {
     /// Listens on `addr` and hands every incoming call to `node`.
-    pub async fn bind(addr: impl ToSocketAddrs, node: ReplicatedDb) -> io::Result<RaftServer> {
+    pub async fn bind(addr: impl ToSocketAddrs, node: impl RaftService) -> io::Result<RaftServer> {
         RaftServer::serve(TcpListener::bind(addr).await?, node)
     }
 
     /// Serves `node` on a listener already bound (a node must know its address before it
     /// exists: bind first, open the node, then serve).
-    pub fn serve(listener: TcpListener, node: ReplicatedDb) -> io::Result<RaftServer> {
+    pub fn serve(listener: TcpListener, node: impl RaftService) -> io::Result<RaftServer> {
         let addr = listener.local_addr()?;
         let stats = Arc::new(TransportStats::default());
         let mut tasks = JoinSet::new();
@@ -105,7 +106,7 @@ impl RaftServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, node: ReplicatedDb, stats: Arc<TransportStats>) {
+async fn accept_loop(listener: TcpListener, node: impl RaftService, stats: Arc<TransportStats>) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let budget = Arc::new(Semaphore::new(READ_BUDGET));
     let mut conns = JoinSet::new();
@@ -171,7 +172,7 @@ async fn read_payload(
 
 async fn serve(
     mut stream: TcpStream,
-    node: &ReplicatedDb,
+    node: &impl RaftService,
     stats: &TransportStats,
     budget: &Semaphore,
 ) -> Closed {

@@ -6,6 +6,7 @@ mod bad_input;
 mod checker;
 mod cluster;
 mod fixtures;
+mod lease;
 mod linearizable;
 mod power_loss;
 mod tcp;
@@ -314,8 +315,8 @@ async fn followers_forward_writes_and_read_linearizably() {
     tcp::followers_forward_writes_and_read_linearizably().await;
 }
 
-/// Concurrent linearizable reads share read index rounds: 64 at once take far fewer than 64
-/// rounds, and each still sees the write acknowledged before it began.
+/// Concurrent read index reads share rounds: 64 at once take far fewer than 64 rounds, and
+/// each still sees the write acknowledged before it began.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_linearizable_reads_share_read_index_rounds() {
     let c = Cluster::start(&[1, 2, 3], fast_config()).await;
@@ -328,7 +329,7 @@ async fn concurrent_linearizable_reads_share_read_index_rounds() {
             let (l, start) = (l.clone(), start.clone());
             tokio::spawn(async move {
                 start.wait().await;
-                l.get("k", ReadPolicy::Linearizable).await
+                l.get("k", ReadPolicy::ReadIndex).await
             })
         })
         .collect();
@@ -342,4 +343,16 @@ async fn concurrent_linearizable_reads_share_read_index_rounds() {
         (1..=16).contains(&rounds),
         "{rounds} rounds for 64 concurrent reads"
     );
+}
+
+/// Sequential linearizable reads on the leader run one round per lease, not one per read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leases_serve_reads_without_rounds() {
+    lease::leases_serve_reads_without_rounds().await;
+}
+
+/// A leader that voted for another node serves no read under its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_that_voted_for_another_serves_no_lease_read() {
+    lease::a_leader_that_voted_for_another_serves_no_lease_read().await;
 }
