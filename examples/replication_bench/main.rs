@@ -1,16 +1,18 @@
 //! Replication's costs, measured: a three-node cluster over TCP on 127.0.0.1 (all three in
 //! this process) against one node.
 //!
-//! `cargo run --release --features replication --example replication_bench -- [--writes N]
-//!  [--gets N] [--clients 1,8] [--rounds 3]`
+//! `cargo run --release --features replication,rocksdb --example replication_bench --
+//!  [--writes N] [--gets N] [--clients 1,8] [--rounds 3]` (without `rocksdb`, the
+//! RocksDB-backed baseline is left out)
 //!
 //! Per round and client count, interleaved:
 //! - durable writes: one `Db` with `sync_writes` (every put synced, concurrent ones sharing a
-//!   sync) against replicated puts through the leader (acknowledged once a majority synced
-//!   them and the leader applied them);
+//!   sync), a three-node openraft cluster on RocksDB (`rocks.rs`), and the lsm-bloom
+//!   cluster; replicated puts go through the leader and are acknowledged once a majority
+//!   synced them and the leader applied them;
 //! - gets of present keys, and of absent keys, on the leader: local reads of the state
-//!   machine against linearizable ones (a read index round each), with the data-block reads
-//!   per get of each.
+//!   machine, linearizable ones (under the leader's lease) and read index ones (a round per
+//!   batch of readers), with the data-block reads per absent get of each.
 //!
 //! Prints each figure's median over the rounds and the ratios. The three nodes and the
 //! clients share this machine's cores, so a replicated write here pays three nodes' work on
@@ -22,7 +24,10 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use lsm_bloom::replication::tcp::{RaftServer, TcpNetwork};
-use lsm_bloom::replication::{BasicNode, ReadPolicy, ReplicatedDb, ReplicationConfig};
+use lsm_bloom::replication::{BasicNode, RaftService, ReadPolicy, ReplicatedDb, ReplicationConfig};
+
+#[cfg(feature = "rocksdb")]
+mod rocks;
 use lsm_bloom::{Db, Options};
 
 #[derive(Parser)]
@@ -45,7 +50,14 @@ fn value(i: u64) -> Vec<u8> {
     format!("{i:016}-{}", "v".repeat(83)).into_bytes()
 }
 
-async fn cluster(root: &std::path::Path) -> (Vec<ReplicatedDb>, Vec<RaftServer>) {
+/// Three nodes opened by `open` (id, directory), each served over TCP on 127.0.0.1; node 1
+/// initializes the cluster and leads.
+async fn cluster<S, F, Fut>(root: &std::path::Path, open: F) -> (Vec<S>, Vec<RaftServer>)
+where
+    S: RaftService,
+    F: Fn(u64, std::path::PathBuf) -> Fut,
+    Fut: std::future::Future<Output = S>,
+{
     let mut listeners = Vec::new();
     for _ in 0..3 {
         listeners.push(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
@@ -63,20 +75,13 @@ async fn cluster(root: &std::path::Path) -> (Vec<ReplicatedDb>, Vec<RaftServer>)
     let (mut nodes, mut servers) = (Vec::new(), Vec::new());
     for (i, l) in listeners.into_iter().enumerate() {
         let id = i as u64 + 1;
-        let node = ReplicatedDb::open(
-            id,
-            root.join(format!("n{id}")),
-            ReplicationConfig::default(),
-            TcpNetwork::new(),
-        )
-        .await
-        .unwrap();
+        let node = open(id, root.join(format!("n{id}"))).await;
         servers.push(RaftServer::serve(l, node.clone()).unwrap());
         nodes.push(node);
     }
-    nodes[0].initialize(members).await.unwrap();
+    nodes[0].raft().initialize(members).await.unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while nodes[0].leader() != Some(1) {
+    while nodes[0].raft().metrics().borrow().current_leader != Some(1) {
         assert!(Instant::now() < deadline, "node 1 did not become leader");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -109,21 +114,28 @@ where
     n as f64 / start.elapsed().as_secs_f64()
 }
 
+/// The median; NaN for no figures (a phase not built in).
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
+
+/// The read policies measured, with their column names.
+const POLICIES: [(ReadPolicy, &str); 3] = [
+    (ReadPolicy::Local, "local"),
+    (ReadPolicy::Linearizable, "linearizable"),
+    (ReadPolicy::ReadIndex, "read index"),
+];
 
 #[derive(Default)]
 struct Figures {
     single_sync: Vec<f64>,
+    rocks: Vec<f64>,
     replicated: Vec<f64>,
-    local_present: Vec<f64>,
-    linear_present: Vec<f64>,
-    local_absent: Vec<f64>,
-    linear_absent: Vec<f64>,
-    reads_local_absent: Vec<f64>,
-    reads_linear_absent: Vec<f64>,
+    /// Gets per second by (absent keys, policy).
+    gets: BTreeMap<(bool, usize), Vec<f64>>,
+    /// Data-block reads per absent get, by policy.
+    reads: BTreeMap<usize, Vec<f64>>,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +172,34 @@ async fn main() {
             f.single_sync.push(ops);
             drop(single);
 
-            let (nodes, _servers) = cluster(root.path()).await;
+            #[cfg(feature = "rocksdb")]
+            {
+                let (nodes, _servers) = cluster(root.path().join("rocks").as_path(), |id, dir| {
+                    rocks::RocksNode::open(id, dir, ReplicationConfig::default().raft)
+                })
+                .await;
+                let l = nodes[0].clone();
+                let ops = timed(args.writes, clients, move |i| {
+                    let l = l.clone();
+                    async move { l.put(format!("k{i:09}").into_bytes(), value(i)).await }
+                })
+                .await;
+                f.rocks.push(ops);
+                assert!(
+                    nodes[1].sm.get(b"k000000000").is_some()
+                        || nodes[2].sm.get(b"k000000000").is_some()
+                );
+                for n in &nodes {
+                    n.raft().shutdown().await.unwrap();
+                }
+            }
+
+            let (nodes, _servers) = cluster(root.path(), |id, dir| async move {
+                ReplicatedDb::open(id, dir, ReplicationConfig::default(), TcpNetwork::new())
+                    .await
+                    .unwrap()
+            })
+            .await;
             let leader = nodes[0].clone();
             let l = leader.clone();
             let ops = timed(args.writes, clients, move |i| {
@@ -173,22 +212,7 @@ async fn main() {
             // Gets read tables, as in a store larger than its memtable.
             leader.state_machine().db().flush().unwrap();
             let writes = args.writes;
-            for (absent, local, linear, reads_local, reads_linear) in [
-                (
-                    false,
-                    &mut f.local_present,
-                    &mut f.linear_present,
-                    None,
-                    None,
-                ),
-                (
-                    true,
-                    &mut f.local_absent,
-                    &mut f.linear_absent,
-                    Some(&mut f.reads_local_absent),
-                    Some(&mut f.reads_linear_absent),
-                ),
-            ] {
+            for absent in [false, true] {
                 let key = move |i: u64| {
                     if absent {
                         format!("k{:09}x", i % writes)
@@ -196,18 +220,8 @@ async fn main() {
                         format!("k{:09}", i % writes)
                     }
                 };
-                for (policy, out, reads) in [
-                    (
-                        ReadPolicy::Local,
-                        &mut *local,
-                        reads_local.map(|r| r as &mut Vec<f64>),
-                    ),
-                    (
-                        ReadPolicy::Linearizable,
-                        &mut *linear,
-                        reads_linear.map(|r| r as &mut Vec<f64>),
-                    ),
-                ] {
+                for (p, (policy, _)) in POLICIES.iter().enumerate() {
+                    let policy = *policy;
                     let before = leader.state_machine().db().stats().total.data_block_reads;
                     let l = leader.clone();
                     let ops = timed(args.gets, clients, move |i| {
@@ -219,10 +233,11 @@ async fn main() {
                         }
                     })
                     .await;
-                    out.push(ops);
-                    if let Some(r) = reads {
+                    f.gets.entry((absent, p)).or_default().push(ops);
+                    if absent {
                         let after = leader.state_machine().db().stats().total.data_block_reads;
-                        r.push((after - before) as f64 / args.gets as f64);
+                        let per_get = (after - before) as f64 / args.gets as f64;
+                        f.reads.entry(p).or_default().push(per_get);
                     }
                 }
             }
@@ -237,30 +252,62 @@ async fn main() {
         args.rounds
     );
     println!(
-        "{:>8} {:>14} {:>14} {:>7} {:>12} {:>12} {:>7} {:>12} {:>12} {:>7} {:>10}",
-        "clients",
-        "1 node sync/s",
-        "replicated/s",
-        "ratio",
-        "local get/s",
-        "linear get/s",
-        "ratio",
-        "local abs/s",
-        "linear abs/s",
-        "ratio",
-        "reads/abs"
+        "\ndurable writes per second (RocksDB-backed: openraft on rust-rocksdb, same transport)"
+    );
+    println!(
+        "{:>8} {:>14} {:>16} {:>14} {:>10} {:>12}",
+        "clients", "1 node sync", "RocksDB-backed", "lsm-bloom", "/1 node", "/RocksDB"
     );
     for (clients, f) in &mut figures {
-        let (s, r) = (median(&mut f.single_sync), median(&mut f.replicated));
-        let (lp, zp) = (median(&mut f.local_present), median(&mut f.linear_present));
-        let (la, za) = (median(&mut f.local_absent), median(&mut f.linear_absent));
-        println!(
-            "{clients:>8} {s:>14.0} {r:>14.0} {:>7.2} {lp:>12.0} {zp:>12.0} {:>7.2} {la:>12.0} {za:>12.0} {:>7.2} {:>4.3}/{:.3}",
-            r / s,
-            zp / lp,
-            za / la,
-            median(&mut f.reads_local_absent),
-            median(&mut f.reads_linear_absent)
+        let (s, k, r) = (
+            median(&mut f.single_sync),
+            median(&mut f.rocks),
+            median(&mut f.replicated),
         );
+        println!(
+            "{clients:>8} {s:>14.0} {k:>16.0} {r:>14.0} {:>10.2} {:>12}",
+            r / s,
+            if k.is_nan() {
+                "n/a".to_string()
+            } else {
+                format!("{:.2}", r / k)
+            }
+        );
+    }
+    println!("\ngets per second on the leader (linearizable: under its lease; read index: a round per batch of readers)");
+    println!(
+        "{:>8} {:>8} {:>12} {:>14} {:>7} {:>12} {:>7} {:>22}",
+        "clients",
+        "keys",
+        "local",
+        "linearizable",
+        "ratio",
+        "read index",
+        "ratio",
+        "block reads/get l/l/r"
+    );
+    for (clients, f) in &mut figures {
+        for absent in [false, true] {
+            let g: Vec<f64> = (0..POLICIES.len())
+                .map(|p| f.gets.get_mut(&(absent, p)).map_or(f64::NAN, |v| median(v)))
+                .collect();
+            let reads = if absent {
+                (0..POLICIES.len())
+                    .map(|p| format!("{:.3}", f.reads.get_mut(&p).map_or(f64::NAN, |v| median(v))))
+                    .collect::<Vec<_>>()
+                    .join("/")
+            } else {
+                String::new()
+            };
+            println!(
+                "{clients:>8} {:>8} {:>12.0} {:>14.0} {:>7.2} {:>12.0} {:>7.2} {reads:>22}",
+                if absent { "absent" } else { "present" },
+                g[0],
+                g[1],
+                g[1] / g[0],
+                g[2],
+                g[2] / g[0],
+            );
+        }
     }
 }
