@@ -16,6 +16,7 @@
 //! appear in this module's public API, and 0.10 is still published as alphas whose API
 //! changes between releases.
 
+mod batch;
 pub(crate) mod codec;
 #[cfg(test)]
 pub(crate) mod fuzz_seeds;
@@ -121,26 +122,34 @@ impl Request {
     /// fails is refused by `ReplicatedDb::write`, and skipped (on every node alike) if it
     /// reaches the log another way.
     pub fn validate(&self) -> std::result::Result<(), String> {
-        let mut size = 0usize;
         for op in &self.ops {
-            let (key, value) = match op {
-                Op::Put { key, value } => (key, value.len()),
-                Op::Delete { key } => (key, 0),
-            };
+            let (Op::Put { key, .. } | Op::Delete { key }) = op;
             if key.len() > MAX_REPLICATED_KEY_SIZE {
                 return Err(format!(
                     "key of {} bytes (a replicated store takes at most {MAX_REPLICATED_KEY_SIZE})",
                     key.len()
                 ));
             }
-            size = size.saturating_add(key.len() + value + 9);
         }
+        let size = self.size();
         if size > MAX_REQUEST_SIZE {
             return Err(format!(
                 "request of {size} bytes (at most {MAX_REQUEST_SIZE})"
             ));
         }
         Ok(())
+    }
+
+    /// The size [`Request::validate`] holds to `MAX_REQUEST_SIZE`: each operation's key and
+    /// value, and 9 bytes of overhead.
+    pub fn size(&self) -> usize {
+        self.ops.iter().fold(0usize, |size, op| {
+            let n = match op {
+                Op::Put { key, value } => key.len() + value.len(),
+                Op::Delete { key } => key.len(),
+            };
+            size.saturating_add(n + 9)
+        })
     }
 }
 

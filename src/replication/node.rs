@@ -22,6 +22,7 @@ use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
 use openraft::{ChangeMembers, Config, RaftMetrics, RaftNetworkFactory};
 
+use super::batch::Batcher;
 use super::lease::Lease;
 use super::read_index::ReadIndex;
 use super::receive::Receiver;
@@ -93,6 +94,7 @@ impl Default for ReplicationConfig {
 #[derive(Clone)]
 pub struct ReplicatedDb {
     id: NodeId,
+    batcher: Batcher,
     reads: ReadIndex,
     lease: Lease,
     receiver: Receiver,
@@ -138,6 +140,7 @@ impl ReplicatedDb {
             .map_err(|e| Error::Raft(e.to_string()))?;
         Ok(ReplicatedDb {
             id,
+            batcher: Batcher::default(),
             reads: ReadIndex::default(),
             lease: Lease::new(config.read_lease),
             receiver: Receiver::default(),
@@ -165,14 +168,7 @@ impl ReplicatedDb {
         request
             .validate()
             .map_err(|m| Error::Store(crate::Error::InvalidArgument(m)))?;
-        let resp = tokio::time::timeout(self.timeout, self.raft.client_write(request))
-            .await
-            .map_err(|_| Error::Timeout(self.timeout))?
-            .map_err(raft_err)?;
-        match resp.data.refused {
-            None => Ok(()),
-            Some(m) => Err(Error::Store(crate::Error::InvalidArgument(m))),
-        }
+        self.batcher.write(&self.raft, request, self.timeout).await
     }
 
     /// Sets `key` to `value` (a one-operation [`ReplicatedDb::write`]).

@@ -13,6 +13,7 @@ use std::time::Duration;
 use openraft::LogId;
 use tokio::sync::oneshot;
 
+use super::batch::copy_err;
 use super::{raft_err, Error, NodeId, Raft};
 
 type Answer = std::result::Result<Option<LogId<NodeId>>, Error>;
@@ -29,18 +30,6 @@ struct Waiting {
 pub(crate) struct ReadIndex {
     waiting: Arc<Mutex<Waiting>>,
     rounds: Arc<AtomicU64>,
-}
-
-/// A copy of `e` for each reader of a round (errors are not `Clone`).
-fn copy(e: &Error) -> Error {
-    match e {
-        Error::NotLeader { leader } => Error::NotLeader {
-            leader: leader.clone(),
-        },
-        Error::Timeout(d) => Error::Timeout(*d),
-        Error::Store(e) => Error::Raft(e.to_string()),
-        Error::Raft(m) => Error::Raft(m.clone()),
-    }
 }
 
 impl ReadIndex {
@@ -85,7 +74,7 @@ impl ReadIndex {
             for r in batch {
                 let _ = r.send(match &answer {
                     Ok(id) => Ok(*id),
-                    Err(e) => Err(copy(e)),
+                    Err(e) => Err(copy_err(e)),
                 });
             }
         }
