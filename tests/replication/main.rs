@@ -356,3 +356,43 @@ async fn leases_serve_reads_without_rounds() {
 async fn a_leader_that_voted_for_another_serves_no_lease_read() {
     lease::a_leader_that_voted_for_another_serves_no_lease_read().await;
 }
+
+/// Concurrent writes share log entries (far fewer entries than writes), and each stays
+/// whole: every operation of every acknowledged write is on every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writes_share_log_entries_and_stay_whole() {
+    let c = Cluster::start(&[1, 2, 3], fast_config()).await;
+    let l = c.wait_for_leader(Duration::from_secs(10)).await;
+    let before = l.metrics().last_log_index.unwrap_or(0);
+    let start = Arc::new(tokio::sync::Barrier::new(64));
+    let writes: Vec<_> = (0..64)
+        .map(|i| {
+            let (l, start) = (l.clone(), start.clone());
+            tokio::spawn(async move {
+                let mut b = lsm_bloom::WriteBatch::new();
+                b.put(format!("w{i}-a"), format!("{i}"));
+                b.put(format!("w{i}-b"), format!("{i}"));
+                b.delete(format!("w{i}-a"));
+                start.wait().await;
+                l.write(b.into()).await
+            })
+        })
+        .collect();
+    for w in writes {
+        w.await.unwrap().unwrap();
+    }
+    let entries = l.metrics().last_log_index.unwrap_or(0) - before;
+    println!("64 concurrent writes: {entries} log entries");
+    assert!(entries <= 16, "{entries} entries for 64 concurrent writes");
+    c.wait_converged(Duration::from_secs(10)).await;
+    for n in c.running() {
+        for i in 0..64 {
+            let sm = n.state_machine();
+            assert_eq!(sm.get(format!("w{i}-a").as_bytes()).unwrap(), None);
+            assert_eq!(
+                sm.get(format!("w{i}-b").as_bytes()).unwrap(),
+                Some(i.to_string().into_bytes())
+            );
+        }
+    }
+}
