@@ -12,7 +12,9 @@
 //!   synced them and the leader applied them;
 //! - gets of present keys, and of absent keys, on the leader: local reads of the state
 //!   machine, linearizable ones (under the leader's lease) and read index ones (a round per
-//!   batch of readers), with the data-block reads per absent get of each.
+//!   batch of readers), with the data-block reads per absent get of each;
+//! - once, after the rounds: a fourth node in a process of its own catches up by a snapshot
+//!   of `--catch-up-mib` MiB (`catch_up.rs`), its peak resident memory printed.
 //!
 //! Prints each figure's median over the rounds and the ratios. The three nodes and the
 //! clients share this machine's cores, so a replicated write here pays three nodes' work on
@@ -26,6 +28,7 @@ use clap::Parser;
 use lsm_bloom::replication::tcp::{RaftServer, TcpNetwork};
 use lsm_bloom::replication::{BasicNode, RaftService, ReadPolicy, ReplicatedDb, ReplicationConfig};
 
+mod catch_up;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 use lsm_bloom::{Db, Options};
@@ -44,6 +47,15 @@ struct Args {
     /// Rounds (medians are printed).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// MiB a new node receives by snapshot in the catch-up phase (0: no such phase).
+    #[arg(long, default_value_t = 256)]
+    catch_up_mib: u64,
+    /// Runs as the catch-up phase's learner, in this directory (used by the phase itself).
+    #[arg(long, hide = true)]
+    learner_dir: Option<std::path::PathBuf>,
+    /// The learner's target applied index (used by the phase itself).
+    #[arg(long, hide = true, default_value_t = 0)]
+    learner_target: u64,
 }
 
 fn value(i: u64) -> Vec<u8> {
@@ -141,6 +153,9 @@ struct Figures {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args = Args::parse();
+    if let Some(dir) = &args.learner_dir {
+        return catch_up::learner(dir, args.learner_target).await;
+    }
     let mut figures: BTreeMap<u64, Figures> = BTreeMap::new();
     for round in 0..args.rounds {
         for &clients in &args.clients {
@@ -309,5 +324,8 @@ async fn main() {
                 g[2] / g[0],
             );
         }
+    }
+    if args.catch_up_mib > 0 {
+        catch_up::run(args.catch_up_mib).await;
     }
 }
