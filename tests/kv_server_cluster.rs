@@ -72,7 +72,7 @@ impl Cluster {
         .args(["--node-id", &n.id.to_string(), "--raft-addr", &n.raft])
         .args(["--peers", &self.peers, "--snapshot-logs", "2000"])
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(stderr_log(&n.dir));
         if init {
             cmd.arg("--cluster-init");
         }
@@ -82,6 +82,15 @@ impl Cluster {
             assert!(Instant::now() < deadline, "node {} did not start", n.id);
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The last lines node `i`'s processes wrote to stderr (kept outside its directory, so
+    /// a wipe keeps them).
+    fn stderr_tail(&self, i: usize) -> String {
+        let n = self.nodes[i].lock().unwrap();
+        let log = std::fs::read_to_string(n.dir.with_extension("stderr")).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
     }
 
     fn kill(&self, i: usize) {
@@ -174,6 +183,15 @@ fn writer(ports: Vec<u16>, t: usize, stop: &AtomicBool) -> Vec<usize> {
 }
 
 /// Every acknowledged key, read back through node `i` (a linearizable read on that node).
+/// Appends to `<dir>.stderr`: every process of a node writes there.
+fn stderr_log(dir: &std::path::Path) -> Stdio {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.with_extension("stderr"))
+        .map_or_else(|_| Stdio::null(), Stdio::from)
+}
+
 fn missing_on(port: u16, acked: &[(usize, Vec<usize>)]) -> Vec<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -307,8 +325,10 @@ fn leader_kills_lose_no_acknowledged_set_and_a_wiped_node_catches_up() {
     let missing = missing_on(ports[f], &acked);
     assert!(
         missing.is_empty(),
-        "the wiped node lacks {} acknowledged SETs",
-        missing.len()
+        "the wiped node lacks {} acknowledged SETs: {:?}; its stderr ends:\n{}",
+        missing.len(),
+        &missing[..missing.len().min(5)],
+        c.stderr_tail(f)
     );
     let mut s = TcpStream::connect(("127.0.0.1", ports[f])).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

@@ -396,3 +396,44 @@ async fn concurrent_writes_share_log_entries_and_stay_whole() {
         }
     }
 }
+
+/// A follower whose directory is deleted restarts empty under the same id, while writes go
+/// on: the leader takes its log going back (no panic; openraft's
+/// `loosen-follower-log-revert`), and it catches up with every write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_wiped_follower_rejoins_under_its_id_while_writes_go_on() {
+    let c = Cluster::start(&[1, 2, 3], fast_config()).await;
+    let l = c.wait_for_leader(Duration::from_secs(10)).await;
+    let f = [1, 2, 3].into_iter().find(|&id| id != l.id()).unwrap();
+    for round in 0..3 {
+        for i in 0..200 {
+            l.put(format!("r{round}-{i}"), "v").await.unwrap();
+        }
+        c.wait_converged(Duration::from_secs(10)).await;
+        c.stop(f).await;
+        std::fs::remove_dir_all(c.root.path().join(format!("n{f}"))).unwrap();
+        let writes = {
+            let l = l.clone();
+            tokio::spawn(async move {
+                for i in 200..400 {
+                    l.put(format!("r{round}-{i}"), "v").await.unwrap();
+                }
+            })
+        };
+        c.open(f).await;
+        writes.await.unwrap();
+        c.wait_converged(Duration::from_secs(20)).await;
+        for i in 0..400 {
+            let k = format!("r{round}-{i}");
+            assert_eq!(
+                c.node(f)
+                    .unwrap()
+                    .state_machine()
+                    .get(k.as_bytes())
+                    .unwrap(),
+                Some(b"v".to_vec()),
+                "{k} on the wiped node"
+            );
+        }
+    }
+}
