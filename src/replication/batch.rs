@@ -31,6 +31,16 @@ const MAX_IN_FLIGHT: usize = 1;
 
 type Waiter = (Request, oneshot::Sender<Result<()>>);
 
+/// How a write goes: at once from its caller's task, or queued for a batch (and whether its
+/// caller starts the batch task).
+enum Turn {
+    Now(Request),
+    Queued {
+        start: bool,
+        rx: oneshot::Receiver<Result<()>>,
+    },
+}
+
 #[derive(Default)]
 struct Queue {
     in_flight: usize,
@@ -64,25 +74,47 @@ impl Batcher {
         request: Request,
         timeout: Duration,
     ) -> Result<()> {
-        let (tx, rx) = oneshot::channel();
-        let start = {
+        let turn = {
             let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            q.waiting.push((request, tx));
             let start = q.in_flight < MAX_IN_FLIGHT;
             if start {
                 q.in_flight += 1;
             }
-            start
+            if start && q.waiting.is_empty() {
+                Turn::Now(request)
+            } else {
+                let (tx, rx) = oneshot::channel();
+                q.waiting.push((request, tx));
+                Turn::Queued { start, rx }
+            }
         };
-        if start {
-            let (me, raft) = (self.clone(), raft.clone());
-            tokio::spawn(async move { me.run(raft, timeout).await });
+        match turn {
+            // Nothing waits or runs: this write goes at once, from the caller's task (no
+            // hand-off to a batch task), holding the slot until it is answered.
+            Turn::Now(request) => {
+                let _slot = Slot {
+                    batcher: self,
+                    raft,
+                    timeout,
+                };
+                submit(raft, request, timeout).await
+            }
+            Turn::Queued { start, rx } => {
+                if start {
+                    self.spawn_run(raft, timeout);
+                }
+                match tokio::time::timeout(timeout, rx).await {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(_)) => Err(Error::Raft("the write's batch was dropped".into())),
+                    Err(_) => Err(Error::Timeout(timeout)),
+                }
+            }
         }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(_)) => Err(Error::Raft("the write's batch was dropped".into())),
-            Err(_) => Err(Error::Timeout(timeout)),
-        }
+    }
+
+    fn spawn_run(&self, raft: &Raft, timeout: Duration) {
+        let (me, raft) = (self.clone(), raft.clone());
+        tokio::spawn(async move { me.run(raft, timeout).await });
     }
 
     /// Writes batches while writes wait, then ends its turn.
@@ -99,14 +131,7 @@ impl Batcher {
                 take_batch(&mut q.waiting)
             };
             let (merged, waiters) = merge(batch);
-            let result = match tokio::time::timeout(timeout, raft.client_write(merged)).await {
-                Err(_) => Err(Error::Timeout(timeout)),
-                Ok(Err(e)) => Err(raft_err(e)),
-                Ok(Ok(resp)) => match resp.data.refused {
-                    None => Ok(()),
-                    Some(m) => Err(Error::Store(crate::Error::InvalidArgument(m))),
-                },
-            };
+            let result = submit(&raft, merged, timeout).await;
             for w in waiters {
                 let _ = w.send(match &result {
                     Ok(()) => Ok(()),
@@ -114,6 +139,38 @@ impl Batcher {
                 });
             }
         }
+    }
+}
+
+/// A write going at once holds the in-flight slot; when it is answered (or its caller
+/// gives up on it), the slot passes to a batch task if writes queued meanwhile.
+struct Slot<'a> {
+    batcher: &'a Batcher,
+    raft: &'a Raft,
+    timeout: Duration,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut q = self.batcher.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        if q.waiting.is_empty() {
+            q.in_flight -= 1;
+        } else {
+            drop(q);
+            self.batcher.spawn_run(self.raft, self.timeout);
+        }
+    }
+}
+
+/// One entry through `raft`: done once committed and applied here.
+async fn submit(raft: &Raft, request: Request, timeout: Duration) -> Result<()> {
+    match tokio::time::timeout(timeout, raft.client_write(request)).await {
+        Err(_) => Err(Error::Timeout(timeout)),
+        Ok(Err(e)) => Err(raft_err(e)),
+        Ok(Ok(resp)) => match resp.data.refused {
+            None => Ok(()),
+            Some(m) => Err(Error::Store(crate::Error::InvalidArgument(m))),
+        },
     }
 }
 
