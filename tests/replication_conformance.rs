@@ -72,3 +72,72 @@ fn an_append_larger_than_a_batch_reads_back_whole() {
         }
     });
 }
+
+/// Reads after truncations, purges and appends that replace entries return what the log
+/// holds: the newest entries are served from memory (`log_tail.rs`), the rest from the
+/// store, and both always agree with a model of the log.
+#[test]
+fn reads_agree_with_the_log_through_truncations_purges_and_replaced_entries() {
+    use lsm_bloom::replication::openraft::storage::{RaftLogStorage, RaftLogStorageExt};
+    use lsm_bloom::replication::openraft::{EntryPayload, LeaderId, LogId, RaftLogReader};
+    use lsm_bloom::replication::Entry;
+    use std::collections::BTreeMap;
+    let entry = |term: u64, i: u64| Entry {
+        log_id: LogId::new(LeaderId::new(term, 1), i),
+        payload: EntryPayload::Blank,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let mut log = LogStore::open(dir.path()).unwrap();
+        let mut model: BTreeMap<u64, Entry> = BTreeMap::new();
+        let mut seed = 42u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut term, mut last, mut purged) = (1u64, 0u64, 0u64);
+        for step in 0..3000 {
+            match next() % 10 {
+                0 if last > purged + 1 => {
+                    // Truncate somewhere after the purge mark, then a new term's entries.
+                    let at = purged + 1 + next() % (last - purged);
+                    log.truncate(LogId::new(LeaderId::new(term, 1), at))
+                        .await
+                        .unwrap();
+                    model.retain(|&i, _| i < at);
+                    last = at - 1;
+                    term += 1;
+                }
+                1 if last > purged + 10 => {
+                    let upto = purged + 1 + next() % 10;
+                    let id = model[&upto].log_id;
+                    log.purge(id).await.unwrap();
+                    model.retain(|&i, _| i > upto);
+                    purged = upto;
+                }
+                _ => {
+                    let n = 1 + next() % 40;
+                    let es: Vec<Entry> = (last + 1..=last + n).map(|i| entry(term, i)).collect();
+                    for e in &es {
+                        model.insert(e.log_id.index, e.clone());
+                    }
+                    log.blocking_append(es).await.unwrap();
+                    last += n;
+                }
+            }
+            let lo = purged + 1 + next() % (last - purged + 1);
+            let hi = lo + next() % 1500;
+            let ids = |es: &[Entry]| -> Vec<(u64, u64)> {
+                es.iter()
+                    .map(|e| (e.log_id.index, e.log_id.leader_id.term))
+                    .collect()
+            };
+            let got = log.try_get_log_entries(lo..hi).await.unwrap();
+            let want: Vec<Entry> = model.range(lo..hi).map(|(_, e)| e.clone()).collect();
+            assert_eq!(ids(&got), ids(&want), "step {step}: entries {lo}..{hi}");
+        }
+    });
+}

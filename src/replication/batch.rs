@@ -152,7 +152,11 @@ struct Slot<'a> {
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        let mut q = self.batcher.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut q = self
+            .batcher
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if q.waiting.is_empty() {
             q.in_flight -= 1;
         } else {

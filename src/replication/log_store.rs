@@ -28,6 +28,7 @@ use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{AnyError, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
 
 use super::codec;
+use super::log_tail::Tail;
 use super::{Entry, NodeId, TypeConfig};
 use crate::db::{Db, Filters, Options, WriteBatch, WriteOptions};
 
@@ -77,6 +78,8 @@ struct Shared {
     state: Mutex<LogState<TypeConfig>>,
     /// The last commit mark saved.
     committed: Mutex<Option<LogId<NodeId>>>,
+    /// The newest entries, for reads without a scan (`log_tail.rs`).
+    tail: Mutex<Tail>,
     /// The vote as last made durable (a leader's lease reads compare it: `node.rs`).
     vote: Mutex<Option<Vote<NodeId>>>,
     /// Appends waiting for their sync, in order.
@@ -161,6 +164,7 @@ impl LogStore {
                 }),
                 committed: Mutex::new(committed),
                 vote: Mutex::new(vote),
+                tail: Mutex::default(),
                 flusher: Mutex::new(Some(tx)),
                 flush_thread: Mutex::new(Some(flush_thread)),
             }),
@@ -205,6 +209,13 @@ impl LogStore {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    fn tail(&self) -> std::sync::MutexGuard<'_, Tail> {
+        self.shared
+            .tail
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn update(&self, f: impl FnOnce(&mut LogState<TypeConfig>)) {
@@ -256,6 +267,15 @@ impl RaftLogReader<TypeConfig> for LogStore {
             Bound::Excluded(&s) => s.saturating_add(1),
             Bound::Unbounded => 0,
         };
+        let end_index = match range.end_bound() {
+            Bound::Included(&e) => e.saturating_add(1),
+            Bound::Excluded(&e) => e,
+            Bound::Unbounded => u64::MAX,
+        };
+        let last = self.state().last_log_id.map(|l| l.index);
+        if let Some(entries) = self.tail().get(start, end_index, last) {
+            return Ok(entries);
+        }
         let end = match range.end_bound() {
             Bound::Included(&e) => Bound::Included(entry_key(e)),
             Bound::Excluded(&e) => Bound::Excluded(entry_key(e)),
@@ -354,23 +374,27 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     {
         let mut b = WriteBatch::new();
         let mut last = None;
+        // The newest of these entries, for the tail once they are written.
+        let mut fresh = Tail::default();
+        let write = |b: WriteBatch| self.shared.db.write(b).inspect_err(|_| self.tail().clear());
         for e in entries {
-            b.put(entry_key(e.log_id.index), codec::encode_entry(&e));
+            let encoded = codec::encode_entry(&e);
+            let size = encoded.len();
+            b.put(entry_key(e.log_id.index), encoded);
             last = Some(e.log_id);
+            fresh.push([(e, size)]);
             if b.encoded_len() >= APPEND_BATCH_BYTES {
                 // In order, so a crash between batches leaves a prefix of the entries (no
                 // hole), and none of them was reported durable.
-                self.shared
-                    .db
-                    .write(std::mem::take(&mut b))
-                    .map_err(write_err)?;
+                write(std::mem::take(&mut b)).map_err(write_err)?;
             }
         }
         if !b.is_empty() {
-            self.shared.db.write(b).map_err(write_err)?;
+            write(b).map_err(write_err)?;
         }
         if let Some(last) = last {
             self.update(|s| s.last_log_id = Some(last));
+            self.tail().append(fresh);
         }
         let sender = self
             .shared
@@ -388,6 +412,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     /// Removes entries at `log_id.index` and after, durably, in one batch.
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+        self.tail().truncate(log_id.index);
         let state = self.state();
         let mut b = WriteBatch::new();
         if let Some(last) = state.last_log_id {
@@ -421,6 +446,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             b.delete(entry_key(i));
         }
         b.put(PURGED, codec::encode_opt_log_id(Some(&log_id)));
+        self.tail().purge(log_id.index);
         self.shared.db.write(b).map_err(write_err)?;
         self.update(|s| {
             s.last_purged_log_id = Some(log_id);

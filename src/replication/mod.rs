@@ -22,6 +22,7 @@ pub(crate) mod codec;
 pub(crate) mod fuzz_seeds;
 mod lease;
 mod log_store;
+mod log_tail;
 pub mod network;
 mod node;
 mod read_index;
