@@ -205,6 +205,19 @@ impl From<crate::Error> for Error {
 /// A `Result` of the replication layer.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// A copy of `e` for each caller sharing one outcome: a read index round's readers, a
+/// merged write's writers (errors are not `Clone`).
+pub(crate) fn copy_err(e: &Error) -> Error {
+    match e {
+        Error::NotLeader { leader } => Error::NotLeader {
+            leader: leader.clone(),
+        },
+        Error::Timeout(d) => Error::Timeout(*d),
+        Error::Store(e) => Error::Raft(e.to_string()),
+        Error::Raft(m) => Error::Raft(m.clone()),
+    }
+}
+
 /// openraft's error as ours: `NotLeader` naming the leader when openraft says whom to
 /// forward to.
 pub(crate) fn raft_err<E>(e: RaftError<NodeId, E>) -> Error

@@ -13,8 +13,7 @@ use std::time::Duration;
 use openraft::LogId;
 use tokio::sync::oneshot;
 
-use super::batch::copy_err;
-use super::{raft_err, Error, NodeId, Raft};
+use super::{copy_err, raft_err, Error, NodeId, Raft};
 
 type Answer = std::result::Result<Option<LogId<NodeId>>, Error>;
 
