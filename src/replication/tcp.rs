@@ -407,16 +407,20 @@ impl TcpLink {
         result
     }
 
+    /// One request and its answer. The connection is taken out of the link for the
+    /// exchange and put back only once the answer is read whole: a call dropped midway
+    /// (openraft times calls out and drops them) closes the connection rather than leave an
+    /// answer unread on it for the next call to take as its own.
     async fn exchange(&mut self, payload: &[u8]) -> Result<Response, CallError> {
-        if self.stream.is_none() {
-            let s = TcpStream::connect(&self.addr)
-                .await
-                .map_err(CallError::Unreachable)?;
-            let _ = s.set_nodelay(true);
-            self.stream = Some(s);
-        }
-        let Some(stream) = self.stream.as_mut() else {
-            return Err(CallError::Unreachable(io::Error::other("not connected")));
+        let mut stream = match self.stream.take() {
+            Some(s) => s,
+            None => {
+                let s = TcpStream::connect(&self.addr)
+                    .await
+                    .map_err(CallError::Unreachable)?;
+                let _ = s.set_nodelay(true);
+                s
+            }
         };
         stream
             .write_all(&wire::frame(payload))
@@ -430,7 +434,7 @@ impl TcpLink {
             .map_err(CallError::Network)?;
         let bad =
             |what: String| CallError::Network(io::Error::new(io::ErrorKind::InvalidData, what));
-        let body = read_payload(stream, &header, None)
+        let body = read_payload(&mut stream, &header, None)
             .await
             .map_err(|_| bad(format!("a malformed frame from node {}", self.target)))?;
         let r = wire::decode_response(&body).map_err(|m| {
@@ -438,6 +442,7 @@ impl TcpLink {
             bad(format!("node {} answered: {m}", self.target))
         })?;
         bump(&self.stats.frames_in);
+        self.stream = Some(stream);
         Ok(r)
     }
 

@@ -199,3 +199,67 @@ pub async fn membership_changes_naming_unknown_nodes_are_refused() {
     assert!(e.to_string().contains("node 9 is not a member"), "{e}");
     assert_eq!(l.members(), before);
 }
+
+/// A call dropped before its answer arrived (openraft cancels calls and times heartbeats
+/// out) must not leave that answer on the link's connection for the next call to take as its
+/// own. A peer answers the first vote after 300 ms, granted; every later one at once,
+/// refused. The first call is dropped after 50 ms; the second must get the refusal.
+pub async fn a_dropped_call_leaves_no_answer_for_the_next() {
+    use lsm_bloom::replication::openraft::raft::VoteRequest;
+    use lsm_bloom::replication::openraft::Vote;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let answers = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let served = answers.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let served = served.clone();
+            tokio::spawn(async move {
+                loop {
+                    let mut header = [0u8; 8];
+                    if s.read_exact(&mut header).await.is_err() {
+                        return;
+                    }
+                    let n = u32::from_le_bytes(header[..4].try_into().unwrap()) as usize;
+                    let mut body = vec![0u8; n];
+                    if s.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    let first = served.fetch_add(1, Ordering::SeqCst) == 0;
+                    if first {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                    // A vote result: vote (term 5, node 9, not committed), granted, no log id.
+                    let mut payload = vec![0x82];
+                    payload.extend_from_slice(&5u64.to_le_bytes());
+                    payload.extend_from_slice(&9u64.to_le_bytes());
+                    payload.extend_from_slice(&[0, u8::from(first), 0]);
+                    if s.write_all(&frame(&payload, None)).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let mut net = TcpNetwork::new();
+    let mut link = net.new_client(9, &BasicNode::new(addr)).await;
+    let req = || VoteRequest {
+        vote: Vote::new(5, 1),
+        last_log_id: None,
+    };
+    let option = || RPCOption::new(Duration::from_secs(5));
+    let dropped = tokio::time::timeout(Duration::from_millis(50), link.vote(req(), option())).await;
+    assert!(
+        dropped.is_err(),
+        "the first call was not dropped: {dropped:?}"
+    );
+    // Let the first answer arrive on whatever connection the dropped call used.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let second = link.vote(req(), option()).await.unwrap();
+    assert!(
+        !second.vote_granted,
+        "the second call took the dropped call's answer"
+    );
+    assert_eq!(answers.load(Ordering::SeqCst), 2);
+}

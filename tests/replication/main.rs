@@ -290,6 +290,12 @@ async fn a_tcp_cluster_replicates_through_restarts_and_a_chunked_snapshot() {
     assert!(installed >= 1, "no snapshot was installed");
 }
 
+/// A call dropped midway leaves no answer on its connection for the next call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_call_leaves_no_answer_for_the_next() {
+    bad_input::a_dropped_call_leaves_no_answer_for_the_next().await;
+}
+
 /// Garbage on the raft port: each kind closes its connection, is counted once, and changes
 /// nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
