@@ -387,7 +387,8 @@ impl<E: std::error::Error> From<CallError> for RPCError<NodeId, BasicNode, RaftE
 }
 
 impl TcpLink {
-    /// Sends `payload` and reads the answer within `ttl`; any failure drops the connection.
+    /// Sends `payload` and reads the answer within `ttl`; any failure drops the connection
+    /// (`exchange` puts it back only after a whole answer).
     async fn call(&mut self, payload: &[u8], ttl: Duration) -> Result<Response, CallError> {
         let result = tokio::time::timeout(ttl, self.exchange(payload)).await;
         let result = match result {
@@ -401,7 +402,6 @@ impl TcpLink {
             ))),
         };
         if result.is_err() {
-            self.stream = None;
             bump(&self.stats.failed);
         }
         result
