@@ -4,9 +4,9 @@
 
 #![cfg(feature = "replication")]
 
-use lsm_bloom::replication::openraft::testing::{StoreBuilder, Suite};
+use lsm_bloom::replication::openraft::testing::log::{StoreBuilder, Suite};
 use lsm_bloom::replication::openraft::StorageError;
-use lsm_bloom::replication::{LogStore, NodeId, StateMachine, TypeConfig};
+use lsm_bloom::replication::{LogStore, StateMachine, TypeConfig};
 use lsm_bloom::Options;
 
 struct OnDisk;
@@ -14,7 +14,7 @@ struct OnDisk;
 impl StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for OnDisk {
     async fn build(
         &self,
-    ) -> Result<(tempfile::TempDir, LogStore, StateMachine), StorageError<NodeId>> {
+    ) -> Result<(tempfile::TempDir, LogStore, StateMachine), StorageError<TypeConfig>> {
         let dir = tempfile::tempdir().expect("temp dir");
         let log = LogStore::open(dir.path().join("log")).expect("log store");
         let sm = StateMachine::open(dir.path().join("sm"), Options::default()).expect("sm");
@@ -24,7 +24,8 @@ impl StoreBuilder<TypeConfig, LogStore, StateMachine, tempfile::TempDir> for OnD
 
 #[test]
 fn openraft_storage_suite_passes_on_the_real_stores() {
-    Suite::test_all(OnDisk).expect("the suite");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(Suite::test_all(OnDisk)).expect("the suite");
 }
 
 /// An append larger than one write batch is written in several batches and reads back
@@ -33,7 +34,9 @@ fn openraft_storage_suite_passes_on_the_real_stores() {
 #[test]
 fn an_append_larger_than_a_batch_reads_back_whole() {
     use lsm_bloom::replication::openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-    use lsm_bloom::replication::openraft::{EntryPayload, LeaderId, LogId, RaftLogReader};
+    use lsm_bloom::replication::openraft::vote::RaftLeaderId;
+    use lsm_bloom::replication::openraft::{EntryPayload, RaftLogReader};
+    use lsm_bloom::replication::{CommittedLeaderId as LeaderId, LogId};
     use lsm_bloom::replication::{Entry, Op, Request};
     let n: u64 = if std::env::var_os("LSM_BLOOM_THOROUGH").is_some_and(|v| v != "0") {
         9
@@ -79,8 +82,10 @@ fn an_append_larger_than_a_batch_reads_back_whole() {
 #[test]
 fn reads_agree_with_the_log_through_truncations_purges_and_replaced_entries() {
     use lsm_bloom::replication::openraft::storage::{RaftLogStorage, RaftLogStorageExt};
-    use lsm_bloom::replication::openraft::{EntryPayload, LeaderId, LogId, RaftLogReader};
+    use lsm_bloom::replication::openraft::vote::RaftLeaderId;
+    use lsm_bloom::replication::openraft::{EntryPayload, RaftLogReader};
     use lsm_bloom::replication::Entry;
+    use lsm_bloom::replication::{CommittedLeaderId as LeaderId, LogId};
     use std::collections::BTreeMap;
     let entry = |term: u64, i: u64| Entry {
         log_id: LogId::new(LeaderId::new(term, 1), i),
@@ -99,14 +104,14 @@ fn reads_agree_with_the_log_through_truncations_purges_and_replaced_entries() {
             seed
         };
         let (mut term, mut last, mut purged) = (1u64, 0u64, 0u64);
+        let mut purged_id: Option<LogId> = None;
         for step in 0..3000 {
             match next() % 10 {
                 0 if last > purged + 1 => {
                     // Truncate somewhere after the purge mark, then a new term's entries.
                     let at = purged + 1 + next() % (last - purged);
-                    log.truncate(LogId::new(LeaderId::new(term, 1), at))
-                        .await
-                        .unwrap();
+                    let keep = model.get(&(at - 1)).map(|e| e.log_id).or(purged_id);
+                    log.truncate_after(keep).await.unwrap();
                     model.retain(|&i, _| i < at);
                     last = at - 1;
                     term += 1;
@@ -115,6 +120,7 @@ fn reads_agree_with_the_log_through_truncations_purges_and_replaced_entries() {
                     let upto = purged + 1 + next() % 10;
                     let id = model[&upto].log_id;
                     log.purge(id).await.unwrap();
+                    purged_id = Some(id);
                     model.retain(|&i, _| i > upto);
                     purged = upto;
                 }

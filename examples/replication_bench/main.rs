@@ -62,11 +62,39 @@ fn value(i: u64) -> Vec<u8> {
     format!("{i:016}-{}", "v".repeat(83)).into_bytes()
 }
 
+/// What the benchmark needs of a node besides what the transport serves.
+trait BenchNode: RaftService {
+    /// Makes the cluster of `members` (this node among them).
+    async fn init(&self, members: BTreeMap<u64, BasicNode>);
+    /// The leader this node knows of.
+    fn current_leader(&self) -> Option<u64>;
+}
+
+impl BenchNode for ReplicatedDb {
+    async fn init(&self, members: BTreeMap<u64, BasicNode>) {
+        self.raft().initialize(members).await.unwrap();
+    }
+    fn current_leader(&self) -> Option<u64> {
+        self.leader()
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+impl BenchNode for rocks::RocksNode {
+    async fn init(&self, members: BTreeMap<u64, BasicNode>) {
+        self.raft().initialize(members).await.unwrap();
+    }
+    fn current_leader(&self) -> Option<u64> {
+        use lsm_bloom::replication::openraft::async_runtime::watch::WatchReceiver;
+        self.raft().metrics().borrow_watched().current_leader
+    }
+}
+
 /// Three nodes opened by `open` (id, directory), each served over TCP on 127.0.0.1; node 1
 /// initializes the cluster and leads.
 async fn cluster<S, F, Fut>(root: &std::path::Path, open: F) -> (Vec<S>, Vec<RaftServer>)
 where
-    S: RaftService,
+    S: BenchNode,
     F: Fn(u64, std::path::PathBuf) -> Fut,
     Fut: std::future::Future<Output = S>,
 {
@@ -91,9 +119,9 @@ where
         servers.push(RaftServer::serve(l, node.clone()).unwrap());
         nodes.push(node);
     }
-    nodes[0].raft().initialize(members).await.unwrap();
+    nodes[0].init(members).await;
     let deadline = Instant::now() + Duration::from_secs(20);
-    while nodes[0].raft().metrics().borrow().current_leader != Some(1) {
+    while nodes[0].current_leader() != Some(1) {
         assert!(Instant::now() < deadline, "node 1 did not become leader");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

@@ -16,30 +16,37 @@
 //! decoded with `expect`.
 
 use std::io::Read;
+
+use lsm_bloom::replication::openraft::async_runtime::watch::WatchReceiver;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
 
-use lsm_bloom::replication::openraft::error::{InstallSnapshotError, RaftError};
-use lsm_bloom::replication::openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
+use futures_util::{Stream, StreamExt};
+use lsm_bloom::replication::openraft::alias::SnapshotMetaOf;
+use lsm_bloom::replication::openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, StreamAppendResult, VoteRequest, VoteResponse,
+};
 use lsm_bloom::replication::openraft::storage::{
-    LogFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot,
+    EntryResponder, IOFlushed, LogState, RaftLogStorage, RaftStateMachine, Snapshot,
 };
 use lsm_bloom::replication::openraft::{
-    AnyError, Config, EntryPayload, LogId, RaftLogReader, RaftSnapshotBuilder, SnapshotMeta,
-    StorageError, StorageIOError, StoredMembership, Vote,
+    Config, EntryPayload, RaftLogReader, RaftSnapshotBuilder, ReadPolicy,
 };
 use lsm_bloom::replication::tcp::TcpNetwork;
 use lsm_bloom::replication::{
-    BasicNode, Entry, Error, NodeId, Op, Raft, RaftService, Request, Response, TypeConfig,
+    ChunkAnswer, ChunkResult, Entry, Error, LogId, NodeId, Op, RaftService, Request, Response,
+    RpcAnswer, SnapshotChunk, SnapshotFile, StoredMembership, TypeConfig, Vote,
 };
 use rocksdb::{ColumnFamilyDescriptor, IteratorMode, Options, WriteBatch, DB};
 
-type StorageResult<T> = Result<T, StorageError<NodeId>>;
-type Meta = SnapshotMeta<NodeId, BasicNode>;
+type StorageResult<T> = Result<T, std::io::Error>;
+type Meta = SnapshotMetaOf<TypeConfig>;
+/// openraft over the baseline's state machine.
+type Raft = lsm_bloom::replication::openraft::Raft<TypeConfig, RocksSm>;
 
-fn io_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
-    StorageIOError::write(AnyError::error(e.to_string())).into()
+fn io_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
 }
 
 fn enc<T: serde::Serialize>(v: &T) -> Vec<u8> {
@@ -66,13 +73,13 @@ fn open(dir: &Path, cfs: &[&str]) -> Arc<DB> {
 #[derive(Clone)]
 pub struct RocksLog {
     db: Arc<DB>,
-    flusher: mpsc::Sender<LogFlushed<TypeConfig>>,
+    flusher: mpsc::Sender<IOFlushed<TypeConfig>>,
 }
 
 impl RocksLog {
     fn open(dir: &Path) -> RocksLog {
         let db = open(dir, &["logs", "meta"]);
-        let (tx, rx) = mpsc::channel::<LogFlushed<TypeConfig>>();
+        let (tx, rx) = mpsc::channel::<IOFlushed<TypeConfig>>();
         let flush_db = Arc::clone(&db);
         std::thread::spawn(move || {
             while let Ok(first) = rx.recv() {
@@ -80,7 +87,7 @@ impl RocksLog {
                 batch.extend(rx.try_iter());
                 let r = flush_db.flush_wal(true);
                 for cb in batch {
-                    cb.log_io_completed(r.clone().map_err(std::io::Error::other));
+                    cb.io_completed(r.clone().map_err(std::io::Error::other));
                 }
             }
         });
@@ -126,13 +133,17 @@ impl RaftLogReader<TypeConfig> for RocksLog {
         }
         Ok(out)
     }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote>> {
+        Ok(self.meta("vote").map(|b| dec(&b)))
+    }
 }
 
 impl RaftLogStorage<TypeConfig> for RocksLog {
     type LogReader = RocksLog;
 
     async fn get_log_state(&mut self) -> StorageResult<LogState<TypeConfig>> {
-        let purged: Option<LogId<NodeId>> = self.meta("purged").map(|b| dec(&b));
+        let purged: Option<LogId> = self.meta("purged").and_then(|b| dec(&b));
         let cf = self.db.cf_handle("logs").expect("cf");
         let last = self
             .db
@@ -149,23 +160,19 @@ impl RaftLogStorage<TypeConfig> for RocksLog {
         self.clone()
     }
 
-    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> StorageResult<()> {
+    async fn save_vote(&mut self, vote: &Vote) -> StorageResult<()> {
         self.put_meta("vote", enc(vote), true).map_err(io_err)
     }
 
-    async fn read_vote(&mut self) -> StorageResult<Option<Vote<NodeId>>> {
-        Ok(self.meta("vote").map(|b| dec(&b)))
-    }
-
-    async fn save_committed(&mut self, c: Option<LogId<NodeId>>) -> StorageResult<()> {
+    async fn save_committed(&mut self, c: Option<LogId>) -> StorageResult<()> {
         self.put_meta("committed", enc(&c), false).map_err(io_err)
     }
 
-    async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
+    async fn read_committed(&mut self) -> StorageResult<Option<LogId>> {
         Ok(self.meta("committed").and_then(|b| dec(&b)))
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> StorageResult<()>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
@@ -181,15 +188,16 @@ impl RaftLogStorage<TypeConfig> for RocksLog {
             .map_err(|_| io_err("the flush thread stopped"))
     }
 
-    async fn truncate(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+    async fn truncate_after(&mut self, last: Option<LogId>) -> StorageResult<()> {
         let cf = self.db.cf_handle("logs").expect("cf");
         let mut b = WriteBatch::default();
-        b.delete_range_cf(cf, log_id.index.to_be_bytes(), u64::MAX.to_be_bytes());
+        let from = last.map_or(0, |l| l.index + 1);
+        b.delete_range_cf(cf, from.to_be_bytes(), u64::MAX.to_be_bytes());
         self.db.write(b).map_err(io_err)?;
         self.db.flush_wal(true).map_err(io_err)
     }
 
-    async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+    async fn purge(&mut self, log_id: LogId) -> StorageResult<()> {
         let (logs, meta) = (
             self.db.cf_handle("logs").expect("cf"),
             self.db.cf_handle("meta").expect("cf"),
@@ -235,18 +243,20 @@ impl RocksSm {
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for RocksSm {
-    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+    type SnapshotData = tokio::fs::File;
+
+    async fn build_snapshot(&mut self) -> StorageResult<SnapshotFile> {
         self.db.flush_wal(true).map_err(io_err)?;
         let snap = self.db.snapshot();
         let (data, meta) = (
             self.db.cf_handle("data").expect("cf"),
             self.db.cf_handle("meta").expect("cf"),
         );
-        let applied: Option<LogId<NodeId>> = snap
+        let applied: Option<LogId> = snap
             .get_cf(meta, "applied")
             .map_err(io_err)?
             .and_then(|b| dec(&b));
-        let membership: StoredMembership<NodeId, BasicNode> = snap
+        let membership: StoredMembership = snap
             .get_cf(meta, "membership")
             .map_err(io_err)?
             .map(|b| dec(&b))
@@ -261,23 +271,21 @@ impl RaftSnapshotBuilder<TypeConfig> for RocksSm {
         let meta = Meta {
             last_log_id: applied,
             last_membership: membership,
-            snapshot_id: path.file_name().unwrap().to_string_lossy().into_owned(),
         };
         *self.current.lock().unwrap() = Some((meta.clone(), path.clone()));
         let file = tokio::fs::File::open(&path).await.map_err(io_err)?;
         Ok(Snapshot {
             meta,
-            snapshot: Box::new(file),
+            snapshot: file,
         })
     }
 }
 
 impl RaftStateMachine<TypeConfig> for RocksSm {
+    type SnapshotData = tokio::fs::File;
     type SnapshotBuilder = RocksSm;
 
-    async fn applied_state(
-        &mut self,
-    ) -> StorageResult<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>)> {
+    async fn applied_state(&mut self) -> StorageResult<(Option<LogId>, StoredMembership)> {
         let cf = self.db.cf_handle("meta").expect("cf");
         let get = |k: &str| self.db.get_cf(cf, k).expect("reading meta");
         Ok((
@@ -286,18 +294,34 @@ impl RaftStateMachine<TypeConfig> for RocksSm {
         ))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Response>>
+    async fn apply<S>(&mut self, entries: S) -> StorageResult<()>
     where
-        I: IntoIterator<Item = Entry> + Send,
-        I::IntoIter: Send,
+        S: Stream<Item = Result<EntryResponder<TypeConfig>, std::io::Error>> + Unpin + Send,
     {
         let (data, meta) = (
             self.db.cf_handle("data").expect("cf"),
             self.db.cf_handle("meta").expect("cf"),
         );
+        let mut entries = entries;
         let mut b = WriteBatch::default();
-        let mut out = Vec::new();
-        for e in entries {
+        let mut responders = Vec::new();
+        // One batch per run of entries at hand, as the lsm-bloom state machine does.
+        loop {
+            let next = match futures_util::FutureExt::now_or_never(entries.next()) {
+                Some(next) => next,
+                None => {
+                    self.db.write(std::mem::take(&mut b)).map_err(io_err)?;
+                    for r in responders.drain(..).flatten() {
+                        lsm_bloom::replication::openraft::storage::ApplyResponder::send(
+                            r,
+                            Response::default(),
+                        );
+                    }
+                    entries.next().await
+                }
+            };
+            let Some(item) = next else { break };
+            let (e, responder) = item?;
             match e.payload {
                 EntryPayload::Blank => {}
                 EntryPayload::Normal(r) => {
@@ -315,31 +339,23 @@ impl RaftStateMachine<TypeConfig> for RocksSm {
                 ),
             }
             b.put_cf(meta, "applied", enc(&Some(e.log_id)));
-            out.push(Response::default());
+            responders.push(responder);
         }
         self.db.write(b).map_err(io_err)?;
-        Ok(out)
+        for r in responders.into_iter().flatten() {
+            lsm_bloom::replication::openraft::storage::ApplyResponder::send(r, Response::default());
+        }
+        Ok(())
     }
 
     async fn get_snapshot_builder(&mut self) -> RocksSm {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<tokio::fs::File>> {
-        let file = tokio::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(self.next_path())
-            .await
-            .map_err(io_err)?;
-        Ok(Box::new(file))
-    }
-
     async fn install_snapshot(
         &mut self,
         meta: &Meta,
-        snapshot: Box<tokio::fs::File>,
+        snapshot: tokio::fs::File,
     ) -> StorageResult<()> {
         let mut file = snapshot.into_std().await;
         let mut bytes = Vec::new();
@@ -365,14 +381,14 @@ impl RaftStateMachine<TypeConfig> for RocksSm {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<SnapshotFile>> {
         let Some((meta, path)) = self.current.lock().unwrap().clone() else {
             return Ok(None);
         };
         let file = tokio::fs::File::open(&path).await.map_err(io_err)?;
         Ok(Some(Snapshot {
             meta,
-            snapshot: Box::new(file),
+            snapshot: file,
         }))
     }
 }
@@ -383,6 +399,8 @@ pub struct RocksNode {
     raft: Raft,
     /// Its state machine (local reads).
     pub sm: RocksSm,
+    /// A snapshot being received: its bytes so far.
+    receiving: Arc<tokio::sync::Mutex<Vec<u8>>>,
 }
 
 impl RocksNode {
@@ -394,7 +412,16 @@ impl RocksNode {
         let raft = Raft::new(id, config, TcpNetwork::new(), log, sm.clone())
             .await
             .expect("starting raft");
-        RocksNode { raft, sm }
+        RocksNode {
+            raft,
+            sm,
+            receiving: Arc::default(),
+        }
+    }
+
+    /// Its Raft.
+    pub fn raft(&self) -> &Raft {
+        &self.raft
     }
 
     /// A replicated write (leader only), acknowledged once committed and applied here.
@@ -408,15 +435,60 @@ impl RocksNode {
 }
 
 impl RaftService for RocksNode {
-    fn raft(&self) -> &Raft {
-        &self.raft
+    async fn append_entries(
+        &self,
+        req: AppendEntriesRequest<TypeConfig>,
+    ) -> RpcAnswer<AppendEntriesResponse<TypeConfig>> {
+        self.raft
+            .append_entries(req)
+            .await
+            .map_err(|e| e.to_string())
     }
 
-    async fn install_snapshot_chunk(
+    fn stream_append<S>(
         &self,
-        req: InstallSnapshotRequest<TypeConfig>,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
-        self.raft.install_snapshot(req).await
+        input: S,
+    ) -> impl Stream<Item = RpcAnswer<StreamAppendResult<TypeConfig>>> + Send + 'static
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + 'static,
+    {
+        self.raft
+            .stream_append(input)
+            .map(|r| r.map_err(|e| e.to_string()))
+    }
+
+    async fn vote(&self, req: VoteRequest<TypeConfig>) -> RpcAnswer<VoteResponse<TypeConfig>> {
+        self.raft.vote(req).await.map_err(|e| e.to_string())
+    }
+
+    /// Chunks are gathered in memory (a baseline: no checks); the last one installs them.
+    async fn install_snapshot_chunk(&self, req: SnapshotChunk) -> ChunkResult {
+        let mut buf = self.receiving.lock().await;
+        if req.offset == 0 {
+            buf.clear();
+        }
+        buf.extend_from_slice(&req.data);
+        if !req.done {
+            return Ok(ChunkAnswer::Taken(
+                self.raft.metrics().borrow_watched().vote,
+            ));
+        }
+        let path = self.sm.next_path();
+        std::fs::write(&path, &*buf).map_err(|e| e.to_string())?;
+        buf.clear();
+        let file = tokio::fs::File::open(&path)
+            .await
+            .map_err(|e| e.to_string())?;
+        let snapshot = Snapshot {
+            meta: req.meta.raft(),
+            snapshot: file,
+        };
+        let r = self
+            .raft
+            .install_full_snapshot(req.vote, snapshot)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(ChunkAnswer::Taken(r.vote))
     }
 
     async fn write(&self, request: Request) -> lsm_bloom::replication::Result<()> {
@@ -427,10 +499,11 @@ impl RaftService for RocksNode {
             .map_err(|e| Error::Raft(e.to_string()))
     }
 
-    async fn read_index(&self) -> lsm_bloom::replication::Result<Option<LogId<NodeId>>> {
+    async fn read_index(&self) -> lsm_bloom::replication::Result<Option<LogId>> {
         self.raft
-            .ensure_linearizable()
+            .ensure_linearizable(ReadPolicy::ReadIndex)
             .await
+            .map(|id| Some(*id.log_id()))
             .map_err(|e| Error::Raft(e.to_string()))
     }
 }

@@ -11,9 +11,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use openraft::{BasicNode, EntryPayload, LeaderId, LogId, Membership, StoredMembership, Vote};
+use openraft::vote::RaftLeaderId;
+use openraft::{BasicNode, EntryPayload};
 
-use super::{Entry, NodeId, Op, Request};
+use super::{CommittedLeaderId, Entry, LogId, Membership, Op, Request, StoredMembership, Vote};
 use crate::coding::Cursor;
 
 /// Payload tags of an entry (FORMAT.md §7.4).
@@ -42,21 +43,21 @@ pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 }
 
 /// Appends a log id: term, leader node, index (24 bytes).
-pub(crate) fn put_log_id(out: &mut Vec<u8>, id: &LogId<NodeId>) {
+pub(crate) fn put_log_id(out: &mut Vec<u8>, id: &LogId) {
     out.extend_from_slice(&id.leader_id.term.to_le_bytes());
     out.extend_from_slice(&id.leader_id.node_id.to_le_bytes());
     out.extend_from_slice(&id.index.to_le_bytes());
 }
 
-pub(crate) fn get_log_id(c: &mut Cursor<'_>) -> DecodeResult<LogId<NodeId>> {
+pub(crate) fn get_log_id(c: &mut Cursor<'_>) -> DecodeResult<LogId> {
     let term = c.u64()?;
     let node_id = c.u64()?;
     let index = c.u64()?;
-    Ok(LogId::new(LeaderId::new(term, node_id), index))
+    Ok(LogId::new(CommittedLeaderId::new(term, node_id), index))
 }
 
 /// Appends an optional log id: a presence byte (0 or 1), then the id.
-pub(crate) fn put_opt_log_id(out: &mut Vec<u8>, id: Option<&LogId<NodeId>>) {
+pub(crate) fn put_opt_log_id(out: &mut Vec<u8>, id: Option<&LogId>) {
     match id {
         None => out.push(0),
         Some(id) => {
@@ -66,7 +67,7 @@ pub(crate) fn put_opt_log_id(out: &mut Vec<u8>, id: Option<&LogId<NodeId>>) {
     }
 }
 
-pub(crate) fn get_opt_log_id(c: &mut Cursor<'_>) -> DecodeResult<Option<LogId<NodeId>>> {
+pub(crate) fn get_opt_log_id(c: &mut Cursor<'_>) -> DecodeResult<Option<LogId>> {
     match c.u8()? {
         0 => Ok(None),
         1 => Ok(Some(get_log_id(c)?)),
@@ -75,7 +76,7 @@ pub(crate) fn get_opt_log_id(c: &mut Cursor<'_>) -> DecodeResult<Option<LogId<No
 }
 
 /// The vote: term, node, committed (17 bytes).
-pub(crate) fn encode_vote(v: &Vote<NodeId>) -> Vec<u8> {
+pub(crate) fn encode_vote(v: &Vote) -> Vec<u8> {
     let mut out = Vec::with_capacity(17);
     out.extend_from_slice(&v.leader_id.term.to_le_bytes());
     out.extend_from_slice(&v.leader_id.node_id.to_le_bytes());
@@ -83,7 +84,7 @@ pub(crate) fn encode_vote(v: &Vote<NodeId>) -> Vec<u8> {
     out
 }
 
-pub(crate) fn decode_vote(b: &[u8]) -> DecodeResult<Vote<NodeId>> {
+pub(crate) fn decode_vote(b: &[u8]) -> DecodeResult<Vote> {
     let mut c = Cursor::new(b);
     let term = c.u64()?;
     let node = c.u64()?;
@@ -98,7 +99,7 @@ pub(crate) fn decode_vote(b: &[u8]) -> DecodeResult<Vote<NodeId>> {
     Ok(v)
 }
 
-fn put_membership(out: &mut Vec<u8>, m: &Membership<NodeId, BasicNode>) {
+fn put_membership(out: &mut Vec<u8>, m: &Membership) {
     let configs = m.get_joint_config();
     put_u32(out, configs.len());
     for config in configs {
@@ -115,7 +116,7 @@ fn put_membership(out: &mut Vec<u8>, m: &Membership<NodeId, BasicNode>) {
     }
 }
 
-fn get_membership(c: &mut Cursor<'_>) -> DecodeResult<Membership<NodeId, BasicNode>> {
+fn get_membership(c: &mut Cursor<'_>) -> DecodeResult<Membership> {
     let n_configs = c.u32()?;
     if n_configs == 0 || n_configs > 2 {
         return Err(format!(
@@ -161,20 +162,18 @@ fn get_membership(c: &mut Cursor<'_>) -> DecodeResult<Membership<NodeId, BasicNo
             return Err(format!("voter {id} has no node entry in its membership"));
         }
     }
-    Ok(Membership::new(configs, nodes))
+    Membership::new(configs, nodes).map_err(|e| format!("membership: {e}"))
 }
 
 /// A stored membership: the optional log id that set it, then the membership.
-pub(crate) fn encode_stored_membership(m: &StoredMembership<NodeId, BasicNode>) -> Vec<u8> {
+pub(crate) fn encode_stored_membership(m: &StoredMembership) -> Vec<u8> {
     let mut out = Vec::new();
     put_opt_log_id(&mut out, m.log_id().as_ref());
     put_membership(&mut out, m.membership());
     out
 }
 
-pub(crate) fn decode_stored_membership(
-    b: &[u8],
-) -> DecodeResult<StoredMembership<NodeId, BasicNode>> {
+pub(crate) fn decode_stored_membership(b: &[u8]) -> DecodeResult<StoredMembership> {
     let mut c = Cursor::new(b);
     let id = get_opt_log_id(&mut c)?;
     let m = get_membership(&mut c)?;
@@ -252,13 +251,13 @@ pub(crate) fn decode_entry(b: &[u8]) -> DecodeResult<Entry> {
 }
 
 /// An optional log id on its own (the committed and purged marks).
-pub(crate) fn encode_opt_log_id(id: Option<&LogId<NodeId>>) -> Vec<u8> {
+pub(crate) fn encode_opt_log_id(id: Option<&LogId>) -> Vec<u8> {
     let mut out = Vec::with_capacity(25);
     put_opt_log_id(&mut out, id);
     out
 }
 
-pub(crate) fn decode_opt_log_id(b: &[u8]) -> DecodeResult<Option<LogId<NodeId>>> {
+pub(crate) fn decode_opt_log_id(b: &[u8]) -> DecodeResult<Option<LogId>> {
     let mut c = Cursor::new(b);
     let id = get_opt_log_id(&mut c)?;
     finish(&c, "log id")?;
@@ -277,15 +276,15 @@ fn finish(c: &Cursor<'_>, what: &str) -> DecodeResult<()> {
 mod tests {
     use super::*;
 
-    fn membership() -> Membership<NodeId, BasicNode> {
+    fn membership() -> Membership {
         let nodes: BTreeMap<u64, BasicNode> = (1..=4)
             .map(|i| (i, BasicNode::new(format!("127.0.0.1:{}", 7000 + i))))
             .collect();
-        Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes)
+        Membership::new(vec![BTreeSet::from([1, 2, 3])], nodes).unwrap()
     }
 
     fn entries() -> Vec<Entry> {
-        let id = |i| LogId::new(LeaderId::new(3, 2), i);
+        let id = |i| LogId::new(CommittedLeaderId::new(3, 2), i);
         vec![
             Entry {
                 log_id: id(1),
@@ -318,12 +317,15 @@ mod tests {
         let mut v = Vote::new(9, 2);
         v.committed = true;
         assert_eq!(decode_vote(&encode_vote(&v)).unwrap(), v);
-        let sm = StoredMembership::new(Some(LogId::new(LeaderId::new(1, 1), 5)), membership());
+        let sm = StoredMembership::new(
+            Some(LogId::new(CommittedLeaderId::new(1, 1), 5)),
+            membership(),
+        );
         assert_eq!(
             decode_stored_membership(&encode_stored_membership(&sm)).unwrap(),
             sm
         );
-        let id = LogId::new(LeaderId::new(1, 1), 5);
+        let id = LogId::new(CommittedLeaderId::new(1, 1), 5);
         assert_eq!(
             decode_opt_log_id(&encode_opt_log_id(Some(&id))).unwrap(),
             Some(id)

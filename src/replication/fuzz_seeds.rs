@@ -3,19 +3,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use openraft::{EntryPayload, LeaderId, LogId, Membership, StoredMembership, Vote};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest, VoteResponse};
+use openraft::vote::RaftLeaderId;
+use openraft::EntryPayload;
 
-use openraft::error::SnapshotMismatch;
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+use super::wire::{self, Response, Segment, SnapshotChunk};
+use super::{
+    codec, snapshot, BasicNode, CommittedLeaderId, Entry, LogId, Membership, Op, Request,
+    StoredMembership, Vote,
 };
-use openraft::SnapshotSegmentId;
 
-use super::wire::{self, Response};
-use super::{codec, snapshot, BasicNode, Entry, NodeId, Op, Request};
-
-fn membership(n: u64) -> Membership<NodeId, BasicNode> {
+fn membership(n: u64) -> Membership {
     let nodes: BTreeMap<u64, BasicNode> = (1..=n + 1)
         .map(|i| (i, BasicNode::new(format!("10.0.0.{i}:7000"))))
         .collect();
@@ -25,10 +23,11 @@ fn membership(n: u64) -> Membership<NodeId, BasicNode> {
     } else {
         Membership::new(vec![voters], nodes)
     }
+    .unwrap_or_else(|e| panic!("seed membership: {e}"))
 }
 
-fn id(term: u64, index: u64) -> LogId<NodeId> {
-    LogId::new(LeaderId::new(term, 2), index)
+fn id(term: u64, index: u64) -> LogId {
+    LogId::new(CommittedLeaderId::new(term, 2), index)
 }
 
 pub(crate) fn entries() -> Vec<Vec<u8>> {
@@ -123,7 +122,7 @@ pub(crate) fn wire_messages() -> Vec<Vec<u8>> {
         last_membership: StoredMembership::new(Some(id(1, 1)), membership(3)),
         snapshot_id: "3-2-40-99".into(),
     };
-    let seg = |o| SnapshotSegmentId {
+    let seg = |o| Segment {
         id: "3-2-40-99".into(),
         offset: o,
     };
@@ -141,8 +140,9 @@ pub(crate) fn wire_messages() -> Vec<Vec<u8>> {
         wire::encode_vote_request(&VoteRequest {
             vote,
             last_log_id: Some(id(3, 40)),
+            leadership_transfer: false,
         }),
-        wire::encode_snapshot(&InstallSnapshotRequest {
+        wire::encode_snapshot(&SnapshotChunk {
             vote,
             meta,
             offset: 1 << 20,
@@ -160,6 +160,7 @@ pub(crate) fn wire_messages() -> Vec<Vec<u8>> {
         ],
     }));
     out.push(wire::encode_read_index());
+    out.push(wire::encode_stream());
     for r in [
         Response::Append(AppendEntriesResponse::Success),
         Response::Append(AppendEntriesResponse::PartialSuccess(Some(id(3, 7)))),
@@ -170,11 +171,11 @@ pub(crate) fn wire_messages() -> Vec<Vec<u8>> {
             vote_granted: true,
             last_log_id: None,
         }),
-        Response::Snapshot(InstallSnapshotResponse { vote }),
-        Response::SnapshotMismatch(SnapshotMismatch {
+        Response::Snapshot(vote),
+        Response::SnapshotMismatch {
             expect: seg(0),
             got: seg(4096),
-        }),
+        },
         Response::Failed("shutting down".into()),
         Response::Forwarded,
         Response::ReadIndex(Some(id(3, 41))),

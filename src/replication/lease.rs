@@ -25,14 +25,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use openraft::{LogId, Vote};
-
-use super::{LogStore, NodeId};
+use super::{LogId, LogStore, NodeId, Vote};
 
 /// A lease held: the vote it was granted under and when it ends.
 #[derive(Clone, Copy)]
 struct Held {
-    vote: Vote<NodeId>,
+    vote: Vote,
     until: Instant,
 }
 
@@ -63,7 +61,7 @@ impl Lease {
     /// If this node holds a valid lease now: the position a read beginning now must have
     /// applied (the last entry in the log; `Some(None)` for an empty log). `None` when
     /// there is no lease: the read must run a round.
-    pub(crate) fn read_position(&self, log: &LogStore) -> Option<Option<LogId<NodeId>>> {
+    pub(crate) fn read_position(&self, log: &LogStore) -> Option<Option<LogId>> {
         let held = (*self.held.lock().unwrap_or_else(PoisonError::into_inner))?;
         if Instant::now() >= held.until || log.vote() != Some(held.vote) {
             return None;
@@ -75,20 +73,16 @@ impl Lease {
     /// What a round is about to prove, read before the round begins: the vote this node
     /// leads under and the round's earliest start. `None` if leases are off or this node
     /// does not lead under a committed vote.
-    pub(crate) fn before_round(
-        &self,
-        me: NodeId,
-        log: &LogStore,
-    ) -> Option<(Vote<NodeId>, Instant)> {
+    pub(crate) fn before_round(&self, me: NodeId, log: &LogStore) -> Option<(Vote, Instant)> {
         self.duration?;
         let vote = log.vote()?;
-        let leads = vote.is_committed() && vote.leader_id().voted_for() == Some(me);
+        let leads = vote.committed && vote.leader_id.node_id == me;
         leads.then(|| (vote, Instant::now()))
     }
 
     /// A round that began after `start` succeeded: grants the lease until `start + duration`,
     /// if the vote is still `vote`.
-    pub(crate) fn after_round(&self, log: &LogStore, (vote, start): (Vote<NodeId>, Instant)) {
+    pub(crate) fn after_round(&self, log: &LogStore, (vote, start): (Vote, Instant)) {
         let Some(d) = self.duration else { return };
         let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         if log.vote() != Some(vote) {

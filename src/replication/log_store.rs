@@ -13,7 +13,7 @@
 //!   own (`Flusher`): appends queue behind one another and one `Db::sync_wal` completes every
 //!   append written before it, in order (group commit: a busy leader pays one sync for many
 //!   appends, never one per append).
-//! - `save_vote` and `truncate` are durable before they return (a synced write, which also
+//! - `save_vote` and `truncate_after` are durable before they return (a synced write, which also
 //!   makes every earlier append durable, since the log's file is written in order).
 //! - `purge` and `save_committed` are not synced: losing one in a power loss only keeps
 //!   entries longer, or makes the node learn the commit index from the leader again.
@@ -24,12 +24,12 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
 
-use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
-use openraft::{AnyError, LogId, RaftLogReader, StorageError, StorageIOError, Vote};
+use openraft::storage::{IOFlushed, LogState, RaftLogStorage};
+use openraft::RaftLogReader;
 
 use super::codec;
 use super::log_tail::Tail;
-use super::{Entry, NodeId, TypeConfig};
+use super::{Entry, LogId, TypeConfig, Vote};
 use crate::db::{Db, Filters, Options, WriteBatch, WriteOptions};
 
 const ENTRY: u8 = b'e';
@@ -43,7 +43,7 @@ const APPEND_BATCH_BYTES: usize = 64 << 20;
 /// The layout's version (FORMAT.md §7.1).
 const FORMAT_VERSION: u32 = 1;
 
-type StorageResult<T> = Result<T, StorageError<NodeId>>;
+type StorageResult<T> = Result<T, std::io::Error>;
 
 fn entry_key(index: u64) -> [u8; 9] {
     let mut k = [ENTRY; 9];
@@ -58,12 +58,12 @@ fn index_of(key: &[u8]) -> Option<u64> {
     }
 }
 
-fn read_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
-    StorageIOError::read_logs(AnyError::error(e.to_string())).into()
+fn read_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(format!("reading the raft log: {e}"))
 }
 
-fn write_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
-    StorageIOError::write_logs(AnyError::error(e.to_string())).into()
+fn write_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(format!("writing the raft log: {e}"))
 }
 
 /// The Raft log of one node. Clones share the store (a clone is openraft's log reader).
@@ -77,13 +77,13 @@ struct Shared {
     /// The last purged and the last present log ids, kept in step with the store.
     state: Mutex<LogState<TypeConfig>>,
     /// The last commit mark saved.
-    committed: Mutex<Option<LogId<NodeId>>>,
+    committed: Mutex<Option<LogId>>,
     /// The newest entries, for reads without a scan (`log_tail.rs`).
     tail: Mutex<Tail>,
     /// The vote as last made durable (a leader's lease reads compare it: `node.rs`).
-    vote: Mutex<Option<Vote<NodeId>>>,
+    vote: Mutex<Option<Vote>>,
     /// Appends waiting for their sync, in order.
-    flusher: Mutex<Option<mpsc::Sender<LogFlushed<TypeConfig>>>>,
+    flusher: Mutex<Option<mpsc::Sender<IOFlushed<TypeConfig>>>>,
     flush_thread: Mutex<Option<thread::JoinHandle<()>>>,
 }
 
@@ -149,7 +149,7 @@ impl LogStore {
             None => None,
             Some(b) => Some(codec::decode_vote(&b).map_err(|r| corrupt(dir.as_ref(), "vote", r))?),
         };
-        let (tx, rx) = mpsc::channel::<LogFlushed<TypeConfig>>();
+        let (tx, rx) = mpsc::channel::<IOFlushed<TypeConfig>>();
         let flush_db = Arc::clone(&db);
         let flush_thread = thread::Builder::new()
             .name("raft-log-sync".into())
@@ -172,7 +172,7 @@ impl LogStore {
     }
 
     /// The last commit position openraft saved (the commit index, as this node knows it).
-    pub fn committed(&self) -> Option<LogId<NodeId>> {
+    pub fn committed(&self) -> Option<LogId> {
         *self
             .shared
             .committed
@@ -183,7 +183,7 @@ impl LogStore {
     /// The vote as last made durable. openraft saves a vote before it answers the request
     /// that changed it, so once a node has granted another candidate its vote, or learnt of
     /// a newer leader, this no longer returns the vote it led under.
-    pub fn vote(&self) -> Option<Vote<NodeId>> {
+    pub fn vote(&self) -> Option<Vote> {
         *self
             .shared
             .vote
@@ -194,7 +194,7 @@ impl LogStore {
     /// The id of the last entry written (readable, perhaps not yet durable or committed).
     /// A leader writes every entry here before it sends it to anyone, so no node can have
     /// applied an entry past this one.
-    pub fn last_log_id(&self) -> Option<LogId<NodeId>> {
+    pub fn last_log_id(&self) -> Option<LogId> {
         self.state().last_log_id
     }
 
@@ -240,13 +240,13 @@ fn corrupt(dir: &Path, what: &str, reason: String) -> crate::Error {
 
 /// Completes queued appends: one sync for all that are waiting, then their callbacks in
 /// order. Ends when the store is dropped.
-fn flush_loop(db: &Db, rx: &mpsc::Receiver<LogFlushed<TypeConfig>>) {
+fn flush_loop(db: &Db, rx: &mpsc::Receiver<IOFlushed<TypeConfig>>) {
     while let Ok(first) = rx.recv() {
         let mut waiting = vec![first];
         waiting.extend(rx.try_iter());
         let result = db.sync_wal();
         for cb in waiting {
-            cb.log_io_completed(match &result {
+            cb.io_completed(match &result {
                 Ok(()) => Ok(()),
                 Err(e) => Err(std::io::Error::other(format!("syncing the raft log: {e}"))),
             });
@@ -309,6 +309,15 @@ impl RaftLogReader<TypeConfig> for LogStore {
         }
         Ok(out)
     }
+
+    async fn read_vote(&mut self) -> StorageResult<Option<Vote>> {
+        match self.get_meta(VOTE).map_err(read_err)? {
+            None => Ok(None),
+            Some(b) => codec::decode_vote(&b)
+                .map(Some)
+                .map_err(|r| std::io::Error::other(format!("reading the vote: {r}"))),
+        }
+    }
 }
 
 impl RaftLogStorage<TypeConfig> for LogStore {
@@ -323,13 +332,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     /// Durable before it returns (a synced write).
-    async fn save_vote(&mut self, vote: &Vote<NodeId>) -> StorageResult<()> {
+    async fn save_vote(&mut self, vote: &Vote) -> StorageResult<()> {
         let mut b = WriteBatch::new();
         b.put(VOTE, codec::encode_vote(vote));
         self.shared
             .db
             .write_opt(b, WriteOptions { sync: true })
-            .map_err(|e| StorageIOError::write_vote(AnyError::error(e.to_string())))?;
+            .map_err(|e| std::io::Error::other(format!("saving the vote: {e}")))?;
         *self
             .shared
             .vote
@@ -338,16 +347,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
-    async fn read_vote(&mut self) -> StorageResult<Option<Vote<NodeId>>> {
-        match self.get_meta(VOTE).map_err(read_err)? {
-            None => Ok(None),
-            Some(b) => codec::decode_vote(&b)
-                .map(Some)
-                .map_err(|r| StorageIOError::read_vote(AnyError::error(r)).into()),
-        }
-    }
-
-    async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> StorageResult<()> {
+    async fn save_committed(&mut self, committed: Option<LogId>) -> StorageResult<()> {
         let mut b = WriteBatch::new();
         b.put(COMMITTED, codec::encode_opt_log_id(committed.as_ref()));
         self.shared.db.write(b).map_err(write_err)?;
@@ -359,7 +359,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
-    async fn read_committed(&mut self) -> StorageResult<Option<LogId<NodeId>>> {
+    async fn read_committed(&mut self) -> StorageResult<Option<LogId>> {
         match self.get_meta(COMMITTED).map_err(read_err)? {
             None => Ok(None),
             Some(b) => codec::decode_opt_log_id(&b).map_err(read_err),
@@ -367,7 +367,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     /// Readable when it returns; `callback` once durable, after every earlier append's.
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> StorageResult<()>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<TypeConfig>) -> StorageResult<()>
     where
         I: IntoIterator<Item = Entry> + Send,
         I::IntoIter: Send,
@@ -410,13 +410,15 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         }
     }
 
-    /// Removes entries at `log_id.index` and after, durably, in one batch.
-    async fn truncate(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
-        self.tail().truncate(log_id.index);
+    /// Removes the entries after `last_log_id` (all of them for `None`), durably, in one
+    /// batch.
+    async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> StorageResult<()> {
+        let from = last_log_id.as_ref().map_or(0, |l| l.index + 1);
+        self.tail().truncate(from);
         let state = self.state();
         let mut b = WriteBatch::new();
-        if let Some(last) = state.last_log_id {
-            for i in log_id.index..=last.index {
+        if let Some(last) = &state.last_log_id {
+            for i in from..=last.index {
                 b.delete(entry_key(i));
             }
         }
@@ -424,21 +426,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             .db
             .write_opt(b, WriteOptions { sync: true })
             .map_err(write_err)?;
-        let prev = if log_id.index == 0 {
-            None
-        } else {
-            let mut me = self.clone();
-            me.try_get_log_entries(log_id.index - 1..log_id.index)
-                .await?
-                .pop()
-                .map(|e| e.log_id)
-        };
-        self.update(|s| s.last_log_id = prev.or(s.last_purged_log_id));
+        self.update(|s| {
+            if s.last_log_id.as_ref().is_some_and(|l| l.index >= from) {
+                s.last_log_id = last_log_id.or(s.last_purged_log_id);
+            }
+        });
         Ok(())
     }
 
     /// Removes entries up to and including `log_id` and records it as purged, in one batch.
-    async fn purge(&mut self, log_id: LogId<NodeId>) -> StorageResult<()> {
+    async fn purge(&mut self, log_id: LogId) -> StorageResult<()> {
         let state = self.state();
         let from = state.last_purged_log_id.map_or(0, |p| p.index + 1);
         let mut b = WriteBatch::new();

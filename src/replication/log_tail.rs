@@ -107,11 +107,13 @@ impl Tail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openraft::{EntryPayload, LogId};
+    use crate::replication::{CommittedLeaderId, LogId};
+    use openraft::vote::RaftLeaderId;
+    use openraft::EntryPayload;
 
     fn entry(index: u64) -> (Entry, usize) {
         let e = Entry {
-            log_id: LogId::new(openraft::CommittedLeaderId::new(1, 1), index),
+            log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
             payload: EntryPayload::Blank,
         };
         (e, 10)

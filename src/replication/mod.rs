@@ -12,9 +12,9 @@
 //! reads, writes and membership calls a service needs, over any `RaftNetworkFactory`.
 //! The bytes on disk are FORMAT.md §7.
 //!
-//! openraft is pinned to its stable line, 0.9.25 (`storage-v2` storage API): its types
-//! appear in this module's public API, and 0.10 is still published as alphas whose API
-//! changes between releases.
+//! openraft is pinned exactly to 0.10.0-alpha.37 (README, "Replication", says why): its
+//! types appear in this module's public API, and its alphas change the API between
+//! releases, so an upgrade is a deliberate change here.
 
 mod batch;
 pub(crate) mod codec;
@@ -27,6 +27,7 @@ pub mod network;
 mod node;
 mod read_index;
 mod receive;
+mod send;
 mod service;
 pub(crate) mod snapshot;
 mod state_machine;
@@ -44,8 +45,12 @@ pub use log_store::LogStore;
 pub use node::{ReadPolicy, ReplicatedDb, ReplicationConfig};
 pub use openraft;
 pub use openraft::BasicNode;
-pub use service::RaftService;
+pub use receive::{ChunkAnswer, ChunkResult};
+pub use service::{RaftService, RpcAnswer};
+pub use snapshot::Meta as PackMeta;
+pub use state_machine::SnapshotFile;
 pub use state_machine::{Applied, Scan, StateMachine};
+pub use wire::{Segment, SnapshotChunk};
 
 /// Largest user key a replicated store accepts (the state machine prefixes keys by a byte).
 pub const MAX_REPLICATED_KEY_SIZE: usize = crate::db::MAX_KEY_SIZE - 1;
@@ -58,19 +63,29 @@ pub type NodeId = u64;
 
 openraft::declare_raft_types!(
     /// openraft's type config for a replicated lsm-bloom store: requests are write batches,
-    /// nodes are named by address, snapshots are files (`snapshot`).
+    /// nodes are named by address; the rest is openraft's default (terms and node ids are
+    /// `u64`, a leader id is a term and a node).
     pub TypeConfig:
         D = Request,
         R = Response,
         NodeId = NodeId,
         Node = BasicNode,
-        SnapshotData = tokio::fs::File,
 );
 
 /// A log entry of this type config.
-pub type Entry = openraft::Entry<TypeConfig>;
-/// The `Raft` of this type config.
-pub type Raft = openraft::Raft<TypeConfig>;
+pub type Entry = openraft::alias::EntryOf<TypeConfig>;
+/// The `Raft` of this type config, over this crate's state machine.
+pub type Raft = openraft::Raft<TypeConfig, StateMachine>;
+/// A log id (the leader's term and node, and an index).
+pub type LogId = openraft::alias::LogIdOf<TypeConfig>;
+/// A vote (a leader id, and whether a quorum granted it).
+pub type Vote = openraft::alias::VoteOf<TypeConfig>;
+/// A membership (its voter sets and every node's address).
+pub type Membership = openraft::Membership<NodeId, BasicNode>;
+/// A membership and the log id of the entry that set it.
+pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
+/// The leader id a log id carries.
+pub type CommittedLeaderId = openraft::alias::CommittedLeaderIdOf<TypeConfig>;
 
 /// One replicated write: operations applied together, atomically, in order.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,9 +235,9 @@ pub(crate) fn copy_err(e: &Error) -> Error {
 
 /// openraft's error as ours: `NotLeader` naming the leader when openraft says whom to
 /// forward to.
-pub(crate) fn raft_err<E>(e: RaftError<NodeId, E>) -> Error
+pub(crate) fn raft_err<E>(e: RaftError<TypeConfig, E>) -> Error
 where
-    E: Debug + Display + TryAsRef<openraft::error::ForwardToLeader<NodeId, BasicNode>>,
+    E: Debug + Display + TryAsRef<openraft::error::ForwardToLeader<TypeConfig>>,
 {
     if let Some(f) = e.forward_to_leader() {
         return Error::NotLeader {

@@ -9,15 +9,19 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use openraft::error::{InstallSnapshotError, RPCError, RaftError, RemoteError, Unreachable};
+use std::future::Future;
+
+use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::{RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{TransferLeaderRequest, TransferLeaderResponse};
+use openraft::{RaftNetworkFactory, RaftNetworkV2};
 
-use super::{BasicNode, NodeId, ReplicatedDb, TypeConfig};
+use super::send::send_snapshot;
+use super::state_machine::SnapshotFile;
+use super::{BasicNode, NodeId, ReplicatedDb, TypeConfig, Vote};
 
 /// Connects the nodes of one process (module comment). Clones share the routes.
 #[derive(Clone, Default)]
@@ -94,7 +98,7 @@ impl Router {
         }
     }
 
-    fn route(&self, from: NodeId, to: NodeId) -> Result<ReplicatedDb, Unreachable> {
+    fn route(&self, from: NodeId, to: NodeId) -> Result<ReplicatedDb, Unreachable<TypeConfig>> {
         let cut = self
             .inner
             .cut
@@ -147,60 +151,91 @@ impl RaftNetworkFactory<TypeConfig> for RouterNetwork {
     }
 }
 
-type RpcResult<T, E = openraft::error::Infallible> =
-    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
-
 impl RouterLink {
     /// The target node, checked again after the call: a link cut while the call ran
     /// loses the answer, as a real network would.
-    fn node(&self) -> Result<ReplicatedDb, Unreachable> {
+    fn node(&self) -> Result<ReplicatedDb, Unreachable<TypeConfig>> {
         self.router.route(self.from, self.to)
     }
 
-    fn still_up<T>(&self, v: T) -> Result<T, Unreachable> {
+    fn still_up<T>(&self, v: T) -> Result<T, Unreachable<TypeConfig>> {
         self.node().map(|_| v)
+    }
+
+    fn remote(&self, e: impl std::fmt::Display) -> RPCError<TypeConfig> {
+        RPCError::Network(NetworkError::new(&std::io::Error::other(format!(
+            "node {}: {e}",
+            self.to
+        ))))
     }
 }
 
-impl RaftNetwork<TypeConfig> for RouterLink {
+impl RaftNetworkV2<TypeConfig> for RouterLink {
+    type SnapshotData = tokio::fs::File;
+
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         let node = self.node().map_err(RPCError::Unreachable)?;
         let resp = node
             .raft()
             .append_entries(rpc)
             .await
-            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
+            .map_err(|e| self.remote(e))?;
         self.still_up(resp).map_err(RPCError::Unreachable)
     }
 
-    async fn install_snapshot(
+    async fn full_snapshot(
         &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
-        _option: RPCOption,
-    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        let node = self.node().map_err(RPCError::Unreachable)?;
-        let resp = node
-            .install_snapshot_chunk(rpc)
-            .await
-            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
-        self.still_up(resp).map_err(RPCError::Unreachable)
+        vote: Vote,
+        snapshot: SnapshotFile,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let chunk_size = option.snapshot_chunk_size().unwrap_or(1 << 20);
+        send_snapshot(vote, snapshot, chunk_size, cancel, |chunk| {
+            let link = RouterLink {
+                router: self.router.clone(),
+                from: self.from,
+                to: self.to,
+            };
+            async move {
+                let node = link.node().map_err(RPCError::Unreachable)?;
+                let answer = node
+                    .install_snapshot_chunk(chunk)
+                    .await
+                    .map_err(|e| link.remote(e))?;
+                link.still_up(answer).map_err(RPCError::Unreachable)
+            }
+        })
+        .await
     }
 
     async fn vote(
         &mut self,
-        rpc: VoteRequest<NodeId>,
+        rpc: VoteRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> RpcResult<VoteResponse<NodeId>> {
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
+        let node = self.node().map_err(RPCError::Unreachable)?;
+        let resp = node.raft().vote(rpc).await.map_err(|e| self.remote(e))?;
+        self.still_up(resp).map_err(RPCError::Unreachable)
+    }
+
+    /// Leadership transfer (`Raft::trigger().transfer_leader`), which the TCP transport
+    /// does not carry.
+    async fn transfer_leader(
+        &mut self,
+        req: TransferLeaderRequest<TypeConfig>,
+        _option: RPCOption,
+    ) -> Result<TransferLeaderResponse<TypeConfig>, RPCError<TypeConfig>> {
         let node = self.node().map_err(RPCError::Unreachable)?;
         let resp = node
             .raft()
-            .vote(rpc)
+            .handle_transfer_leader(req)
             .await
-            .map_err(|e| RPCError::RemoteError(RemoteError::new(self.to, e)))?;
+            .map_err(|e| self.remote(e))?;
         self.still_up(resp).map_err(RPCError::Unreachable)
     }
 }

@@ -18,17 +18,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{InstallSnapshotError, RaftError};
-use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
+use openraft::async_runtime::watch::WatchReceiver;
 use openraft::{ChangeMembers, Config, RaftMetrics, RaftNetworkFactory};
 
 use super::batch::Batcher;
 use super::lease::Lease;
 use super::read_index::ReadIndex;
-use super::receive::Receiver;
+use super::receive::{ChunkResult, Receiver};
 use super::state_machine::Scan;
+use super::wire::SnapshotChunk;
 use super::{
-    raft_err, BasicNode, Error, LogStore, NodeId, Op, Raft, Request, Result, StateMachine,
+    raft_err, BasicNode, Error, LogId, LogStore, NodeId, Op, Raft, Request, Result, StateMachine,
     TypeConfig,
 };
 use crate::db::Options;
@@ -79,6 +79,12 @@ impl Default for ReplicationConfig {
                 max_in_snapshot_log_to_keep: 1000,
                 snapshot_policy: openraft::SnapshotPolicy::LogsSinceLast(10_000),
                 snapshot_max_chunk_size: 1 << 20,
+                // A node whose directory was deleted rejoins under its id: the leader
+                // restarts its search of that follower's log instead of refusing it (tested
+                // by `a_wiped_follower_rejoins_under_its_id...`).
+                allow_log_reversion: Some(true),
+                // The transport carries no pre-vote RPC (FORMAT.md §8).
+                enable_pre_vote: Some(false),
                 ..Config::default()
             },
             db: Options::default(),
@@ -116,6 +122,8 @@ impl ReplicatedDb {
     ) -> Result<ReplicatedDb>
     where
         N: RaftNetworkFactory<TypeConfig>,
+        N::Network: openraft::RaftNetworkV2<TypeConfig, SnapshotData = tokio::fs::File>
+            + openraft::network::NetSnapshot<TypeConfig, SnapshotData = tokio::fs::File>,
     {
         let dir = dir.as_ref();
         let log = LogStore::open(dir.join("log"))?;
@@ -157,7 +165,9 @@ impl ReplicatedDb {
     pub async fn initialize(&self, members: BTreeMap<NodeId, BasicNode>) -> Result<bool> {
         match self.raft.initialize(members).await {
             Ok(()) => Ok(true),
-            Err(RaftError::APIError(openraft::error::InitializeError::NotAllowed(_))) => Ok(false),
+            Err(openraft::error::RaftError::APIError(
+                openraft::error::InitializeError::NotAllowed(_),
+            )) => Ok(false),
             Err(e) => Err(Error::Raft(e.to_string())),
         }
     }
@@ -209,7 +219,7 @@ impl ReplicatedDb {
     /// this call began (`Error::NotLeader` on a follower). Under a valid lease, the last entry
     /// of this leader's log, with no round trip (`lease.rs`); otherwise a round
     /// ([`ReplicatedDb::read_index_round`]), which renews the lease.
-    pub async fn read_index(&self) -> Result<Option<openraft::LogId<NodeId>>> {
+    pub async fn read_index(&self) -> Result<Option<LogId>> {
         if let Some(position) = self.lease.read_position(&self.log) {
             self.wait_applied(position.map(|p| p.index)).await?;
             return Ok(position);
@@ -223,7 +233,7 @@ impl ReplicatedDb {
     ///
     /// Concurrent readers share rounds: those arriving while one runs are all answered by
     /// the next (`read_index.rs`).
-    pub async fn read_index_round(&self) -> Result<Option<openraft::LogId<NodeId>>> {
+    pub async fn read_index_round(&self) -> Result<Option<LogId>> {
         let proof = self.lease.before_round(self.id, &self.log);
         let index = self.reads.get(&self.raft, self.timeout).await?;
         if let Some(proof) = proof {
@@ -244,7 +254,12 @@ impl ReplicatedDb {
 
     /// Waits until this node has applied up to `index`, within the request timeout.
     pub async fn wait_applied(&self, index: Option<u64>) -> Result<()> {
-        let applied = self.raft.metrics().borrow().last_applied.map(|l| l.index);
+        let applied = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .last_applied
+            .map(|l| l.index);
         if index.is_none() || applied >= index {
             return Ok(());
         }
@@ -321,7 +336,12 @@ impl ReplicatedDb {
 
     /// Removes node `id` from the cluster (a voter is demoted and removed). Leader only.
     pub async fn remove_node(&self, id: NodeId) -> Result<()> {
-        let m = self.raft.metrics().borrow().membership_config.clone();
+        let m = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .clone();
         if !m.membership().nodes().any(|(n, _)| *n == id) {
             return Err(crate::Error::InvalidArgument(format!("node {id} is not a member")).into());
         }
@@ -342,7 +362,12 @@ impl ReplicatedDb {
 
     /// Every member (voters and learners) with its address, as this node knows them.
     pub fn members(&self) -> BTreeMap<NodeId, String> {
-        let m = self.raft.metrics().borrow().membership_config.clone();
+        let m = self
+            .raft
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .clone();
         m.membership()
             .nodes()
             .map(|(id, n)| (*id, n.addr.clone()))
@@ -356,13 +381,13 @@ impl ReplicatedDb {
 
     /// openraft's metrics of this node (role, term, leader, log and applied indexes; on the
     /// leader, each follower's replication progress).
-    pub fn metrics(&self) -> RaftMetrics<NodeId, BasicNode> {
-        self.raft.metrics().borrow().clone()
+    pub fn metrics(&self) -> RaftMetrics<TypeConfig> {
+        self.raft.metrics().borrow_watched().clone()
     }
 
     /// The leader this node knows of, if any.
     pub fn leader(&self) -> Option<NodeId> {
-        self.raft.metrics().borrow().current_leader
+        self.raft.metrics().borrow_watched().current_leader
     }
 
     /// The underlying `Raft`, for what this type does not wrap (and for the network's server
@@ -375,11 +400,7 @@ impl ReplicatedDb {
     /// `install_snapshot`): the whole pack is checked before openraft installs it, and a
     /// damaged one is refused (`snapshots_refused`) with a mismatch that makes the sender
     /// start over (`replication::receive`).
-    pub async fn install_snapshot_chunk(
-        &self,
-        req: InstallSnapshotRequest<TypeConfig>,
-    ) -> std::result::Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>
-    {
+    pub async fn install_snapshot_chunk(&self, req: SnapshotChunk) -> ChunkResult {
         self.receiver.chunk(&self.raft, &self.sm, req).await
     }
 

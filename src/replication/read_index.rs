@@ -10,12 +10,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use openraft::LogId;
+use openraft::ReadPolicy;
 use tokio::sync::oneshot;
 
-use super::{copy_err, raft_err, Error, NodeId, Raft};
+use super::{copy_err, raft_err, Error, LogId, Raft};
 
-type Answer = std::result::Result<Option<LogId<NodeId>>, Error>;
+type Answer = std::result::Result<Option<LogId>, Error>;
 
 /// The readers waiting for the next round, and whether a round runs.
 #[derive(Default)]
@@ -66,8 +66,13 @@ impl ReadIndex {
                 std::mem::take(&mut w.readers)
             };
             self.rounds.fetch_add(1, Ordering::Relaxed);
-            let answer = match tokio::time::timeout(timeout, raft.ensure_linearizable()).await {
-                Ok(r) => r.map_err(raft_err),
+            let answer = match tokio::time::timeout(
+                timeout,
+                raft.ensure_linearizable(ReadPolicy::ReadIndex),
+            )
+            .await
+            {
+                Ok(r) => r.map(|id| Some(*id.log_id())).map_err(raft_err),
                 Err(_) => Err(Error::Timeout(timeout)),
             };
             for r in batch {

@@ -1,10 +1,11 @@
 //! Receiving a snapshot in chunks, verified before openraft sees it.
 //!
-//! openraft's own receiver hands the assembled snapshot straight to the state machine, and a
-//! state machine that refuses it (a damaged pack) is a storage error, which stops the node.
-//! So the transports call [`Receiver::chunk`] instead: chunks are appended to a file under
-//! the state machine's `snapshots/`, in order (a chunk that does not continue the stream is
-//! answered with openraft's `SnapshotMismatch`, and the sender starts over); the last one is
+//! openraft leaves moving a snapshot to the network: the sender (`send.rs`) streams its pack
+//! in chunks, and the transports hand each one to [`Receiver::chunk`]. A state machine that
+//! refused a damaged pack would be a storage error, which stops the node, so nothing reaches
+//! openraft unchecked: chunks are appended to a file under the state machine's
+//! `snapshots/`, in order (a chunk that does not continue the stream is answered with a
+//! mismatch, and the sender starts over); the last one is
 //! followed by a full check of the pack (`snapshot::verify`: every name, size and CRC) and of
 //! its meta against the announced one. Only a pack that passes is given to
 //! `Raft::install_full_snapshot`. One that fails is removed, counted, and answered with a
@@ -13,21 +14,20 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use openraft::error::{InstallSnapshotError, RaftError, SnapshotMismatch};
-use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
-use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::SnapshotSegmentId;
+use openraft::async_runtime::watch::WatchReceiver;
+use openraft::storage::Snapshot;
 use tokio::io::{AsyncSeekExt, AsyncWriteExt};
 use tokio::sync::Mutex;
 
 use super::snapshot;
-use super::{NodeId, Raft, StateMachine, TypeConfig};
+use super::wire::{Segment, SnapshotChunk};
+use super::{Raft, StateMachine, Vote};
 
 /// A stream being received.
 struct Stream {
     id: String,
     offset: u64,
-    file: Box<tokio::fs::File>,
+    file: tokio::fs::File,
 }
 
 /// One node's snapshot receiver. Clones share it.
@@ -37,29 +37,36 @@ pub(crate) struct Receiver {
     refused: Arc<AtomicU64>,
 }
 
-type ChunkResult = Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>;
-
-fn mismatch(expect: (&str, u64), got: (&str, u64)) -> RaftError<NodeId, InstallSnapshotError> {
-    RaftError::APIError(InstallSnapshotError::SnapshotMismatch(SnapshotMismatch {
-        expect: SnapshotSegmentId {
-            id: expect.0.to_owned(),
-            offset: expect.1,
-        },
-        got: SnapshotSegmentId {
-            id: got.0.to_owned(),
-            offset: got.1,
-        },
-    }))
+/// What a receiver answers a chunk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ChunkAnswer {
+    /// Taken (the whole snapshot installed, after the last chunk): the receiver's vote.
+    Taken(Vote),
+    /// The chunk does not continue the stream the receiver has: the sender starts over.
+    Mismatch {
+        /// Where the receiver's stream stands.
+        expect: Segment,
+        /// Where the chunk began.
+        got: Segment,
+    },
 }
 
-fn fatal(e: impl std::fmt::Display) -> RaftError<NodeId, InstallSnapshotError> {
-    RaftError::Fatal(openraft::error::Fatal::StorageError(
-        openraft::StorageIOError::<NodeId>::write_snapshot(
-            None,
-            openraft::AnyError::error(e.to_string()),
-        )
-        .into(),
-    ))
+/// A receiver's failure (its storage, or the node stopping): the message says which.
+pub type ChunkResult = Result<ChunkAnswer, String>;
+
+fn mismatch(expect: (&str, u64), got: (&str, u64)) -> ChunkAnswer {
+    let seg = |(id, offset): (&str, u64)| Segment {
+        id: id.to_owned(),
+        offset,
+    };
+    ChunkAnswer::Mismatch {
+        expect: seg(expect),
+        got: seg(got),
+    }
+}
+
+fn fatal(e: impl std::fmt::Display) -> String {
+    format!("receiving a snapshot: {e}")
 }
 
 impl Receiver {
@@ -73,17 +80,17 @@ impl Receiver {
         &self,
         raft: &Raft,
         sm: &StateMachine,
-        req: InstallSnapshotRequest<TypeConfig>,
+        req: SnapshotChunk,
     ) -> ChunkResult {
-        let my_vote = raft.metrics().borrow().vote;
-        let resp = InstallSnapshotResponse { vote: my_vote };
+        let my_vote = raft.metrics().borrow_watched().vote;
+        let resp = ChunkAnswer::Taken(my_vote);
         if req.vote < my_vote {
             return Ok(resp);
         }
         let id = req.meta.snapshot_id.clone();
         let mut guard = self.stream.lock().await;
         if req.offset == 0 {
-            let file = sm.clone().begin_receiving_snapshot().await.map_err(fatal)?;
+            let file = sm.begin_receiving_snapshot().await.map_err(fatal)?;
             *guard = Some(Stream {
                 id: id.clone(),
                 offset: 0,
@@ -91,10 +98,10 @@ impl Receiver {
             });
         }
         let Some(stream) = guard.as_mut() else {
-            return Err(mismatch((&id, 0), (&id, req.offset)));
+            return Ok(mismatch((&id, 0), (&id, req.offset)));
         };
         if stream.id != id || stream.offset != req.offset {
-            return Err(mismatch((&stream.id, stream.offset), (&id, req.offset)));
+            return Ok(mismatch((&stream.id, stream.offset), (&id, req.offset)));
         }
         stream.file.write_all(&req.data).await.map_err(fatal)?;
         stream.offset += req.data.len() as u64;
@@ -102,7 +109,7 @@ impl Receiver {
             return Ok(resp);
         }
         let Some(mut stream) = guard.take() else {
-            return Err(mismatch((&id, 0), (&id, req.offset)));
+            return Ok(mismatch((&id, 0), (&id, req.offset)));
         };
         drop(guard);
         stream.file.flush().await.map_err(fatal)?;
@@ -118,23 +125,26 @@ impl Receiver {
             .await
             .map_err(fatal)?;
         let ok = match &verified {
-            Ok(m) => m.last_log_id == req.meta.last_log_id && m.snapshot_id == id,
+            Ok(m) => {
+                m.last_log_id == req.meta.last_log_id
+                    && m.last_membership == req.meta.last_membership
+            }
             Err(_) => false,
         };
         if !ok {
             self.refused.fetch_add(1, Ordering::Relaxed);
             sm.discard_received();
-            return Err(mismatch((&id, 0), (&id, req.offset)));
+            return Ok(mismatch((&id, 0), (&id, req.offset)));
         }
         stream.file.rewind().await.map_err(fatal)?;
         let snapshot = Snapshot {
-            meta: req.meta,
+            meta: req.meta.raft(),
             snapshot: stream.file,
         };
         let r = raft
             .install_full_snapshot(req.vote, snapshot)
             .await
-            .map_err(RaftError::Fatal)?;
-        Ok(InstallSnapshotResponse { vote: r.vote })
+            .map_err(fatal)?;
+        Ok(ChunkAnswer::Taken(r.vote))
     }
 }

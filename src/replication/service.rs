@@ -8,28 +8,47 @@
 
 use std::future::Future;
 
-use openraft::error::{InstallSnapshotError, RaftError};
-use openraft::raft::{InstallSnapshotRequest, InstallSnapshotResponse};
-use openraft::LogId;
+use futures_util::{Stream, StreamExt};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, StreamAppendResult, VoteRequest, VoteResponse,
+};
 
-use super::{NodeId, Raft, ReplicatedDb, Request, Result, TypeConfig};
+use super::receive::ChunkResult;
+use super::wire::SnapshotChunk;
+use super::{LogId, ReplicatedDb, Request, Result, TypeConfig};
+
+/// What a service answers an RPC: openraft's response, or why the node failed the call.
+pub type RpcAnswer<T> = std::result::Result<T, String>;
 
 /// A node as a transport's server sees it.
 pub trait RaftService: Clone + Send + Sync + 'static {
-    /// The node's Raft: incoming `append_entries` and `vote` calls are handed to it.
-    fn raft(&self) -> &Raft;
+    /// An incoming `append_entries`, handed to the node's `Raft`.
+    fn append_entries(
+        &self,
+        req: AppendEntriesRequest<TypeConfig>,
+    ) -> impl Future<Output = RpcAnswer<AppendEntriesResponse<TypeConfig>>> + Send;
 
-    /// One chunk of a snapshot the leader sends. Errors are openraft's, so the sender learns
-    /// of a mismatch and starts over.
+    /// An incoming pipelined stream of appends, handed to the node's `Raft`
+    /// (`Raft::stream_append`): one answer per append, in order.
+    fn stream_append<S>(
+        &self,
+        input: S,
+    ) -> impl Stream<Item = RpcAnswer<StreamAppendResult<TypeConfig>>> + Send + 'static
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + 'static;
+
+    /// An incoming `vote`, handed to the node's `Raft`.
+    fn vote(
+        &self,
+        req: VoteRequest<TypeConfig>,
+    ) -> impl Future<Output = RpcAnswer<VoteResponse<TypeConfig>>> + Send;
+
+    /// One chunk of a snapshot the leader sends: taken, or a mismatch, so the sender starts
+    /// over; an error is the receiver's failure.
     fn install_snapshot_chunk(
         &self,
-        req: InstallSnapshotRequest<TypeConfig>,
-    ) -> impl Future<
-        Output = std::result::Result<
-            InstallSnapshotResponse<NodeId>,
-            RaftError<NodeId, InstallSnapshotError>,
-        >,
-    > + Send;
+        req: SnapshotChunk,
+    ) -> impl Future<Output = ChunkResult> + Send;
 
     /// A write a follower forwarded: done once committed and applied here, or
     /// `Error::NotLeader` naming the leader this node knows of.
@@ -37,19 +56,37 @@ pub trait RaftService: Clone + Send + Sync + 'static {
 
     /// A read index for a follower's linearizable read: a position covering every write
     /// acknowledged before the call began (`Error::NotLeader` when this node does not lead).
-    fn read_index(&self) -> impl Future<Output = Result<Option<LogId<NodeId>>>> + Send;
+    fn read_index(&self) -> impl Future<Output = Result<Option<LogId>>> + Send;
 }
 
 impl RaftService for ReplicatedDb {
-    fn raft(&self) -> &Raft {
-        ReplicatedDb::raft(self)
+    async fn append_entries(
+        &self,
+        req: AppendEntriesRequest<TypeConfig>,
+    ) -> RpcAnswer<AppendEntriesResponse<TypeConfig>> {
+        self.raft()
+            .append_entries(req)
+            .await
+            .map_err(|e| e.to_string())
     }
 
-    async fn install_snapshot_chunk(
+    fn stream_append<S>(
         &self,
-        req: InstallSnapshotRequest<TypeConfig>,
-    ) -> std::result::Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>
+        input: S,
+    ) -> impl Stream<Item = RpcAnswer<StreamAppendResult<TypeConfig>>> + Send + 'static
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + 'static,
     {
+        self.raft()
+            .stream_append(input)
+            .map(|r| r.map_err(|e| e.to_string()))
+    }
+
+    async fn vote(&self, req: VoteRequest<TypeConfig>) -> RpcAnswer<VoteResponse<TypeConfig>> {
+        self.raft().vote(req).await.map_err(|e| e.to_string())
+    }
+
+    async fn install_snapshot_chunk(&self, req: SnapshotChunk) -> ChunkResult {
         ReplicatedDb::install_snapshot_chunk(self, req).await
     }
 
@@ -57,7 +94,7 @@ impl RaftService for ReplicatedDb {
         ReplicatedDb::write(self, request).await
     }
 
-    async fn read_index(&self) -> Result<Option<LogId<NodeId>>> {
+    async fn read_index(&self) -> Result<Option<LogId>> {
         ReplicatedDb::read_index(self).await
     }
 }

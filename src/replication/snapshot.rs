@@ -3,7 +3,7 @@
 //!
 //! A pack is a header (magic, version, the snapshot's meta with a CRC), then each file of
 //! the checkpoint as name, size, bytes and a CRC-32 of the three, then an end marker with the
-//! file count. openraft sends the pack in chunks of `Config::snapshot_max_chunk_size`; the
+//! file count. The transport sends the pack in chunks (`tcp.rs`); the
 //! receiver writes the chunks to a file and unpacks it only once whole, so neither side
 //! holds more than a chunk and a copy buffer in memory.
 //!
@@ -16,10 +16,8 @@ use std::fs::{self, File};
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
-use openraft::{LogId, SnapshotMeta};
-
 use super::codec;
-use super::{BasicNode, NodeId};
+use super::{LogId, StoredMembership, TypeConfig};
 use crate::coding::Cursor;
 
 const MAGIC: &[u8; 8] = b"LSMBSNAP";
@@ -32,8 +30,30 @@ const MAX_NAME: usize = 255;
 const MAX_META: usize = 1 << 20;
 const COPY_BUF: usize = 256 * 1024;
 
-/// A snapshot's meta, as openraft describes it.
-pub(crate) type Meta = SnapshotMeta<NodeId, BasicNode>;
+/// A snapshot's meta as openraft describes it.
+pub type RaftMeta = openraft::alias::SnapshotMetaOf<TypeConfig>;
+
+/// A snapshot's meta as a pack stores it: openraft's (the last log id it covers and the
+/// membership as of it) and the id it is named by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Meta {
+    /// The last log id the snapshot covers.
+    pub last_log_id: Option<LogId>,
+    /// The membership as of it.
+    pub last_membership: StoredMembership,
+    /// The snapshot's id.
+    pub snapshot_id: String,
+}
+
+impl Meta {
+    /// openraft's part of it.
+    pub fn raft(&self) -> RaftMeta {
+        RaftMeta {
+            last_log_id: self.last_log_id,
+            last_membership: self.last_membership.clone(),
+        }
+    }
+}
 
 /// Writes the pack of the files in `checkpoint` (a directory of regular files) to `out`,
 /// synced. Returns the pack's size.
@@ -125,7 +145,7 @@ pub(crate) fn encode_meta(meta: &Meta) -> Vec<u8> {
 /// Decodes `encode_meta`'s bytes.
 pub(crate) fn decode_meta(b: &[u8]) -> Result<Meta, String> {
     let mut c = Cursor::new(b);
-    let last_log_id: Option<LogId<NodeId>> = codec::get_opt_log_id(&mut c)?;
+    let last_log_id: Option<LogId> = codec::get_opt_log_id(&mut c)?;
     let last_membership = codec::decode_stored_membership(c.len_prefixed()?)?;
     let id = c.len_prefixed()?;
     let snapshot_id = std::str::from_utf8(id)
@@ -335,18 +355,19 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openraft::{LeaderId, Membership, StoredMembership};
+    use crate::replication::{BasicNode, CommittedLeaderId, Membership};
+    use openraft::vote::RaftLeaderId;
     use std::collections::BTreeMap;
 
     fn meta() -> Meta {
         let nodes: BTreeMap<u64, BasicNode> =
             [(1, BasicNode::new("a:1")), (2, BasicNode::new("b:2"))].into();
-        let id = LogId::new(LeaderId::new(2, 1), 40);
+        let id = LogId::new(CommittedLeaderId::new(2, 1), 40);
         Meta {
             last_log_id: Some(id),
             last_membership: StoredMembership::new(
                 Some(id),
-                Membership::new(vec![[1, 2].into()], nodes),
+                Membership::new(vec![[1, 2].into()], nodes).unwrap(),
             ),
             snapshot_id: "2-40-7".into(),
         }

@@ -6,15 +6,10 @@
 //! the bytes present, tags against their values, trailing bytes refused; a failure is an
 //! error naming what was wrong, and the connection that sent it is closed by the caller.
 
-use openraft::error::{InstallSnapshotError, SnapshotMismatch};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
-};
-use openraft::SnapshotSegmentId;
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, VoteRequest, VoteResponse};
 
 use super::codec::{self, DecodeResult};
-use super::{snapshot, NodeId, TypeConfig};
+use super::{snapshot, LogId, NodeId, TypeConfig, Vote};
 use crate::coding::Cursor;
 
 /// Largest frame payload accepted (an append carrying one largest request fits).
@@ -27,6 +22,7 @@ const VOTE: u8 = 2;
 const SNAPSHOT: u8 = 3;
 const FORWARD: u8 = 4;
 const READ_INDEX: u8 = 5;
+const STREAM: u8 = 6;
 const FORWARD_OK: u8 = 0x84;
 const READ_INDEX_OK: u8 = 0x85;
 const APPEND_OK: u8 = 0x81;
@@ -39,34 +35,65 @@ const ERR_SNAPSHOT_MISMATCH: u8 = 1;
 const ERR_OTHER: u8 = 2;
 const ERR_NOT_LEADER: u8 = 3;
 
+/// One chunk of a snapshot's pack, as the leader streams it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotChunk {
+    /// The sender's vote.
+    pub vote: Vote,
+    /// The snapshot's meta (openraft's, and an id naming this stream).
+    pub meta: snapshot::Meta,
+    /// Where in the pack this chunk starts.
+    pub offset: u64,
+    /// The chunk's bytes.
+    pub data: Vec<u8>,
+    /// Whether this is the pack's last chunk.
+    pub done: bool,
+}
+
+/// A position in a snapshot stream: the snapshot's id and an offset in its pack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// The snapshot's id.
+    pub id: String,
+    /// The offset.
+    pub offset: u64,
+}
+
 /// A request, as the server receives it.
 pub enum Request {
     /// `append_entries`.
     Append(AppendEntriesRequest<TypeConfig>),
     /// `vote`.
-    Vote(VoteRequest<NodeId>),
-    /// `install_snapshot` (one chunk).
-    Snapshot(InstallSnapshotRequest<TypeConfig>),
+    Vote(VoteRequest<TypeConfig>),
+    /// One chunk of a snapshot.
+    Snapshot(SnapshotChunk),
     /// A client's write, forwarded by a follower to the leader.
     Forward(super::Request),
     /// A follower asking the leader for a read index (a linearizable read's position).
     ReadIndex,
+    /// The rest of this connection is a pipelined stream of appends (`tcp/pipeline.rs`).
+    Stream,
 }
 
 /// A response, as the client receives it.
 pub enum Response {
     /// To an append.
-    Append(AppendEntriesResponse<NodeId>),
+    Append(AppendEntriesResponse<TypeConfig>),
     /// To a vote.
-    Vote(VoteResponse<NodeId>),
-    /// To a snapshot chunk.
-    Snapshot(InstallSnapshotResponse<NodeId>),
+    Vote(VoteResponse<TypeConfig>),
+    /// To a snapshot chunk: the receiver's vote.
+    Snapshot(Vote),
     /// The snapshot chunk did not continue the stream the receiver has.
-    SnapshotMismatch(SnapshotMismatch),
+    SnapshotMismatch {
+        /// Where the receiver's stream stands.
+        expect: Segment,
+        /// Where the chunk began.
+        got: Segment,
+    },
     /// A forwarded write was applied.
     Forwarded,
     /// The leader's read index: the follower may read once it has applied this far.
-    ReadIndex(Option<openraft::LogId<NodeId>>),
+    ReadIndex(Option<LogId>),
     /// The remote node is not the leader; the leader it knows, if any.
     NotLeader(Option<(NodeId, String)>),
     /// The remote node failed the call (shutting down, a storage error); the message says why.
@@ -96,11 +123,11 @@ pub fn frame_header(h: &[u8; FRAME_HEADER]) -> Result<(usize, u32), String> {
     Ok((len, crc))
 }
 
-fn put_vote(out: &mut Vec<u8>, v: &openraft::Vote<NodeId>) {
+fn put_vote(out: &mut Vec<u8>, v: &Vote) {
     out.extend_from_slice(&codec::encode_vote(v));
 }
 
-fn get_vote(c: &mut Cursor<'_>) -> DecodeResult<openraft::Vote<NodeId>> {
+fn get_vote(c: &mut Cursor<'_>) -> DecodeResult<Vote> {
     codec::decode_vote(c.bytes(17)?)
 }
 
@@ -141,7 +168,7 @@ pub fn encode_append(r: &AppendEntriesRequest<TypeConfig>, max_bytes: usize) -> 
 }
 
 /// A vote request's payload.
-pub fn encode_vote_request(r: &VoteRequest<NodeId>) -> Vec<u8> {
+pub fn encode_vote_request(r: &VoteRequest<TypeConfig>) -> Vec<u8> {
     let mut out = vec![VOTE];
     put_vote(&mut out, &r.vote);
     codec::put_opt_log_id(&mut out, r.last_log_id.as_ref());
@@ -149,7 +176,7 @@ pub fn encode_vote_request(r: &VoteRequest<NodeId>) -> Vec<u8> {
 }
 
 /// A snapshot chunk's payload.
-pub fn encode_snapshot(r: &InstallSnapshotRequest<TypeConfig>) -> Vec<u8> {
+pub fn encode_snapshot(r: &SnapshotChunk) -> Vec<u8> {
     let mut out = vec![SNAPSHOT];
     put_vote(&mut out, &r.vote);
     let meta = snapshot::encode_meta(&r.meta);
@@ -167,6 +194,11 @@ pub fn encode_forward(r: &super::Request) -> Vec<u8> {
     let mut out = vec![FORWARD];
     codec::put_request(&mut out, r);
     out
+}
+
+/// The payload that turns a connection into a pipelined stream of appends.
+pub fn encode_stream() -> Vec<u8> {
+    vec![STREAM]
 }
 
 /// A read index request's payload.
@@ -199,6 +231,8 @@ pub fn decode_request(b: &[u8]) -> DecodeResult<Request> {
         VOTE => Request::Vote(VoteRequest {
             vote: get_vote(&mut c)?,
             last_log_id: codec::get_opt_log_id(&mut c)?,
+            // Leadership transfer is not used by this crate, so never sent.
+            leadership_transfer: false,
         }),
         SNAPSHOT => {
             let vote = get_vote(&mut c)?;
@@ -206,7 +240,7 @@ pub fn decode_request(b: &[u8]) -> DecodeResult<Request> {
             let offset = c.u64()?;
             let data = c.len_prefixed()?.to_vec();
             let done = get_bool(&mut c, "done")?;
-            Request::Snapshot(InstallSnapshotRequest {
+            Request::Snapshot(SnapshotChunk {
                 vote,
                 meta,
                 offset,
@@ -216,7 +250,8 @@ pub fn decode_request(b: &[u8]) -> DecodeResult<Request> {
         }
         FORWARD => Request::Forward(codec::get_request(&mut c)?),
         READ_INDEX => Request::ReadIndex,
-        t => return Err(format!("request tag {t} (not 1 to 5)")),
+        STREAM => Request::Stream,
+        t => return Err(format!("request tag {t} (not 1 to 6)")),
     };
     finish(&c)?;
     Ok(req)
@@ -247,14 +282,14 @@ pub fn encode_response(r: &Response) -> Vec<u8> {
             out.push(u8::from(v.vote_granted));
             codec::put_opt_log_id(&mut out, v.last_log_id.as_ref());
         }
-        Response::Snapshot(s) => {
+        Response::Snapshot(vote) => {
             out.push(SNAPSHOT_OK);
-            put_vote(&mut out, &s.vote);
+            put_vote(&mut out, vote);
         }
-        Response::SnapshotMismatch(m) => {
+        Response::SnapshotMismatch { expect, got } => {
             out.push(ERROR);
             out.push(ERR_SNAPSHOT_MISMATCH);
-            for seg in [&m.expect, &m.got] {
+            for seg in [expect, got] {
                 codec::put_bytes(&mut out, seg.id.as_bytes());
                 out.extend_from_slice(&seg.offset.to_le_bytes());
             }
@@ -301,23 +336,21 @@ pub fn decode_response(b: &[u8]) -> DecodeResult<Response> {
             vote_granted: get_bool(&mut c, "vote granted")?,
             last_log_id: codec::get_opt_log_id(&mut c)?,
         }),
-        SNAPSHOT_OK => Response::Snapshot(InstallSnapshotResponse {
-            vote: get_vote(&mut c)?,
-        }),
+        SNAPSHOT_OK => Response::Snapshot(get_vote(&mut c)?),
         FORWARD_OK => Response::Forwarded,
         READ_INDEX_OK => Response::ReadIndex(codec::get_opt_log_id(&mut c)?),
         ERROR => match c.u8()? {
             ERR_SNAPSHOT_MISMATCH => {
-                let mut seg = || -> DecodeResult<SnapshotSegmentId> {
+                let mut seg = || -> DecodeResult<Segment> {
                     let id = get_str(&mut c, "snapshot id")?;
-                    Ok(SnapshotSegmentId {
+                    Ok(Segment {
                         id,
                         offset: c.u64()?,
                     })
                 };
                 let expect = seg()?;
                 let got = seg()?;
-                Response::SnapshotMismatch(SnapshotMismatch { expect, got })
+                Response::SnapshotMismatch { expect, got }
             }
             ERR_OTHER => Response::Failed(get_str(&mut c, "error message")?),
             ERR_NOT_LEADER => Response::NotLeader(if get_bool(&mut c, "leader known")? {
@@ -332,13 +365,6 @@ pub fn decode_response(b: &[u8]) -> DecodeResult<Response> {
     };
     finish(&c)?;
     Ok(r)
-}
-
-/// The response for an `InstallSnapshotError`.
-pub fn snapshot_error(e: InstallSnapshotError) -> Response {
-    match e {
-        InstallSnapshotError::SnapshotMismatch(m) => Response::SnapshotMismatch(m),
-    }
 }
 
 fn finish(c: &Cursor<'_>) -> DecodeResult<()> {
@@ -363,6 +389,7 @@ mod tests {
                 Request::Snapshot(s) => encode_snapshot(&s),
                 Request::Forward(r) => encode_forward(&r),
                 Request::ReadIndex => encode_read_index(),
+                Request::Stream => encode_stream(),
             });
             let resp = decode_response(&p).ok().map(|r| encode_response(&r));
             assert_eq!(

@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use lsm_bloom::replication::openraft::error::ReplicationClosed;
 use lsm_bloom::replication::openraft::network::RPCOption;
-use lsm_bloom::replication::openraft::raft::InstallSnapshotRequest;
-use lsm_bloom::replication::openraft::{RaftNetwork, RaftNetworkFactory};
+use lsm_bloom::replication::openraft::storage::Snapshot;
+use lsm_bloom::replication::openraft::{RaftNetworkFactory, RaftNetworkV2};
 use lsm_bloom::replication::tcp::{RaftServer, TcpNetwork};
 use lsm_bloom::replication::{BasicNode, Error, ReadPolicy, ReplicatedDb};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -64,6 +65,10 @@ pub async fn garbage_on_the_raft_port() {
         (
             "an append whose entry count overruns",
             frame(&[&[1u8][..], &[0; 17], &[0, 0], &[255; 4]].concat(), None),
+        ),
+        (
+            "a pipelined append stream carrying something else",
+            [frame(&[6], None), frame(&[0x42, 0, 0], None)].concat(),
         ),
     ];
     for (what, bytes) in &cases {
@@ -137,16 +142,23 @@ pub async fn damaged_snapshots_install_nothing() {
     let truncated = pack[..pack.len() / 2].to_vec();
     let mut net = TcpNetwork::new();
     let mut link = net.new_client(9, &BasicNode::new(addr)).await;
-    let send = |bytes: Vec<u8>| InstallSnapshotRequest {
-        vote: leader.metrics().vote,
-        meta: meta.clone(),
-        offset: 0,
-        data: bytes,
-        done: true,
+    let vote = leader.metrics().vote;
+    let option = || RPCOption::new(Duration::from_secs(5));
+    let never = std::future::pending::<ReplicationClosed>;
+    let send = |bytes: Vec<u8>, n: usize| {
+        let path = c.root.path().join(format!("sent-{n}.pack"));
+        std::fs::write(&path, bytes).unwrap();
+        Snapshot {
+            meta: meta.clone(),
+            snapshot: tokio::fs::File::from_std(std::fs::File::open(path).unwrap()),
+        }
     };
-    for (what, bytes) in [("a flipped byte", flipped), ("a truncated pack", truncated)] {
+    for (n, (what, bytes)) in [("a flipped byte", flipped), ("a truncated pack", truncated)]
+        .into_iter()
+        .enumerate()
+    {
         let r = link
-            .install_snapshot(send(bytes), RPCOption::new(Duration::from_secs(5)))
+            .full_snapshot(vote, send(bytes, n), never(), option())
             .await;
         assert!(r.is_err(), "{what}: the install was accepted");
         assert_eq!(
@@ -164,7 +176,7 @@ pub async fn damaged_snapshots_install_nothing() {
     assert_eq!(fdb.snapshots_refused(), 2);
     // The control: the same pack undamaged is installed, and the node still runs.
     let r = link
-        .install_snapshot(send(pack), RPCOption::new(Duration::from_secs(5)))
+        .full_snapshot(vote, send(pack, 2), never(), option())
         .await;
     assert!(r.is_ok(), "the undamaged pack was refused: {r:?}");
     assert_eq!(fdb.state_machine().snapshots_installed(), 1);
@@ -206,7 +218,7 @@ pub async fn membership_changes_naming_unknown_nodes_are_refused() {
 /// refused. The first call is dropped after 50 ms; the second must get the refusal.
 pub async fn a_dropped_call_leaves_no_answer_for_the_next() {
     use lsm_bloom::replication::openraft::raft::VoteRequest;
-    use lsm_bloom::replication::openraft::Vote;
+    use lsm_bloom::replication::Vote;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let answers = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -247,6 +259,7 @@ pub async fn a_dropped_call_leaves_no_answer_for_the_next() {
     let req = || VoteRequest {
         vote: Vote::new(5, 1),
         last_log_id: None,
+        leadership_transfer: false,
     };
     let option = || RPCOption::new(Duration::from_secs(5));
     let dropped = tokio::time::timeout(Duration::from_millis(50), link.vote(req(), option())).await;

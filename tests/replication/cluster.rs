@@ -26,6 +26,16 @@ pub fn fast_config() -> ReplicationConfig {
     c
 }
 
+/// For tests that count what one leader does (rounds, log entries) and kill no node: elections
+/// slow enough that a stall of the loaded test machine does not move the leadership midway.
+pub fn steady_config() -> ReplicationConfig {
+    let mut c = ReplicationConfig::default();
+    c.raft.heartbeat_interval = 100;
+    c.raft.election_timeout_min = 1500;
+    c.raft.election_timeout_max = 3000;
+    c
+}
+
 pub fn addr(id: NodeId) -> String {
     format!("node-{id}")
 }

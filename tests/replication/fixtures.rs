@@ -146,7 +146,7 @@ pub async fn check() {
     let mut other = StateMachine::open(t.path().join("other"), Options::default()).unwrap();
     let mut into = other.begin_receiving_snapshot().await.unwrap();
     let mut from = snap.snapshot;
-    tokio::io::copy(&mut from, &mut *into).await.unwrap();
+    tokio::io::copy(&mut from, &mut into).await.unwrap();
     other.install_snapshot(&snap.meta, into).await.unwrap();
     let (at, _) = other.applied_state().await.unwrap();
     assert_eq!(at, snap.meta.last_log_id);

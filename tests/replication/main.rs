@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cluster::{fast_config, Cluster};
+use cluster::{fast_config, steady_config, Cluster};
 use lsm_bloom::replication::{Error, NodeId, ReadPolicy};
 
 #[path = "../common/mod.rs"]
@@ -321,11 +321,17 @@ async fn followers_forward_writes_and_read_linearizably() {
     tcp::followers_forward_writes_and_read_linearizably().await;
 }
 
+/// Heartbeats and read index rounds reuse connections rather than open one each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn heartbeats_reuse_connections() {
+    tcp::heartbeats_reuse_connections().await;
+}
+
 /// Concurrent read index reads share rounds: 64 at once take far fewer than 64 rounds, and
 /// each still sees the write acknowledged before it began.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_linearizable_reads_share_read_index_rounds() {
-    let c = Cluster::start(&[1, 2, 3], fast_config()).await;
+    let c = Cluster::start(&[1, 2, 3], steady_config()).await;
     let l = c.wait_for_leader(Duration::from_secs(10)).await;
     l.put("k", "1").await.unwrap();
     let before = l.read_index_rounds();
@@ -367,7 +373,7 @@ async fn a_leader_that_voted_for_another_serves_no_lease_read() {
 /// whole: every operation of every acknowledged write is on every node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_writes_share_log_entries_and_stay_whole() {
-    let c = Cluster::start(&[1, 2, 3], fast_config()).await;
+    let c = Cluster::start(&[1, 2, 3], steady_config()).await;
     let l = c.wait_for_leader(Duration::from_secs(10)).await;
     let before = l.metrics().last_log_index.unwrap_or(0);
     let start = Arc::new(tokio::sync::Barrier::new(64));

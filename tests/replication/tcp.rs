@@ -249,3 +249,30 @@ pub async fn followers_forward_writes_and_read_linearizably() {
         );
     }
 }
+
+/// Heartbeats (openraft sends each as a one-append stream) and idle streams reuse their
+/// connections: an idle follower accepts almost none over a second of 50 ms heartbeats, and
+/// read index rounds, which each wait for a heartbeat round, open none either.
+pub async fn heartbeats_reuse_connections() {
+    use lsm_bloom::replication::ReadPolicy;
+    let c = TcpCluster::start(3, fast_config()).await;
+    c.put("a".into(), "1".into()).await;
+    let leader = c.leader().unwrap();
+    let follower = (1..=3).find(|&id| id != leader.id()).unwrap();
+    let accepted = || {
+        c.nodes.lock().unwrap()[&follower]
+            .server
+            .stats()
+            .accepted
+            .load(Ordering::Relaxed)
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = accepted();
+    for _ in 0..50 {
+        leader.get("a", ReadPolicy::ReadIndex).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let opened = accepted() - before;
+    println!("tcp: {opened} connections accepted over 50 read index rounds and 1 s of heartbeats");
+    assert!(opened <= 2, "{opened} connections for heartbeats");
+}

@@ -27,14 +27,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
-use openraft::storage::{RaftStateMachine, Snapshot};
-use openraft::{
-    AnyError, EntryPayload, ErrorSubject, ErrorVerb, LogId, StorageError, StorageIOError,
-    StoredMembership,
-};
+use futures_util::{Stream, StreamExt};
+use openraft::storage::{EntryResponder, RaftStateMachine, Snapshot};
+use openraft::EntryPayload;
 
-use super::snapshot::{self, Meta};
-use super::{codec, BasicNode, Entry, NodeId, Op, Response, TypeConfig};
+use super::snapshot::{self, Meta, RaftMeta};
+use super::{codec, LogId, Op, Response, StoredMembership, TypeConfig};
 use crate::db::{Db, DbIter, Options, WriteBatch};
 
 mod snapshots;
@@ -50,22 +48,31 @@ const FORMAT_VERSION: u32 = 1;
 /// Batches an apply is split into, by their log record size.
 const APPLY_BATCH_BYTES: usize = 32 << 20;
 
-type StorageResult<T> = Result<T, StorageError<NodeId>>;
+type StorageResult<T> = Result<T, std::io::Error>;
 
-/// The applied position and the membership as of it.
-pub type Applied = (Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>);
-
-fn sm_err(verb: ErrorVerb, e: impl std::fmt::Display) -> StorageError<NodeId> {
-    StorageIOError::new(
-        ErrorSubject::StateMachine,
-        verb,
-        AnyError::error(e.to_string()),
-    )
-    .into()
+/// What a state machine's operation was doing when it failed.
+#[derive(Clone, Copy)]
+enum ErrorVerb {
+    Read,
+    Write,
 }
 
-fn snap_err(e: impl std::fmt::Display) -> StorageError<NodeId> {
-    StorageIOError::write_snapshot(None, AnyError::error(e.to_string())).into()
+/// A snapshot as openraft hands it around: its meta and its pack, open.
+pub type SnapshotFile = openraft::alias::SnapshotOf<TypeConfig, tokio::fs::File>;
+
+/// The applied position and the membership as of it.
+pub type Applied = (Option<LogId>, StoredMembership);
+
+fn sm_err(verb: ErrorVerb, e: impl std::fmt::Display) -> std::io::Error {
+    let verb = match verb {
+        ErrorVerb::Read => "reading",
+        ErrorVerb::Write => "writing",
+    };
+    std::io::Error::other(format!("{verb} the state machine: {e}"))
+}
+
+fn snap_err(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(format!("snapshot: {e}"))
 }
 
 /// The store key of the user's `key`.
@@ -241,8 +248,8 @@ impl StateMachine {
     }
 
     /// The newest snapshot's meta, if there is one.
-    pub fn current_snapshot(&self) -> Option<openraft::SnapshotMeta<NodeId, BasicNode>> {
-        self.lock().current.as_ref().map(|(m, _)| m.clone())
+    pub fn current_snapshot(&self) -> Option<RaftMeta> {
+        self.lock().current.as_ref().map(|(m, _)| m.raft())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -297,31 +304,28 @@ fn check_format(db: &Db) -> crate::Result<()> {
     }
 }
 
-fn read_applied(db: &Db) -> crate::Result<Option<LogId<NodeId>>> {
+fn read_applied(db: &Db) -> crate::Result<Option<LogId>> {
     match db.get(APPLIED)? {
         None => Ok(None),
         Some(b) => codec::decode_opt_log_id(&b).map_err(|r| corrupt(db, "applied position", r)),
     }
 }
 
-fn read_membership(db: &Db) -> crate::Result<StoredMembership<NodeId, BasicNode>> {
+fn read_membership(db: &Db) -> crate::Result<StoredMembership> {
     match db.get(MEMBERSHIP)? {
         None => Ok(StoredMembership::default()),
         Some(b) => codec::decode_stored_membership(&b).map_err(|r| corrupt(db, "membership", r)),
     }
 }
 
-fn read_applied_at(db: &Db, s: &crate::db::Snapshot) -> crate::Result<Option<LogId<NodeId>>> {
+fn read_applied_at(db: &Db, s: &crate::db::Snapshot) -> crate::Result<Option<LogId>> {
     match s.get(APPLIED)? {
         None => Ok(None),
         Some(b) => codec::decode_opt_log_id(&b).map_err(|r| corrupt(db, "applied position", r)),
     }
 }
 
-fn read_membership_at(
-    db: &Db,
-    s: &crate::db::Snapshot,
-) -> crate::Result<StoredMembership<NodeId, BasicNode>> {
+fn read_membership_at(db: &Db, s: &crate::db::Snapshot) -> crate::Result<StoredMembership> {
     match s.get(MEMBERSHIP)? {
         None => Ok(StoredMembership::default()),
         Some(b) => codec::decode_stored_membership(&b).map_err(|r| corrupt(db, "membership", r)),
@@ -362,6 +366,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 impl RaftStateMachine<TypeConfig> for StateMachine {
+    type SnapshotData = tokio::fs::File;
     type SnapshotBuilder = SnapshotBuilder;
 
     async fn applied_state(&mut self) -> StorageResult<Applied> {
@@ -369,85 +374,93 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     /// Applies `entries` in order: each one's operations and its log id (and membership)
-    /// in one batch, not synced (module comment). One `Response` per entry.
-    async fn apply<I>(&mut self, entries: I) -> StorageResult<Vec<Response>>
+    /// in one batch, not synced (module comment). Each entry's responder is answered once
+    /// the batch holding it is written.
+    async fn apply<Strm>(&mut self, entries: Strm) -> StorageResult<()>
     where
-        I: IntoIterator<Item = Entry> + Send,
-        I::IntoIter: Send,
+        Strm: Stream<Item = Result<EntryResponder<TypeConfig>, std::io::Error>> + Unpin + Send,
     {
         let db = self.shared.db.load_full();
-        let mut out = Vec::new();
+        let mut entries = entries;
+        let mut answers = Vec::new();
         let mut batch = WriteBatch::new();
-        for e in entries {
+        let write = |batch: WriteBatch, answers: &mut Vec<_>| -> StorageResult<()> {
+            db.write(batch)
+                .map_err(|err| sm_err(ErrorVerb::Write, err))?;
+            for (responder, response) in answers.drain(..) {
+                if let Some(r) = responder {
+                    openraft::storage::ApplyResponder::send(r, response);
+                }
+            }
+            Ok(())
+        };
+        // Entries openraft has at hand are taken without waiting and written as one batch;
+        // the stream waits only when none is ready.
+        loop {
+            let next = match futures_util::FutureExt::now_or_never(entries.next()) {
+                Some(next) => next,
+                None => {
+                    if !batch.is_empty() {
+                        write(std::mem::take(&mut batch), &mut answers)?;
+                    }
+                    entries.next().await
+                }
+            };
+            let Some(item) = next else { break };
+            let (e, responder) = item?;
+            let mut response = Response::default();
             match e.payload {
                 EntryPayload::Blank => {}
-                EntryPayload::Normal(req) => {
-                    if let Err(m) = req.validate() {
-                        batch.put(APPLIED, codec::encode_opt_log_id(Some(&e.log_id)));
-                        out.push(Response { refused: Some(m) });
-                        continue;
+                EntryPayload::Normal(req) => match req.validate() {
+                    Err(m) => response.refused = Some(m),
+                    Ok(()) => {
+                        for op in req.ops {
+                            match op {
+                                Op::Put { key, value } => batch.put(data_key(&key), value),
+                                Op::Delete { key } => batch.delete(data_key(&key)),
+                            };
+                        }
                     }
-                    for op in req.ops {
-                        match op {
-                            Op::Put { key, value } => batch.put(data_key(&key), value),
-                            Op::Delete { key } => batch.delete(data_key(&key)),
-                        };
-                    }
-                }
+                },
                 EntryPayload::Membership(m) => {
                     let stored = StoredMembership::new(Some(e.log_id), m);
                     batch.put(MEMBERSHIP, codec::encode_stored_membership(&stored));
                 }
             }
             batch.put(APPLIED, codec::encode_opt_log_id(Some(&e.log_id)));
-            out.push(Response::default());
+            answers.push((responder, response));
             if batch.encoded_len() >= APPLY_BATCH_BYTES {
-                db.write(std::mem::take(&mut batch))
-                    .map_err(|err| sm_err(ErrorVerb::Write, err))?;
+                write(std::mem::take(&mut batch), &mut answers)?;
             }
         }
-        if !batch.is_empty() {
-            db.write(batch)
-                .map_err(|err| sm_err(ErrorVerb::Write, err))?;
+        if !batch.is_empty() || !answers.is_empty() {
+            write(batch, &mut answers)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {
         SnapshotBuilder { sm: self.clone() }
     }
 
-    /// A new file under `snapshots/` for openraft to write the received chunks to.
-    async fn begin_receiving_snapshot(&mut self) -> StorageResult<Box<tokio::fs::File>> {
-        let path = self.temp_name("receive");
-        let file = tokio::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .await
-            .map_err(snap_err)?;
-        if let Some(old) = self.lock().receiving.replace(path) {
-            remove_any(&old);
-        }
-        Ok(Box::new(file))
-    }
-
     /// Verifies and swaps in the received snapshot (module comment); on any failure the
     /// live store is untouched and the error names what was wrong.
     async fn install_snapshot(
         &mut self,
-        meta: &Meta,
-        snapshot: Box<tokio::fs::File>,
+        meta: &RaftMeta,
+        snapshot: tokio::fs::File,
     ) -> StorageResult<()> {
         let mut snapshot = snapshot;
-        // Whatever openraft wrote is on its way to the file before it is read back.
-        tokio::io::AsyncWriteExt::flush(&mut *snapshot)
+        // Whatever the transport wrote is on its way to the file before it is read back.
+        tokio::io::AsyncWriteExt::flush(&mut snapshot)
             .await
             .map_err(snap_err)?;
         let mut file = snapshot.into_std().await;
         let mut path = self.lock().receiving.take();
-        if !path.as_ref().is_some_and(|p| same_file(&file, p)) {
+        if !path
+            .as_ref()
+            .is_some_and(|p| snapshots::same_file(&file, p))
+        {
             // Handed a file other than the one `begin_receiving_snapshot` made (a caller
             // that had the pack at hand): copy it in, so it is kept as this node's snapshot.
             if let Some(old) = path.take() {
@@ -473,23 +486,15 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         result.map_err(snap_err)
     }
 
-    async fn get_current_snapshot(&mut self) -> StorageResult<Option<Snapshot<TypeConfig>>> {
+    async fn get_current_snapshot(&mut self) -> StorageResult<Option<SnapshotFile>> {
         let current = self.lock().current.clone();
         let Some((meta, path)) = current else {
             return Ok(None);
         };
         let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
         Ok(Some(Snapshot {
-            meta,
-            snapshot: Box::new(file),
+            meta: meta.raft(),
+            snapshot: file,
         }))
-    }
-}
-
-fn same_file(file: &fs::File, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (file.metadata(), fs::metadata(path)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
     }
 }

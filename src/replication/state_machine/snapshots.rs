@@ -13,10 +13,10 @@ use openraft::RaftSnapshotBuilder;
 
 use super::{
     blocking, check_format, io_err, read_applied, read_applied_at, read_membership_at, remove_any,
-    snap_err, StateMachine, StorageResult,
+    snap_err, SnapshotFile, StateMachine, StorageResult,
 };
 use crate::db::Db;
-use crate::replication::snapshot::{self, Meta};
+use crate::replication::snapshot::{self, Meta, RaftMeta};
 use crate::replication::TypeConfig;
 
 impl StateMachine {
@@ -85,7 +85,7 @@ impl StateMachine {
     /// Installs the pack read from `file` (blocking). `pack_path` is where it was received.
     pub(super) fn install(
         &self,
-        meta: &Meta,
+        meta: &RaftMeta,
         mut file: fs::File,
         pack_path: Option<PathBuf>,
     ) -> crate::Result<()> {
@@ -99,13 +99,13 @@ impl StateMachine {
             path: pack_path.clone().unwrap_or_default(),
             reason: format!("received snapshot: {e}"),
         })?;
-        if got.last_log_id != meta.last_log_id || got.snapshot_id != meta.snapshot_id {
+        if got.last_log_id != meta.last_log_id || got.last_membership != meta.last_membership {
             remove_any(&staging);
             return Err(crate::Error::Corruption {
                 path: pack_path.unwrap_or_default(),
                 reason: format!(
-                    "received snapshot holds {} up to {:?}, the leader announced {} up to {:?}",
-                    got.snapshot_id, got.last_log_id, meta.snapshot_id, meta.last_log_id
+                    "received snapshot {} holds up to {:?}, the leader announced up to {:?}",
+                    got.snapshot_id, got.last_log_id, meta.last_log_id
                 ),
             });
         }
@@ -151,7 +151,7 @@ impl StateMachine {
         self.shared.installed.fetch_add(1, Ordering::Relaxed);
         if let Some(p) = pack_path {
             // Keep what was received as this node's newest snapshot (it is one).
-            let _ = self.declare(meta.clone(), &p);
+            let _ = self.declare(got, &p);
         }
         Ok(())
     }
@@ -189,14 +189,44 @@ pub struct SnapshotBuilder {
 }
 
 impl RaftSnapshotBuilder<TypeConfig> for SnapshotBuilder {
+    type SnapshotData = tokio::fs::File;
+
     /// A checkpoint of the live store as of one moment, with the applied position and
     /// membership read at that same moment, packed and declared (module comment).
-    async fn build_snapshot(&mut self) -> StorageResult<Snapshot<TypeConfig>> {
+    async fn build_snapshot(&mut self) -> StorageResult<SnapshotFile> {
         let sm = self.sm.clone();
         let (meta, file) = blocking(move || sm.build()).await.map_err(snap_err)?;
         Ok(Snapshot {
-            meta,
-            snapshot: Box::new(tokio::fs::File::from_std(file)),
+            meta: meta.raft(),
+            snapshot: tokio::fs::File::from_std(file),
         })
+    }
+}
+
+impl StateMachine {
+    /// A new file under `snapshots/` for the transport to write a received snapshot to;
+    /// `install_snapshot` takes it over.
+    pub async fn begin_receiving_snapshot(&self) -> StorageResult<tokio::fs::File> {
+        let path = self.temp_name("receive");
+        let file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .await
+            .map_err(snap_err)?;
+        if let Some(old) = self.lock().receiving.replace(path) {
+            remove_any(&old);
+        }
+        Ok(file)
+    }
+}
+
+/// Whether `file` is the file at `path`.
+pub(super) fn same_file(file: &fs::File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }

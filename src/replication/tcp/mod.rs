@@ -1,5 +1,6 @@
 //! The Raft RPCs over TCP on tokio: [`RaftServer`] answers a node's incoming calls,
-//! [`TcpNetwork`] makes its outgoing ones. Frames and messages are `wire` (FORMAT.md §8).
+//! [`TcpNetwork`] makes its outgoing ones, [`Forwarder`] (`forward.rs`) carries a follower's
+//! writes and read index requests to the leader. Frames and messages are `wire` (FORMAT.md §8).
 //!
 //! One connection per peer and direction, one call at a time on it (openraft calls each
 //! peer's link in turn). Every read and write has a deadline: the caller's RPC time-to-live
@@ -7,7 +8,9 @@
 //! over `MAX_FRAME`, a checksum that fails, a message that does not decode — has its
 //! connection closed and is counted; nothing panics. The server's memory is bounded: at
 //! most `MAX_CONNECTIONS` connections, and frame payloads are read against one shared budget
-//! of `READ_BUDGET` bytes, allocated only as their bytes arrive.
+//! of `READ_BUDGET` bytes, allocated only as their bytes arrive; a request's share of the
+//! budget is released only when the server is done with it (answered, or handed on by a
+//! pipelined stream), so requests waiting to be handled are bounded by it too.
 
 use std::io;
 use std::net::SocketAddr;
@@ -15,23 +18,33 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use openraft::error::{
-    InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable,
-};
+use std::future::Future;
+
+use futures_util::{FutureExt, Stream, StreamExt};
+use openraft::base::{BoxFuture, BoxStream};
+use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
-    VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendError, VoteRequest,
+    VoteResponse,
 };
-use openraft::{RaftNetwork, RaftNetworkFactory};
+use openraft::{RaftNetworkFactory, RaftNetworkV2};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+mod forward;
+mod pipeline;
+
+pub use forward::Forwarder;
+
+use super::receive::ChunkAnswer;
+use super::send::send_snapshot;
 use super::service::RaftService;
+use super::state_machine::SnapshotFile;
 use super::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
-use super::{BasicNode, Error, NodeId, ReplicatedDb, TypeConfig};
+use super::{BasicNode, Error, NodeId, TypeConfig, Vote};
 
 /// Connections a server holds at once; more are closed on arrival (counted).
 pub const MAX_CONNECTIONS: usize = 256;
@@ -55,6 +68,8 @@ pub struct TransportStats {
     pub refused: AtomicU64,
     /// Calls that failed on a timeout or an I/O error.
     pub failed: AtomicU64,
+    /// Connections accepted (the server side).
+    pub accepted: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -120,6 +135,7 @@ async fn accept_loop(listener: TcpListener, node: impl RaftService, stats: Arc<T
             bump(&stats.refused);
             continue;
         };
+        bump(&stats.accepted);
         let (node, stats, budget) = (node.clone(), Arc::clone(&stats), Arc::clone(&budget));
         conns.spawn(async move {
             let _slot = slot;
@@ -138,19 +154,23 @@ enum Closed {
     Bad,
 }
 
+/// A share of the server's read budget, held while the request read with it lives.
+type Permit = Option<OwnedSemaphorePermit>;
+
 /// Reads one frame's payload (its header already read): against `budget`, growing only as
-/// bytes arrive, checksum verified.
+/// bytes arrive, checksum verified. The permit returned covers the payload's length: the
+/// caller keeps it until it is done with the request decoded from it.
 async fn read_payload(
-    stream: &mut TcpStream,
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
     header: &[u8; FRAME_HEADER],
-    budget: Option<&Semaphore>,
-) -> Result<Vec<u8>, Closed> {
+    budget: Option<&Arc<Semaphore>>,
+) -> Result<(Vec<u8>, Permit), Closed> {
     let (len, crc) = wire::frame_header(header).map_err(|_| Closed::Bad)?;
-    let _permit = match budget {
+    let permit = match budget {
         Some(b) => Some(
             tokio::time::timeout(
                 TRANSFER,
-                b.acquire_many(u32::try_from(len).unwrap_or(u32::MAX)),
+                Arc::clone(b).acquire_many_owned(u32::try_from(len).unwrap_or(u32::MAX)),
             )
             .await
             .map_err(|_| Closed::Quietly)?
@@ -167,14 +187,14 @@ async fn read_payload(
     if crc32fast::hash(&buf) != crc {
         return Err(Closed::Bad);
     }
-    Ok(buf)
+    Ok((buf, permit))
 }
 
 async fn serve(
     mut stream: TcpStream,
     node: &impl RaftService,
     stats: &TransportStats,
-    budget: &Semaphore,
+    budget: &Arc<Semaphore>,
 ) -> Closed {
     let _ = stream.set_nodelay(true);
     loop {
@@ -183,7 +203,9 @@ async fn serve(
             Ok(Ok(_)) => {}
             _ => return Closed::Quietly,
         }
-        let payload = match read_payload(&mut stream, &header, Some(budget)).await {
+        // The permit is held until the answer is written: a request decoded from a frame
+        // weighs about what the frame did.
+        let (payload, _permit) = match read_payload(&mut stream, &header, Some(budget)).await {
             Ok(p) => p,
             Err(c) => return c,
         };
@@ -193,23 +215,26 @@ async fn serve(
         drop(payload);
         bump(&stats.frames_in);
         let response = match request {
-            Request::Append(r) => match node.raft().append_entries(r).await {
+            Request::Append(r) => match node.append_entries(r).await {
                 Ok(a) => Response::Append(a),
-                Err(e) => Response::Failed(e.to_string()),
+                Err(e) => Response::Failed(e),
             },
-            Request::Vote(r) => match node.raft().vote(r).await {
+            Request::Vote(r) => match node.vote(r).await {
                 Ok(v) => Response::Vote(v),
-                Err(e) => Response::Failed(e.to_string()),
+                Err(e) => Response::Failed(e),
             },
             Request::Snapshot(r) => match node.install_snapshot_chunk(r).await {
-                Ok(s) => Response::Snapshot(s),
-                Err(RaftError::APIError(e)) => wire::snapshot_error(e),
-                Err(e) => Response::Failed(e.to_string()),
+                Ok(ChunkAnswer::Taken(vote)) => Response::Snapshot(vote),
+                Ok(ChunkAnswer::Mismatch { expect, got }) => {
+                    Response::SnapshotMismatch { expect, got }
+                }
+                Err(e) => Response::Failed(e),
             },
             Request::Forward(r) => match node.write(r).await {
                 Ok(()) => Response::Forwarded,
                 Err(e) => error_response(e),
             },
+            Request::Stream => return pipeline::serve(stream, node, stats, budget).await,
             Request::ReadIndex => match node.read_index().await {
                 Ok(id) => Response::ReadIndex(id),
                 Err(e) => error_response(e),
@@ -227,104 +252,6 @@ fn error_response(e: Error) -> Response {
     match e {
         Error::NotLeader { leader } => Response::NotLeader(leader),
         e => Response::Failed(e.to_string()),
-    }
-}
-
-/// Writes and linearizable reads from any node: a follower forwards a write to the leader
-/// over its raft port, and asks it for a read index before reading locally. Keeps one idle
-/// connection per leader address.
-#[derive(Default)]
-pub struct Forwarder {
-    idle: tokio::sync::Mutex<Vec<(String, TcpStream)>>,
-    stats: Arc<TransportStats>,
-}
-
-/// Redirects followed before a forwarded call gives up (leaders changing underneath).
-const MAX_HOPS: usize = 3;
-
-impl Forwarder {
-    /// A forwarder with no connections yet.
-    pub fn new() -> Forwarder {
-        Forwarder::default()
-    }
-
-    /// `node.write(request)`, forwarded to the leader when `node` is not it.
-    pub async fn write(&self, node: &ReplicatedDb, request: super::Request) -> super::Result<()> {
-        match node.write(request.clone()).await {
-            Err(Error::NotLeader {
-                leader: Some((_, addr)),
-            }) => {
-                let mut addr = addr;
-                for _ in 0..MAX_HOPS {
-                    match self
-                        .call(&addr, &wire::encode_forward(&request), node.timeout())
-                        .await?
-                    {
-                        Response::Forwarded => return Ok(()),
-                        Response::NotLeader(Some((_, a))) if a != addr => addr = a,
-                        Response::NotLeader(leader) => return Err(Error::NotLeader { leader }),
-                        Response::Failed(m) => return Err(Error::Raft(m)),
-                        _ => {
-                            return Err(Error::Raft(format!(
-                                "{addr} answered a forwarded write wrongly"
-                            )))
-                        }
-                    }
-                }
-                Err(Error::NotLeader { leader: None })
-            }
-            r => r,
-        }
-    }
-
-    /// Waits until a linearizable read may be served from `node`'s local state: the leader
-    /// confirms itself (read index), on a follower through the leader's raft port, and
-    /// `node` applies up to that index.
-    pub async fn read_barrier(&self, node: &ReplicatedDb) -> super::Result<()> {
-        match node.read_index().await {
-            Ok(_) => Ok(()),
-            Err(Error::NotLeader {
-                leader: Some((_, addr)),
-            }) => match self
-                .call(&addr, &wire::encode_read_index(), node.timeout())
-                .await?
-            {
-                Response::ReadIndex(id) => node.wait_applied(id.map(|i| i.index)).await,
-                Response::NotLeader(leader) => Err(Error::NotLeader { leader }),
-                Response::Failed(m) => Err(Error::Raft(m)),
-                _ => Err(Error::Raft(format!(
-                    "{addr} answered a read index request wrongly"
-                ))),
-            },
-            Err(e) => Err(e),
-        }
-    }
-
-    async fn call(&self, addr: &str, payload: &[u8], ttl: Duration) -> super::Result<Response> {
-        let idle = {
-            let mut pool = self.idle.lock().await;
-            pool.iter()
-                .position(|(a, _)| a == addr)
-                .map(|i| pool.swap_remove(i).1)
-        };
-        let mut link = TcpLink {
-            target: 0,
-            addr: addr.to_owned(),
-            stream: idle,
-            stats: Arc::clone(&self.stats),
-        };
-        let r = link.call(payload, ttl).await.map_err(|e| match e {
-            CallError::Unreachable(e) | CallError::Network(e) => {
-                Error::Raft(format!("forwarding to the leader at {addr}: {e}"))
-            }
-        })?;
-        if let Some(s) = link.stream.take() {
-            let mut pool = self.idle.lock().await;
-            if pool.len() < 16 {
-                pool.push((addr.to_owned(), s));
-            }
-        }
-        Ok(r)
     }
 }
 
@@ -374,10 +301,7 @@ enum CallError {
     Network(io::Error),
 }
 
-type RpcResult<T, E = openraft::error::Infallible> =
-    Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
-
-impl<E: std::error::Error> From<CallError> for RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+impl From<CallError> for RPCError<TypeConfig> {
     fn from(e: CallError) -> Self {
         match e {
             CallError::Unreachable(e) => RPCError::Unreachable(Unreachable::new(&e)),
@@ -387,8 +311,32 @@ impl<E: std::error::Error> From<CallError> for RPCError<NodeId, BasicNode, RaftE
 }
 
 impl TcpLink {
-    /// Sends `payload` and reads the answer within `ttl`; any failure drops the connection
-    /// (`exchange` puts it back only after a whole answer).
+    /// One append as a plain call, its answer as a pipelined stream gives it.
+    async fn one_append(
+        &mut self,
+        req: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> pipeline::StreamItem {
+        let prev = req.prev_log_id;
+        let last = req.entries.last().map(|e| e.log_id).or(prev);
+        Ok(
+            match RaftNetworkV2::append_entries(self, req, option).await? {
+                AppendEntriesResponse::Success => Ok(last),
+                AppendEntriesResponse::PartialSuccess(id) => Ok(id),
+                AppendEntriesResponse::Conflict => match prev {
+                    Some(prev) => Err(StreamAppendError::Conflict(prev)),
+                    None => {
+                        return Err(RPCError::Network(
+                            self.unexpected(Response::Append(AppendEntriesResponse::Conflict)),
+                        ))
+                    }
+                },
+                AppendEntriesResponse::HigherVote(v) => Err(StreamAppendError::HigherVote(v)),
+            },
+        )
+    }
+
+    /// Sends `payload` and reads the answer within `ttl`; any failure drops the connection.
     async fn call(&mut self, payload: &[u8], ttl: Duration) -> Result<Response, CallError> {
         let result = tokio::time::timeout(ttl, self.exchange(payload)).await;
         let result = match result {
@@ -408,8 +356,8 @@ impl TcpLink {
     }
 
     /// One request and its answer. The connection is taken out of the link for the
-    /// exchange and put back only once the answer is read whole: a call dropped midway
-    /// (openraft times calls out and drops them) closes the connection rather than leave an
+    /// exchange and put back only once the answer is read whole: a call dropped midway (openraft
+    /// cancels calls, and times heartbeats out) closes the connection rather than leave an
     /// answer unread on it for the next call to take as its own.
     async fn exchange(&mut self, payload: &[u8]) -> Result<Response, CallError> {
         let mut stream = match self.stream.take() {
@@ -434,7 +382,7 @@ impl TcpLink {
             .map_err(CallError::Network)?;
         let bad =
             |what: String| CallError::Network(io::Error::new(io::ErrorKind::InvalidData, what));
-        let body = read_payload(&mut stream, &header, None)
+        let (body, _) = read_payload(&mut stream, &header, None)
             .await
             .map_err(|_| bad(format!("a malformed frame from node {}", self.target)))?;
         let r = wire::decode_response(&body).map_err(|m| {
@@ -447,7 +395,7 @@ impl TcpLink {
     }
 
     /// The error for an answer that is not the call's.
-    fn unexpected(&self, r: Response) -> NetworkError {
+    fn unexpected(&self, r: Response) -> NetworkError<TypeConfig> {
         let msg = match r {
             Response::Failed(m) => format!("node {} failed the call: {m}", self.target),
             _ => format!("node {} answered with the wrong message", self.target),
@@ -456,14 +404,59 @@ impl TcpLink {
     }
 }
 
-impl RaftNetwork<TypeConfig> for TcpLink {
+impl RaftNetworkV2<TypeConfig> for TcpLink {
+    type SnapshotData = tokio::fs::File;
+
+    /// Pipelined appends, on a connection of the stream's own (`pipeline.rs`). A stream that
+    /// ends after one request — openraft sends each heartbeat as one — is a plain call on the
+    /// link's connection instead: a connection opened per heartbeat measured read index
+    /// rounds at less than half their rate.
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<'s, Result<BoxStream<'s, pipeline::StreamItem>, RPCError<TypeConfig>>>
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+    {
+        Box::pin(async move {
+            let mut input = input;
+            let Some(first) = input.next().await else {
+                return Ok(Box::pin(futures_util::stream::empty()) as BoxStream<'s, _>);
+            };
+            let head = match input.next().now_or_never() {
+                Some(None) => {
+                    let item = self.one_append(first, option).await;
+                    return Ok(
+                        Box::pin(futures_util::stream::once(std::future::ready(item)))
+                            as BoxStream<'s, _>,
+                    );
+                }
+                Some(Some(second)) => vec![first, second],
+                None => vec![first],
+            };
+            let input = futures_util::stream::iter(head).chain(input);
+            let (addr, target, stats) = (self.addr.clone(), self.target, Arc::clone(&self.stats));
+            let answers = pipeline::open(
+                addr,
+                target,
+                stats,
+                input,
+                option.hard_ttl(),
+                pipeline::STREAM_IDLE,
+            )
+            .await?;
+            Ok(Box::pin(answers) as BoxStream<'s, pipeline::StreamItem>)
+        })
+    }
+
     /// Sends as many entries as fit one frame; when that is fewer than asked, a success is
     /// reported as a partial one up to the last entry sent (openraft sends the rest next).
     async fn append_entries(
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> RpcResult<AppendEntriesResponse<NodeId>> {
+    ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
         let (payload, sent) = wire::encode_append(&rpc, MAX_FRAME);
         match self.call(&payload, option.hard_ttl()).await? {
             Response::Append(AppendEntriesResponse::Success) if sent < rpc.entries.len() => {
@@ -476,29 +469,38 @@ impl RaftNetwork<TypeConfig> for TcpLink {
         }
     }
 
-    async fn install_snapshot(
+    /// Streams the snapshot's pack in chunks (`send.rs`), one call per chunk.
+    async fn full_snapshot(
         &mut self,
-        rpc: InstallSnapshotRequest<TypeConfig>,
+        vote: Vote,
+        snapshot: SnapshotFile,
+        cancel: impl Future<Output = ReplicationClosed> + Send + 'static,
         option: RPCOption,
-    ) -> RpcResult<InstallSnapshotResponse<NodeId>, InstallSnapshotError> {
-        match self
-            .call(&wire::encode_snapshot(&rpc), option.hard_ttl())
-            .await?
-        {
-            Response::Snapshot(s) => Ok(s),
-            Response::SnapshotMismatch(m) => Err(RPCError::RemoteError(RemoteError::new(
-                self.target,
-                RaftError::APIError(InstallSnapshotError::SnapshotMismatch(m)),
-            ))),
-            r => Err(RPCError::Network(self.unexpected(r))),
-        }
+    ) -> Result<SnapshotResponse<TypeConfig>, StreamingError<TypeConfig>> {
+        let chunk_size = option.snapshot_chunk_size().unwrap_or(1 << 20);
+        let ttl = option.hard_ttl();
+        let link = tokio::sync::Mutex::new(self);
+        send_snapshot(vote, snapshot, chunk_size, cancel, |chunk| {
+            let link = &link;
+            async move {
+                let mut link = link.lock().await;
+                match link.call(&wire::encode_snapshot(&chunk), ttl).await? {
+                    Response::Snapshot(vote) => Ok(ChunkAnswer::Taken(vote)),
+                    Response::SnapshotMismatch { expect, got } => {
+                        Ok(ChunkAnswer::Mismatch { expect, got })
+                    }
+                    r => Err(RPCError::Network(link.unexpected(r))),
+                }
+            }
+        })
+        .await
     }
 
     async fn vote(
         &mut self,
-        rpc: VoteRequest<NodeId>,
+        rpc: VoteRequest<TypeConfig>,
         option: RPCOption,
-    ) -> RpcResult<VoteResponse<NodeId>> {
+    ) -> Result<VoteResponse<TypeConfig>, RPCError<TypeConfig>> {
         match self
             .call(&wire::encode_vote_request(&rpc), option.hard_ttl())
             .await?

@@ -1,0 +1,295 @@
+//! Pipelined appends (openraft's `stream_append`): the leader writes each append as soon as
+//! openraft produces it, without waiting for the answer to the one before, on a connection of
+//! the stream's own; the follower hands each to `Raft::stream_append` as it arrives and
+//! answers in order (FORMAT.md §8, request 6). So a commit-only append in flight never holds
+//! back the next entries.
+//!
+//! The stream ends after an error, a conflict, a newer vote, or a request cut to fit a frame
+//! (openraft opens the next stream from where the follower stands); its connection closes
+//! with it, dropping answers to requests still in flight.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use openraft::error::{NetworkError, RPCError};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, StreamAppendError};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+
+use super::{bump, read_payload, Closed, Permit, TransportStats, IDLE, TRANSFER};
+use crate::replication::service::RaftService;
+use crate::replication::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
+use crate::replication::{LogId, NodeId, TypeConfig};
+
+/// Appends a stream may have in flight on its connection.
+pub(super) const PIPELINE: usize = 64;
+
+/// One answer of a pipelined stream, as openraft takes it.
+pub(super) type StreamItem =
+    Result<openraft::raft::StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>;
+
+/// What the writer sent, for reading its answer: the request's previous log id, the last
+/// log id it carried, and whether it carried all its entries.
+struct Sent {
+    prev: Option<LogId>,
+    last: Option<LogId>,
+    whole: bool,
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How long a stream may go without an append before it ends itself (under the server's
+/// `IDLE`, so a quiet stream is not cut by the follower).
+pub(super) const STREAM_IDLE: Duration = Duration::from_secs(60);
+
+/// Opens a pipelined stream to `addr` and returns its answers; the stream ends (no error)
+/// when `idle` passes with no append to send.
+pub(super) async fn open<S>(
+    addr: String,
+    target: NodeId,
+    stats: Arc<TransportStats>,
+    input: S,
+    ttl: Duration,
+    idle: Duration,
+) -> Result<impl Stream<Item = StreamItem> + Send + 'static, RPCError<TypeConfig>>
+where
+    S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+{
+    let conn = TcpStream::connect(&addr)
+        .await
+        .map_err(|e| RPCError::from(super::CallError::Unreachable(e)))?;
+    let _ = conn.set_nodelay(true);
+    let (rd, mut wr) = conn.into_split();
+    wr.write_all(&wire::frame(&wire::encode_stream()))
+        .await
+        .map_err(|e| RPCError::from(super::CallError::Network(e)))?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Sent>(PIPELINE);
+    let writer = tokio::spawn(write_appends(input, wr, tx, Arc::clone(&stats)));
+    let state = Reader {
+        rd,
+        rx,
+        _writer: AbortOnDrop(writer),
+        ttl,
+        target,
+        stats,
+    };
+    Ok(futures_util::stream::unfold(
+        Some(state),
+        move |state| async move {
+            let mut state = state?;
+            // Idle for `idle`: the stream ends without an error, before the follower's idle limit
+            // would close its connection under the next append; openraft opens a new one.
+            let sent = tokio::time::timeout(idle, state.rx.recv()).await.ok()??;
+            let (item, go_on) = state.answer(sent).await;
+            Some((item, go_on.then_some(state)))
+        },
+    ))
+}
+
+/// Writes each request as it comes; stops after a request cut to fit a frame (its answer
+/// ends the stream), or when the connection or the reader goes.
+async fn write_appends<S>(
+    mut input: S,
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    tx: tokio::sync::mpsc::Sender<Sent>,
+    stats: Arc<TransportStats>,
+) where
+    S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+{
+    while let Some(req) = input.next().await {
+        let (payload, n) = wire::encode_append(&req, MAX_FRAME);
+        let last = match n.checked_sub(1) {
+            Some(i) => req.entries.get(i).map(|e| e.log_id),
+            None => req.prev_log_id,
+        };
+        let whole = n == req.entries.len();
+        let sent = Sent {
+            prev: req.prev_log_id,
+            last,
+            whole,
+        };
+        if tx.send(sent).await.is_err() || wr.write_all(&wire::frame(&payload)).await.is_err() {
+            return;
+        }
+        bump(&stats.frames_out);
+        if !whole {
+            return;
+        }
+    }
+}
+
+/// The reading side of a stream.
+struct Reader {
+    rd: tokio::net::tcp::OwnedReadHalf,
+    rx: tokio::sync::mpsc::Receiver<Sent>,
+    _writer: AbortOnDrop,
+    ttl: Duration,
+    target: NodeId,
+    stats: Arc<TransportStats>,
+}
+
+impl Reader {
+    /// The answer to `sent`, and whether the stream goes on after it.
+    async fn answer(&mut self, sent: Sent) -> (StreamItem, bool) {
+        let target = self.target;
+        let net = |m: String| {
+            RPCError::Network(NetworkError::new(&io::Error::other(format!(
+                "node {target}: {m}"
+            ))))
+        };
+        let rd = &mut self.rd;
+        let read = async {
+            let mut header = [0u8; FRAME_HEADER];
+            rd.read_exact(&mut header)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (body, _) = read_payload(rd, &header, None)
+                .await
+                .map_err(|_| "a malformed frame".to_string())?;
+            wire::decode_response(&body)
+        };
+        let response = match tokio::time::timeout(self.ttl, read).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(m)) => {
+                bump(&self.stats.failed);
+                return (Err(net(m)), false);
+            }
+            Err(_) => {
+                bump(&self.stats.failed);
+                return (Err(net(format!("no answer within {:?}", self.ttl))), false);
+            }
+        };
+        bump(&self.stats.frames_in);
+        let result = match response {
+            Response::Append(AppendEntriesResponse::Success) => Ok(sent.last),
+            Response::Append(AppendEntriesResponse::PartialSuccess(id)) => {
+                return (Ok(Ok(id)), false);
+            }
+            Response::Append(AppendEntriesResponse::Conflict) => match sent.prev {
+                Some(prev) => Err(StreamAppendError::Conflict(prev)),
+                None => return (Err(net("a conflict at the log's start".into())), false),
+            },
+            Response::Append(AppendEntriesResponse::HigherVote(v)) => {
+                Err(StreamAppendError::HigherVote(v))
+            }
+            Response::Failed(m) => return (Err(net(format!("failed the call: {m}"))), false),
+            _ => return (Err(net("answered with the wrong message".into())), false),
+        };
+        let go_on = result.is_ok() && sent.whole;
+        (Ok(result), go_on)
+    }
+}
+
+/// Serves a connection turned into a pipelined stream: a reader hands each append to the
+/// node as it arrives, the answers are written in order. Anything but an append closes the
+/// connection (counted as malformed).
+pub(super) async fn serve(
+    stream: TcpStream,
+    node: &impl RaftService,
+    stats: &TransportStats,
+    budget: &Arc<Semaphore>,
+) -> Closed {
+    let (mut rd, mut wr) = stream.into_split();
+    // Each queued append keeps its share of the read budget until the node takes it.
+    let (tx, rx) =
+        tokio::sync::mpsc::channel::<(AppendEntriesRequest<TypeConfig>, Permit)>(PIPELINE);
+    let input = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|(r, _permit)| (r, rx))
+    });
+    let mut answers = std::pin::pin!(node.stream_append(input));
+    // The reader owns the sender: when it ends, the node's stream ends after its last answer.
+    let read = async move {
+        loop {
+            let mut header = [0u8; FRAME_HEADER];
+            match tokio::time::timeout(IDLE, rd.read_exact(&mut header)).await {
+                Ok(Ok(_)) => {}
+                _ => return Closed::Quietly,
+            }
+            let (payload, permit) = match read_payload(&mut rd, &header, Some(budget)).await {
+                Ok(p) => p,
+                Err(c) => return c,
+            };
+            let Ok(Request::Append(r)) = wire::decode_request(&payload) else {
+                return Closed::Bad;
+            };
+            drop(payload);
+            bump(&stats.frames_in);
+            if tx.send((r, permit)).await.is_err() {
+                return Closed::Quietly;
+            }
+        }
+    };
+    let write = async {
+        while let Some(answer) = answers.next().await {
+            let response = match answer {
+                Ok(Ok(_)) => Response::Append(AppendEntriesResponse::Success),
+                Ok(Err(StreamAppendError::Conflict(_))) => {
+                    Response::Append(AppendEntriesResponse::Conflict)
+                }
+                Ok(Err(StreamAppendError::HigherVote(v))) => {
+                    Response::Append(AppendEntriesResponse::HigherVote(v))
+                }
+                Err(m) => Response::Failed(m),
+            };
+            let out = wire::frame(&wire::encode_response(&response));
+            match tokio::time::timeout(TRANSFER, wr.write_all(&out)).await {
+                Ok(Ok(())) => bump(&stats.frames_out),
+                _ => return Closed::Quietly,
+            }
+        }
+        Closed::Quietly
+    };
+    // Answers already owed are written before the connection closes: the reader ending
+    // (the leader closed its side) waits for the writer.
+    let (r, w) = tokio::join!(read, write);
+    if r == Closed::Bad || w == Closed::Bad {
+        Closed::Bad
+    } else {
+        Closed::Quietly
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stream with nothing to send ends by itself, without an error, once `idle` passes —
+    /// and only then: the follower saw the stream opened and nothing closed it before.
+    #[tokio::test]
+    async fn an_idle_stream_ends_quietly() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let follower = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut got = Vec::new();
+            let _ = conn.read_to_end(&mut got).await;
+            got
+        });
+        let idle = Duration::from_millis(300);
+        let input = futures_util::stream::pending::<AppendEntriesRequest<TypeConfig>>();
+        let started = std::time::Instant::now();
+        let answers = open(addr, 2, Arc::default(), input, Duration::from_secs(1), idle)
+            .await
+            .unwrap();
+        let mut answers = std::pin::pin!(answers);
+        let end = tokio::time::timeout(Duration::from_secs(10), answers.next()).await;
+        assert!(
+            matches!(end, Ok(None)),
+            "the idle stream did not end quietly"
+        );
+        assert!(started.elapsed() >= idle, "ended before it was idle");
+        // The follower saw exactly the request that opens a stream, then the close (the
+        // stream closed its connection when it ended).
+        assert_eq!(follower.await.unwrap(), wire::frame(&wire::encode_stream()));
+    }
+}
