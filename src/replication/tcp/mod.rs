@@ -20,13 +20,12 @@ use std::time::Duration;
 
 use std::future::Future;
 
-use futures_util::{FutureExt, Stream, StreamExt};
+use futures_util::Stream;
 use openraft::base::{BoxFuture, BoxStream};
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, StreamAppendError, VoteRequest,
-    VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft::{RaftNetworkFactory, RaftNetworkV2};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -311,31 +310,6 @@ impl From<CallError> for RPCError<TypeConfig> {
 }
 
 impl TcpLink {
-    /// One append as a plain call, its answer as a pipelined stream gives it.
-    async fn one_append(
-        &mut self,
-        req: AppendEntriesRequest<TypeConfig>,
-        option: RPCOption,
-    ) -> pipeline::StreamItem {
-        let prev = req.prev_log_id;
-        let last = req.entries.last().map(|e| e.log_id).or(prev);
-        Ok(
-            match RaftNetworkV2::append_entries(self, req, option).await? {
-                AppendEntriesResponse::Success => Ok(last),
-                AppendEntriesResponse::PartialSuccess(id) => Ok(id),
-                AppendEntriesResponse::Conflict => match prev {
-                    Some(prev) => Err(StreamAppendError::Conflict(prev)),
-                    None => {
-                        return Err(RPCError::Network(
-                            self.unexpected(Response::Append(AppendEntriesResponse::Conflict)),
-                        ))
-                    }
-                },
-                AppendEntriesResponse::HigherVote(v) => Err(StreamAppendError::HigherVote(v)),
-            },
-        )
-    }
-
     /// Sends `payload` and reads the answer within `ttl`; any failure drops the connection.
     async fn call(&mut self, payload: &[u8], ttl: Duration) -> Result<Response, CallError> {
         let result = tokio::time::timeout(ttl, self.exchange(payload)).await;
@@ -407,10 +381,8 @@ impl TcpLink {
 impl RaftNetworkV2<TypeConfig> for TcpLink {
     type SnapshotData = tokio::fs::File;
 
-    /// Pipelined appends, on a connection of the stream's own (`pipeline.rs`). A stream that
-    /// ends after one request — openraft sends each heartbeat as one — is a plain call on the
-    /// link's connection instead: a connection opened per heartbeat measured read index
-    /// rounds at less than half their rate.
+    /// Pipelined appends, on a connection of the stream's own (`pipeline.rs`); a stream of one
+    /// append (a heartbeat) is a plain call on the link's connection.
     fn stream_append<'s, S>(
         &'s mut self,
         input: S,
@@ -419,35 +391,7 @@ impl RaftNetworkV2<TypeConfig> for TcpLink {
     where
         S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
     {
-        Box::pin(async move {
-            let mut input = input;
-            let Some(first) = input.next().await else {
-                return Ok(Box::pin(futures_util::stream::empty()) as BoxStream<'s, _>);
-            };
-            let head = match input.next().now_or_never() {
-                Some(None) => {
-                    let item = self.one_append(first, option).await;
-                    return Ok(
-                        Box::pin(futures_util::stream::once(std::future::ready(item)))
-                            as BoxStream<'s, _>,
-                    );
-                }
-                Some(Some(second)) => vec![first, second],
-                None => vec![first],
-            };
-            let input = futures_util::stream::iter(head).chain(input);
-            let (addr, target, stats) = (self.addr.clone(), self.target, Arc::clone(&self.stats));
-            let answers = pipeline::open(
-                addr,
-                target,
-                stats,
-                input,
-                option.hard_ttl(),
-                pipeline::STREAM_IDLE,
-            )
-            .await?;
-            Ok(Box::pin(answers) as BoxStream<'s, pipeline::StreamItem>)
-        })
+        Box::pin(pipeline::stream(self, input, option))
     }
 
     /// Sends as many entries as fit one frame; when that is fewer than asked, a success is

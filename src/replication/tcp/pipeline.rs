@@ -12,14 +12,17 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
+use openraft::base::BoxStream;
 use openraft::error::{NetworkError, RPCError};
+use openraft::network::RPCOption;
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, StreamAppendError};
+use openraft::RaftNetworkV2;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
-use super::{bump, read_payload, Closed, Permit, TransportStats, IDLE, TRANSFER};
+use super::{bump, read_payload, Closed, Permit, TcpLink, TransportStats, IDLE, TRANSFER};
 use crate::replication::service::RaftService;
 use crate::replication::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
 use crate::replication::{LogId, NodeId, TypeConfig};
@@ -94,6 +97,70 @@ where
             Some((item, go_on.then_some(state)))
         },
     ))
+}
+
+/// A link's `stream_append`: the first request is awaited, and a stream that ends after it
+/// — openraft sends each heartbeat as one — is a plain call on the link's connection: a
+/// connection opened per heartbeat measured read index rounds at less than half their rate.
+/// Anything longer opens a pipelined stream.
+pub(super) async fn stream<'s, S>(
+    link: &'s mut TcpLink,
+    mut input: S,
+    option: RPCOption,
+) -> Result<BoxStream<'s, StreamItem>, RPCError<TypeConfig>>
+where
+    S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+{
+    let Some(first) = input.next().await else {
+        return Ok(Box::pin(futures_util::stream::empty()));
+    };
+    // Polled once more: a finished stream says so at once; a pending one keeps its place.
+    let head = match input.next().now_or_never() {
+        Some(None) => {
+            let item = one_append(link, first, option).await;
+            return Ok(Box::pin(futures_util::stream::once(std::future::ready(
+                item,
+            ))));
+        }
+        Some(Some(second)) => vec![first, second],
+        None => vec![first],
+    };
+    let input = futures_util::stream::iter(head).chain(input);
+    let answers = open(
+        link.addr.clone(),
+        link.target,
+        Arc::clone(&link.stats),
+        input,
+        option.hard_ttl(),
+        STREAM_IDLE,
+    )
+    .await?;
+    Ok(Box::pin(answers))
+}
+
+/// One append as a plain call, its answer as a pipelined stream gives it.
+async fn one_append(
+    link: &mut TcpLink,
+    req: AppendEntriesRequest<TypeConfig>,
+    option: RPCOption,
+) -> StreamItem {
+    let prev = req.prev_log_id;
+    let last = req.entries.last().map(|e| e.log_id).or(prev);
+    Ok(
+        match RaftNetworkV2::append_entries(link, req, option).await? {
+            AppendEntriesResponse::Success => Ok(last),
+            AppendEntriesResponse::PartialSuccess(id) => Ok(id),
+            AppendEntriesResponse::Conflict => match prev {
+                Some(prev) => Err(StreamAppendError::Conflict(prev)),
+                None => {
+                    return Err(RPCError::Network(
+                        link.unexpected(Response::Append(AppendEntriesResponse::Conflict)),
+                    ))
+                }
+            },
+            AppendEntriesResponse::HigherVote(v) => Err(StreamAppendError::HigherVote(v)),
+        },
+    )
 }
 
 /// Writes each request as it comes; stops after a request cut to fit a frame (its answer
