@@ -336,12 +336,7 @@ impl ReplicatedDb {
 
     /// Removes node `id` from the cluster (a voter is demoted and removed). Leader only.
     pub async fn remove_node(&self, id: NodeId) -> Result<()> {
-        let m = self
-            .raft
-            .metrics()
-            .borrow_watched()
-            .membership_config
-            .clone();
+        let m = self.membership();
         if !m.membership().nodes().any(|(n, _)| *n == id) {
             return Err(crate::Error::InvalidArgument(format!("node {id} is not a member")).into());
         }
@@ -362,12 +357,7 @@ impl ReplicatedDb {
 
     /// Every member (voters and learners) with its address, as this node knows them.
     pub fn members(&self) -> BTreeMap<NodeId, String> {
-        let m = self
-            .raft
-            .metrics()
-            .borrow_watched()
-            .membership_config
-            .clone();
+        let m = self.membership();
         m.membership()
             .nodes()
             .map(|(id, n)| (*id, n.addr.clone()))
@@ -383,6 +373,15 @@ impl ReplicatedDb {
     /// leader, each follower's replication progress).
     pub fn metrics(&self) -> RaftMetrics<TypeConfig> {
         self.raft.metrics().borrow_watched().clone()
+    }
+
+    /// The membership this node knows of (its latest membership entry, committed or not).
+    fn membership(&self) -> std::sync::Arc<super::StoredMembership> {
+        self.raft
+            .metrics()
+            .borrow_watched()
+            .membership_config
+            .clone()
     }
 
     /// The leader this node knows of, if any.

@@ -189,6 +189,19 @@ async fn read_payload(
     Ok((buf, permit))
 }
 
+/// Reads a server connection's next request frame: its header within `IDLE` (a peer silent
+/// that long is closed quietly), then its payload against `budget`.
+async fn read_request(
+    stream: &mut (impl tokio::io::AsyncRead + Unpin),
+    budget: &Arc<Semaphore>,
+) -> Result<(Vec<u8>, Permit), Closed> {
+    let mut header = [0u8; FRAME_HEADER];
+    match tokio::time::timeout(IDLE, stream.read_exact(&mut header)).await {
+        Ok(Ok(_)) => read_payload(stream, &header, Some(budget)).await,
+        _ => Err(Closed::Quietly),
+    }
+}
+
 async fn serve(
     mut stream: TcpStream,
     node: &impl RaftService,
@@ -197,14 +210,9 @@ async fn serve(
 ) -> Closed {
     let _ = stream.set_nodelay(true);
     loop {
-        let mut header = [0u8; FRAME_HEADER];
-        match tokio::time::timeout(IDLE, stream.read_exact(&mut header)).await {
-            Ok(Ok(_)) => {}
-            _ => return Closed::Quietly,
-        }
         // The permit is held until the answer is written: a request decoded from a frame
         // weighs about what the frame did.
-        let (payload, _permit) = match read_payload(&mut stream, &header, Some(budget)).await {
+        let (payload, _permit) = match read_request(&mut stream, budget).await {
             Ok(p) => p,
             Err(c) => return c,
         };

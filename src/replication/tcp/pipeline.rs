@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
-use super::{bump, read_payload, Closed, Permit, TcpLink, TransportStats, IDLE, TRANSFER};
+use super::{bump, read_payload, read_request, Closed, Permit, TcpLink, TransportStats, TRANSFER};
 use crate::replication::service::RaftService;
 use crate::replication::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
 use crate::replication::{LogId, NodeId, TypeConfig};
@@ -277,12 +277,7 @@ pub(super) async fn serve(
     // The reader owns the sender: when it ends, the node's stream ends after its last answer.
     let read = async move {
         loop {
-            let mut header = [0u8; FRAME_HEADER];
-            match tokio::time::timeout(IDLE, rd.read_exact(&mut header)).await {
-                Ok(Ok(_)) => {}
-                _ => return Closed::Quietly,
-            }
-            let (payload, permit) = match read_payload(&mut rd, &header, Some(budget)).await {
+            let (payload, permit) = match read_request(&mut rd, budget).await {
                 Ok(p) => p,
                 Err(c) => return c,
             };
