@@ -205,7 +205,7 @@ async fn read_request(
 async fn serve(
     mut stream: TcpStream,
     node: &impl RaftService,
-    stats: &TransportStats,
+    stats: &Arc<TransportStats>,
     budget: &Arc<Semaphore>,
 ) -> Closed {
     let _ = stream.set_nodelay(true);

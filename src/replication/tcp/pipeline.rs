@@ -9,6 +9,7 @@
 //! with it, dropping answers to requests still in flight.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
-use super::{bump, read_payload, read_request, Closed, Permit, TcpLink, TransportStats, TRANSFER};
+use super::{bump, read_payload, read_request, Closed, TcpLink, TransportStats, TRANSFER};
 use crate::replication::service::RaftService;
 use crate::replication::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
 use crate::replication::{LogId, NodeId, TypeConfig};
@@ -257,67 +258,92 @@ impl Reader {
     }
 }
 
-/// Serves a connection turned into a pipelined stream: a reader hands each append to the
-/// node as it arrives, the answers are written in order. Anything but an append closes the
-/// connection (counted as malformed).
+/// Serves a connection turned into a pipelined stream. The node reads the appends itself:
+/// its stream's input is the connection's read half, a frame decoded per item, so an append
+/// reaches `Raft::stream_append` with no task or channel between (one wake-up less per
+/// append on the follower's path). The answers are written here, in order. Anything but an
+/// append closes the connection (counted as malformed).
 pub(super) async fn serve(
     stream: TcpStream,
     node: &impl RaftService,
-    stats: &TransportStats,
+    stats: &Arc<TransportStats>,
     budget: &Arc<Semaphore>,
 ) -> Closed {
-    let (mut rd, mut wr) = stream.into_split();
-    // Each queued append keeps its share of the read budget until the node takes it.
-    let (tx, rx) =
-        tokio::sync::mpsc::channel::<(AppendEntriesRequest<TypeConfig>, Permit)>(PIPELINE);
-    let input = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|(r, _permit)| (r, rx))
+    let (rd, mut wr) = stream.into_split();
+    let bad = Arc::new(AtomicBool::new(false));
+    // Dropped when this returns: the input ends even while openraft's task still polls it.
+    let (_stop, stop) = tokio::sync::oneshot::channel::<()>();
+    let input = Input {
+        rd,
+        stop,
+        budget: Arc::clone(budget),
+        stats: Arc::clone(stats),
+        bad: Arc::clone(&bad),
+    };
+    let input = futures_util::stream::unfold(input, |mut input| async move {
+        let request = input.next().await?;
+        Some((request, input))
     });
     let mut answers = std::pin::pin!(node.stream_append(input));
-    // The reader owns the sender: when it ends, the node's stream ends after its last answer.
-    let read = async move {
-        loop {
-            let (payload, permit) = match read_request(&mut rd, budget).await {
-                Ok(p) => p,
-                Err(c) => return c,
-            };
-            let Ok(Request::Append(r)) = wire::decode_request(&payload) else {
-                return Closed::Bad;
-            };
-            drop(payload);
-            bump(&stats.frames_in);
-            if tx.send((r, permit)).await.is_err() {
-                return Closed::Quietly;
+    // Answers already owed are written before the connection closes: the input ending (the
+    // leader closed its side) ends the answers after the last one.
+    while let Some(answer) = answers.next().await {
+        let response = match answer {
+            Ok(Ok(_)) => Response::Append(AppendEntriesResponse::Success),
+            Ok(Err(StreamAppendError::Conflict(_))) => {
+                Response::Append(AppendEntriesResponse::Conflict)
             }
-        }
-    };
-    let write = async {
-        while let Some(answer) = answers.next().await {
-            let response = match answer {
-                Ok(Ok(_)) => Response::Append(AppendEntriesResponse::Success),
-                Ok(Err(StreamAppendError::Conflict(_))) => {
-                    Response::Append(AppendEntriesResponse::Conflict)
-                }
-                Ok(Err(StreamAppendError::HigherVote(v))) => {
-                    Response::Append(AppendEntriesResponse::HigherVote(v))
-                }
-                Err(m) => Response::Failed(m),
-            };
-            let out = wire::frame(&wire::encode_response(&response));
-            match tokio::time::timeout(TRANSFER, wr.write_all(&out)).await {
-                Ok(Ok(())) => bump(&stats.frames_out),
-                _ => return Closed::Quietly,
+            Ok(Err(StreamAppendError::HigherVote(v))) => {
+                Response::Append(AppendEntriesResponse::HigherVote(v))
             }
+            Err(m) => Response::Failed(m),
+        };
+        let out = wire::frame(&wire::encode_response(&response));
+        match tokio::time::timeout(TRANSFER, wr.write_all(&out)).await {
+            Ok(Ok(())) => bump(&stats.frames_out),
+            _ => return Closed::Quietly,
         }
-        Closed::Quietly
-    };
-    // Answers already owed are written before the connection closes: the reader ending
-    // (the leader closed its side) waits for the writer.
-    let (r, w) = tokio::join!(read, write);
-    if r == Closed::Bad || w == Closed::Bad {
+    }
+    if bad.load(Ordering::Relaxed) {
         Closed::Bad
     } else {
         Closed::Quietly
+    }
+}
+
+/// The follower's side of a stream, as the node's input: one append per frame.
+struct Input {
+    rd: tokio::net::tcp::OwnedReadHalf,
+    /// Resolves when `serve` returns.
+    stop: tokio::sync::oneshot::Receiver<()>,
+    budget: Arc<Semaphore>,
+    stats: Arc<TransportStats>,
+    /// Set when the stream ended on something that is not an append.
+    bad: Arc<AtomicBool>,
+}
+
+impl Input {
+    /// The next append; `None` once the leader closes, goes idle, sends something else, or
+    /// `serve` is gone. The frame's share of the read budget is held until the node takes
+    /// the append (it is decoded before this returns).
+    async fn next(&mut self) -> Option<AppendEntriesRequest<TypeConfig>> {
+        let (payload, _permit) = tokio::select! {
+            biased;
+            _ = &mut self.stop => return None,
+            read = read_request(&mut self.rd, &self.budget) => match read {
+                Ok(p) => p,
+                Err(c) => {
+                    self.bad.store(c == Closed::Bad, Ordering::Relaxed);
+                    return None;
+                }
+            },
+        };
+        let Ok(Request::Append(r)) = wire::decode_request(&payload) else {
+            self.bad.store(true, Ordering::Relaxed);
+            return None;
+        };
+        bump(&self.stats.frames_in);
+        Some(r)
     }
 }
 
