@@ -1,4 +1,4 @@
-//! Decoder fuzzing: every decoder of an on-disk structure — filter block, table footer,
+//! Decoder fuzzing: every decoder of an on-disk structure — filter block, range filter block, table footer,
 //! index block, properties block, data block, compressed data block, WAL log, manifest, options record, whole table
 //! files, and the RocksDB SST and MANIFEST readers of `inspect` — is fed mutated copies of valid inputs (bit flips, truncations, extensions, length fields set to
 //! boundary and random values, random byte runs, random inputs) and must return a value or a
@@ -138,6 +138,44 @@ fn filter_target() -> Target {
                 let _ = r.may_contain(format!("key{i}").as_bytes());
                 let _ = r.may_contain_hash(0x9E37_79B9_7F4A_7C15u64.wrapping_mul(i));
             }
+            true
+        },
+    }
+}
+
+fn range_filter_target() -> Target {
+    use crate::filter::{RangeFilterBuilder, RangeFilterReader, RangePolicy};
+    use std::ops::Bound;
+    let mut seeds = Vec::new();
+    for (bits, max_range) in [(12.0, 32), (16.0, 1024), (3.0, 1)] {
+        for n in [0usize, 1, 37, 300] {
+            let policy = RangePolicy::bits_per_key(bits, max_range).expect("a valid policy");
+            let mut b = RangeFilterBuilder::new(policy);
+            for i in 0..n {
+                b.add_key(format!("tenant/{:06}", i * 7919 % 1000).as_bytes());
+            }
+            seeds.push(b.finish());
+        }
+    }
+    Target {
+        name: "range filter block",
+        seeds,
+        reseal: reseal_trailing_crc,
+        decode: |b| {
+            let Ok(r) = RangeFilterReader::new(b) else {
+                return false;
+            };
+            let _ = (r.expected_rate(32), r.bits_per_key(), r.memory());
+            for i in 0..8u64 {
+                let lo = format!("tenant/{:06}", i * 131);
+                let hi = format!("tenant/{:06}", i * 131 + i * i);
+                let _ = r.may_contain_range(
+                    Bound::Included(lo.as_bytes()),
+                    Bound::Excluded(hi.as_bytes()),
+                );
+                let _ = r.may_contain(&i.to_be_bytes());
+            }
+            let _ = r.may_contain_range(Bound::Unbounded, Bound::Included(b"tenant/"));
             true
         },
     }
@@ -531,6 +569,7 @@ fn base_targets() -> Vec<Target> {
         rocksdb_sst_target(),
         rocksdb_manifest_target(),
         filter_target(),
+        range_filter_target(),
         footer_target(),
         index_target(),
         properties_target(),

@@ -21,6 +21,7 @@ pub mod hash;
 mod kind;
 pub mod math;
 mod policy;
+pub mod range;
 pub mod ribbon;
 pub mod standard;
 
@@ -32,6 +33,7 @@ pub use format::Header;
 pub use hash::{hash_key, hash_key_with_seed};
 pub use kind::FilterKind;
 pub use policy::{FilterPolicy, Sizing};
+pub use range::{RangeFilterBuilder, RangeFilterError, RangeFilterReader, RangePolicy};
 
 use crate::prefetch::{prefetch_lines_into, CacheLevel};
 
