@@ -1,4 +1,5 @@
-//! Decodes filter blocks and prints what they hold: a filter block file, an SSTable (its filter
+//! Decodes filter blocks and prints what they hold: a filter block file, a range filter block
+//! file (FORMAT.md §9: its keys, design range and promised rates), an SSTable (its filter
 //! block plus table properties), or a database directory (every live table's filter, per
 //! level, plus totals).
 //!
@@ -24,7 +25,8 @@ use clap::Parser;
 #[derive(Parser)]
 #[command(about)]
 struct Args {
-    /// A filter block file, an SSTable (`*.sst`) or a database directory.
+    /// A filter block file, a range filter block file, an SSTable (`*.sst`) or a database
+    /// directory.
     path: PathBuf,
     /// Print one JSON object instead of text.
     #[arg(long)]

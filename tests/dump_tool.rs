@@ -328,3 +328,87 @@ fn database_with_prefix_filters_shows_prefix_counts() {
     assert_eq!(t["prefix_filter"]["n"], 300);
     assert_eq!(t["properties"]["prefix_extractor"], "delimiter:3a:1");
 }
+
+fn range_fixtures() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/range-filter-v1");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rangefilter"))
+        .collect();
+    v.sort();
+    assert!(v.len() >= 5);
+    v
+}
+
+/// Range-filter blocks print as text and JSON with what the reader says of them; damaged
+/// copies exit 1 with one line naming what is wrong.
+#[test]
+fn dumps_range_filter_blocks_and_refuses_damaged_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    for path in range_fixtures() {
+        let block = std::fs::read(&path).unwrap();
+        let reader = lsm_bloom::filter::RangeFilterReader::new(&block).unwrap();
+        let out = run(&[&path]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        for field in [
+            "range filter block",
+            "kind            grafite",
+            &format!("n (keys)        {}", reader.keys()),
+            &format!("longest range   {} points", reader.max_range()),
+            "common prefix",
+            "expected FPR",
+            "checksum        ok",
+        ] {
+            assert!(
+                text.contains(field),
+                "{}: no {field:?} in\n{text}",
+                path.display()
+            );
+        }
+        let out = run(&[&path, Path::new("--json")]);
+        assert!(out.status.success());
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["type"], "range_filter");
+        assert_eq!(json["n"], reader.keys());
+        assert_eq!(json["values"], reader.values());
+        assert_eq!(json["max_range"], reader.max_range());
+        assert_eq!(json["crc32"], reader.crc32());
+
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let mut flipped = block.clone();
+        flipped[block.len() / 2] ^= 0x10;
+        let mut v99 = block.clone();
+        v99[4] = 99;
+        for (what, bytes, expect) in [
+            ("flipped", flipped, "range filter block checksum mismatch"),
+            (
+                "version99",
+                v99,
+                "unsupported range filter format version 99",
+            ),
+            (
+                "truncated",
+                block[..30].to_vec(),
+                "range filter block too short",
+            ),
+        ] {
+            let p = dir.path().join(format!("{what}-{name}"));
+            std::fs::write(&p, bytes).unwrap();
+            let out = run(&[&p]);
+            assert_eq!(out.status.code(), Some(1), "{what} {name}");
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert_eq!(err.lines().count(), 1, "{err}");
+            assert!(
+                err.starts_with("error: ") && err.contains(expect),
+                "{what} {name}: {err}"
+            );
+            assert!(out.stdout.is_empty());
+        }
+    }
+}

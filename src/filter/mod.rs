@@ -33,7 +33,9 @@ pub use format::Header;
 pub use hash::{hash_key, hash_key_with_seed};
 pub use kind::FilterKind;
 pub use policy::{FilterPolicy, Sizing};
-pub use range::{RangeFilterBuilder, RangeFilterError, RangeFilterReader, RangePolicy};
+pub use range::{
+    RangeFilterBuilder, RangeFilterError, RangeFilterInfo, RangeFilterReader, RangePolicy, RateAt,
+};
 
 use crate::prefetch::{prefetch_lines_into, CacheLevel};
 

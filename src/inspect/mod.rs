@@ -1,7 +1,7 @@
 //! Decoding files for people: what the `dump_filter` example prints. `inspect_path` looks at a
 //! path and returns a [`Report`] that serialises to JSON (`serde`) and prints as text
 //! (`Display`). Each kind of file gets one variant: a directory is a database, a file opening
-//! with the filter magic is a filter block, a file closing with the table magic is an SSTable;
+//! with the filter magic is a filter block, one with the range filter magic a range filter block, a file closing with the table magic is an SSTable;
 //! a file closing with RocksDB's block-based table magic is a RocksDB SST, and a directory
 //! whose `CURRENT` names a `MANIFEST-` a RocksDB database (`rocksdb_sst.rs`, `rocksdb_dir.rs`).
 //! `Report::problems` lists what was invalid (a damaged filter inside a table does not stop
@@ -16,7 +16,7 @@ use crate::db::budget::{self, Allocation, Change, FilterBudget, Outlook};
 use crate::db::version::Version;
 use crate::db::{manifest, stored_options};
 use crate::error::{Error, Result};
-use crate::filter::{FilterInfo, FilterKind, FilterReader};
+use crate::filter::{FilterInfo, FilterKind, FilterReader, RangeFilterInfo, RangeFilterReader};
 use crate::fs::StdFs;
 use crate::table::{FilterState, Properties, Table, TABLE_MAGIC};
 
@@ -41,6 +41,8 @@ use rocksdb_sst::RocksTableReport;
 pub enum Report {
     /// A stand-alone filter block file.
     Filter(FilterReport),
+    /// A stand-alone range-filter block file (FORMAT.md §9).
+    RangeFilter(RangeFilterReport),
     /// One SSTable.
     Table(TableReport),
     /// A database directory.
@@ -167,7 +169,7 @@ impl Report {
             whole.into_iter().chain(prefix)
         };
         match self {
-            Report::Filter(_) => Vec::new(),
+            Report::Filter(_) | Report::RangeFilter(_) => Vec::new(),
             Report::Table(t) => table_problems(t).collect(),
             Report::Database(d) => d.levels.iter().flatten().flat_map(table_problems).collect(),
             Report::RocksdbTable(t) => rocks_problems(t).collect(),
@@ -387,6 +389,16 @@ impl FilterReport {
     }
 }
 
+/// A valid range-filter block.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RangeFilterReport {
+    /// Always "ok": an invalid block is an error, not a report.
+    pub checksum: &'static str,
+    /// Everything the block says about itself.
+    #[serde(flatten)]
+    pub info: RangeFilterInfo,
+}
+
 /// Reads and describes the filter block file, SSTable or database directory at `path`.
 pub fn inspect_path(path: &Path) -> Result<Report> {
     inspect_path_with_budget(path, None)
@@ -415,6 +427,14 @@ pub fn inspect_path_with_budget(path: &Path, filter_budget: Option<&BudgetArgs>)
     }
     let bytes =
         std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    if bytes.starts_with(&crate::filter::range::format::MAGIC) {
+        let reader =
+            RangeFilterReader::new(&bytes).map_err(|e| Error::corruption(path, e.to_string()))?;
+        return Ok(Report::RangeFilter(RangeFilterReport {
+            checksum: "ok",
+            info: reader.info(),
+        }));
+    }
     let filter_magic = bytes.starts_with(&crate::filter::format::MAGIC);
     if !filter_magic && rocksdb_sst::is_rocksdb_sst(&bytes) {
         let name = path

@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::rocksdb_dir::RocksTotals;
 use super::rocksdb_sst::{RocksFilterReport, RocksTableReport};
-use super::{printable, FilterReport, Report, TableReport, Totals};
+use super::{printable, FilterReport, RangeFilterReport, Report, TableReport, Totals};
 
 impl fmt::Display for FilterReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -34,6 +34,42 @@ impl fmt::Display for FilterReport {
             "  FPR from fill   {:.4}%",
             i.estimated_fpr_from_fill * 100.0
         )?;
+        writeln!(
+            f,
+            "  checksum        {} (crc32 {:#010x})",
+            self.checksum, i.crc32
+        )
+    }
+}
+
+impl fmt::Display for RangeFilterReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.info;
+        writeln!(f, "  format version  {}", i.version)?;
+        writeln!(f, "  kind            {} (seed {})", i.kind, i.seed)?;
+        writeln!(f, "  n (keys)        {}", i.n)?;
+        writeln!(f, "  values stored   {}", i.values)?;
+        writeln!(
+            f,
+            "  universe r      {} ({} low bits per value)",
+            i.universe, i.low_bits
+        )?;
+        writeln!(f, "  longest range   {} points", i.max_range)?;
+        writeln!(f, "  common prefix   \"{}\"", i.prefix)?;
+        writeln!(
+            f,
+            "  bits/key        {:.3} ({:.3} in memory)",
+            i.bits_per_key, i.memory_bits_per_key
+        )?;
+        writeln!(f, "  block bytes     {}", i.block_bytes)?;
+        for r in &i.expected_rate {
+            writeln!(
+                f,
+                "  expected FPR    {:.4}% at ℓ = {} (empty ranges)",
+                r.rate * 100.0,
+                r.points
+            )?;
+        }
         writeln!(
             f,
             "  checksum        {} (crc32 {:#010x})",
@@ -157,6 +193,10 @@ impl fmt::Display for Report {
         match self {
             Report::Filter(r) => {
                 writeln!(f, "filter block")?;
+                write!(f, "{r}")
+            }
+            Report::RangeFilter(r) => {
+                writeln!(f, "range filter block")?;
                 write!(f, "{r}")
             }
             Report::Table(t) => write!(f, "{t}"),

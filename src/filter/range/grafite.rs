@@ -131,7 +131,11 @@ mod tests {
             let mut x = 0x9E37_79B9_7F4A_7C15u64;
             for _ in 0..3000 {
                 x = mix(x);
-                let lo = if x.is_multiple_of(3) { u64::MAX - x % 100 } else { x };
+                let lo = if x.is_multiple_of(3) {
+                    u64::MAX - x % 100
+                } else {
+                    x
+                };
                 let len = 1 + (mix(x) % h.block());
                 let hi = lo.saturating_add(len - 1);
                 let mut spans = Vec::new();

@@ -205,6 +205,49 @@ fn rebase(first: &[u8], common: usize, p: u64, at: usize) -> u64 {
     }
 }
 
+/// Facts about a range-filter block, as the dump tool shows them.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RangeFilterInfo {
+    /// Format version.
+    pub version: u16,
+    /// Filter kind ("grafite").
+    pub kind: &'static str,
+    /// Hash seed.
+    pub seed: u64,
+    /// Keys added.
+    pub n: u64,
+    /// Values stored (the keys' distinct hashed points).
+    pub values: u64,
+    /// The reduced universe r.
+    pub universe: u64,
+    /// Low bits per stored value.
+    pub low_bits: u32,
+    /// The longest range answered, in points.
+    pub max_range: u64,
+    /// The keys' common prefix, printable (`\xNN` for other bytes).
+    pub prefix: String,
+    /// Whole block size in bytes.
+    pub block_bytes: u64,
+    /// Block bits per key added.
+    pub bits_per_key: f64,
+    /// Memory bits per key once decoded (the block's arrays and the select samples).
+    pub memory_bits_per_key: f64,
+    /// The bound on the false-positive rate on an empty range of 1, 8 and 32 points and of
+    /// the longest range answered (those up to it).
+    pub expected_rate: Vec<RateAt>,
+    /// The block's CRC-32 (verified).
+    pub crc32: u32,
+}
+
+/// The bound on the false-positive rate at one range length.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct RateAt {
+    /// Range length in points.
+    pub points: u64,
+    /// The bound (`points · values / r`).
+    pub rate: f64,
+}
+
 /// A validated range-filter block, decoded into memory.
 #[derive(Clone, Debug)]
 pub struct RangeFilterReader {
@@ -309,6 +352,50 @@ impl RangeFilterReader {
     /// The block's CRC-32 (verified).
     pub fn crc32(&self) -> u32 {
         self.fields.crc
+    }
+
+    /// What the block says about itself, and the rates it promises.
+    pub fn info(&self) -> RangeFilterInfo {
+        let per_key = |bytes: usize| {
+            if self.fields.n == 0 {
+                0.0
+            } else {
+                bytes as f64 * 8.0 / self.fields.n as f64
+            }
+        };
+        let lengths: Vec<u64> = [1, 8, 32]
+            .into_iter()
+            .filter(|&l| l < self.max_range())
+            .chain([self.max_range()])
+            .collect();
+        RangeFilterInfo {
+            version: format::VERSION,
+            kind: "grafite",
+            seed: self.fields.seed,
+            n: self.fields.n,
+            values: self.fields.count,
+            universe: self.fields.r,
+            low_bits: self.fields.low_bits,
+            max_range: self.max_range(),
+            prefix: self
+                .fields
+                .prefix
+                .iter()
+                .flat_map(|&b| std::ascii::escape_default(b))
+                .map(char::from)
+                .collect(),
+            block_bytes: self.block_len as u64,
+            bits_per_key: self.bits_per_key(),
+            memory_bits_per_key: per_key(self.memory()),
+            expected_rate: lengths
+                .into_iter()
+                .map(|points| RateAt {
+                    points,
+                    rate: self.expected_rate(points),
+                })
+                .collect(),
+            crc32: self.fields.crc,
+        }
     }
 }
 
