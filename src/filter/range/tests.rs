@@ -296,3 +296,156 @@ fn ranges_around_each_key_are_maybe() {
         }
     }
 }
+
+/// Key sets that stress the mapping: random points; a shared prefix longer than the 256
+/// bytes a block keeps; keys alike in the 8 bytes after the prefix; runs of 0x00 and 0xFF,
+/// the empty key and short keys.
+fn stress_sets(rng: &mut u64) -> Vec<Vec<Vec<u8>>> {
+    let mut next = || {
+        *rng = crate::filter::hash::mix(*rng);
+        *rng
+    };
+    let random = point_keys(20_000, next()).1;
+    let long: Vec<Vec<u8>> = (0..5_000)
+        .map(|_| {
+            let mut k = vec![b'p'; 300];
+            k.extend_from_slice(&next().to_be_bytes()[..(next() % 9) as usize]);
+            k
+        })
+        .collect();
+    let alike: Vec<Vec<u8>> = (0..5_000)
+        .map(|_| {
+            let mut k = b"t/".to_vec();
+            k.extend_from_slice(&[b'A' + (next() % 2) as u8; 8]);
+            k.extend_from_slice(&next().to_be_bytes()[..(next() % 9) as usize]);
+            k
+        })
+        .collect();
+    let edges: Vec<Vec<u8>> = (0..5_000)
+        .map(|_| {
+            let len = (next() % 12) as usize;
+            (0..len)
+                .map(|_| [0u8, 0xff, 0xfe, 1][(next() % 4) as usize])
+                .collect()
+        })
+        .chain([Vec::new()])
+        .collect();
+    vec![random, long, alike, edges]
+}
+
+/// A bound near the key `k`: the key, with bytes added, its last byte moved, cut short, a
+/// byte of it changed, a point a few steps away, or random bytes.
+fn near(k: &[u8], next: &mut impl FnMut() -> u64) -> Vec<u8> {
+    let mut k = k.to_vec();
+    match next() % 7 {
+        0 => {}
+        1 => k.extend_from_slice(&next().to_be_bytes()[..(next() % 9) as usize]),
+        2 => {
+            if let Some(b) = k.last_mut() {
+                *b = b.wrapping_add(if next().is_multiple_of(2) { 1 } else { 255 });
+            }
+        }
+        3 => k.truncate((next() % (k.len() as u64 + 1)) as usize),
+        4 if !k.is_empty() => {
+            let i = (next() % k.len() as u64) as usize;
+            k[i] = k[i].wrapping_add((next() % 3) as u8).wrapping_sub(1);
+        }
+        5 => {
+            // A point a few steps from the key's, same prefix.
+            let at = k.len().saturating_sub(8);
+            let mut tail = [0u8; 8];
+            tail[..k.len() - at].copy_from_slice(&k[at..]);
+            let p = u64::from_be_bytes(tail)
+                .wrapping_add(next() % 64)
+                .wrapping_sub(32);
+            k.truncate(at);
+            k.extend_from_slice(&p.to_be_bytes());
+        }
+        _ => k = next().to_be_bytes()[..(next() % 9) as usize].to_vec(),
+    }
+    k
+}
+
+/// A bound on `k`: inclusive or exclusive, now and then none.
+fn side(k: &[u8], roll: u64) -> Bound<&[u8]> {
+    match roll % 100 {
+        0 => Bound::Unbounded,
+        r if r.is_multiple_of(2) => Bound::Included(k),
+        _ => Bound::Excluded(k),
+    }
+}
+
+/// ≥ 10^7 ranges over adversarial and random key sets, at policies from 3 to 20 bits per key
+/// and design ranges from 1 to 2^14 points: every range that holds a key is "maybe". Run by
+/// `.ci/run` (with overflow checks); `cargo test` runs the proptests above instead.
+#[test]
+#[ignore = "10^7 ranges: run by .ci/run with --profile fuzz"]
+fn ten_million_ranges_never_empty_where_a_key_lies() {
+    let mut seed = 0x5eed_u64;
+    let sets = stress_sets(&mut seed);
+    let mut rng = 0xC0FF_EE00_u64;
+    let mut next = || {
+        rng = crate::filter::hash::mix(rng);
+        rng
+    };
+    let policies = [
+        (3.0, 1u64),
+        (8.0, 8),
+        (12.0, 32),
+        (16.0, 1024),
+        (20.0, 1 << 14),
+    ];
+    let (mut asked, mut holding, mut empty_maybe, mut empty) = (0u64, 0u64, 0u64, 0u64);
+    for keys in &sets {
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        for &(bits, max_range) in &policies {
+            let f = build(keys, bits, max_range);
+            for _ in 0..500_000 {
+                // Mostly both bounds near one key (short ranges, often empty), else near two.
+                let n = sorted.len() as u64;
+                let ka = &sorted[(next() % n) as usize];
+                let kb = if next().is_multiple_of(4) {
+                    &sorted[(next() % n) as usize]
+                } else {
+                    ka
+                };
+                let (a, b) = (near(ka, &mut next), near(kb, &mut next));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                let (lb, hb) = (side(&lo[..], next()), side(&hi[..], next()));
+                // The truth, by binary search.
+                let i = match lb {
+                    Bound::Included(k) => sorted.partition_point(|x| &x[..] < k),
+                    Bound::Excluded(k) => sorted.partition_point(|x| &x[..] <= k),
+                    Bound::Unbounded => 0,
+                };
+                let holds = sorted.get(i).is_some_and(|x| match hb {
+                    Bound::Included(k) => &x[..] <= k,
+                    Bound::Excluded(k) => &x[..] < k,
+                    Bound::Unbounded => true,
+                });
+                let maybe = f.may_contain_range(lb, hb);
+                asked += 1;
+                if holds {
+                    holding += 1;
+                    assert!(
+                        maybe,
+                        "{lb:?}..{hb:?} holds a key, called empty ({bits} bits/key, L {max_range})"
+                    );
+                } else if f.answers(lb, hb) {
+                    empty += 1;
+                    empty_maybe += u64::from(maybe);
+                }
+            }
+        }
+    }
+    println!(
+        "range filter: {asked} ranges, {holding} holding a key (all maybe), {empty} empty within the design ({empty_maybe} maybe)"
+    );
+    assert!(asked >= 10_000_000);
+    assert!(
+        holding > asked / 10 && empty > asked / 10,
+        "{holding} holding, {empty} empty"
+    );
+}
