@@ -13,7 +13,7 @@
 //! (`map.rs`), the points are hashed so that a range stays a few intervals, and the hashed
 //! set is stored in Elias–Fano coding (`elias_fano.rs`). Its false-positive rate on a range
 //! of `ℓ` points is at most `ℓ / 2^(B − 2)` at `B` bits per key, whatever the queries —
-//! ranges right after a present key included, where tries and learned range filters fail.
+//! ranges right after a present key included, where SuRF, SNARF and Proteus degrade toward 1.
 //!
 //! This module knows nothing of the LSM store; a block is built from keys, not hashes.
 
