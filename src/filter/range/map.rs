@@ -106,7 +106,7 @@ mod tests {
     use std::ops::RangeBounds;
 
     fn in_range(k: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-        (lo, hi).contains(k)
+        RangeBounds::<[u8]>::contains(&(lo, hi), k)
     }
 
     /// For every key with the prefix and every range over a small alphabet rich in zeros and

@@ -20,7 +20,8 @@ fn build(keys: &[Vec<u8>], bits: f64, max_range: u64) -> RangeFilterReader {
 /// Whether a key of the sorted `keys` lies in the range.
 fn truth(keys: &[Vec<u8>], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
     use std::ops::RangeBounds;
-    keys.iter().any(|k| (lo, hi).contains(&k[..]))
+    keys.iter()
+        .any(|k| RangeBounds::<[u8]>::contains(&(lo, hi), &k[..]))
 }
 
 /// Keys from a small alphabet rich in 0x00 and 0xFF, behind a shared prefix of varying
