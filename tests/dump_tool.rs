@@ -14,16 +14,23 @@ fn run(args: &[&Path]) -> Output {
     Command::new(dump_filter()).args(args).output().unwrap()
 }
 
-fn fixture_filters() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/filter-v1");
+/// The files of `fixtures/<dir>` ending in `.<ext>`, sorted; at least 5.
+fn fixture_files(dir: &str, ext: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(dir);
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "filter"))
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
         .collect();
     v.sort();
     assert!(v.len() >= 5);
     v
+}
+
+fn fixture_filters() -> Vec<PathBuf> {
+    fixture_files("filter-v1", "filter")
 }
 
 #[test]
@@ -330,15 +337,7 @@ fn database_with_prefix_filters_shows_prefix_counts() {
 }
 
 fn range_fixtures() -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/range-filter-v1");
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rangefilter"))
-        .collect();
-    v.sort();
-    assert!(v.len() >= 5);
-    v
+    fixture_files("range-filter-v1", "rangefilter")
 }
 
 /// Range-filter blocks print as text and JSON with what the reader says of them; damaged

@@ -377,6 +377,7 @@ impl RangeFilterReader {
             universe: self.fields.r,
             low_bits: self.fields.low_bits,
             max_range: self.max_range(),
+            // As `coding::printable` does; `coding` sits above the filter layer.
             prefix: self
                 .fields
                 .prefix
