@@ -157,6 +157,15 @@ fn range_filter_target() -> Target {
             seeds.push(b.finish());
         }
     }
+    // A version 1 block (points of 8 bytes, the width byte reserved).
+    let mut b = RangeFilterBuilder::new(RangePolicy::bits_per_key(12.0, 32).expect("a policy"));
+    for i in 0..100u64 {
+        b.add_key(&[&b"k"[..], &(i << 58).to_be_bytes()].concat());
+    }
+    let mut v1 = b.finish();
+    (v1[4], v1[41]) = (1, 0);
+    reseal_trailing_crc(&mut v1);
+    seeds.push(v1);
     Target {
         name: "range filter block",
         seeds,
@@ -189,6 +198,11 @@ fn footer_target() -> Target {
         filter: h(500, 400),
         prefix_filter: h(900, 100),
         properties: h(1120, 90),
+        range_filter: BlockHandle::default(),
+    };
+    let v4 = Footer {
+        range_filter: h(400, 100),
+        ..f(4)
     };
     let v1 = Footer {
         prefix_filter: BlockHandle::default(),
@@ -196,7 +210,7 @@ fn footer_target() -> Target {
     };
     Target {
         name: "table footer",
-        seeds: vec![f(3).encode(), f(2).encode(), v1.encode()],
+        seeds: vec![v4.encode(), f(3).encode(), f(2).encode(), v1.encode()],
         reseal: |b| {
             // The CRC sits 8 bytes from the end and covers everything before it.
             if b.len() >= 8 {
@@ -252,6 +266,11 @@ fn properties_target() -> Target {
         prefix_filter_kind: Some(FilterKind::Blocked),
         prefix_extractor: Some("delimiter:3a:1".into()),
         prefixes: 7,
+        range_filter: None,
+    };
+    let ranged = Properties {
+        range_filter: Some(crate::filter::RangePolicy::bits_per_key(12.0, 32).expect("policy")),
+        ..p.clone()
     };
     let plain = Properties {
         prefix_filter_kind: None,
@@ -264,6 +283,7 @@ fn properties_target() -> Target {
     Target {
         name: "properties block",
         seeds: vec![
+            ranged.encode(4).unwrap(),
             p.encode(3).unwrap(),
             plain.encode(2).unwrap(),
             plain.encode(1).unwrap(),
@@ -272,7 +292,8 @@ fn properties_target() -> Target {
         decode: |b| {
             let v1 = Properties::decode(b, 1).is_ok();
             let v2 = Properties::decode(b, 2).is_ok();
-            Properties::decode(b, 3).is_ok() || v1 || v2
+            let v4 = Properties::decode(b, 4).is_ok();
+            Properties::decode(b, 3).is_ok() || v1 || v2 || v4
         },
     }
 }

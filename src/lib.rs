@@ -59,11 +59,11 @@ mod test_counts;
 pub use db::stats::DbStats;
 pub use db::{
     Allocation, CheckpointReport, Compressions, Db, DbIter, FilterBudget, FilterMemory, Filters,
-    HugePages, LevelAllocation, OptionChange, Options, OptionsReport, PrefixFilters,
+    HugePages, LevelAllocation, OptionChange, Options, OptionsReport, PrefixFilters, RangeFilters,
     RecoveryReport, Snapshot, WalRecovery, WriteBatch, WriteOptions,
 };
 pub use error::{Error, Result};
-pub use filter::{FilterKind, FilterPolicy};
+pub use filter::{FilterKind, FilterPolicy, RangePolicy};
 pub use prefix::PrefixExtractor;
 pub use table::Compression;
 

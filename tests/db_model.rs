@@ -101,7 +101,17 @@ fn run(seed: u64, steps: usize, opts: Options) {
                 );
             }
             75..=84 => {
-                let (mut a, mut b) = (key(&mut rng), key(&mut rng));
+                // Half the ranges span a few keys (what range filters answer), half any.
+                let (mut a, mut b) = if rng.chance(50) {
+                    let i = rng.below(400);
+                    let near = (i + rng.below(4)).min(399);
+                    (
+                        format!("k{i:04}").into_bytes(),
+                        format!("k{near:04}").into_bytes(),
+                    )
+                } else {
+                    (key(&mut rng), key(&mut rng))
+                };
                 if a > b {
                     std::mem::swap(&mut a, &mut b);
                 }
@@ -212,6 +222,19 @@ fn model_standard_filters_and_per_level_overrides() {
             .with_level(3, Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5))),
     );
     for seed in 100..=103 {
+        run(seed, 2500, opts.clone());
+    }
+}
+
+/// Range filters on: every scan asks each table it reaches first (keys `k0000`..`k0399`: the
+/// points are their last digits, so the short ranges of this test are within the design).
+#[test]
+fn model_range_filters() {
+    let mut opts = tiny_options();
+    opts.range_filters = Some(lsm_bloom::RangeFilters::On(
+        lsm_bloom::RangePolicy::bits_per_key(10.0, 1024).unwrap(),
+    ));
+    for seed in 300..=302 {
         run(seed, 2500, opts.clone());
     }
 }

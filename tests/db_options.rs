@@ -11,11 +11,11 @@ use std::path::Path;
 use common::{example, tiny_options};
 use lsm_bloom::{
     Compression, Compressions, Db, Error, FilterBudget, FilterKind, FilterPolicy, Filters, Options,
-    PrefixExtractor, PrefixFilters,
+    PrefixExtractor, PrefixFilters, RangeFilters, RangePolicy,
 };
 
 /// The options record version this build writes (FORMAT.md §6).
-const OPTIONS_VERSION: u32 = 2;
+const OPTIONS_VERSION: u32 = 3;
 
 fn fill(db: &Db, tag: &str, n: usize) {
     for i in 0..n {
@@ -290,6 +290,16 @@ fn dump_filter_plans_the_recorded_budget_by_itself() {
 /// with (spelled out where a default has changed since: the fixed filter policy was the
 /// default before the filter budget).
 fn fixture_options(version: u32) -> Vec<(&'static str, Options)> {
+    if version == 3 {
+        let range = Options {
+            range_filters: Some(RangeFilters::On(
+                RangePolicy::bits_per_key(16.0, 32).unwrap(),
+            )),
+            prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(4))),
+            ..Options::default()
+        };
+        return vec![("range-16-32", range)];
+    }
     if version == 2 {
         let lz4 = Options {
             compression: Some(

@@ -411,3 +411,51 @@ fn dumps_range_filter_blocks_and_refuses_damaged_ones() {
         }
     }
 }
+
+/// A format 4 table shows its range filter (policy, keys, expected rates) as text and JSON;
+/// a copy whose range-filter block is damaged still prints, marks it INVALID, and exits 1
+/// with one line naming the range filter block.
+#[test]
+fn dumps_a_tables_range_filter_and_reports_a_damaged_one() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/table-v4/blocked-range12.sst");
+    let out = run(&[&path]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    for field in [
+        "range filter (policy 12 bits/key, ranges up to 32 points)",
+        "kind            grafite",
+        "n (keys)        1500",
+        "common prefix   \"user:\"",
+    ] {
+        assert!(text.contains(field), "{field:?} missing from:\n{text}");
+    }
+    let out = run(&[&path, Path::new("--json")]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["range_filter_status"], "valid");
+    assert_eq!(json["range_filter"]["n"], 1500);
+    assert_eq!(json["properties"]["range_filter"]["max_range"], 32);
+
+    let mut bytes = std::fs::read(&path).unwrap();
+    let tail = &bytes[bytes.len() - lsm_bloom::table::FOOTER_LEN..];
+    let footer = lsm_bloom::table::Footer::decode(tail, bytes.len() as u64).unwrap();
+    bytes[(footer.range_filter.offset + footer.range_filter.size / 2) as usize] ^= 0x08;
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = dir.path().join("000001.sst");
+    std::fs::write(&damaged, &bytes).unwrap();
+    let out = run(&[&damaged]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: ")
+            && err.contains("range filter block")
+            && err.contains("checksum"),
+        "{err}"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("range filter    INVALID"), "{text}");
+}

@@ -1,9 +1,10 @@
-//! The frozen range-filter fixtures (FORMAT.md §9, version 1), and what the reader does with
-//! them.
+//! The frozen range-filter fixtures (FORMAT.md §9), and what the reader does with them.
 //!
-//! `fixtures/range-filter-v1/` holds one block per shape, built from the keys of
-//! `fixtures/filter-v1/keys.txt`. They are frozen: today's builder must reproduce them byte for
-//! byte, and today's reader must read them. A missing fixture is written only when
+//! `fixtures/range-filter-v1/` and `fixtures/range-filter-v2/` hold one block per shape, built
+//! from the keys of `fixtures/filter-v1/keys.txt` (v2 adds one of fixed-length counters, whose
+//! points are narrower than 8 bytes). They are frozen: today's builder must reproduce the v2
+//! ones byte for byte, and the v1 ones but for the version, the width byte and the CRC;
+//! today's reader must read both. A missing fixture is written only when
 //! `LSM_BLOOM_WRITE_MISSING_FIXTURES=1`; an existing one is never overwritten.
 
 use std::ops::Bound;
@@ -19,17 +20,21 @@ struct Fixture {
     keys: usize,
     /// Put before every key (a long shared prefix, stripped by the builder).
     prefix: &'static str,
+    /// Instead of `keys.txt`'s keys: `ctr:` and the 3-byte big-endian counters `0, 5, 10, …`.
+    counters: bool,
 }
 
-fn fixtures() -> Vec<Fixture> {
+/// The fixtures of format `version`.
+fn fixtures(version: u32) -> Vec<Fixture> {
     let f = |name, bits_per_key, max_range, keys, prefix| Fixture {
         name,
         bits_per_key,
         max_range,
         keys,
         prefix,
+        counters: false,
     };
-    vec![
+    let mut all = vec![
         f("grafite-12bpk-32", 12.0, 32, 1500, ""),
         f("grafite-16bpk-1024", 16.0, 1024, 1500, ""),
         f(
@@ -41,7 +46,14 @@ fn fixtures() -> Vec<Fixture> {
         ),
         f("grafite-12bpk-1key", 12.0, 32, 1, ""),
         f("grafite-empty", 12.0, 32, 0, ""),
-    ]
+    ];
+    if version >= 2 {
+        all.push(Fixture {
+            counters: true,
+            ..f("grafite-12bpk-32-counters", 12.0, 32, 2000, "")
+        });
+    }
+    all
 }
 
 fn root() -> PathBuf {
@@ -49,6 +61,11 @@ fn root() -> PathBuf {
 }
 
 fn keys(f: &Fixture) -> Vec<Vec<u8>> {
+    if f.counters {
+        return (0..f.keys as u32)
+            .map(|i| [&b"ctr:"[..], &(i * 5).to_be_bytes()[1..]].concat())
+            .collect();
+    }
     let text = std::fs::read_to_string(root().join("filter-v1/keys.txt"))
         .expect("fixtures/filter-v1/keys.txt");
     text.lines()
@@ -66,11 +83,13 @@ fn build(f: &Fixture) -> Vec<u8> {
     b.finish()
 }
 
-fn stored(f: &Fixture, fresh: &[u8]) -> Vec<u8> {
-    let path = root().join(format!("range-filter-v1/{}.rangefilter", f.name));
+fn stored(version: u32, f: &Fixture, fresh: &[u8]) -> Vec<u8> {
+    let path = root().join(format!("range-filter-v{version}/{}.rangefilter", f.name));
     match std::fs::read(&path) {
         Ok(bytes) => bytes,
-        Err(_) if std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some() => {
+        Err(_)
+            if version == 2 && std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some() =>
+        {
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, fresh).unwrap();
             fresh.to_vec()
@@ -81,13 +100,29 @@ fn stored(f: &Fixture, fresh: &[u8]) -> Vec<u8> {
 
 #[test]
 fn builder_reproduces_every_fixture_byte_for_byte() {
-    for f in fixtures() {
+    for f in fixtures(2) {
         let fresh = build(&f);
         assert!(
-            stored(&f, &fresh) == fresh,
+            stored(2, &f, &fresh) == fresh,
             "{}: builder output differs from the frozen fixture",
             f.name
         );
+    }
+    // Version 1 blocks are today's but for the version (bytes 4..6), the width byte (41,
+    // reserved then; every v1 fixture's keys make points of 8 bytes or hold one point) and
+    // the CRC.
+    for f in fixtures(1) {
+        let fresh = build(&f);
+        let old = stored(1, &f, &fresh);
+        assert_eq!(old.len(), fresh.len(), "{}", f.name);
+        let differ: Vec<usize> = (0..old.len()).filter(|&i| old[i] != fresh[i]).collect();
+        let crc = old.len() - 4;
+        assert!(
+            differ.iter().all(|&i| i == 4 || i == 41 || i >= crc),
+            "{}: v1 fixture differs at {differ:?}",
+            f.name
+        );
+        assert_eq!((old[4], old[41]), (1, 0), "{}", f.name);
     }
 }
 
@@ -95,8 +130,8 @@ fn builder_reproduces_every_fixture_byte_for_byte() {
 /// length that holds it; the header's figures read back.
 #[test]
 fn every_fixture_reads_and_finds_its_keys() {
-    for f in fixtures() {
-        let block = stored(&f, &build(&f));
+    for (version, f) in (1..=2).flat_map(|v| fixtures(v).into_iter().map(move |f| (v, f))) {
+        let block = stored(version, &f, &build(&f));
         let r = RangeFilterReader::new(&block).unwrap_or_else(|e| panic!("{}: {e}", f.name));
         let keys = keys(&f);
         assert_eq!(r.keys(), keys.len() as u64, "{}", f.name);
@@ -122,14 +157,32 @@ fn every_fixture_reads_and_finds_its_keys() {
         if keys.is_empty() {
             assert!(!r.may_contain_range(Bound::Unbounded, Bound::Unbounded));
         }
+        assert_eq!(r.info().version, version as u16, "{}", f.name);
+        if f.counters {
+            // The counters stay below 2^16, so the prefix takes their first byte and points
+            // are the last 2: the 4 counters between two keys are an empty range of 4.
+            assert_eq!(r.info().width, 2);
+            let empty = (0..keys.len() as u32 - 1)
+                .filter(|i| {
+                    let lo = [&b"ctr:"[..], &(i * 5 + 1).to_be_bytes()[1..]].concat();
+                    let hi = [&b"ctr:"[..], &(i * 5 + 4).to_be_bytes()[1..]].concat();
+                    !r.may_contain_range(Bound::Included(&lo), Bound::Included(&hi))
+                })
+                .count();
+            assert!(
+                empty * 100 > (keys.len() - 1) * 95,
+                "{empty} empty of {}",
+                keys.len()
+            );
+        }
     }
 }
 
 /// A fixture with one bit flipped anywhere is refused, never read as another set.
 #[test]
 fn damaged_fixtures_are_refused() {
-    let f = &fixtures()[3];
-    let block = stored(f, &build(f));
+    let f = &fixtures(2)[3];
+    let block = stored(2, f, &build(f));
     for i in 0..block.len() * 8 {
         let mut d = block.clone();
         d[i / 8] ^= 1 << (i % 8);

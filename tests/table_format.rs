@@ -3,7 +3,8 @@
 //! `fixtures/table-v1/` was written by the table format 1 writer, `fixtures/table-v2/` by the
 //! format 2 writer (prefix filters), `fixtures/table-v3/` by the format 3 writer (per-block
 //! compression; `raw-aligned-blocked.sst` by the later one that pads uncompressed blocks to
-//! pages); none is ever regenerated.
+//! pages), `fixtures/table-v4/` by the format 4 writer (range filters); none is ever
+//! regenerated.
 //! Each fixture holds the keys of `fixtures/filter-v1/keys.txt` sorted, value `v<i>` for the
 //! i-th key, every 7th key a tombstone.
 
@@ -11,8 +12,11 @@ use std::path::{Path, PathBuf};
 
 use lsm_bloom::filter::hash_key;
 use lsm_bloom::filter::FilterKind;
-use lsm_bloom::table::PrefixCheck;
+use std::ops::Bound::Included;
+
+use lsm_bloom::filter::RangePolicy;
 use lsm_bloom::table::{FilterState, Table, TableBuilder, TableBuilderOptions, TableReadStats};
+use lsm_bloom::table::{PrefixCheck, RangeCheck, RangeFilterState};
 use lsm_bloom::{Compression, FilterPolicy, PrefixExtractor};
 
 fn fixture_dir(version: u32) -> PathBuf {
@@ -32,8 +36,13 @@ fn entries() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         .collect()
 }
 
-/// Writes a missing fixture when `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwrites).
+/// Writes a missing fixture when `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwrites),
+/// in table format `version`.
 fn fixture_path(version: u32, name: &str, opts: TableBuilderOptions) -> PathBuf {
+    let opts = TableBuilderOptions {
+        format_version: version,
+        ..opts
+    };
     let path = fixture_dir(version).join(name);
     if !path.exists() {
         assert!(
@@ -238,11 +247,84 @@ fn table_v3_aligned_fixture_reads_across_its_padding() {
     assert_eq!(p.raw_data_bytes + 5 * p.data_blocks, stored);
 }
 
+/// A format 4 table's range filter: every key's own range and every range around a key is
+/// "maybe", nearly every short empty range right after a key is "empty", and the recorded
+/// policy is the one it was written with.
+fn check_range_table(t: &Table, policy: RangePolicy) {
+    assert_eq!(t.format_version(), 4);
+    assert_eq!(t.properties().range_filter, Some(policy));
+    let RangeFilterState::Valid(f) = t.range_filter() else {
+        panic!(
+            "v4 fixture's range filter not valid: {:?}",
+            t.range_filter()
+        );
+    };
+    assert_eq!(f.keys(), t.properties().entries);
+    assert_eq!(f.prefix(), b"user:");
+    let point = |k: &[u8]| u64::from_be_bytes(k[5..13].try_into().unwrap());
+    let at = |p: u64| [&b"user:"[..], &p.to_be_bytes()].concat();
+    let (mut empty, mut asked) = (0, 0);
+    for (k, _) in entries() {
+        let p = point(&k);
+        let (lo, hi) = (at(p - 5), at(p + 5));
+        assert_ne!(t.check_range(Included(&k), Included(&k)), RangeCheck::Empty);
+        assert_ne!(
+            t.check_range(Included(&lo), Included(&hi)),
+            RangeCheck::Empty
+        );
+        let (lo, hi) = (at(p + 1), at(p + 20));
+        asked += 1;
+        empty += usize::from(t.check_range(Included(&lo), Included(&hi)) == RangeCheck::Empty);
+    }
+    assert!(
+        empty * 100 >= asked * 95,
+        "{empty} of {asked} empty ranges excluded"
+    );
+}
+
+/// Format 4 tables (range filters): one beside a blocked filter, one compressed beside a
+/// prefix filter; both read every entry and answer ranges.
+#[test]
+fn table_v4_fixtures_read_with_their_range_filters() {
+    let r12 = RangePolicy::bits_per_key(12.0, 32).unwrap();
+    let blocked = check_table(&fixture_path(
+        4,
+        "blocked-range12.sst",
+        TableBuilderOptions {
+            range_filter: Some(r12),
+            ..options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
+        },
+    ));
+    check_range_table(&blocked, r12);
+    assert!(matches!(blocked.filter(), FilterState::Valid(_)));
+    let r16 = RangePolicy::bits_per_key(16.0, 32).unwrap();
+    let lz4 = check_table(&fixture_path(
+        4,
+        "lz4-range16-prefix-fixed7.sst",
+        TableBuilderOptions {
+            prefix_extractor: Some(PrefixExtractor::fixed(7)),
+            compression: Compression::Lz4,
+            range_filter: Some(r16),
+            ..options(Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 10.0)))
+        },
+    ));
+    check_range_table(&lz4, r16);
+    check_prefix_table(&lz4, PrefixExtractor::fixed(7), FilterKind::Ribbon, 4);
+    assert_eq!(lz4.properties().compression, Compression::Lz4);
+    // Older formats have none.
+    let v3 = check_table(&fixture_path(3, "no-filter.sst", options(None)));
+    assert!(matches!(v3.range_filter(), RangeFilterState::None));
+    assert_eq!(
+        v3.check_range(Included(b"user:"), Included(b"user:")),
+        RangeCheck::Unfiltered
+    );
+}
+
 /// The builder writes older formats on request, and they read as such.
 #[test]
 fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
     let dir = tempfile::tempdir().unwrap();
-    for version in 1..=3 {
+    for version in 1..=4 {
         let path = dir.path().join(format!("v{version}.sst"));
         let mut b = TableBuilder::create(
             &path,
@@ -273,7 +355,14 @@ fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
                 ..options(Some(FilterPolicy::default()))
             },
         ),
-        (4, options(None)),
+        (
+            3,
+            TableBuilderOptions {
+                range_filter: Some(RangePolicy::bits_per_key(12.0, 32).unwrap()),
+                ..options(None)
+            },
+        ),
+        (5, options(None)),
         (0, options(None)),
     ] {
         let opts = TableBuilderOptions {

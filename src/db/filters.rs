@@ -1,6 +1,6 @@
 //! The settings that decide how new tables are written and read, as `Options` takes them:
-//! which filters (`Filters`), which prefix filters (`PrefixFilters`) and which compression
-//! (`Compressions`); and what one new table gets (`TableFilters`), whoever decided it (the
+//! which filters (`Filters`), which prefix filters (`PrefixFilters`), which range filters
+//! (`RangeFilters`) and which compression (`Compressions`); and what one new table gets (`TableFilters`), whoever decided it (the
 //! fixed policy, `Options::filters_for_level`, or the budget, `budget::Plan`).
 //!
 //! Each is one value, so no rule compares a setting with its default: a store's options
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::allocation::FilterBudget;
-use crate::filter::FilterPolicy;
+use crate::filter::{FilterPolicy, RangePolicy};
 use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
 
@@ -151,6 +151,35 @@ impl PrefixFilters {
             PrefixFilters::On {
                 whole_key_filters, ..
             } => *whole_key_filters,
+        }
+    }
+}
+
+/// Range filters: beside each table's other filters, a filter over its keys that answers
+/// whether a short range may hold one (`filter::range`, Grafite), so a scan of an empty short
+/// range skips the table unread, as a get of an absent key does. Asked by `Db::scan`,
+/// `Snapshot::scan` and `Db::contains_range` for each table the range overlaps; tables
+/// written without one, and ranges wider than the policy's longest, read the table (counted
+/// in `LevelStats::range_unfiltered`). Changing it is safe at any reopen: each table records
+/// its own.
+///
+/// Off by default: a range filter costs its bits per key of memory and a build per table
+/// written, and pays only for scans of short ranges that are often empty.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum RangeFilters {
+    /// No range filters (the default).
+    #[default]
+    None,
+    /// A range filter with this policy in every new table.
+    On(RangePolicy),
+}
+
+impl RangeFilters {
+    /// The policy of new tables' range filters, if they get one.
+    pub fn policy(&self) -> Option<RangePolicy> {
+        match self {
+            RangeFilters::None => None,
+            RangeFilters::On(p) => Some(*p),
         }
     }
 }

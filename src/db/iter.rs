@@ -23,6 +23,11 @@
 //! `q` (the rules are prefix-stable, `prefix.rs`), so a table without `q` has none of them. A
 //! table written under another rule, or none, is read. Data blocks read by a scan's table
 //! cursors are counted per level (`LevelStats::scan_block_reads`).
+//!
+//! Range filters (`Options::range_filters`): each table a walk reaches is asked whether the
+//! range, cut to the table's own keys, may hold one of them (`Table::check_range`), and one
+//! that says "empty" is never opened. Also exact: the filter never says "empty" when a key
+//! lies there (`filter::range`).
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;

@@ -5,9 +5,11 @@
 //! scan therefore reads one data block per level until it crosses a table boundary. A table of
 //! level 0 is a `LevelCursor` over that one table.
 //!
-//! Prefix filters: when the scan's range lies inside one prefix (`iter::range_prefix`), a
-//! table whose prefix filter lacks it is passed over unopened, when the walk reaches it. Data
-//! blocks the tables' cursors read are added to the level's `scan_block_reads`.
+//! Prefix and range filters: when the scan's range lies inside one prefix
+//! (`iter::range_prefix`), a table whose prefix filter lacks it is passed over unopened, when
+//! the walk reaches it; so is a table whose range filter says the range holds none of its
+//! keys (`Table::check_range`). Data blocks the tables' cursors read are added to the level's
+//! `scan_block_reads`.
 
 use std::ops::{Bound, Range};
 use std::sync::Arc;
@@ -16,7 +18,9 @@ use super::stats::{bump, Counters};
 use super::version::Version;
 use crate::error::Result;
 use crate::prefix::PrefixExtractor;
-use crate::table::{BlockCache, Cursor, Direction, KeyRange, PrefixCheck, TableCursor};
+use crate::table::{
+    BlockCache, Cursor, Direction, KeyRange, PrefixCheck, RangeCheck, Table, TableCursor,
+};
 
 /// What every cursor of one scan shares.
 pub(super) struct ScanSetup {
@@ -113,6 +117,10 @@ impl LevelCursor {
             if self.passed_over(t) {
                 continue;
             }
+            let range = self.range_check(t);
+            if range == RangeCheck::Empty {
+                continue;
+            }
             let c = TableCursor::new(
                 Arc::clone(t),
                 self.scan.cache.clone(),
@@ -123,6 +131,10 @@ impl LevelCursor {
             let found = c.key().is_some();
             self.table = Some(c);
             self.count();
+            if range == RangeCheck::Maybe && !found {
+                let counters = self.scan.counters.reader();
+                bump(&counters.levels[self.level].range_false_positives, 1);
+            }
             if found {
                 return Ok(());
             }
@@ -131,8 +143,25 @@ impl LevelCursor {
         Ok(())
     }
 
+    /// What the table's range filter says about the scan's range (counted).
+    fn range_check(&self, t: &Table) -> RangeCheck {
+        let range = &self.scan.range;
+        let check = t.check_range(range.start(), range.end());
+        let counters = self.scan.counters.reader();
+        let c = &counters.levels[self.level];
+        match check {
+            RangeCheck::Empty => {
+                bump(&c.range_checks, 1);
+                bump(&c.range_useful, 1);
+            }
+            RangeCheck::Maybe => bump(&c.range_checks, 1),
+            RangeCheck::TooWide | RangeCheck::Unfiltered => bump(&c.range_unfiltered, 1),
+        }
+        check
+    }
+
     /// True when the table's prefix filter says it lacks the scan's prefix (counted).
-    fn passed_over(&self, t: &crate::table::Table) -> bool {
+    fn passed_over(&self, t: &Table) -> bool {
         let Some((rule, q, hash)) = &self.scan.prefix else {
             return false;
         };

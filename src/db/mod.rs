@@ -68,7 +68,7 @@ use crate::error::{Error, Result};
 pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use checkpoint::CheckpointReport;
 pub(crate) use files::table_path;
-pub use filters::{Compressions, Filters, PrefixFilters};
+pub use filters::{Compressions, Filters, PrefixFilters, RangeFilters};
 pub use iter::DbIter;
 use iter::{own_bounds, prefix_range};
 pub use limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
@@ -229,6 +229,23 @@ impl Db {
             start,
             end,
         ))
+    }
+
+    /// Whether any live key lies in `range`: the first entry of `scan(range)`, if any. With
+    /// range filters (`Options::range_filters`), a short range that holds no key of a table
+    /// costs a filter probe there and no data-block read; a range holding only deleted keys
+    /// is `false` (their tombstones are read to know it).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// let db = lsm_bloom::Db::open(dir.path(), lsm_bloom::Options::default())?;
+    /// db.put("event:42:0017", "login")?;
+    /// assert!(db.contains_range("event:42:0010".."event:42:0020")?);
+    /// assert!(!db.contains_range("event:42:0020"..="event:42:0029")?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn contains_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<bool> {
+        self.scan(range)?.next().transpose().map(|e| e.is_some())
     }
 
     /// Writes a consistent, openable copy of the store as of now to the new directory `dir`

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::filters::{Compressions, Filters, PrefixFilters, TableFilters};
+use super::filters::{Compressions, Filters, PrefixFilters, RangeFilters, TableFilters};
 use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, StdFs};
@@ -85,12 +85,17 @@ pub struct Options {
     pub filters: Option<Filters>,
     /// Prefix filters (`PrefixFilters`; default none). `None` and `Some` as for `filters`.
     pub prefix_filters: Option<PrefixFilters>,
+    /// Range filters (`RangeFilters`; default none): each new table gets one, and a scan of
+    /// a short range skips every table whose range filter says the range is empty. Needs
+    /// `table_format_version` 4. `None` and `Some` as for `filters`.
+    pub range_filters: Option<RangeFilters>,
     /// How data blocks of new tables are compressed (`Compressions`: a codec, with
     /// per-level overrides; default none; `Compression::Lz4` roughly halves text-like values
     /// on disk). `None` and `Some` as for `filters`.
     pub compression: Option<Compressions>,
-    /// Table format version new tables are written in (default 3, the newest). 2 keeps the
-    /// tables readable by builds before compression (no compression then).
+    /// Table format version new tables are written in (default 4, the newest). 3 keeps the
+    /// tables readable by builds before range filters (none then), 2 by builds before
+    /// compression (no compression then).
     pub table_format_version: u32,
     /// `fdatasync` the WAL on every write (default false: a write survives a process crash,
     /// not a power loss).
@@ -148,6 +153,7 @@ impl Default for Options {
             block_size: 4096,
             filters: None,
             prefix_filters: None,
+            range_filters: None,
             compression: None,
             table_format_version: TABLE_VERSION,
             sync_writes: false,
@@ -180,6 +186,11 @@ impl Options {
     /// The prefix filters new tables get (as `filters`).
     pub fn prefix_filters(&self) -> PrefixFilters {
         self.prefix_filters.unwrap_or_default()
+    }
+
+    /// The range filters new tables get (as `filters`).
+    pub fn range_filters(&self) -> RangeFilters {
+        self.range_filters.unwrap_or_default()
     }
 
     /// The compression of new tables (as `filters`).
@@ -242,6 +253,7 @@ impl Options {
             prefix_filter_policy: filters.prefix,
             whole_key_filter: filters.key.is_some(),
             compression: self.compression_for_level(level as usize),
+            range_filter: self.range_filters().policy(),
             format_version: self.table_format_version,
         }
     }
@@ -317,6 +329,12 @@ impl Options {
         }
         if self.table_format_version < 2 && self.prefix_rule().is_some() {
             return bad("prefix filters need table_format_version 2 or later");
+        }
+        if self.table_format_version < 4 && self.range_filters().policy().is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "range filters need table_format_version 4, not {}",
+                self.table_format_version
+            )));
         }
         Ok(())
     }

@@ -159,6 +159,11 @@ impl Snapshot {
         ))
     }
 
+    /// Whether any live key lay in `range` as of the snapshot (as `Db::contains_range`).
+    pub fn contains_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<bool> {
+        self.scan(range)?.next().transpose().map(|e| e.is_some())
+    }
+
     /// Live keys starting with `prefix` as of the snapshot (as `Db::scan_prefix`).
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<DbIter> {
         self.scan(super::iter::prefix_range(prefix.as_ref()))

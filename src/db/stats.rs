@@ -18,6 +18,13 @@
 //! prefix scan (or a `get` on a table without a whole-key filter) asked, `prefix_useful` those
 //! skipped, `prefix_unfiltered` the tables such a scan had to read because they hold no usable
 //! prefix filter (written under another rule or none, or it failed validation).
+//!
+//! Range filters (`Options::range_filters`) too: `range_checks` counts tables a scan asked
+//! whether its range (cut to the table's keys) may hold a key, `range_useful` those that said
+//! "empty" (skipped unread), `range_false_positives` the "maybe"s where the table held no key
+//! in the range after all, and `range_unfiltered` the tables a scan read unasked (no usable
+//! range filter, or the range wider than the filter answers). Observed rate =
+//! false positives / (useful + false positives).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -25,7 +32,7 @@ use serde::Serialize;
 use thread_local::ThreadLocal;
 
 use super::version::Version;
-use crate::table::FilterState;
+use crate::table::{FilterState, RangeFilterState};
 
 /// Levels the store uses (defined beside the table set, `version.rs`).
 pub use super::version::MAX_LEVELS;
@@ -44,6 +51,10 @@ pub(crate) struct LevelCounters {
     pub(crate) prefix_unfiltered: AtomicU64,
     pub(crate) scan_block_reads: AtomicU64,
     pub(crate) scan_block_cache_hits: AtomicU64,
+    pub(crate) range_checks: AtomicU64,
+    pub(crate) range_useful: AtomicU64,
+    pub(crate) range_false_positives: AtomicU64,
+    pub(crate) range_unfiltered: AtomicU64,
 }
 
 /// One thread's read-path counters. Only the owning thread writes them (see `bump`); the
@@ -145,6 +156,19 @@ pub struct LevelStats {
     pub scan_block_reads: u64,
     /// Data blocks scans found in the block cache (not counted in `scan_block_reads`).
     pub scan_block_cache_hits: u64,
+    /// Keys covered by the level's range filters.
+    pub range_filter_keys: u64,
+    /// Bytes of range filters held in memory.
+    pub range_filter_bytes: u64,
+    /// Range filters a scan asked (the range, cut to the table's keys, short enough).
+    pub range_checks: u64,
+    /// Range filters that said "empty" (table skipped unread).
+    pub range_useful: u64,
+    /// "Maybe" answers where the table held no key in the range.
+    pub range_false_positives: u64,
+    /// Tables a scan read without asking a range filter: none usable (not written, or it
+    /// failed validation), or the range wider than the filter answers.
+    pub range_unfiltered: u64,
 }
 
 impl LevelStats {
@@ -157,6 +181,17 @@ impl LevelStats {
         self.filter_positive
             .saturating_sub(self.filter_true_positive) as f64
             / negatives as f64
+    }
+
+    /// The range filters' observed false-positive rate on empty ranges: false positives /
+    /// (useful + false positives); 0 with none seen.
+    pub fn observed_range_fpr(&self) -> f64 {
+        let empty = self.range_useful.saturating_add(self.range_false_positives);
+        if empty == 0 {
+            0.0
+        } else {
+            self.range_false_positives as f64 / empty as f64
+        }
     }
 
     /// Bits of filter per key covered.
@@ -182,6 +217,10 @@ impl LevelStats {
             prefix_unfiltered: c.prefix_unfiltered.load(Relaxed),
             scan_block_reads: c.scan_block_reads.load(Relaxed),
             scan_block_cache_hits: c.scan_block_cache_hits.load(Relaxed),
+            range_checks: c.range_checks.load(Relaxed),
+            range_useful: c.range_useful.load(Relaxed),
+            range_false_positives: c.range_false_positives.load(Relaxed),
+            range_unfiltered: c.range_unfiltered.load(Relaxed),
             ..LevelStats::default()
         });
     }
@@ -209,6 +248,12 @@ impl LevelStats {
             (&mut self.prefix_unfiltered, o.prefix_unfiltered),
             (&mut self.scan_block_reads, o.scan_block_reads),
             (&mut self.scan_block_cache_hits, o.scan_block_cache_hits),
+            (&mut self.range_filter_keys, o.range_filter_keys),
+            (&mut self.range_filter_bytes, o.range_filter_bytes),
+            (&mut self.range_checks, o.range_checks),
+            (&mut self.range_useful, o.range_useful),
+            (&mut self.range_false_positives, o.range_false_positives),
+            (&mut self.range_unfiltered, o.range_unfiltered),
         ] {
             *a = a.saturating_add(b);
         }
@@ -241,8 +286,8 @@ pub struct DbStats {
     pub compaction_bytes_read: u64,
     /// Bytes compactions wrote.
     pub compaction_bytes_written: u64,
-    /// Filter blocks (whole-key or prefix) that failed validation at open (their table is
-    /// read without that filter).
+    /// Filter blocks (whole-key, prefix or range) that failed validation at open (their
+    /// table is read without that filter).
     pub filter_validation_failures: u64,
     /// Log bytes not replayed at open (`Db::recovery()` says where and why).
     pub wal_bytes_dropped: u64,
@@ -326,6 +371,10 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
                     .prefix_filter_bytes
                     .saturating_add(t.prefix_filter_bytes());
                 l.prefix_expected_fpr_sum += h.kind.expected_fpr(h.m, h.n, h.k);
+            }
+            if let RangeFilterState::Valid(f) = t.range_filter() {
+                l.range_filter_keys = l.range_filter_keys.saturating_add(f.keys());
+                l.range_filter_bytes = l.range_filter_bytes.saturating_add(t.range_filter_bytes());
             }
         }
         if let Some(counted) = per_level.get(level) {

@@ -1,6 +1,7 @@
 //! The options record (`OPTIONS`, FORMAT.md §6): the settings that decide how the store's
 //! files are written and read — the filter choice (one policy, per-level overrides or a
-//! budget), the prefix rule with whole-key filtering, and the compression per level — kept in the directory, so that a
+//! budget), the prefix rule with whole-key filtering, the range filter policy and the
+//! compression per level — kept in the directory, so that a
 //! reopen that does not repeat them goes on writing tables the same way instead of silently
 //! falling back to the defaults.
 //!
@@ -22,20 +23,20 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::budget::{FilterBudget, FilterMemory};
-use super::filters::{Compressions, Filters, PrefixFilters};
+use super::filters::{Compressions, Filters, PrefixFilters, RangeFilters};
 use super::options::Options;
 use super::report::{OptionChange, OptionsReport};
 use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
-use crate::filter::{FilterPolicy, Sizing};
+use crate::filter::{FilterPolicy, RangePolicy, Sizing};
 use crate::framed::Framed;
 use crate::fs::FileSystem;
 use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
 
 const MAGIC: [u8; 4] = *b"LBOP";
-/// Options record version this build writes (2: compression); it reads 1 and 2.
-pub const OPTIONS_VERSION: u32 = 2;
+/// Options record version this build writes (3: range filters); it reads 1 to 3.
+pub const OPTIONS_VERSION: u32 = 3;
 /// File name of the options record.
 pub const OPTIONS_FILE: &str = "OPTIONS";
 const TEMP_FILE: &str = "OPTIONS.tmp";
@@ -61,7 +62,17 @@ pub struct PrefixChoice {
     pub whole_key_filtering: bool,
 }
 
-/// The record's content (FORMAT.md §6), version 2.
+/// `Options::range_filters` as recorded: the policy's two numbers (`None` in the record: no
+/// range filters).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RangeChoice {
+    /// Bits per key.
+    pub bits_per_key: f64,
+    /// The longest range answered, in points.
+    pub max_range: u64,
+}
+
+/// The record's content (FORMAT.md §6), version 3.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredOptions {
     /// The filter setting.
@@ -74,6 +85,31 @@ pub struct StoredOptions {
     pub l0_compaction_trigger: u64,
     /// The compression setting (version 2; a version 1 record reads as none).
     pub compression: Compressions,
+    /// The range filter setting (version 3; older records read as none).
+    pub range: Option<RangeChoice>,
+}
+
+/// Version 2 of the record: version 3 without the range filter setting.
+#[derive(Deserialize)]
+struct StoredOptionsV2 {
+    filter: FilterChoice,
+    prefix: PrefixChoice,
+    memtable_size: u64,
+    l0_compaction_trigger: u64,
+    compression: Compressions,
+}
+
+impl From<StoredOptionsV2> for StoredOptions {
+    fn from(v2: StoredOptionsV2) -> Self {
+        StoredOptions {
+            filter: v2.filter,
+            prefix: v2.prefix,
+            memtable_size: v2.memtable_size,
+            l0_compaction_trigger: v2.l0_compaction_trigger,
+            compression: v2.compression,
+            range: None,
+        }
+    }
 }
 
 /// Version 1 of the record: version 2 without the compression setting.
@@ -93,6 +129,7 @@ impl From<StoredOptionsV1> for StoredOptions {
             memtable_size: v1.memtable_size,
             l0_compaction_trigger: v1.l0_compaction_trigger,
             compression: Compressions::default(),
+            range: None,
         }
     }
 }
@@ -158,6 +195,37 @@ impl TryFrom<&PrefixChoice> for PrefixFilters {
     }
 }
 
+impl From<RangeFilters> for Option<RangeChoice> {
+    fn from(r: RangeFilters) -> Self {
+        r.policy().map(|p| RangeChoice {
+            bits_per_key: p.bits(),
+            max_range: p.max_range(),
+        })
+    }
+}
+
+/// The range filters a recorded choice stands for; `Err` when its numbers are no policy.
+fn range_filters(c: Option<RangeChoice>) -> std::result::Result<RangeFilters, String> {
+    match c {
+        None => Ok(RangeFilters::None),
+        Some(c) => RangePolicy::bits_per_key(c.bits_per_key, c.max_range)
+            .map(RangeFilters::On)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// A range filter setting in words.
+fn range_text(r: &RangeFilters) -> String {
+    match r.policy() {
+        None => "no range filters".into(),
+        Some(p) => format!(
+            "range filters of {} bits/key for ranges up to {} points",
+            p.bits(),
+            p.max_range()
+        ),
+    }
+}
+
 impl fmt::Display for Compressions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "compression {}", self.default)?;
@@ -177,14 +245,32 @@ impl StoredOptions {
             memtable_size: opts.memtable_size as u64,
             l0_compaction_trigger: opts.l0_compaction_trigger as u64,
             compression: opts.compressions().clone(),
+            range: opts.range_filters().into(),
         }
     }
 
     /// The recorded settings as `Options` take them; `Err` says what cannot be one.
-    fn settings(&self) -> std::result::Result<(Filters, PrefixFilters, Compressions), String> {
-        let prefix = PrefixFilters::try_from(&self.prefix)?;
-        Ok(((&self.filter).into(), prefix, self.compression.clone()))
+    fn settings(&self) -> std::result::Result<Settings, String> {
+        Ok(Settings {
+            filters: (&self.filter).into(),
+            prefix: PrefixFilters::try_from(&self.prefix)?,
+            compression: self.compression.clone(),
+            range: range_filters(self.range)?,
+        })
     }
+
+    /// The range filter setting, in words (for tools).
+    pub fn range_text(&self) -> String {
+        range_filters(self.range).map_or_else(|e| e, |r| range_text(&r))
+    }
+}
+
+/// The recorded settings as `Options` take them.
+struct Settings {
+    filters: Filters,
+    prefix: PrefixFilters,
+    compression: Compressions,
+    range: RangeFilters,
 }
 
 fn policy_text(p: Option<FilterPolicy>) -> String {
@@ -264,16 +350,18 @@ pub fn encode(data: &StoredOptions) -> Result<Vec<u8>> {
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
     let data: StoredOptions = match FRAMED.open(path, bytes)? {
         (1, payload) => FRAMED.parse::<StoredOptionsV1>(path, payload)?.into(),
+        (2, payload) => FRAMED.parse::<StoredOptionsV2>(path, payload)?.into(),
         (_, payload) => FRAMED.parse(path, payload)?,
     };
     // What it holds must be options this build accepts.
-    let (filters, prefix_filters, compression) = data
+    let settings = data
         .settings()
         .map_err(|e| Error::corruption(path, format!("holds options that are not valid: {e}")))?;
     let check = Options {
-        filters: Some(filters),
-        prefix_filters: Some(prefix_filters),
-        compression: Some(compression),
+        filters: Some(settings.filters),
+        prefix_filters: Some(settings.prefix),
+        compression: Some(settings.compression),
+        range_filters: Some(settings.range),
         ..Options::default()
     };
     // A codec this build lacks (zstd without its feature) is not damage.
@@ -325,13 +413,13 @@ pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, Opti
     let mut o = given;
     // A record whose settings cannot be options is refused by `decode`; one built here
     // always can.
-    if let Some((filters, prefix, compression)) = stored.and_then(|s| s.settings().ok()) {
+    if let Some(recorded) = stored.and_then(|s| s.settings().ok()) {
         let text = |f: &Filters| FilterChoice::from(f).to_string();
         settle(
             "filter",
             &mut o,
             |o| &mut o.filters,
-            filters,
+            recorded.filters,
             &text,
             &mut report,
         );
@@ -340,7 +428,7 @@ pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, Opti
             "prefix",
             &mut o,
             |o| &mut o.prefix_filters,
-            prefix,
+            recorded.prefix,
             &text,
             &mut report,
         );
@@ -349,14 +437,23 @@ pub fn resolve(given: Options, stored: Option<&StoredOptions>) -> (Options, Opti
             "compression",
             &mut o,
             |o| &mut o.compression,
-            compression,
+            recorded.compression,
             &text,
+            &mut report,
+        );
+        settle(
+            "range",
+            &mut o,
+            |o| &mut o.range_filters,
+            recorded.range,
+            &range_text,
             &mut report,
         );
     }
     o.filters = Some(o.filters().clone());
     o.prefix_filters = Some(o.prefix_filters());
     o.compression = Some(o.compressions().clone());
+    o.range_filters = Some(o.range_filters());
     (o, report)
 }
 

@@ -18,7 +18,7 @@ use crate::db::{manifest, stored_options};
 use crate::error::{Error, Result};
 use crate::filter::{FilterInfo, FilterKind, FilterReader, RangeFilterInfo, RangeFilterReader};
 use crate::fs::StdFs;
-use crate::table::{FilterState, Properties, Table, TABLE_MAGIC};
+use crate::table::{FilterState, Properties, RangeFilterState, Table, TABLE_MAGIC};
 
 mod rocksdb_block;
 mod rocksdb_builtin;
@@ -85,6 +85,14 @@ pub struct TableReport {
     /// The prefix filter, when valid (its `n` is the number of distinct prefixes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix_filter: Option<FilterReport>,
+    /// The range filter (format 4): "valid", "none" or "invalid".
+    pub range_filter_status: &'static str,
+    /// Why the range filter is invalid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_filter_error: Option<String>,
+    /// The range filter, when valid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub range_filter: Option<RangeFilterReport>,
 }
 
 /// Totals for one level or the whole database.
@@ -109,8 +117,12 @@ pub struct Totals {
     pub expected_fpr_sum: f64,
     /// Sum of the filters' FPRs measured with random probes.
     pub observed_fpr_sum: f64,
-    /// Filter blocks (whole-key or prefix) that failed validation.
+    /// Filter blocks (whole-key, prefix or range) that failed validation.
     pub invalid_filters: u64,
+    /// Tables with a valid range filter.
+    pub range_filters: u64,
+    /// Bytes of valid range-filter blocks.
+    pub range_filter_bytes: u64,
     /// Tables with a valid prefix filter.
     pub prefix_filters: u64,
     /// Distinct prefixes in those filters (summed over tables).
@@ -149,9 +161,9 @@ pub struct DatabaseReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub budget_from: Option<&'static str>,
     /// The store's options record, in words: (filter setting, prefix setting, compression
-    /// setting); none for a store written before records existed.
+    /// setting, range filter setting); none for a store written before records existed.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub recorded_options: Option<(String, String, String)>,
+    pub recorded_options: Option<(String, String, String, String)>,
 }
 
 impl Report {
@@ -166,7 +178,11 @@ impl Report {
                 .prefix_filter_error
                 .as_ref()
                 .map(|e| format!("{}: prefix filter block: {e}", t.file));
-            whole.into_iter().chain(prefix)
+            let range = t
+                .range_filter_error
+                .as_ref()
+                .map(|e| format!("{}: range filter block: {e}", t.file));
+            whole.into_iter().chain(prefix).chain(range)
         };
         match self {
             Report::Filter(_) | Report::RangeFilter(_) => Vec::new(),
@@ -236,6 +252,18 @@ impl TableReport {
         };
         let (prefix_filter_status, prefix_filter_error, prefix_filter) =
             filter_parts(t.prefix_filter());
+        let (range_filter_status, range_filter_error, range_filter) = match t.range_filter() {
+            RangeFilterState::Valid(r) => (
+                "valid",
+                None,
+                Some(RangeFilterReport {
+                    checksum: "ok",
+                    info: r.info(),
+                }),
+            ),
+            RangeFilterState::None => ("none", None, None),
+            RangeFilterState::Invalid(e) => ("invalid", Some(e.to_string()), None),
+        };
         TableReport {
             file: t
                 .path()
@@ -252,6 +280,9 @@ impl TableReport {
             prefix_filter_status,
             prefix_filter_error,
             prefix_filter,
+            range_filter_status,
+            range_filter_error,
+            range_filter,
         }
     }
 }
@@ -285,8 +316,18 @@ impl Totals {
                 self.prefix_rules.push(rule);
             }
         }
-        self.invalid_filters += u64::from(t.filter_status == "invalid")
-            + u64::from(t.prefix_filter_status == "invalid");
+        if let Some(r) = &t.range_filter {
+            self.range_filters += 1;
+            self.range_filter_bytes = self.range_filter_bytes.saturating_add(r.info.block_bytes);
+        }
+        self.invalid_filters += [
+            t.filter_status,
+            t.prefix_filter_status,
+            t.range_filter_status,
+        ]
+        .iter()
+        .filter(|s| **s == "invalid")
+        .count() as u64;
         (self.bits_per_key, self.requested_bits_per_key) = if self.filter_keys == 0 {
             (0.0, 0.0)
         } else {
@@ -363,6 +404,7 @@ fn inspect_database(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Da
                 r.filter.to_string(),
                 r.prefix.to_string(),
                 r.compression.to_string(),
+                r.range_text(),
             )
         }),
     })

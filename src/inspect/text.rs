@@ -55,6 +55,7 @@ impl fmt::Display for RangeFilterReport {
             i.universe, i.low_bits
         )?;
         writeln!(f, "  longest range   {} points", i.max_range)?;
+        writeln!(f, "  point width     {} bytes after the prefix", i.width)?;
         writeln!(f, "  common prefix   \"{}\"", i.prefix)?;
         writeln!(
             f,
@@ -143,6 +144,26 @@ impl fmt::Display for TableReport {
             ),
             (None, None) if self.format_version >= 2 => writeln!(f, "  prefix filter   none"),
             (None, None) => writeln!(f, "  prefix filter   none (table format 1)"),
+        }?;
+        match (&self.range_filter, &self.range_filter_error) {
+            (Some(r), _) => {
+                if let Some(policy) = p.range_filter {
+                    writeln!(
+                        f,
+                        "  range filter (policy {} bits/key, ranges up to {} points)",
+                        policy.bits(),
+                        policy.max_range()
+                    )?;
+                }
+                write!(f, "{r}")
+            }
+            (None, Some(e)) => writeln!(f, "  range filter    INVALID: {e} (scans read the table)"),
+            (None, None) if self.format_version >= 4 => writeln!(f, "  range filter    none"),
+            (None, None) => writeln!(
+                f,
+                "  range filter    none (table format {})",
+                self.format_version
+            ),
         }
     }
 }
@@ -184,6 +205,13 @@ impl fmt::Display for Totals {
                 self.prefix_expected_fpr_sum * 100.0
             )?;
         }
+        if self.range_filters > 0 {
+            writeln!(
+                f,
+                "  range filters: {} tables, {} bytes",
+                self.range_filters, self.range_filter_bytes
+            )?;
+        }
         Ok(())
     }
 }
@@ -203,8 +231,11 @@ impl fmt::Display for Report {
             Report::Database(d) => {
                 writeln!(f, "database")?;
                 match &d.recorded_options {
-                    Some((filter, prefix, compression)) => {
-                        writeln!(f, "recorded options: {filter}; {prefix}; {compression}")?;
+                    Some((filter, prefix, compression, range)) => {
+                        writeln!(
+                            f,
+                            "recorded options: {filter}; {prefix}; {compression}; {range}"
+                        )?;
                     }
                     None => writeln!(f, "recorded options: none (written before records)")?,
                 }

@@ -5,17 +5,20 @@
 //! every key, tombstones included (a tombstone must be found to hide older values in deeper
 //! tables, so its key has to pass the filter). Under a prefix rule a second filter holds each
 //! distinct prefix once (keys sharing a prefix are adjacent in key order, so comparing with the
-//! previous key's prefix finds every repeat).
+//! previous key's prefix finds every repeat). In format 4 a range filter
+//! (`filter::RangeFilterBuilder`) may be built over every key too, tombstones included, so a
+//! scan that must see a tombstone to hide an older value never skips its table.
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::block::{put_entry, seal, BlockHandle, ENTRY_HEAD};
 use super::compression::{BlockCompressor, Compression};
-use super::footer::{Footer, Properties, TABLE_VERSION};
+use super::footer::{Footer, TABLE_VERSION};
+use super::properties::Properties;
 use crate::coding::put_len_prefixed;
 use crate::error::{Error, Result};
-use crate::filter::{hash_key, FilterBuilder, FilterPolicy};
+use crate::filter::{hash_key, FilterBuilder, FilterPolicy, RangeFilterBuilder, RangePolicy};
 use crate::fs::{CreateMode, FileSystem, StdFs, WritableFile};
 use crate::prefix::PrefixExtractor;
 
@@ -55,8 +58,12 @@ pub struct TableBuilderOptions {
     pub whole_key_filter: bool,
     /// How data blocks are compressed (default none; needs format version 3).
     pub compression: Compression,
-    /// Table format version to write (default `TABLE_VERSION`, 3). 2 writes tables that
-    /// builds before compression read; 1 those before prefix filters too.
+    /// Also build a range filter over every key with this policy (default none; needs
+    /// format version 4).
+    pub range_filter: Option<RangePolicy>,
+    /// Table format version to write (default `TABLE_VERSION`, 4). 3 writes tables that
+    /// builds before range filters read; 2 those before compression; 1 those before prefix
+    /// filters too.
     pub format_version: u32,
 }
 
@@ -71,6 +78,7 @@ impl Default for TableBuilderOptions {
             prefix_filter_policy: None,
             whole_key_filter: true,
             compression: Compression::None,
+            range_filter: None,
             format_version: TABLE_VERSION,
         }
     }
@@ -116,6 +124,7 @@ pub struct TableBuilder {
     min_key: Option<Vec<u8>>,
     filter: Option<FilterBuilder>,
     prefix_filter: Option<FilterBuilder>,
+    range_filter: Option<RangeFilterBuilder>,
     /// The last prefix added to `prefix_filter`.
     last_prefix: Option<Vec<u8>>,
     prefixes: u64,
@@ -146,7 +155,7 @@ impl TableBuilder {
             )))
         };
         if !(1..=TABLE_VERSION).contains(&v) {
-            return refuse("anything: versions are 1..=3");
+            return refuse("anything: versions are 1..=4");
         }
         let prefix_policy = opts.prefix_filter_policy.or(opts.filter);
         if v < 2 && opts.prefix_extractor.is_some() && prefix_policy.is_some() {
@@ -154,6 +163,9 @@ impl TableBuilder {
         }
         if v < 3 && opts.compression != Compression::None {
             return refuse("compressed blocks (version 3 added them)");
+        }
+        if v < 4 && opts.range_filter.is_some() {
+            return refuse("a range filter (version 4 added them)");
         }
         let compressor = BlockCompressor::new(opts.compression)?;
         let filter = match opts.filter {
@@ -167,6 +179,7 @@ impl TableBuilder {
             (Some(p), Some(_)) => Some(FilterBuilder::new(p)?),
             _ => None,
         };
+        let range_filter = opts.range_filter.map(RangeFilterBuilder::new);
         let file = fs
             .create(path, CreateMode::Truncate)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
@@ -181,6 +194,7 @@ impl TableBuilder {
             min_key: None,
             filter,
             prefix_filter,
+            range_filter,
             last_prefix: None,
             prefixes: 0,
             entries: 0,
@@ -211,6 +225,9 @@ impl TableBuilder {
         }
         if let Some(f) = &mut self.filter {
             f.add_hash(hash_key(key));
+        }
+        if let Some(f) = &mut self.range_filter {
+            f.add_key(key);
         }
         if let (Some(f), Some(rule)) = (&mut self.prefix_filter, self.opts.prefix_extractor) {
             if let Some(p) = rule.prefix(key) {
@@ -301,8 +318,8 @@ impl TableBuilder {
         }
     }
 
-    /// Writes the filter, prefix filter, index and properties blocks and the footer, and
-    /// syncs the file.
+    /// Writes the filter, prefix filter, range filter, index and properties blocks and the
+    /// footer, and syncs the file.
     pub fn finish(mut self) -> Result<Properties> {
         self.cut_block()?;
         let data_bytes = self.offset;
@@ -311,6 +328,13 @@ impl TableBuilder {
         let (f, pf) = (self.filter.take(), self.prefix_filter.take());
         let filter = self.write_filter(f)?;
         let prefix_filter = self.write_filter(pf)?;
+        let range_filter = match self.range_filter.take() {
+            Some(f) => self.write(&f.finish())?,
+            None => BlockHandle {
+                offset: self.offset,
+                size: 0,
+            },
+        };
         let mut index = std::mem::take(&mut self.index);
         seal(&mut index, 0);
         let index = self.write(&index)?;
@@ -335,6 +359,7 @@ impl TableBuilder {
                 .and(self.opts.prefix_extractor)
                 .map(|r| r.id()),
             prefixes: self.prefixes,
+            range_filter: self.opts.range_filter,
         };
         let properties = self.write(&props.encode(self.opts.format_version)?)?;
         self.write(
@@ -344,6 +369,7 @@ impl TableBuilder {
                 filter,
                 prefix_filter,
                 properties,
+                range_filter,
             }
             .encode(),
         )?;
@@ -359,116 +385,4 @@ impl TableBuilder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::table::{Table, TableReadStats};
-
-    #[test]
-    fn padding_moves_only_blocks_that_straddle_a_page_needlessly() {
-        for (offset, len, pad) in [
-            (0, 4096, 0),
-            (100, 4096, 3996),
-            (100, 3996, 0),
-            (4000, 200, 96),
-            (4000, 96, 0),
-            (10, 9000, 0),      // needs 3 pages and touches 3
-            (5000, 8192, 3192), // would touch 3 where 2 do
-            (8192, 1, 0),
-        ] {
-            assert_eq!(page_padding(offset, len), pad, "at {offset}, {len} bytes");
-        }
-    }
-
-    /// Entries of 16-byte keys and values of 0..600 bytes, some tombstones.
-    fn entries(n: usize) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        (0..n)
-            .map(|i| {
-                let v = (i * 7919 % 600, i % 11 == 4);
-                let key = format!("key{i:013}").into_bytes();
-                (key, (!v.1).then(|| vec![i as u8; v.0]))
-            })
-            .collect()
-    }
-
-    fn write(
-        dir: &Path,
-        name: &str,
-        opts: TableBuilderOptions,
-        entries: &[(Vec<u8>, Option<Vec<u8>>)],
-    ) -> Table {
-        let path = dir.join(name);
-        let mut b = TableBuilder::create(&path, opts).unwrap();
-        for (k, v) in entries {
-            b.add(k, v.as_deref()).unwrap();
-        }
-        b.finish().unwrap();
-        let t = Table::open(&path, 1).unwrap();
-        let mut stats = TableReadStats::default();
-        for (k, v) in entries {
-            assert_eq!(
-                t.get(k, &mut stats, None).unwrap(),
-                Some(v.clone()),
-                "{name}"
-            );
-        }
-        t
-    }
-
-    #[test]
-    fn uncompressed_format_3_blocks_fit_their_size_and_straddle_no_page_needlessly() {
-        let dir = tempfile::tempdir().unwrap();
-        let want = entries(3000);
-        for block_size in [1024, 4096, 8192] {
-            let opts = TableBuilderOptions {
-                block_size,
-                ..TableBuilderOptions::default()
-            };
-            let t = write(dir.path(), &format!("raw{block_size}"), opts, &want);
-            let (mut gaps, mut end) = (0, 0);
-            for h in t.data_block_handles() {
-                assert!(h.size <= block_size as u64, "{h:?} over {block_size}");
-                let pages = (h.offset % PAGE + h.size).div_ceil(PAGE);
-                assert_eq!(pages, h.size.div_ceil(PAGE), "{h:?} straddles needlessly");
-                assert!(h.offset >= end, "{h:?} overlaps the block before");
-                gaps += u64::from(h.offset > end);
-                end = h.offset + h.size;
-            }
-            assert!(gaps > 0, "block size {block_size}: no block needed padding");
-            let scanned: Vec<_> = std::sync::Arc::new(t)
-                .iter(std::ops::Bound::Unbounded)
-                .map(|e| e.map(|e| (e.key, e.value)).unwrap())
-                .collect();
-            assert_eq!(scanned, want);
-        }
-    }
-
-    #[test]
-    fn format_2_and_compressed_blocks_stay_contiguous() {
-        let dir = tempfile::tempdir().unwrap();
-        let want = entries(3000);
-        for (name, opts) in [
-            (
-                "v2",
-                TableBuilderOptions {
-                    format_version: 2,
-                    ..TableBuilderOptions::default()
-                },
-            ),
-            (
-                "lz4",
-                TableBuilderOptions {
-                    compression: Compression::Lz4,
-                    ..TableBuilderOptions::default()
-                },
-            ),
-        ] {
-            let t = write(dir.path(), name, opts, &want);
-            let mut end = 0;
-            for h in t.data_block_handles() {
-                assert_eq!(h.offset, end, "{name}: a gap before {h:?}");
-                end += h.size;
-            }
-            assert_eq!(end, t.properties().data_bytes, "{name}");
-        }
-    }
-}
+mod tests;

@@ -1,10 +1,11 @@
 //! What an open table knows about its filter blocks: a validated filter, none, or one that
-//! failed validation and why (`FilterState`, `FilterProblem`), and what a prefix filter says
-//! (`PrefixCheck`), and where a loaded filter's bytes live (`FilterBytes`, `FilterPages`).
-//! Built by `Table::open`; read by the store's read path and stats.
+//! failed validation and why (`FilterState`, `RangeFilterState`, `FilterProblem`), what a
+//! prefix or range filter says (`PrefixCheck`, `RangeCheck`), and where a loaded filter's
+//! bytes live (`FilterBytes`, `FilterPages`). Built by `Table::open`; read by the store's read
+//! path and stats.
 
 use crate::filter::format::HEADER_LEN;
-use crate::filter::{FilterError, FilterReader};
+use crate::filter::{FilterError, FilterReader, RangeFilterError, RangeFilterReader};
 use crate::huge_pages::{self, HugeBytes};
 
 /// Where an open table holds its filter blocks (`Options::filter_huge_pages`).
@@ -85,11 +86,38 @@ pub enum FilterState {
     Invalid(FilterProblem),
 }
 
+/// The table's range filter as loaded at open.
+#[derive(Debug)]
+pub enum RangeFilterState {
+    /// A validated range-filter block.
+    Valid(RangeFilterReader),
+    /// The table was written without a range filter.
+    None,
+    /// The block failed validation or does not match its table; scans read the table as if
+    /// it had none (counted in `DbStats::filter_validation_failures`).
+    Invalid(FilterProblem),
+}
+
+/// What a table's range filter says about a scan's range (`Table::check_range`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeCheck {
+    /// No key of the table lies in the range: skip the table.
+    Empty,
+    /// The filter says "maybe".
+    Maybe,
+    /// The range, within the table's keys, is wider than the filter answers: read the table.
+    TooWide,
+    /// No usable range filter (none written, or it failed validation): read the table.
+    Unfiltered,
+}
+
 /// Why a table's filter block is not used.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FilterProblem {
     /// The block itself is damaged or of an unknown kind or version.
     Damaged(FilterError),
+    /// The range-filter block is damaged or of an unknown kind or version.
+    RangeDamaged(RangeFilterError),
     /// The block is intact but describes a different number of keys than the table holds:
     /// it was not built over this table's keys, so an "absent" from it could be wrong.
     KeyCountMismatch {
@@ -124,6 +152,7 @@ impl std::fmt::Display for FilterProblem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FilterProblem::Damaged(e) => write!(f, "{e}"),
+            FilterProblem::RangeDamaged(e) => write!(f, "{e}"),
             FilterProblem::KeyCountMismatch {
                 filter_keys,
                 table_entries,

@@ -16,6 +16,7 @@ mod filter_state;
 mod footer;
 mod index;
 mod iter;
+mod properties;
 mod range;
 mod reader;
 mod scratch;
@@ -25,10 +26,13 @@ pub(crate) use block::{ENTRY_HEAD, TAG_DELETE, TAG_PUT};
 pub use builder::{TableBuilder, TableBuilderOptions};
 pub use cache::BlockCache;
 pub use compression::Compression;
-pub use filter_state::{FilterBytes, FilterPages, FilterProblem, FilterState, PrefixCheck};
-pub use footer::{Footer, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_MAGIC, TABLE_VERSION};
+pub use filter_state::{
+    FilterBytes, FilterPages, FilterProblem, FilterState, PrefixCheck, RangeCheck, RangeFilterState,
+};
+pub use footer::{Footer, FOOTER_LEN, FOOTER_V1_LEN, FOOTER_V2_LEN, TABLE_MAGIC, TABLE_VERSION};
 pub(crate) use iter::TableCursor;
 pub use iter::TableIter;
+pub use properties::Properties;
 pub(crate) use range::{Cursor, Direction, KeyRange};
 pub(crate) use reader::{BlockRef, LentValue};
 pub use reader::{Table, TableOpen, TableReadStats, TableReads};

@@ -13,13 +13,14 @@ use std::sync::Arc;
 use super::block::{unseal, BlockHandle};
 use super::cache::{find, Block, BlockCache};
 use super::compression::{open_block, Compression};
-use super::filter_state::{FilterState, PrefixCheck};
-use super::footer::Properties;
+use super::filter_state::{FilterState, PrefixCheck, RangeFilterState};
 use super::index::Index;
+use super::properties::Properties;
 use super::scratch::Scratch;
 
 mod held;
 mod open;
+mod ranges;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
 use crate::fs::RandomAccessFile;
@@ -55,6 +56,7 @@ pub struct Table {
     prefix_filter: FilterState,
     /// The rule `prefix_filter` was built under, when this build knows it.
     prefix_rule: Option<PrefixExtractor>,
+    range_filter: RangeFilterState,
     format_version: u32,
 }
 
@@ -188,13 +190,14 @@ impl Table {
             _ => 0,
         }
     }
-    /// Filter blocks (whole-key and prefix) that failed validation at open: the table is read
-    /// without them. Whoever opens a table adds this to `filter_validation_failures`.
+    /// Filter blocks (whole-key, prefix and range) that failed validation at open: the table
+    /// is read without them. Whoever opens a table adds this to `filter_validation_failures`.
     pub fn rejected_filters(&self) -> u64 {
-        [&self.filter, &self.prefix_filter]
+        let points = [&self.filter, &self.prefix_filter]
             .iter()
             .filter(|f| matches!(f, FilterState::Invalid(_)))
-            .count() as u64
+            .count() as u64;
+        points + u64::from(matches!(self.range_filter, RangeFilterState::Invalid(_)))
     }
 
     /// The prefix filter as loaded.

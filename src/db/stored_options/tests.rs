@@ -249,3 +249,69 @@ fn a_recorded_fixed_policy_is_kept() {
     assert_eq!(o.filters, Some(Filters::default()));
     assert!(r.kept.is_empty() && r.changed.is_empty(), "{r:?}");
 }
+
+/// Range filters: recorded, taken by a reopen that does not give them, replaced by one that
+/// does; numbers that are no policy refuse the record; a recorded policy that the table
+/// format given cannot hold gives way alone.
+#[test]
+fn range_filters_are_recorded_and_merged_like_the_other_settings() {
+    let policy = RangePolicy::bits_per_key(14.0, 64).unwrap();
+    let ranged = Options {
+        range_filters: Some(RangeFilters::On(policy)),
+        ..budget_store()
+    };
+    let data = StoredOptions::of(&ranged);
+    assert_eq!(
+        data.range,
+        Some(RangeChoice {
+            bits_per_key: 14.0,
+            max_range: 64
+        })
+    );
+    let path = Path::new("d/OPTIONS");
+    assert_eq!(decode(path, &encode(&data).unwrap()).unwrap(), data);
+    let (o, r) = resolve(Options::default(), Some(&data));
+    assert_eq!(o.range_filters, Some(RangeFilters::On(policy)));
+    assert!(r.changed.is_empty(), "{r:?}");
+    assert!(
+        r.kept
+            .iter()
+            .any(|(s, t)| s == "range"
+                && t == "range filters of 14 bits/key for ranges up to 64 points"),
+        "{r:?}"
+    );
+    let (o, r) = resolve(
+        Options {
+            range_filters: Some(RangeFilters::None),
+            ..Options::default()
+        },
+        Some(&data),
+    );
+    assert_eq!(o.range_filters, Some(RangeFilters::None));
+    assert_eq!(r.changed.len(), 1, "{r:?}");
+    assert_eq!(r.changed[0].now, "no range filters");
+    // Format 3 tables cannot hold them: the recorded setting gives way, the budget stays.
+    let (o, r) = resolve(
+        Options {
+            table_format_version: 3,
+            ..Options::default()
+        },
+        Some(&data),
+    );
+    assert!(o.validate().is_ok());
+    assert_eq!(o.range_filters, Some(RangeFilters::None));
+    assert_eq!(o.filters, ranged.filters);
+    assert_eq!(r.changed.len(), 1, "{r:?}");
+    assert!(r.changed[0].now.contains("cannot be combined"), "{r:?}");
+    for (bits, range) in [(2.0, 32), (12.0, 0), (f64::NAN, 8)] {
+        let mut bad = data.clone();
+        bad.range = Some(RangeChoice {
+            bits_per_key: bits,
+            max_range: range,
+        });
+        let e = decode(path, &encode(&bad).unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("d/OPTIONS") && e.contains("not valid"), "{e}");
+    }
+}

@@ -12,10 +12,10 @@ use super::RangeFilterError;
 
 /// Magic bytes opening every range-filter block.
 pub const MAGIC: [u8; 4] = *b"LBRF";
-/// The format version this build writes.
-pub const VERSION: u16 = 1;
-/// Versions this build reads.
-pub const SUPPORTED_VERSIONS: &[u16] = &[1];
+/// The format version this build writes (2: the point width).
+pub const VERSION: u16 = 2;
+/// Versions this build reads (1: points of 8 bytes).
+pub const SUPPORTED_VERSIONS: &[u16] = &[1, 2];
 /// Bytes before the prefix.
 pub const HEADER_LEN: usize = 48;
 /// Bytes after the arrays (the CRC).
@@ -30,6 +30,8 @@ pub const MAX_LOG_L: u8 = 62;
 /// The fields of a block, as written and as read back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Fields {
+    /// The block's format version.
+    pub(crate) version: u16,
     pub(crate) low_bits: u32,
     pub(crate) seed: u64,
     /// Keys added.
@@ -39,6 +41,8 @@ pub(crate) struct Fields {
     /// The reduced universe.
     pub(crate) r: u64,
     pub(crate) log_l: u32,
+    /// Bytes of a key after the prefix that make its point, 1 to 8 (8 in version 1).
+    pub(crate) width: u32,
     pub(crate) prefix: Vec<u8>,
     pub(crate) crc: u32,
 }
@@ -47,7 +51,7 @@ pub(crate) struct Fields {
 pub(crate) fn encode(f: &Fields, high: &[u64], low: &[u64]) -> Vec<u8> {
     let mut b = Vec::with_capacity(HEADER_LEN + f.prefix.len() + 8 * (high.len() + low.len()) + 12);
     b.extend_from_slice(&MAGIC);
-    b.extend_from_slice(&VERSION.to_le_bytes());
+    b.extend_from_slice(&f.version.to_le_bytes());
     b.push(KIND_GRAFITE);
     b.push(f.low_bits as u8);
     b.extend_from_slice(&f.seed.to_le_bytes());
@@ -55,7 +59,8 @@ pub(crate) fn encode(f: &Fields, high: &[u64], low: &[u64]) -> Vec<u8> {
     b.extend_from_slice(&f.count.to_le_bytes());
     b.extend_from_slice(&f.r.to_le_bytes());
     b.push(f.log_l as u8);
-    b.push(0);
+    // Version 1 has no width (its points are 8 bytes): the byte is reserved there.
+    b.push(if f.version == 1 { 0 } else { f.width as u8 });
     b.extend_from_slice(&(f.prefix.len() as u16).to_le_bytes());
     b.extend_from_slice(&[0; 4]);
     b.extend_from_slice(&f.prefix);
@@ -110,7 +115,13 @@ pub(crate) fn decode(b: &[u8]) -> Result<(Fields, Option<EliasFano>), RangeFilte
     if b[6] != KIND_GRAFITE {
         return Err(RangeFilterError::UnknownKind { found: b[6] });
     }
-    for (offset, len) in [(41usize, 1usize), (44, 4)] {
+    // Version 1 has no width: its byte is reserved, and points are 8 bytes.
+    let reserved: &[(usize, usize)] = if version == 1 {
+        &[(41, 1), (44, 4)]
+    } else {
+        &[(44, 4)]
+    };
+    for &(offset, len) in reserved {
         let found = b[offset..offset + len]
             .iter()
             .rev()
@@ -122,6 +133,10 @@ pub(crate) fn decode(b: &[u8]) -> Result<(Fields, Option<EliasFano>), RangeFilte
     let low_bits = u32::from(b[7]);
     let (seed, n, count, r) = (u64_at(b, 8), u64_at(b, 16), u64_at(b, 24), u64_at(b, 32));
     let log_l = b[40];
+    let width = if version == 1 { 8 } else { b[41] };
+    if !(1..=8).contains(&width) {
+        return Err(bad(format!("a point width of {width} bytes, give 1 to 8")));
+    }
     let prefix_len = usize::from(u16::from_le_bytes([b[42], b[43]]));
     if log_l > MAX_LOG_L {
         return Err(bad(format!("log2 L is {log_l}, at most {MAX_LOG_L}")));
@@ -145,12 +160,14 @@ pub(crate) fn decode(b: &[u8]) -> Result<(Fields, Option<EliasFano>), RangeFilte
         return Err(bad("the prefix's padding is not zero"));
     }
     let fields = Fields {
+        version,
         low_bits,
         seed,
         n,
         count,
         r,
         log_l: u32::from(log_l),
+        width: u32::from(width),
         prefix: b[HEADER_LEN..HEADER_LEN + prefix_len].to_vec(),
         crc: expected,
     };

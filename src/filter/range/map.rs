@@ -1,6 +1,12 @@
 //! Byte-string keys as points of the u64 line, in order: a table's keys share a prefix `P`
-//! (their longest common one, at most [`MAX_PREFIX`] bytes); a key's point is the 8 bytes
-//! after `P`, big-endian, zero-padded when the key is shorter.
+//! (their longest common one, at most [`MAX_PREFIX`] bytes); a key's point is the `w` bytes
+//! after `P`, big-endian, zero-padded when the key is shorter, where the width `w` is the
+//! longest key's length past `P`, at most 8 (at least 1).
+//!
+//! Why a width: keys of a fixed length whose last bytes vary (`user:` and an 8-byte counter)
+//! share their first bytes within a table; with the 8 bytes after `P` always taken, a key of
+//! `P` and 3 bytes would become a point `2^40` times its counter, and a range of 32 counters
+//! a range of `2^45` points, which no filter answers. With `w = 3` it is 32 points.
 //!
 //! The map only keeps order (`k1 ≤ k2` gives `point(k1) ≤ point(k2)`); keys alike in those 8
 //! bytes share a point, and "ab" and "ab\0" do too. So a range of keys maps to the points
@@ -27,42 +33,61 @@ pub(crate) fn point(rest: &[u8]) -> u64 {
         .fold(0, |p, (i, &b)| p | u64::from(b) << (56 - 8 * i))
 }
 
-/// The points a range of keys with prefix `prefix` can map to, inclusive; `None` when no key
-/// with that prefix lies in the range.
-pub(crate) fn points(prefix: &[u8], lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> Option<(u64, u64)> {
+/// The point of `rest` at width `width` (1 to 8 bytes): `point(rest)`'s first `width` bytes,
+/// so still in order.
+#[inline]
+pub(crate) fn point_at(rest: &[u8], width: u32) -> u64 {
+    point(rest) >> shift(width)
+}
+
+/// The bits `point` has beyond a point of `width` bytes.
+#[inline]
+pub(crate) fn shift(width: u32) -> u32 {
+    8 * (8 - width)
+}
+
+/// The points a range of keys with prefix `prefix` can map to at `width`, inclusive; `None`
+/// when no key with that prefix lies in the range.
+pub(crate) fn points(
+    prefix: &[u8],
+    width: u32,
+    lo: Bound<&[u8]>,
+    hi: Bound<&[u8]>,
+) -> Option<(u64, u64)> {
+    let last = u64::MAX >> shift(width);
     let a = match lo {
         Bound::Unbounded => 0,
         // An exclusive lower bound maps as an inclusive one: keys above it are at or above
         // its point.
         Bound::Included(k) | Bound::Excluded(k) => match place(prefix, k) {
-            Place::Within(rest) => point(rest),
+            Place::Within(rest) => point_at(rest, width),
             Place::Below => 0,
             Place::Above => return None,
         },
     };
     let b = match hi {
-        Bound::Unbounded => u64::MAX,
+        Bound::Unbounded => last,
         Bound::Included(k) => match place(prefix, k) {
-            Place::Within(rest) => point(rest),
+            Place::Within(rest) => point_at(rest, width),
             Place::Below => return None,
-            Place::Above => u64::MAX,
+            Place::Above => last,
         },
         Bound::Excluded(k) => match place(prefix, k) {
-            Place::Within(rest) if exact(rest) => point(rest).checked_sub(1)?,
-            Place::Within(rest) => point(rest),
+            Place::Within(rest) if exact(rest, width) => point_at(rest, width).checked_sub(1)?,
+            Place::Within(rest) => point_at(rest, width),
             Place::Below => return None,
-            Place::Above => u64::MAX,
+            Place::Above => last,
         },
     };
     (a <= b).then_some((a, b))
 }
 
 /// Whether no key below `P + rest` has the point of `rest`, so an exclusive bound can stop one
-/// point short: true when `rest` has at most 8 bytes and does not end in a zero (a shorter
-/// key padded with zeros would share its point; a longer one shares its first 8 bytes only
-/// by being at or above it).
-fn exact(rest: &[u8]) -> bool {
-    rest.len() <= 8 && rest.last() != Some(&0)
+/// point short: true when `rest` has at most `width` bytes and does not end in a zero (a
+/// shorter key padded with zeros would share its point; a longer one shares its first `width`
+/// bytes only by being at or above it).
+fn exact(rest: &[u8], width: u32) -> bool {
+    rest.len() <= width as usize && rest.last() != Some(&0)
 }
 
 /// Where a bound lies against the keys with a prefix.
@@ -142,49 +167,91 @@ mod tests {
             // Bounds: the keys themselves and strings without the prefix.
             let mut bounds: Vec<Vec<u8>> = keys.clone();
             bounds.extend([vec![], vec![0], b"o".to_vec(), b"q".to_vec(), vec![0xff; 3]]);
-            let mut checked = 0u64;
-            for lo in &bounds {
-                for hi in bounds.iter().step_by(3) {
-                    for (lb, hb) in [
-                        (Bound::Included(&lo[..]), Bound::Excluded(&hi[..])),
-                        (Bound::Excluded(&lo[..]), Bound::Included(&hi[..])),
-                        (Bound::Included(&lo[..]), Bound::Unbounded),
-                        (Bound::Unbounded, Bound::Excluded(&hi[..])),
-                    ] {
-                        let pts = points(prefix, lb, hb);
-                        for k in keys.iter().filter(|k| in_range(k, lb, hb)) {
-                            let p = point(&k[prefix.len()..]);
-                            let (a, b) = pts.unwrap_or_else(|| {
-                                panic!("{lb:?}..{hb:?} called empty, holds {k:?}")
-                            });
-                            assert!(a <= p && p <= b, "{k:?} at {p:#x} outside {a:#x}..={b:#x}");
-                            checked += 1;
+            // Every width, the keys' rests longer than it or not.
+            for width in [1, 2, 3, 8] {
+                let mut checked = 0u64;
+                for lo in &bounds {
+                    for hi in bounds.iter().step_by(3) {
+                        for (lb, hb) in [
+                            (Bound::Included(&lo[..]), Bound::Excluded(&hi[..])),
+                            (Bound::Excluded(&lo[..]), Bound::Included(&hi[..])),
+                            (Bound::Included(&lo[..]), Bound::Unbounded),
+                            (Bound::Unbounded, Bound::Excluded(&hi[..])),
+                        ] {
+                            let pts = points(prefix, width, lb, hb);
+                            for k in keys.iter().filter(|k| in_range(k, lb, hb)) {
+                                let p = point_at(&k[prefix.len()..], width);
+                                let (a, b) = pts.unwrap_or_else(|| {
+                                    panic!("w {width}: {lb:?}..{hb:?} called empty, holds {k:?}")
+                                });
+                                assert!(
+                                    a <= p && p <= b,
+                                    "w {width}: {k:?} at {p:#x} outside {a:#x}..={b:#x}"
+                                );
+                                checked += 1;
+                            }
                         }
                     }
                 }
+                assert!(checked > 100_000, "{checked}");
             }
-            assert!(checked > 100_000, "{checked}");
         }
     }
 
     #[test]
     fn exclusive_bounds_stop_short_when_exact() {
         assert_eq!(
-            points(b"p", Bound::Included(b"pa"), Bound::Excluded(b"pb")),
+            points(b"p", 8, Bound::Included(b"pa"), Bound::Excluded(b"pb")),
             Some((0x61 << 56, (0x62 << 56) - 1))
         );
         // "pa\0" and "pa" share a point: no stopping short.
         assert_eq!(
-            points(b"p", Bound::Unbounded, Bound::Excluded(b"pa\0")),
+            points(b"p", 8, Bound::Unbounded, Bound::Excluded(b"pa\0")),
             Some((0, 0x61 << 56))
         );
         // Nothing with the prefix is below the prefix itself, or beside it.
-        assert_eq!(points(b"p", Bound::Unbounded, Bound::Excluded(b"p")), None);
-        assert_eq!(points(b"p", Bound::Included(b"q"), Bound::Unbounded), None);
-        assert_eq!(points(b"p", Bound::Unbounded, Bound::Included(b"o")), None);
         assert_eq!(
-            points(b"p", Bound::Included(b"o"), Bound::Included(b"q")),
+            points(b"p", 8, Bound::Unbounded, Bound::Excluded(b"p")),
+            None
+        );
+        assert_eq!(
+            points(b"p", 8, Bound::Included(b"q"), Bound::Unbounded),
+            None
+        );
+        assert_eq!(
+            points(b"p", 8, Bound::Unbounded, Bound::Included(b"o")),
+            None
+        );
+        assert_eq!(
+            points(b"p", 8, Bound::Included(b"o"), Bound::Included(b"q")),
             Some((0, u64::MAX))
         );
+    }
+
+    /// At a width of 2 bytes the points are the 2 bytes after the prefix: consecutive 2-byte
+    /// counters are consecutive points, a bound past the width stops short only when exact,
+    /// and the line ends at 2^16 − 1.
+    #[test]
+    fn a_narrow_width_keeps_counters_consecutive() {
+        let at = |x: u16| [&b"p"[..], &x.to_be_bytes()].concat();
+        let (a, b) = (at(0x1234), at(0x1240));
+        assert_eq!(
+            points(b"p", 2, Bound::Included(&a), Bound::Excluded(&b)),
+            Some((0x1234, 0x123f))
+        );
+        let longer = [&b[..], b"x"].concat();
+        assert_eq!(
+            points(b"p", 2, Bound::Included(&a), Bound::Excluded(&longer)),
+            Some((0x1234, 0x1240))
+        );
+        assert_eq!(
+            points(b"p", 2, Bound::Included(&a), Bound::Unbounded),
+            Some((0x1234, 0xffff))
+        );
+        assert_eq!(
+            points(b"p", 2, Bound::Included(b"o"), Bound::Included(b"q")),
+            Some((0, 0xffff))
+        );
+        assert_eq!(point_at(b"\x12\x34\x56", 2), 0x1234);
     }
 }

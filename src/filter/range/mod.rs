@@ -32,7 +32,7 @@ use format::Fields;
 use grafite::Hash;
 
 /// How a range filter is sized (built only by its checked constructors).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
 pub struct RangePolicy {
     bits_per_key: f64,
     max_range: u64,
@@ -99,6 +99,8 @@ pub struct RangeFilterBuilder {
     /// Each key's point after its common prefix with the keys before it, and that prefix's
     /// length: rebased on the final prefix by `finish`.
     points: Vec<(u64, u32)>,
+    /// The longest key's length: with the final prefix, it gives the points' width.
+    longest: usize,
 }
 
 impl RangeFilterBuilder {
@@ -109,6 +111,7 @@ impl RangeFilterBuilder {
             first: None,
             common: map::MAX_PREFIX,
             points: Vec::new(),
+            longest: 0,
         }
     }
 
@@ -120,6 +123,7 @@ impl RangeFilterBuilder {
         self.common = self.common.min(map::common(first, key));
         self.points
             .push((map::point(&key[self.common..]), self.common as u32));
+        self.longest = self.longest.max(key.len());
     }
 
     /// Keys added so far.
@@ -143,21 +147,25 @@ impl RangeFilterBuilder {
         let first = self.first.unwrap_or_default();
         let common = self.common.min(first.len());
         let prefix = first[..common].to_vec();
+        let width = (self.longest - common).clamp(1, 8) as u32;
+        let shift = map::shift(width);
         let mut points: Vec<u64> = self
             .points
             .iter()
-            .map(|&(p, at)| rebase(&first, common, p, at as usize))
+            .map(|&(p, at)| rebase(&first, common, p, at as usize) >> shift)
             .collect();
         points.sort_unstable();
         points.dedup();
         let log_l = self.policy.max_range.next_power_of_two().ilog2();
         let mut fields = Fields {
+            version: format::VERSION,
             low_bits: 0,
             seed,
             n,
             count: 0,
             r: 0,
             log_l,
+            width,
             prefix,
             crc: 0,
         };
@@ -224,6 +232,8 @@ pub struct RangeFilterInfo {
     pub low_bits: u32,
     /// The longest range answered, in points.
     pub max_range: u64,
+    /// Bytes of a key after the prefix that make its point (1 to 8).
+    pub width: u32,
     /// The keys' common prefix, printable (`\xNN` for other bytes).
     pub prefix: String,
     /// Whole block size in bytes.
@@ -278,7 +288,7 @@ impl RangeFilterReader {
         let Some(set) = &self.set else {
             return false;
         };
-        let Some((a, b)) = map::points(&self.fields.prefix, lo, hi) else {
+        let Some((a, b)) = map::points(&self.fields.prefix, self.fields.width, lo, hi) else {
             return false;
         };
         if b - a >= self.hash.block() {
@@ -295,7 +305,8 @@ impl RangeFilterReader {
     /// Whether a range of `lo..=hi` keys fits the design, so the filter can answer "empty"
     /// (counting points, as `may_contain_range` does).
     pub fn answers(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-        map::points(&self.fields.prefix, lo, hi).is_none_or(|(a, b)| b - a < self.hash.block())
+        map::points(&self.fields.prefix, self.fields.width, lo, hi)
+            .is_none_or(|(a, b)| b - a < self.hash.block())
     }
 
     /// Keys added.
@@ -369,7 +380,7 @@ impl RangeFilterReader {
             .chain([self.max_range()])
             .collect();
         RangeFilterInfo {
-            version: format::VERSION,
+            version: self.fields.version,
             kind: "grafite",
             seed: self.fields.seed,
             n: self.fields.n,
@@ -377,6 +388,7 @@ impl RangeFilterReader {
             universe: self.fields.r,
             low_bits: self.fields.low_bits,
             max_range: self.max_range(),
+            width: self.fields.width,
             // As `coding::printable` does; `coding` sits above the filter layer.
             prefix: self
                 .fields

@@ -246,13 +246,23 @@ fn damaged_blocks_are_refused() {
     };
     assert_eq!(err(0, b'X'), RangeFilterError::BadMagic { found: *b"XBRF" });
     assert!(matches!(
-        err(4, 2),
-        RangeFilterError::UnsupportedVersion { found: 2, .. }
+        err(4, 3),
+        RangeFilterError::UnsupportedVersion { found: 3, .. }
     ));
     assert_eq!(err(6, 2), RangeFilterError::UnknownKind { found: 2 });
+    // The width: 1 to 8 bytes in version 2; reserved (0) in version 1.
+    for width in [0, 9] {
+        assert!(matches!(err(41, width), RangeFilterError::BadLayout { .. }));
+    }
+    let mut v1 = block.clone();
+    v1[4] = 1;
     assert!(matches!(
-        err(41, 1),
+        RangeFilterReader::new(&reseal(v1)).unwrap_err(),
         RangeFilterError::ReservedNotZero { offset: 41, .. }
+    ));
+    assert!(matches!(
+        err(45, 1),
+        RangeFilterError::ReservedNotZero { offset: 44, .. }
     ));
     assert!(matches!(err(40, 63), RangeFilterError::BadLayout { .. }));
     // A universe past 2^62, with the arrays it would have at 63 low bits: refused.

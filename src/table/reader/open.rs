@@ -5,15 +5,16 @@
 use std::path::Path;
 
 use super::super::block::BlockHandle;
-use super::super::filter_state::{FilterBytes, FilterPages, FilterProblem, FilterState};
-use super::super::footer::{
-    Footer, FooterError, Properties, FOOTER_LEN, FOOTER_V1_LEN, TABLE_VERSION,
+use super::super::filter_state::{
+    FilterBytes, FilterPages, FilterProblem, FilterState, RangeFilterState,
 };
+use super::super::footer::{Footer, FooterError, FOOTER_LEN, FOOTER_V1_LEN, TABLE_VERSION};
 use super::super::index::Index;
+use super::super::properties::Properties;
 use super::Table;
 use crate::coding::key_prefix;
 use crate::error::{Error, Result};
-use crate::filter::FilterReader;
+use crate::filter::{FilterReader, RangeFilterReader};
 use crate::fs::{FileSystem, RandomAccessFile, StdFs};
 use crate::prefix::PrefixExtractor;
 
@@ -145,6 +146,9 @@ impl Table {
         if footer.version >= 2 {
             data_end = data_end.min(footer.prefix_filter.offset);
         }
+        if footer.version >= 4 {
+            data_end = data_end.min(footer.range_filter.offset);
+        }
         let index = Index::decode(&read_at(&*file, path, footer.index)?, data_end)
             .map_err(|r| Error::corruption(path, format!("index block: {r}")))?;
         let pages = how.filters;
@@ -165,6 +169,8 @@ impl Table {
                 table_prefixes: props.prefixes,
             },
         )?;
+        let range_filter =
+            Self::load_range_filter(&*file, path, footer.range_filter, props.entries)?;
         let prefix_rule = props
             .prefix_extractor
             .as_deref()
@@ -181,6 +187,7 @@ impl Table {
             filter,
             prefix_filter,
             prefix_rule,
+            range_filter,
             format_version: footer.version,
         })
     }
@@ -206,6 +213,29 @@ impl Table {
             Ok(r) if r.header().n == n => FilterState::Valid(r),
             Ok(r) => FilterState::Invalid(mismatch(r.header().n)),
             Err(e) => FilterState::Invalid(FilterProblem::Damaged(e)),
+        })
+    }
+
+    /// Reads and validates the range-filter block at `h` (none when its size is 0), as
+    /// `load_filter`: a damaged block, or one over other than the table's `entries` keys, is
+    /// kept as `Invalid` and never asked.
+    fn load_range_filter(
+        file: &dyn RandomAccessFile,
+        path: &Path,
+        h: BlockHandle,
+        entries: u64,
+    ) -> Result<RangeFilterState> {
+        if h.size == 0 {
+            return Ok(RangeFilterState::None);
+        }
+        let bytes = read_at(file, path, h)?;
+        Ok(match RangeFilterReader::new(&bytes) {
+            Ok(r) if r.keys() == entries => RangeFilterState::Valid(r),
+            Ok(r) => RangeFilterState::Invalid(FilterProblem::KeyCountMismatch {
+                filter_keys: r.keys(),
+                table_entries: entries,
+            }),
+            Err(e) => RangeFilterState::Invalid(FilterProblem::RangeDamaged(e)),
         })
     }
 }

@@ -1,0 +1,370 @@
+//! The properties block (FORMAT.md §3): the facts a table records about itself — counts, key
+//! range, and the filters, prefix rule and compression it was written with — read at open and
+//! checked against each other before the table is used.
+
+use super::block::{seal, unseal, Cursor};
+use super::compression::Compression;
+use crate::coding::put_len_prefixed;
+use crate::filter::{FilterKind, RangePolicy};
+
+/// Facts about a table, stored in its properties block.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Properties {
+    /// Entries (puts and tombstones).
+    pub entries: u64,
+    /// Tombstones among them.
+    pub tombstones: u64,
+    /// Data blocks.
+    pub data_blocks: u64,
+    /// Bytes of the data area (the data blocks as stored, compressed, trailers included, and
+    /// the alignment padding between uncompressed format 3 blocks: FORMAT.md §3).
+    pub data_bytes: u64,
+    /// Bytes of data block payloads before compression, trailers excluded (versions 1 and 2:
+    /// `data_bytes` less the 4-byte CRC of each block).
+    pub raw_data_bytes: u64,
+    /// The codec data blocks were compressed with (`None` before version 3); a block it did
+    /// not shrink by an eighth is stored raw.
+    #[serde(serialize_with = "ser_display")]
+    pub compression: Compression,
+    /// Smallest key.
+    #[serde(serialize_with = "ser_key")]
+    pub min_key: Vec<u8>,
+    /// Largest key.
+    #[serde(serialize_with = "ser_key")]
+    pub max_key: Vec<u8>,
+    /// Filter kind, `None` when the table has no filter.
+    pub filter_kind: Option<FilterKind>,
+    /// Bits per key the filter policy asked for.
+    pub filter_bits_per_key: f64,
+    /// Level the table was written for.
+    pub level: u32,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_unix_ms: u64,
+    /// The writer, e.g. `lsm-bloom 0.1.0`.
+    pub writer: String,
+    /// The prefix filter's kind, `None` when the table has no prefix filter (always `None`
+    /// in table format 1).
+    pub prefix_filter_kind: Option<FilterKind>,
+    /// The prefix rule the prefix filter was built under (`PrefixExtractor::id`), `None`
+    /// exactly when there is no prefix filter.
+    pub prefix_extractor: Option<String>,
+    /// Distinct prefixes in the prefix filter (keys the rule gives no prefix add none).
+    pub prefixes: u64,
+    /// The policy the range filter was built with, `None` when the table has none (always
+    /// before table format 4).
+    pub range_filter: Option<RangePolicy>,
+}
+
+/// The properties' range filter kind id of Grafite (FORMAT.md §3; `0` is none).
+const RANGE_GRAFITE: u8 = 1;
+
+fn ser_display<S: serde::Serializer>(c: &Compression, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&c.to_string())
+}
+
+fn ser_key<S: serde::Serializer>(k: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::coding::printable(k))
+}
+
+impl Properties {
+    /// The properties block of a table of format `version`, CRC included; a key or writer
+    /// name too long for its u32 length field is an error, and so are fields `version` cannot
+    /// hold (a prefix filter before 2, compression before 3, a range filter before 4).
+    pub fn encode(&self, version: u32) -> crate::error::Result<Vec<u8>> {
+        let lacks = |what: &str| {
+            Err(crate::error::Error::InvalidArgument(format!(
+                "table format {version} cannot record {what}"
+            )))
+        };
+        if version < 2 && self.prefix_filter_kind.is_some() {
+            return lacks("a prefix filter");
+        }
+        if version < 3 && self.compression != Compression::None {
+            return lacks("compression");
+        }
+        if version < 4 && self.range_filter.is_some() {
+            return lacks("a range filter");
+        }
+        let mut b = Vec::new();
+        for v in [
+            self.entries,
+            self.tombstones,
+            self.data_blocks,
+            self.data_bytes,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for k in [&self.min_key, &self.max_key] {
+            put_len_prefixed(&mut b, k, "key")?;
+        }
+        b.push(self.filter_kind.map_or(0, FilterKind::id));
+        b.extend_from_slice(&self.filter_bits_per_key.to_le_bytes());
+        b.extend_from_slice(&self.level.to_le_bytes());
+        b.extend_from_slice(&self.created_unix_ms.to_le_bytes());
+        put_len_prefixed(&mut b, self.writer.as_bytes(), "writer name")?;
+        if version >= 2 {
+            b.push(self.prefix_filter_kind.map_or(0, FilterKind::id));
+            let rule = self.prefix_extractor.as_deref().unwrap_or_default();
+            put_len_prefixed(&mut b, rule.as_bytes(), "prefix rule")?;
+            b.extend_from_slice(&self.prefixes.to_le_bytes());
+        }
+        if version >= 3 {
+            b.push(self.compression.id());
+            b.extend_from_slice(&self.compression.level().to_le_bytes());
+            b.extend_from_slice(&self.raw_data_bytes.to_le_bytes());
+        }
+        if version >= 4 {
+            let (kind, bits, range) = match self.range_filter {
+                Some(p) => (RANGE_GRAFITE, p.bits(), p.max_range()),
+                None => (0, 0.0, 0),
+            };
+            b.push(kind);
+            b.extend_from_slice(&bits.to_le_bytes());
+            b.extend_from_slice(&range.to_le_bytes());
+        }
+        seal(&mut b, 0);
+        Ok(b)
+    }
+
+    /// Validates and decodes the properties block (CRC included) of a table of format
+    /// `version` (1: no prefix filter fields; 1 and 2: no compression fields; before 4: no
+    /// range filter fields).
+    pub fn decode(block: &[u8], version: u32) -> Result<Properties, String> {
+        let mut c = Cursor::new(unseal(block)?);
+        let (entries, tombstones, data_blocks, data_bytes) =
+            (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+        let min_key = c.len_prefixed()?.to_vec();
+        let max_key = c.len_prefixed()?.to_vec();
+        let kind_id = c.u8()?;
+        let filter_kind = kind_from_id(kind_id, "filter")?;
+        let filter_bits_per_key =
+            f64::from_le_bytes(c.bytes(8)?.try_into().map_err(|_| "short field")?);
+        let level = c.u32()?;
+        let created_unix_ms = c.u64()?;
+        let writer = String::from_utf8_lossy(c.len_prefixed()?).into_owned();
+        let (prefix_filter_kind, prefix_extractor, prefixes) = if version >= 2 {
+            let kind = kind_from_id(c.u8()?, "prefix filter")?;
+            let rule = std::str::from_utf8(c.len_prefixed()?)
+                .map_err(|_| "prefix rule is not UTF-8")?
+                .to_string();
+            let prefixes = c.u64()?;
+            if kind.is_some() == rule.is_empty() || (kind.is_none() && prefixes > 0) {
+                return Err(format!(
+                    "prefix filter fields disagree: kind {kind:?}, rule {rule:?}, {prefixes} prefixes"
+                ));
+            }
+            (kind, (!rule.is_empty()).then_some(rule), prefixes)
+        } else {
+            (None, None, 0)
+        };
+        let (compression, raw_data_bytes) = if version >= 3 {
+            let id = c.u8()?;
+            let level = c.u32()? as i32;
+            let compression = Compression::from_parts(id, level)?;
+            let raw = c.u64()?;
+            if raw > compression.max_raw(data_bytes) {
+                return Err(format!(
+                    "{raw} raw data bytes cannot come from {data_bytes} bytes of {compression}"
+                ));
+            }
+            (compression, raw)
+        } else {
+            let trailers = data_blocks.saturating_mul(4);
+            (Compression::None, data_bytes.saturating_sub(trailers))
+        };
+        let range_filter = if version >= 4 {
+            let kind = c.u8()?;
+            let bits = f64::from_le_bytes(c.bytes(8)?.try_into().map_err(|_| "short field")?);
+            let range = c.u64()?;
+            match kind {
+                0 if bits == 0.0 && range == 0 => None,
+                RANGE_GRAFITE => Some(
+                    RangePolicy::bits_per_key(bits, range)
+                        .map_err(|e| format!("range filter fields: {e}"))?,
+                ),
+                _ => {
+                    return Err(format!(
+                        "range filter fields disagree: kind {kind}, {bits} bits/key, range {range}"
+                    ))
+                }
+            }
+        } else {
+            None
+        };
+        if !c.is_empty() {
+            return Err("trailing bytes in properties block".into());
+        }
+        if tombstones > entries || prefixes > entries || (entries > 0 && min_key > max_key) {
+            return Err("inconsistent properties (counts or key range)".into());
+        }
+        Ok(Properties {
+            entries,
+            tombstones,
+            data_blocks,
+            data_bytes,
+            raw_data_bytes,
+            compression,
+            min_key,
+            max_key,
+            filter_kind,
+            filter_bits_per_key,
+            level,
+            created_unix_ms,
+            writer,
+            prefix_filter_kind,
+            prefix_extractor,
+            prefixes,
+            range_filter,
+        })
+    }
+}
+
+fn kind_from_id(id: u8, what: &str) -> Result<Option<FilterKind>, String> {
+    match id {
+        0 => Ok(None),
+        id => FilterKind::from_id(id)
+            .map(Some)
+            .ok_or_else(|| format!("unknown {what} kind id {id} in properties")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn properties(prefix: bool) -> Properties {
+        Properties {
+            entries: 3,
+            tombstones: 1,
+            data_blocks: 1,
+            data_bytes: 99,
+            raw_data_bytes: 180,
+            compression: Compression::Lz4,
+            min_key: b"a".to_vec(),
+            max_key: b"z".to_vec(),
+            filter_kind: Some(FilterKind::Blocked),
+            filter_bits_per_key: 9.5,
+            level: 2,
+            created_unix_ms: 7,
+            writer: "w".into(),
+            prefix_filter_kind: prefix.then_some(FilterKind::Ribbon),
+            prefix_extractor: prefix.then(|| "fixed:4".to_string()),
+            prefixes: if prefix { 2 } else { 0 },
+            range_filter: None,
+        }
+    }
+
+    #[test]
+    fn properties_round_trip_in_every_version() {
+        for prefix in [false, true] {
+            let p = properties(prefix);
+            let b = p.encode(3).unwrap();
+            assert_eq!(Properties::decode(&b, 3).unwrap(), p);
+            for len in 0..b.len() {
+                assert!(Properties::decode(&b[..len], 3).is_err());
+            }
+            // Version 2 has no compression fields: a raw table's derive from its blocks.
+            assert!(p.encode(2).is_err());
+            let raw = Properties {
+                compression: Compression::None,
+                raw_data_bytes: 95,
+                ..p.clone()
+            };
+            assert_eq!(Properties::decode(&raw.encode(2).unwrap(), 2).unwrap(), raw);
+            assert_eq!(prefix, raw.encode(1).is_err());
+        }
+        // A v1 block ends after the writer.
+        let v1 = Properties {
+            compression: Compression::None,
+            raw_data_bytes: 95,
+            ..properties(false)
+        };
+        let b = v1.encode(1).unwrap();
+        assert_eq!(Properties::decode(&b, 1).unwrap(), v1);
+        assert!(Properties::decode(&b, 2).is_err());
+    }
+
+    #[test]
+    fn range_filter_properties_round_trip_in_format_4_only() {
+        let p = Properties {
+            range_filter: Some(RangePolicy::bits_per_key(14.5, 32).unwrap()),
+            ..properties(true)
+        };
+        let b = p.encode(4).unwrap();
+        assert_eq!(Properties::decode(&b, 4).unwrap(), p);
+        for len in 0..b.len() {
+            assert!(Properties::decode(&b[..len], 4).is_err());
+        }
+        assert!(p.encode(3).is_err(), "format 3 has no range filter field");
+        let none = properties(true);
+        assert_eq!(
+            Properties::decode(&none.encode(4).unwrap(), 4).unwrap(),
+            none
+        );
+        // A v3 block read as v4 lacks the range filter fields.
+        assert!(Properties::decode(&none.encode(3).unwrap(), 4).is_err());
+        // The tail is kind u8, bits f64, range u64, then the CRC.
+        let tail = |kind: u8, bits: f64, range: u64| {
+            let mut raw = unseal(&none.encode(4).unwrap()).unwrap().to_vec();
+            raw.truncate(raw.len() - 17);
+            raw.push(kind);
+            raw.extend_from_slice(&bits.to_le_bytes());
+            raw.extend_from_slice(&range.to_le_bytes());
+            seal(&mut raw, 0);
+            Properties::decode(&raw, 4)
+        };
+        assert!(tail(1, 12.0, 32).is_ok());
+        for (kind, bits, range) in [
+            (0, 12.0, 0),
+            (0, 0.0, 5),
+            (2, 12.0, 32),
+            (1, 2.0, 32),
+            (1, 12.0, 0),
+        ] {
+            let err = tail(kind, bits, range).unwrap_err();
+            assert!(err.contains("range filter"), "{kind} {bits} {range}: {err}");
+        }
+    }
+
+    #[test]
+    fn properties_with_impossible_compression_fields_are_refused() {
+        for (compression, raw) in [
+            (Compression::Lz4, 99 * 255 + 1),
+            (Compression::None, 100),
+            (Compression::Zstd(0), 10),
+            (Compression::Zstd(23), 10),
+        ] {
+            let p = Properties {
+                compression,
+                raw_data_bytes: raw,
+                ..properties(false)
+            };
+            assert!(
+                Properties::decode(&p.encode(3).unwrap(), 3).is_err(),
+                "{compression} {raw}"
+            );
+        }
+    }
+
+    #[test]
+    fn properties_with_disagreeing_prefix_fields_are_refused() {
+        for (kind, rule, prefixes) in [
+            (Some(FilterKind::Blocked), None, 1),
+            (None, Some("fixed:4"), 0),
+            (None, None, 1),
+            (Some(FilterKind::Blocked), Some("fixed:4"), 4),
+        ] {
+            let p = Properties {
+                prefix_filter_kind: kind,
+                prefix_extractor: rule.map(str::to_string),
+                prefixes,
+                ..properties(false)
+            };
+            let err = Properties::decode(&p.encode(3).unwrap(), 3).unwrap_err();
+            assert!(
+                err.contains("prefix") || err.contains("inconsistent"),
+                "{err}"
+            );
+        }
+    }
+}
