@@ -9,7 +9,9 @@
 //! rocksdb-plugin --example db_bench -- --workload rocksdb-filters` (`rocks_filters.rs`); our
 //! absent lookups as the store grows, in units of memory latency: `... -- --workload scale
 //! [--scale-keys 1000000,10000000,100000000]` (`scale.rs`); range scans forward and reverse:
-//! `... -- --workload scans [--defaults] [--scans S]` (`scans.rs`).
+//! `... -- --workload scans [--defaults] [--scans S]` (`scans.rs`); empty short ranges with and
+//! without range filters: `... -- --workload ranges [--defaults] [--range-bits B]`
+//! (`ranges.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -58,6 +60,7 @@ use hold::hold;
 use phases::{
     bare_probes, load, median, median_sample, phase_keys, read_phase, timed_parallel, Sample,
 };
+mod ranges;
 #[cfg(feature = "rocksdb-plugin")]
 mod rocks_filters;
 mod scale;
@@ -146,9 +149,13 @@ struct Args {
     /// `rocksdb-filters` (RocksDB with its own and lsm-bloom's filters, `rocks_filters.rs`;
     /// feature `rocksdb-plugin`) or `scale` (our absent lookups at `--scale-keys` sizes, in
     /// units of memory latency, `scale.rs`).
-    /// `scans` (range scans forward and reverse, `scans.rs`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans"])]
+    /// `scans` (range scans forward and reverse, `scans.rs`), `ranges` (empty short ranges,
+    /// ours with and without range filters, `ranges.rs`).
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges"])]
     workload: String,
+    /// Ranges workload: bits per key of ours' range filters.
+    #[arg(long, default_value_t = 16.0)]
+    range_bits: f64,
     /// Scale workload: store sizes in keys.
     #[arg(long, value_delimiter = ',', default_value = "1000000,10000000")]
     scale_keys: Vec<u64>,
@@ -158,7 +165,7 @@ struct Args {
     /// Prefix workload: distinct prefixes (`--keys / --prefixes` keys each).
     #[arg(long, default_value_t = 100_000)]
     prefixes: u64,
-    /// Prefix and scans workloads: scans per phase, round and thread count.
+    /// Prefix, scans and ranges workloads: scans per phase, round and thread count.
     #[arg(long, default_value_t = 20_000)]
     scans: u64,
     /// Scans workload: MiB of fresh writes in the memtable for its `memtable` shape.
@@ -258,6 +265,9 @@ fn main() {
     }
     if args.workload == "scans" {
         return scans::run(&args);
+    }
+    if args.workload == "ranges" {
+        return ranges::run(&args);
     }
     if args.workload == "rocksdb-filters" {
         #[cfg(feature = "rocksdb-plugin")]

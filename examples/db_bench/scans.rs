@@ -47,7 +47,7 @@ impl Kind {
 
 /// An engine that scans: entries read from `start` in `reverse` or forward order, at most
 /// `limit`, stopping at `end` (exclusive forward, where a reverse scan starts below it).
-trait Scan: Engine {
+pub(crate) trait Scan: Engine {
     fn scan(&self, start: &[u8], end: Option<&[u8]>, limit: usize, reverse: bool) -> usize;
     /// Data blocks read so far, where the engine counts them.
     fn blocks_read(&self) -> Option<f64>;

@@ -24,9 +24,9 @@
 //! table written under another rule, or none, is read. Data blocks read by a scan's table
 //! cursors are counted per level (`LevelStats::scan_block_reads`).
 //!
-//! Range filters (`Options::range_filters`): each table a walk reaches is asked whether the
-//! range, cut to the table's own keys, may hold one of them (`Table::check_range`), and one
-//! that says "empty" is never opened. Also exact: the filter never says "empty" when a key
+//! Range filters (`Options::range_filters`): when the range has both bounds, each table a
+//! walk reaches is asked whether the range, cut to the table's own keys, may hold one of them
+//! (`Table::check_range`), and one that says "empty" is never opened. Also exact: the filter never says "empty" when a key
 //! lies there (`filter::range`).
 
 use std::ops::{Bound, RangeBounds};
@@ -156,6 +156,8 @@ impl DbIter {
             state: state.clone(),
             mem_seen,
             scan: Arc::new(ScanSetup {
+                ask_ranges: !matches!(range.start(), Bound::Unbounded)
+                    && !matches!(range.end(), Bound::Unbounded),
                 range: Arc::new(range),
                 cache,
                 counters: Arc::clone(shared),

@@ -29,6 +29,10 @@ pub(super) struct ScanSetup {
     pub(super) counters: Arc<Counters>,
     /// The prefix every key of the range has under the store's rule, and its hash.
     pub(super) prefix: Option<(PrefixExtractor, Vec<u8>, u64)>,
+    /// Whether tables' range filters are asked: only when the range has both bounds (with
+    /// one open, the range cut to a table runs to its end, and no range filter answers
+    /// that).
+    pub(super) ask_ranges: bool,
 }
 
 /// One level's tables in a range, one open at a time (see the module comment).
@@ -117,7 +121,10 @@ impl LevelCursor {
             if self.passed_over(t) {
                 continue;
             }
-            let range = self.range_check(t);
+            let range = match self.scan.ask_ranges {
+                true => self.range_check(t),
+                false => RangeCheck::Unfiltered,
+            };
             if range == RangeCheck::Empty {
                 continue;
             }

@@ -22,8 +22,8 @@
 //! Range filters (`Options::range_filters`) too: `range_checks` counts tables a scan asked
 //! whether its range (cut to the table's keys) may hold a key, `range_useful` those that said
 //! "empty" (skipped unread), `range_false_positives` the "maybe"s where the table held no key
-//! in the range after all, and `range_unfiltered` the tables a scan read unasked (no usable
-//! range filter, or the range wider than the filter answers). Observed rate =
+//! in the range after all, and `range_unfiltered` the tables a scan of a range with both
+//! bounds read unasked (no usable range filter, or the range wider than the filter answers). Observed rate =
 //! false positives / (useful + false positives).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -166,8 +166,9 @@ pub struct LevelStats {
     pub range_useful: u64,
     /// "Maybe" answers where the table held no key in the range.
     pub range_false_positives: u64,
-    /// Tables a scan read without asking a range filter: none usable (not written, or it
-    /// failed validation), or the range wider than the filter answers.
+    /// Tables a scan of a range with both bounds read without asking a range filter: none
+    /// usable (not written, or it failed validation), or the range wider than the filter
+    /// answers.
     pub range_unfiltered: u64,
 }
 

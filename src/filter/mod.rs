@@ -34,7 +34,8 @@ pub use hash::{hash_key, hash_key_with_seed};
 pub use kind::FilterKind;
 pub use policy::{FilterPolicy, Sizing};
 pub use range::{
-    RangeFilterBuilder, RangeFilterError, RangeFilterInfo, RangeFilterReader, RangePolicy, RateAt,
+    RangeAnswer, RangeFilterBuilder, RangeFilterError, RangeFilterInfo, RangeFilterReader,
+    RangePolicy, RateAt,
 };
 
 use crate::prefetch::{prefetch_lines_into, CacheLevel};

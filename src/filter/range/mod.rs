@@ -258,6 +258,17 @@ pub struct RateAt {
     pub rate: f64,
 }
 
+/// What a range filter says about a range (`RangeFilterReader::answer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeAnswer {
+    /// No key added lies in the range.
+    Empty,
+    /// A key added may lie in the range.
+    Maybe,
+    /// The range is wider than the filter answers (it may hold keys).
+    TooWide,
+}
+
 /// A validated range-filter block, decoded into memory.
 #[derive(Clone, Debug)]
 pub struct RangeFilterReader {
@@ -285,16 +296,27 @@ impl RangeFilterReader {
     /// Ranges wider than the design's longest (`max_range` rounded up to a power of two,
     /// counted in points) are always `true`.
     pub fn may_contain_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
+        self.answer(lo, hi) != RangeAnswer::Empty
+    }
+
+    /// What the filter says about the keys between `lo` and `hi`, telling a range too wide
+    /// to answer apart from a "maybe" (one mapping of the bounds, where `answers` and
+    /// `may_contain_range` make two).
+    #[inline]
+    pub fn answer(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> RangeAnswer {
         let Some(set) = &self.set else {
-            return false;
+            return RangeAnswer::Empty;
         };
         let Some((a, b)) = map::points(&self.fields.prefix, self.fields.width, lo, hi) else {
-            return false;
+            return RangeAnswer::Empty;
         };
         if b - a >= self.hash.block() {
-            return true;
+            RangeAnswer::TooWide
+        } else if self.hash.any_interval(a, b, |s, e| set.any_between(s, e)) {
+            RangeAnswer::Maybe
+        } else {
+            RangeAnswer::Empty
         }
-        self.hash.any_interval(a, b, |s, e| set.any_between(s, e))
     }
 
     /// Whether `key` may have been added (the range `key..=key`).

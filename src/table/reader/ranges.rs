@@ -6,6 +6,7 @@ use std::ops::Bound;
 
 use super::super::filter_state::{RangeCheck, RangeFilterState};
 use super::Table;
+use crate::filter::RangeAnswer;
 
 impl Table {
     /// The range filter as loaded.
@@ -37,12 +38,10 @@ impl Table {
             Bound::Included(k) | Bound::Excluded(k) if k <= max => hi,
             _ => Bound::Included(max),
         };
-        if !f.answers(lo, hi) {
-            RangeCheck::TooWide
-        } else if f.may_contain_range(lo, hi) {
-            RangeCheck::Maybe
-        } else {
-            RangeCheck::Empty
+        match f.answer(lo, hi) {
+            RangeAnswer::Empty => RangeCheck::Empty,
+            RangeAnswer::Maybe => RangeCheck::Maybe,
+            RangeAnswer::TooWide => RangeCheck::TooWide,
         }
     }
 }
