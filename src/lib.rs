@@ -4,12 +4,14 @@
 //! skip every table whose filter says "absent" — so looking up a key that is not there costs
 //! almost no disk reads.
 //!
-//! - [`filter`]: the filter blocks on their own (standard and cache-local blocked Bloom),
-//!   usable by any table format. Depends on nothing else in this crate.
-//! - [`table`]: SSTables with data, index, filter and properties blocks.
+//! - [`filter`]: the filter blocks on their own (standard and cache-local blocked Bloom,
+//!   Ribbon, and Grafite range filters), usable by any table format. Depends on nothing else
+//!   in this crate.
+//! - [`table`]: SSTables with data, index, filter, range filter and properties blocks.
 //! - [`db`]: the store — WAL, memtable, tables, manifest, leveled compaction, recovery.
 //! - [`prefix`]: prefix rules; with one set, tables also carry prefix filters and
-//!   `Db::scan_prefix` skips the tables that lack the prefix.
+//!   `Db::scan_prefix` skips the tables that lack the prefix. With `Options::range_filters`,
+//!   a scan of a short range skips the tables whose range filter says it is empty.
 //! - [`inspect`]: what the `dump_filter` tool prints.
 //! - `rocksdb` (feature `rocksdb-plugin`): the same filter blocks, and a per-level filter
 //!   budget, as RocksDB filter policies.
