@@ -89,8 +89,9 @@ pub enum FilterState {
 /// The table's range filter as loaded at open.
 #[derive(Debug)]
 pub enum RangeFilterState {
-    /// A validated range-filter block.
-    Valid(RangeFilterReader),
+    /// A validated range-filter block (boxed: it is large, and the table holds it whether or
+    /// not there is one).
+    Valid(Box<RangeFilterReader>),
     /// The table was written without a range filter.
     None,
     /// The block failed validation or does not match its table; scans read the table as if

@@ -17,6 +17,8 @@
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use super::words::Words;
+
 /// Zeros of `high` between two samples. Every 256 zeros costs 32 bits per 256 high parts
 /// (0.125 bits per value at the usual one zero per value) and leaves a walk of about 8 words
 /// to the zero asked for.
@@ -70,8 +72,8 @@ fn put_low(low: &mut [u64], i: u64, l: u32, v: u64) {
 /// A set in Elias–Fano coding, checked whole by [`EliasFano::new`], with its zero samples.
 #[derive(Clone, Debug)]
 pub(crate) struct EliasFano {
-    high: Vec<u64>,
-    low: Vec<u64>,
+    high: Words,
+    low: Words,
     l: u32,
     count: u64,
     /// Position in `high` of zero number `s · SAMPLE` (the high bits' length is checked
@@ -134,8 +136,8 @@ impl EliasFano {
             return Err(format!("{ones} values in the high bits, {count} expected"));
         }
         let mut ef = EliasFano {
-            high,
-            low,
+            high: Words::place(high),
+            low: Words::place(low),
             l,
             count,
             samples: Vec::new(),

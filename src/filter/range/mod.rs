@@ -22,6 +22,7 @@ mod error;
 pub mod format;
 mod grafite;
 mod map;
+mod words;
 
 use std::ops::Bound;
 

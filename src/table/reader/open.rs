@@ -230,7 +230,7 @@ impl Table {
         }
         let bytes = read_at(file, path, h)?;
         Ok(match RangeFilterReader::new(&bytes) {
-            Ok(r) if r.keys() == entries => RangeFilterState::Valid(r),
+            Ok(r) if r.keys() == entries => RangeFilterState::Valid(Box::new(r)),
             Ok(r) => RangeFilterState::Invalid(FilterProblem::KeyCountMismatch {
                 filter_keys: r.keys(),
                 table_entries: entries,
