@@ -211,10 +211,9 @@ pub(crate) fn decode(b: &[u8]) -> Result<(Fields, Option<EliasFano>), RangeFilte
             arrays.len()
         )));
     }
-    let words: Vec<u64> = (0..arrays.len() / 8)
-        .map(|i| u64_at(arrays, 8 * i))
-        .collect();
-    let (high, low) = words.split_at(high_words);
-    let set = EliasFano::new(high.to_vec(), low.to_vec(), count, r, low_bits).map_err(bad)?;
+    // Each array decoded once, straight into the vector the set takes.
+    let words = |b: &[u8]| -> Vec<u64> { (0..b.len() / 8).map(|i| u64_at(b, 8 * i)).collect() };
+    let (high, low) = arrays.split_at(8 * high_words);
+    let set = EliasFano::new(words(high), words(low), count, r, low_bits).map_err(bad)?;
     Ok((fields, Some(set)))
 }
