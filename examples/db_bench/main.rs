@@ -58,7 +58,8 @@ mod phases;
 mod prefix;
 use hold::hold;
 use phases::{
-    bare_probes, load, median, median_sample, phase_keys, read_phase, timed_parallel, Sample,
+    bare_probes, load, load_each, median, median_sample, phase_keys, read_phase, timed_parallel,
+    Sample,
 };
 mod ranges;
 #[cfg(feature = "rocksdb-plugin")]

@@ -154,6 +154,19 @@ pub(crate) fn bare_probes(
     keys.len() as f64 / secs
 }
 
+/// Loads each of `engines` in turn on one thread (`load`), printing its rate and shape.
+pub(crate) fn load_each(engines: &[&dyn Engine], args: &Args) {
+    let width = engines.iter().map(|e| e.name().len()).max().unwrap_or(0);
+    for e in engines {
+        let rate = load(*e, args, 1);
+        eprintln!(
+            "{:>width$}: loaded at {rate:.0} puts/s, tables {:?}",
+            e.name(),
+            e.tables_per_level()
+        );
+    }
+}
+
 pub(crate) fn load(e: &dyn Engine, args: &Args, threads: usize) -> f64 {
     let ids: Vec<u64> = (0..args.keys).collect();
     let t = Instant::now();

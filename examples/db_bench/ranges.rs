@@ -23,7 +23,7 @@ use rocksdb::statistics::StatsLevel;
 
 use crate::scans::Scan;
 use crate::{key, median, mix, open_fjall, open_ours, open_rocks, ours_options, Args};
-use crate::{load, timed_parallel, Engine, Ours};
+use crate::{load_each, timed_parallel, Engine, Ours};
 
 /// The longest range ours' range filters answer, in points.
 const MAX_RANGE: u64 = 1024;
@@ -176,14 +176,7 @@ pub fn run(args: &Args) {
         args.rounds,
         args.threads
     );
-    for e in engines {
-        let rate = load(e, args, 1);
-        eprintln!(
-            "{:>13}: loaded at {rate:.0} puts/s, tables {:?}",
-            e.name(),
-            e.tables_per_level()
-        );
-    }
+    load_each(&engines.map(|e| e as &dyn Engine), args);
     for shape in ["settled", "compacted"] {
         if shape == "compacted" {
             for e in engines {

@@ -19,7 +19,7 @@ use std::ops::Bound;
 
 use rocksdb::statistics::{StatsLevel, Ticker};
 
-use crate::{key, load, median, mix, open_fjall, open_ours, open_rocks, timed_parallel, Args};
+use crate::{key, load_each, median, mix, open_fjall, open_ours, open_rocks, timed_parallel, Args};
 use crate::{Engine, Fjall, Ours, Rocks};
 
 /// Entries a short scan reads.
@@ -192,14 +192,7 @@ pub fn run(args: &Args) {
         args.rounds,
         args.threads
     );
-    for e in engines {
-        let rate = load(e, args, 1);
-        eprintln!(
-            "{:>9}: loaded at {rate:.0} puts/s, tables {:?}",
-            e.name(),
-            e.tables_per_level()
-        );
-    }
+    load_each(&engines.map(|e| e as &dyn Engine), args);
     let fresh = ((args.scan_fresh_mib * (1 << 20) as f64) / (16 + args.value_size) as f64) as u64;
     let value = vec![b'f'; args.value_size];
     for shape in ["settled", "memtable", "compacted"] {
