@@ -29,6 +29,29 @@ fn fixture_files(dir: &str, ext: &str) -> Vec<PathBuf> {
     v
 }
 
+/// What `dump_filter PATH` prints, which must succeed.
+fn report_text(path: &Path) -> String {
+    let out = run(&[path]);
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every one of `fields` appears in `text`, the report of `path`.
+fn assert_fields(text: &str, fields: &[&str], path: &Path) {
+    for field in fields {
+        assert!(
+            text.contains(field),
+            "{}: no {field:?} in\n{text}",
+            path.display()
+        );
+    }
+}
+
 fn fixture_filters() -> Vec<PathBuf> {
     fixture_files("filter-v1", "filter")
 }
@@ -36,32 +59,23 @@ fn fixture_filters() -> Vec<PathBuf> {
 #[test]
 fn dumps_every_fixture_as_text_and_json() {
     for path in fixture_filters() {
-        let out = run(&[&path]);
-        assert!(
-            out.status.success(),
-            "{}: {}",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr)
+        let text = report_text(&path);
+        assert_fields(
+            &text,
+            &[
+                "format version",
+                "kind",
+                "k (probes)",
+                "m (bits)",
+                "n (keys)",
+                "bits/key",
+                "fill ratio",
+                "expected FPR",
+                "FPR from fill",
+                "checksum        ok",
+            ],
+            &path,
         );
-        let text = String::from_utf8(out.stdout).unwrap();
-        for field in [
-            "format version",
-            "kind",
-            "k (probes)",
-            "m (bits)",
-            "n (keys)",
-            "bits/key",
-            "fill ratio",
-            "expected FPR",
-            "FPR from fill",
-            "checksum        ok",
-        ] {
-            assert!(
-                text.contains(field),
-                "{}: no {field:?} in\n{text}",
-                path.display()
-            );
-        }
         let out = run(&[&path, Path::new("--json")]);
         assert!(out.status.success());
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -306,13 +320,7 @@ fn database_with_prefix_filters_shows_prefix_counts() {
         .unwrap()
         .stats();
     assert_eq!(stats.total.prefix_filter_keys, 600);
-    let out = run(&[dir.path()]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = report_text(dir.path());
     assert!(
         text.contains("prefix filter (rule delimiter:3a:1, 300 distinct prefixes)"),
         "{text}"
@@ -348,28 +356,20 @@ fn dumps_range_filter_blocks_and_refuses_damaged_ones() {
     for path in range_fixtures() {
         let block = std::fs::read(&path).unwrap();
         let reader = lsm_bloom::filter::RangeFilterReader::new(&block).unwrap();
-        let out = run(&[&path]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let text = report_text(&path);
+        assert_fields(
+            &text,
+            &[
+                "range filter block",
+                "kind            grafite",
+                &format!("n (keys)        {}", reader.keys()),
+                &format!("longest range   {} points", reader.max_range()),
+                "common prefix",
+                "expected FPR",
+                "checksum        ok",
+            ],
+            &path,
         );
-        let text = String::from_utf8(out.stdout).unwrap();
-        for field in [
-            "range filter block",
-            "kind            grafite",
-            &format!("n (keys)        {}", reader.keys()),
-            &format!("longest range   {} points", reader.max_range()),
-            "common prefix",
-            "expected FPR",
-            "checksum        ok",
-        ] {
-            assert!(
-                text.contains(field),
-                "{}: no {field:?} in\n{text}",
-                path.display()
-            );
-        }
         let out = run(&[&path, Path::new("--json")]);
         assert!(out.status.success());
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -418,21 +418,17 @@ fn dumps_range_filter_blocks_and_refuses_damaged_ones() {
 #[test]
 fn dumps_a_tables_range_filter_and_reports_a_damaged_one() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/table-v4/blocked-range12.sst");
-    let out = run(&[&path]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let text = report_text(&path);
+    assert_fields(
+        &text,
+        &[
+            "range filter (policy 12 bits/key, ranges up to 32 points)",
+            "kind            grafite",
+            "n (keys)        1500",
+            "common prefix   \"user:\"",
+        ],
+        &path,
     );
-    let text = String::from_utf8(out.stdout).unwrap();
-    for field in [
-        "range filter (policy 12 bits/key, ranges up to 32 points)",
-        "kind            grafite",
-        "n (keys)        1500",
-        "common prefix   \"user:\"",
-    ] {
-        assert!(text.contains(field), "{field:?} missing from:\n{text}");
-    }
     let out = run(&[&path, Path::new("--json")]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["range_filter_status"], "valid");
