@@ -419,3 +419,144 @@ fn small_tables_have_their_framing_counted_once() {
         "{bits_per_key} bits/key spent for a budget of 10"
     );
 }
+
+/// Key `ev:` + point `p` big-endian: a range filter maps exactly the point (below the tables'
+/// common prefix `ev:`).
+fn point_key(p: u64) -> Vec<u8> {
+    [&b"ev:"[..], &p.to_be_bytes()].concat()
+}
+
+/// A table's expected rate on an empty range of `len` points: its range filter's bound, 1
+/// without one.
+fn range_rate(t: &lsm_bloom::table::Table, len: u64) -> f64 {
+    match t.range_filter() {
+        lsm_bloom::table::RangeFilterState::Valid(f) => f.expected_rate(len),
+        _ => 1.0,
+    }
+}
+
+/// A budget with range filters in it (`RangeFilters::InBudget`): tables carry range filters
+/// sized by the plan beside their key filters, both kinds together stay within the budget
+/// (plus one table's filters), the small runs get more range bits per key than the largest
+/// level, and empty short ranges read about what the range filters' rates predict. A budget
+/// too small for a useful range filter builds none, and answers stay right.
+#[test]
+fn budget_plans_range_filters_as_runs_of_their_own() {
+    use lsm_bloom::RangeFilters;
+    const KEYS: u64 = 60_000;
+    const LEN: u64 = 32;
+    let spread = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    for average in [20.0, 1.0] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            range_filters: Some(RangeFilters::InBudget { max_range: LEN }),
+            ..options(FilterBudget::bits_per_key(average))
+        };
+        let db = Db::open(dir.path(), opts).unwrap();
+        for i in 0..KEYS {
+            db.put(point_key(spread(i)), format!("value-{i}-padding-padding"))
+                .unwrap();
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        let s = db.stats();
+        let plan = s.filter_budget.clone().unwrap();
+        assert_eq!(plan.range_design, Some(LEN));
+        assert!(
+            plan.to_string().contains("expected FPR on 32 points"),
+            "{plan}"
+        );
+        let tables: Vec<_> = db.levels().into_iter().flatten().collect();
+        let held = s.total.filter_bytes + s.total.range_filter_bytes;
+        let largest = tables
+            .iter()
+            .map(|t| t.filter_bytes() + t.range_filter_bytes())
+            .max()
+            .unwrap();
+        assert!(
+            held <= plan.budget_bytes + largest,
+            "{average}: filters hold {held} bytes, budget {} + one table's {largest}\n{plan}",
+            plan.budget_bytes
+        );
+        let before = db.stats().total;
+        // Empty ranges of `LEN` points right after a present key, and ranges around one.
+        let probes = 4000;
+        for i in (0..KEYS).step_by((KEYS / probes) as usize) {
+            let p = spread(i);
+            let (lo, hi) = (point_key(p + 1), point_key(p + LEN));
+            assert!(!db.contains_range(lo..=hi).unwrap(), "{average}: key {i}");
+            assert!(db
+                .contains_range(point_key(p.saturating_sub(3))..=point_key(p + 3))
+                .unwrap());
+        }
+        let after = db.stats();
+        if average < 2.0 {
+            // Too few bits for any range filter: none built, every table read.
+            assert!(tables.iter().all(|t| t.range_filter_bytes() == 0), "{plan}");
+            assert!(
+                plan.levels.iter().all(|l| l.range_bits_per_key == 0.0),
+                "{plan}"
+            );
+            assert!(after.total.range_unfiltered > before.range_unfiltered);
+            continue;
+        }
+        assert!(tables.iter().all(|t| t.range_filter_bytes() > 0), "{plan}");
+        assert!(s.total.filter_bytes > 0, "{plan}");
+        // Smaller runs get more range bits per key than the largest level.
+        let deepest = plan.levels.last().unwrap();
+        let upper = plan
+            .levels
+            .iter()
+            .find(|l| l.level > 0 && l.keys > 0)
+            .unwrap();
+        assert!(deepest.level > upper.level, "{plan}");
+        assert!(
+            upper.range_bits_per_key > deepest.range_bits_per_key
+                && deepest.range_bits_per_key > 7.0,
+            "{plan}"
+        );
+        // Reads per empty range: about the sum over the runs a range reaches of their bound
+        // (level 0: each table; deeper: one table, at the level's mean rate).
+        let expected: f64 = db
+            .levels()
+            .iter()
+            .enumerate()
+            .filter(|(_, ts)| !ts.is_empty())
+            .map(|(level, ts)| {
+                let sum: f64 = ts.iter().map(|t| range_rate(t, LEN)).sum();
+                if level == 0 {
+                    sum
+                } else {
+                    sum / ts.len() as f64
+                }
+            })
+            .sum();
+        let reads = (after.total.scan_block_reads + after.total.scan_block_cache_hits
+            - before.scan_block_reads
+            - before.scan_block_cache_hits) as f64;
+        // Each "around a key" range reads its key's block; the empty ones only false positives.
+        let per_empty = (reads - probes as f64 * 1.0).max(0.0) / probes as f64;
+        assert!(after.total.range_useful > before.range_useful);
+        assert!(
+            per_empty <= 1.5 * expected + 0.02,
+            "{per_empty} reads per empty range, expected {expected}\n{plan}"
+        );
+    }
+    // Range filters in the budget need a budget.
+    let dir = tempfile::tempdir().unwrap();
+    let e = Db::open(
+        dir.path(),
+        Options {
+            filters: Some(Filters::fixed(lsm_bloom::FilterPolicy::default())),
+            range_filters: Some(RangeFilters::InBudget { max_range: 32 }),
+            ..Options::default()
+        },
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("InBudget") && e.contains("Filters::Budget"),
+        "{e}"
+    );
+}

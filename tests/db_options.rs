@@ -15,7 +15,7 @@ use lsm_bloom::{
 };
 
 /// The options record version this build writes (FORMAT.md §6).
-const OPTIONS_VERSION: u32 = 3;
+const OPTIONS_VERSION: u32 = 4;
 
 fn fill(db: &Db, tag: &str, n: usize) {
     for i in 0..n {
@@ -290,6 +290,23 @@ fn dump_filter_plans_the_recorded_budget_by_itself() {
 /// with (spelled out where a default has changed since: the fixed filter policy was the
 /// default before the filter budget).
 fn fixture_options(version: u32) -> Vec<(&'static str, Options)> {
+    if version == 4 {
+        let budgeted = Options {
+            filters: Some(Filters::Budget(FilterBudget::bits_per_key(26.0))),
+            range_filters: Some(RangeFilters::InBudget { max_range: 32 }),
+            ..Options::default()
+        };
+        let fixed = Options {
+            range_filters: Some(RangeFilters::On(
+                RangePolicy::bits_per_key(12.0, 64).unwrap(),
+            )),
+            ..Options::default()
+        };
+        return vec![
+            ("range-in-budget-32", budgeted),
+            ("range-fixed-12-64", fixed),
+        ];
+    }
     if version == 3 {
         let range = Options {
             range_filters: Some(RangeFilters::On(

@@ -113,6 +113,13 @@ pub struct LevelAllocation {
     pub prefix_expected_fpr: f64,
     /// Bytes of the prefix filters the level's tables hold now.
     pub prefix_filter_bytes: u64,
+    /// Bits per key allocated to the level's range filters, when the budget sizes them
+    /// (`RangeFilters::InBudget`; as `bits_per_key`, 0 otherwise).
+    pub range_bits_per_key: f64,
+    /// Sum over the level's range runs of the bound on a range of the design length.
+    pub range_expected_fpr: f64,
+    /// Bytes of the range filters the level's tables hold now (whatever sized them).
+    pub range_filter_bytes: u64,
 }
 
 /// The allocation for one shape of the store.
@@ -127,6 +134,9 @@ pub struct Allocation {
     pub reserved_bytes: i64,
     /// Per level, from 0 to the deepest with keys.
     pub levels: Vec<LevelAllocation>,
+    /// The design length of the range filters the budget sizes (`RangeFilters::InBudget`);
+    /// `None` when it sizes none.
+    pub range_design: Option<u64>,
 }
 
 impl std::fmt::Display for Allocation {
@@ -171,6 +181,22 @@ impl std::fmt::Display for Allocation {
                     l.prefix_bits_per_key,
                     l.prefix_filter_bytes,
                     l.prefix_expected_fpr * 100.0
+                )?;
+            }
+        }
+        if let Some(len) = self.range_design {
+            writeln!(
+                f,
+                "  level  range bits/key allocated  range filter bytes  expected FPR on {len} points (sum over runs)"
+            )?;
+            for l in &self.levels {
+                writeln!(
+                    f,
+                    "  {:>5}  {:>24.2}  {:>18}  {:.4}%",
+                    l.level,
+                    l.range_bits_per_key,
+                    l.range_filter_bytes,
+                    l.range_expected_fpr * 100.0
                 )?;
             }
         }

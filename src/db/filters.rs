@@ -165,21 +165,57 @@ impl PrefixFilters {
 ///
 /// Off by default: a range filter costs its bits per key of memory and a build per table
 /// written, and pays only for scans of short ranges that are often empty.
+///
+/// ```
+/// use lsm_bloom::{Filters, FilterBudget, Options, RangeFilters, RangePolicy};
+/// // 16 bits per key in every table, on top of the point filters' budget.
+/// let fixed = RangeFilters::On(RangePolicy::bits_per_key(16.0, 32).unwrap());
+/// // Sized by the budget with the point filters: 26 bits per key for both kinds.
+/// let opts = Options {
+///     filters: Some(Filters::Budget(FilterBudget::bits_per_key(26.0))),
+///     range_filters: Some(RangeFilters::InBudget { max_range: 32 }),
+///     ..Options::default()
+/// };
+/// assert_eq!(fixed.max_range(), Some(32));
+/// assert_eq!(opts.range_filters().policy(), None);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum RangeFilters {
     /// No range filters (the default).
     #[default]
     None,
-    /// A range filter with this policy in every new table.
+    /// A range filter with this policy in every new table; its memory is on top of any
+    /// filter budget.
     On(RangePolicy),
+    /// Range filters for ranges of up to `max_range` points, sized by the filter budget
+    /// (`Filters::Budget`, which this needs) as runs of their own, as prefix filters are: each
+    /// level-0 table and each deeper level is a run, and the budget's memory is spread over
+    /// point, prefix and range runs to make the sum of their rates smallest (a range run's
+    /// rate taken on a range of `max_range` points). A run the budget cannot give the bits
+    /// for a useful filter (about `2 + log2(max_range)` per key) gets none.
+    /// `DbStats::filter_budget` shows the allocation.
+    InBudget {
+        /// The longest range answered, in points (1 to 2^40).
+        max_range: u64,
+    },
 }
 
 impl RangeFilters {
-    /// The policy of new tables' range filters, if they get one.
+    /// The fixed policy of new tables' range filters (`On`; `None` when the budget sizes
+    /// them, or without range filters).
     pub fn policy(&self) -> Option<RangePolicy> {
         match self {
-            RangeFilters::None => None,
+            RangeFilters::None | RangeFilters::InBudget { .. } => None,
             RangeFilters::On(p) => Some(*p),
+        }
+    }
+
+    /// The longest range new tables' range filters answer, if they get one.
+    pub fn max_range(&self) -> Option<u64> {
+        match self {
+            RangeFilters::None => None,
+            RangeFilters::On(p) => Some(p.max_range()),
+            RangeFilters::InBudget { max_range } => Some(*max_range),
         }
     }
 }
@@ -232,4 +268,6 @@ pub(crate) struct TableFilters {
     pub(crate) key: Option<FilterPolicy>,
     /// The prefix filter (`None`: none).
     pub(crate) prefix: Option<FilterPolicy>,
+    /// The range filter (`None`: none).
+    pub(crate) range: Option<RangePolicy>,
 }

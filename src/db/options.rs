@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::filters::{Compressions, Filters, PrefixFilters, RangeFilters, TableFilters};
 use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
+use crate::filter::RangePolicy;
 use crate::fs::{FileSystem, StdFs};
 use crate::prefix::PrefixExtractor;
 use crate::table::{Compression, TableBuilderOptions, TABLE_VERSION};
@@ -205,13 +206,14 @@ impl Options {
 
     /// The filters of a table written to `level` without a budget: the level's policy for
     /// the whole-key filter (unless prefix filters replace it) and for the prefix filter
-    /// (with a prefix rule).
+    /// (with a prefix rule), and the fixed range policy.
     pub(crate) fn filters_for_level(&self, level: usize) -> TableFilters {
         let policy = self.filters().policy_for_level(level);
         let prefix = self.prefix_filters();
         TableFilters {
             key: policy.filter(|_| prefix.whole_key_filters()),
             prefix: policy.filter(|_| prefix.rule().is_some()),
+            range: self.range_filters().policy(),
         }
     }
 
@@ -253,7 +255,7 @@ impl Options {
             prefix_filter_policy: filters.prefix,
             whole_key_filter: filters.key.is_some(),
             compression: self.compression_for_level(level as usize),
-            range_filter: self.range_filters().policy(),
+            range_filter: filters.range,
             format_version: self.table_format_version,
         }
     }
@@ -330,7 +332,15 @@ impl Options {
         if self.table_format_version < 2 && self.prefix_rule().is_some() {
             return bad("prefix filters need table_format_version 2 or later");
         }
-        if self.table_format_version < 4 && self.range_filters().policy().is_some() {
+        if let RangeFilters::InBudget { max_range } = self.range_filters() {
+            if self.filters().budget().is_none() {
+                return bad("range filters in the budget (RangeFilters::InBudget) need a filter budget (Filters::Budget)");
+            }
+            // The policy's own check names what is wrong with the length.
+            RangePolicy::bits_per_key(16.0, max_range)
+                .map_err(|e| Error::InvalidArgument(format!("range filters in the budget: {e}")))?;
+        }
+        if self.table_format_version < 4 && self.range_filters().max_range().is_some() {
             return Err(Error::InvalidArgument(format!(
                 "range filters need table_format_version 4, not {}",
                 self.table_format_version

@@ -33,10 +33,11 @@ use crate::framed::Framed;
 use crate::fs::FileSystem;
 use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
+use versions::{StoredOptionsV1, StoredOptionsV2, StoredOptionsV3};
 
 const MAGIC: [u8; 4] = *b"LBOP";
-/// Options record version this build writes (3: range filters); it reads 1 to 3.
-pub const OPTIONS_VERSION: u32 = 3;
+/// Options record version this build writes (4: range filters in the budget); it reads 1 to 4.
+pub const OPTIONS_VERSION: u32 = 4;
 /// File name of the options record.
 pub const OPTIONS_FILE: &str = "OPTIONS";
 const TEMP_FILE: &str = "OPTIONS.tmp";
@@ -62,17 +63,24 @@ pub struct PrefixChoice {
     pub whole_key_filtering: bool,
 }
 
-/// `Options::range_filters` as recorded: the policy's two numbers (`None` in the record: no
-/// range filters).
+/// `Options::range_filters` as recorded (`None` in the record: no range filters).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RangeChoice {
-    /// Bits per key.
-    pub bits_per_key: f64,
-    /// The longest range answered, in points.
-    pub max_range: u64,
+pub enum RangeChoice {
+    /// `RangeFilters::On`: the policy's two numbers.
+    Fixed {
+        /// Bits per key.
+        bits_per_key: f64,
+        /// The longest range answered, in points.
+        max_range: u64,
+    },
+    /// `RangeFilters::InBudget` (version 4).
+    InBudget {
+        /// The longest range answered, in points.
+        max_range: u64,
+    },
 }
 
-/// The record's content (FORMAT.md §6), version 3.
+/// The record's content (FORMAT.md §6), version 4.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredOptions {
     /// The filter setting.
@@ -85,53 +93,9 @@ pub struct StoredOptions {
     pub l0_compaction_trigger: u64,
     /// The compression setting (version 2; a version 1 record reads as none).
     pub compression: Compressions,
-    /// The range filter setting (version 3; older records read as none).
+    /// The range filter setting (version 3, a fixed policy only; version 4, either; older
+    /// records read as none).
     pub range: Option<RangeChoice>,
-}
-
-/// Version 2 of the record: version 3 without the range filter setting.
-#[derive(Deserialize)]
-struct StoredOptionsV2 {
-    filter: FilterChoice,
-    prefix: PrefixChoice,
-    memtable_size: u64,
-    l0_compaction_trigger: u64,
-    compression: Compressions,
-}
-
-impl From<StoredOptionsV2> for StoredOptions {
-    fn from(v2: StoredOptionsV2) -> Self {
-        StoredOptions {
-            filter: v2.filter,
-            prefix: v2.prefix,
-            memtable_size: v2.memtable_size,
-            l0_compaction_trigger: v2.l0_compaction_trigger,
-            compression: v2.compression,
-            range: None,
-        }
-    }
-}
-
-/// Version 1 of the record: version 2 without the compression setting.
-#[derive(Deserialize)]
-struct StoredOptionsV1 {
-    filter: FilterChoice,
-    prefix: PrefixChoice,
-    memtable_size: u64,
-    l0_compaction_trigger: u64,
-}
-
-impl From<StoredOptionsV1> for StoredOptions {
-    fn from(v1: StoredOptionsV1) -> Self {
-        StoredOptions {
-            filter: v1.filter,
-            prefix: v1.prefix,
-            memtable_size: v1.memtable_size,
-            l0_compaction_trigger: v1.l0_compaction_trigger,
-            compression: Compressions::default(),
-            range: None,
-        }
-    }
 }
 
 impl From<&Filters> for FilterChoice {
@@ -197,32 +161,44 @@ impl TryFrom<&PrefixChoice> for PrefixFilters {
 
 impl From<RangeFilters> for Option<RangeChoice> {
     fn from(r: RangeFilters) -> Self {
-        r.policy().map(|p| RangeChoice {
-            bits_per_key: p.bits(),
-            max_range: p.max_range(),
-        })
+        match r {
+            RangeFilters::None => None,
+            RangeFilters::On(p) => Some(RangeChoice::Fixed {
+                bits_per_key: p.bits(),
+                max_range: p.max_range(),
+            }),
+            RangeFilters::InBudget { max_range } => Some(RangeChoice::InBudget { max_range }),
+        }
     }
 }
 
-/// The range filters a recorded choice stands for; `Err` when its numbers are no policy.
-fn range_filters(c: Option<RangeChoice>) -> std::result::Result<RangeFilters, String> {
+/// The range filters a recorded choice stands for; `Err` when its numbers are no policy (a
+/// budgeted length is checked with the rest of the options, `Options::validate`).
+pub(crate) fn range_filters(c: Option<RangeChoice>) -> std::result::Result<RangeFilters, String> {
     match c {
         None => Ok(RangeFilters::None),
-        Some(c) => RangePolicy::bits_per_key(c.bits_per_key, c.max_range)
+        Some(RangeChoice::Fixed {
+            bits_per_key,
+            max_range,
+        }) => RangePolicy::bits_per_key(bits_per_key, max_range)
             .map(RangeFilters::On)
             .map_err(|e| e.to_string()),
+        Some(RangeChoice::InBudget { max_range }) => Ok(RangeFilters::InBudget { max_range }),
     }
 }
 
 /// A range filter setting in words.
 fn range_text(r: &RangeFilters) -> String {
-    match r.policy() {
-        None => "no range filters".into(),
-        Some(p) => format!(
+    match r {
+        RangeFilters::None => "no range filters".into(),
+        RangeFilters::On(p) => format!(
             "range filters of {} bits/key for ranges up to {} points",
             p.bits(),
             p.max_range()
         ),
+        RangeFilters::InBudget { max_range } => {
+            format!("range filters sized by the filter budget for ranges up to {max_range} points")
+        }
     }
 }
 
@@ -351,6 +327,7 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
     let data: StoredOptions = match FRAMED.open(path, bytes)? {
         (1, payload) => FRAMED.parse::<StoredOptionsV1>(path, payload)?.into(),
         (2, payload) => FRAMED.parse::<StoredOptionsV2>(path, payload)?.into(),
+        (3, payload) => FRAMED.parse::<StoredOptionsV3>(path, payload)?.into(),
         (_, payload) => FRAMED.parse(path, payload)?,
     };
     // What it holds must be options this build accepts.
@@ -498,3 +475,4 @@ fn settle<T: Clone + PartialEq + Default>(
 
 #[cfg(test)]
 mod tests;
+mod versions;

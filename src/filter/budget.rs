@@ -12,8 +12,16 @@
 //! a 1/16-bit grid minimising `fpr(b) + λ n b` (a vertex of the curve's lower convex hull), and
 //! λ is bisected until the total fits the budget.
 //!
-//! Use: `allocate(kind, &keys_per_run, total_bits)` → bits/key per run (same order). Pure
-//! math, no I/O; the store decides what the runs are and when to recompute.
+//! Use: `allocate(kind, &keys_per_run, total_bits)` → bits/key per run (same order); runs of
+//! mixed kinds, range filters among them, through `allocate_curves`. Pure math, no I/O; the
+//! store decides what the runs are and when to recompute.
+//!
+//! A range filter's run (`Curve::Range`) enters the same sum with its rate on a range of its
+//! design length `L`: Grafite's bound `L / 2^(b − 2)` at `b` bits per key (`range`), 1 below
+//! the 3 bits a range policy needs. An empty scan of up to `L` points probes one range filter
+//! per run, as an absent get probes one point filter, so each wasted seek weighs as a wasted
+//! get's read. For `L = 32` a range filter needs `2 + log2 L = 7` bits per key before its rate
+//! drops under 1 at all, so a budget that cannot give a run that much gives it none.
 //!
 //! Worked example (the runs of unit test `skewed_runs_beat_uniform`: two L0 tables of 10^5
 //! keys, levels of 10^6 and 10^7): expected wasted reads per absent-key
@@ -34,6 +42,33 @@
 use std::sync::OnceLock;
 
 use super::{math, ribbon, FilterKind};
+
+/// The rate curve of a run's filter: a point filter of a kind, or a range filter asked about
+/// ranges of up to `max_range` points.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Curve {
+    /// A point (whole-key or prefix) filter of this kind.
+    Point(FilterKind),
+    /// A range filter (`filter::range`) designed for ranges of up to `max_range` points.
+    Range {
+        /// The design length, in points.
+        max_range: u64,
+    },
+}
+
+/// Bits per key below which a range filter is not built (`RangePolicy::bits_per_key`'s least).
+const RANGE_MIN_BITS: f64 = 3.0;
+
+/// Expected false-positive rate of a run's filter at `bits_per_key`: `fpr_at` for a point
+/// filter; for a range filter, Grafite's bound on a range of its design length,
+/// `max_range / 2^(bits − 2)`, capped at 1 (and 1 under `RANGE_MIN_BITS`).
+pub fn fpr_of(curve: Curve, bits_per_key: f64) -> f64 {
+    match curve {
+        Curve::Point(kind) => fpr_at(kind, bits_per_key),
+        Curve::Range { .. } if bits_per_key < RANGE_MIN_BITS => 1.0,
+        Curve::Range { max_range } => (max_range as f64 * (2.0 - bits_per_key).exp2()).min(1.0),
+    }
+}
 
 /// Bits/key the grid goes up to: beyond this no rate is worth its memory here.
 const MAX_BITS_PER_KEY: f64 = 32.0;
@@ -81,9 +116,30 @@ pub fn allocate(kind: FilterKind, keys_per_run: &[u64], total_bits: f64) -> Vec<
     allocate_runs(&runs, total_bits)
 }
 
-/// The lower convex hull of `(bits/key, fpr_at(kind, bits/key))` over the grid, computed once
-/// per kind: a linear cost `p + s·b` is smallest at one of its vertices, found by binary search
-/// on the edge slopes (the store plans on every table it writes, so this stays cheap).
+/// The lower convex hull of `(bits/key, rate)` over the grid for `rate`: a linear cost
+/// `p + s·b` is smallest at one of its vertices (`cheapest`).
+fn hull_of(rate: impl Fn(f64) -> f64) -> Vec<(f64, f64)> {
+    let steps = (MAX_BITS_PER_KEY * STEPS_PER_BIT) as usize;
+    let mut h: Vec<(f64, f64)> = Vec::new();
+    for i in 0..=steps {
+        let b = i as f64 / STEPS_PER_BIT;
+        let p = (b, rate(b));
+        while h.len() >= 2 {
+            let (o, a) = (h[h.len() - 2], h[h.len() - 1]);
+            // Drop `a` unless o → a → p turns left (strictly convex from below).
+            if (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0) <= 0.0 {
+                h.pop();
+            } else {
+                break;
+            }
+        }
+        h.push(p);
+    }
+    h
+}
+
+/// A point filter kind's hull, computed once per kind (the store plans on every table it
+/// writes, so this stays cheap).
 fn hull(kind: FilterKind) -> &'static [(f64, f64)] {
     static HULLS: [OnceLock<Vec<(f64, f64)>>; 3] =
         [OnceLock::new(), OnceLock::new(), OnceLock::new()];
@@ -92,30 +148,11 @@ fn hull(kind: FilterKind) -> &'static [(f64, f64)] {
         FilterKind::Blocked => 1,
         FilterKind::Ribbon => 2,
     };
-    HULLS[slot].get_or_init(|| {
-        let steps = (MAX_BITS_PER_KEY * STEPS_PER_BIT) as usize;
-        let mut h: Vec<(f64, f64)> = Vec::new();
-        for i in 0..=steps {
-            let b = i as f64 / STEPS_PER_BIT;
-            let p = (b, fpr_at(kind, b));
-            while h.len() >= 2 {
-                let (o, a) = (h[h.len() - 2], h[h.len() - 1]);
-                // Drop `a` unless o → a → p turns left (strictly convex from below).
-                if (a.0 - o.0) * (p.1 - o.1) - (a.1 - o.1) * (p.0 - o.0) <= 0.0 {
-                    h.pop();
-                } else {
-                    break;
-                }
-            }
-            h.push(p);
-        }
-        h
-    })
+    HULLS[slot].get_or_init(|| hull_of(|b| fpr_at(kind, b)))
 }
 
-/// The hull vertex minimising `p + slope × b`.
-fn cheapest(kind: FilterKind, slope: f64) -> f64 {
-    let h = hull(kind);
+/// The hull vertex minimising `p + slope × b`, found by binary search on the edge slopes.
+fn cheapest_on(h: &[(f64, f64)], slope: f64) -> f64 {
     // Edge i goes from vertex i to i + 1; moving along it pays while it falls faster than
     // `slope` rises. Edge slopes increase along a lower hull.
     let pays = |i: usize| (h[i + 1].1 - h[i].1) / (h[i + 1].0 - h[i].0) < -slope;
@@ -131,17 +168,50 @@ fn cheapest(kind: FilterKind, slope: f64) -> f64 {
     h.get(lo).map_or(0.0, |&(b, _)| b)
 }
 
+/// The point filter hull vertex minimising `p + slope × b`.
+#[cfg(test)]
+fn cheapest(kind: FilterKind, slope: f64) -> f64 {
+    cheapest_on(hull(kind), slope)
+}
+
 /// `allocate` for runs that may use different kinds (`runs[i] = (kind, keys)`): each run's
 /// bits follow its own kind's curve, all under one multiplier, so the budget goes where it
 /// buys the largest drop in the sum of rates whatever the kinds.
 pub fn allocate_runs(runs: &[(FilterKind, u64)], total_bits: f64) -> Vec<f64> {
+    let runs: Vec<(Curve, u64)> = runs.iter().map(|&(k, n)| (Curve::Point(k), n)).collect();
+    allocate_curves(&runs, total_bits)
+}
+
+/// `allocate_runs` for runs of any curve, range filters among them (`runs[i] = (curve,
+/// keys)`).
+pub fn allocate_curves(runs: &[(Curve, u64)], total_bits: f64) -> Vec<f64> {
+    // Range hulls depend on the design length: built here, once per length.
+    let mut range_hulls: Vec<(u64, Vec<(f64, f64)>)> = Vec::new();
+    for &(curve, _) in runs {
+        if let Curve::Range { max_range } = curve {
+            if !range_hulls.iter().any(|(l, _)| *l == max_range) {
+                range_hulls.push((max_range, hull_of(|b| fpr_of(curve, b))));
+            }
+        }
+    }
+    let hulls: Vec<&[(f64, f64)]> = runs
+        .iter()
+        .map(|&(curve, _)| match curve {
+            Curve::Point(kind) => hull(kind),
+            Curve::Range { max_range } => range_hulls
+                .iter()
+                .find(|(l, _)| *l == max_range)
+                .map_or(&[][..], |(_, h)| h.as_slice()),
+        })
+        .collect();
     let pick = |lambda: f64| -> Vec<f64> {
         runs.iter()
-            .map(|&(kind, n)| {
+            .zip(&hulls)
+            .map(|(&(_, n), h)| {
                 if n == 0 {
                     return 0.0;
                 }
-                cheapest(kind, lambda * n as f64)
+                cheapest_on(h, lambda * n as f64)
             })
             .collect()
     };
@@ -287,6 +357,57 @@ mod tests {
         assert!((mid - (0.5f64.powi(7) + 0.5f64.powi(8)) / 2.0).abs() < 1e-12);
         assert_eq!(fpr_at(FilterKind::Ribbon, 0.0), 1.0);
         assert!((fpr_at(FilterKind::Ribbon, 0.5 * s) - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn range_runs_share_the_budget_by_their_bound() {
+        let range = Curve::Range { max_range: 32 };
+        assert_eq!(fpr_of(range, 2.9), 1.0);
+        assert_eq!(fpr_of(range, 6.0), 1.0); // 32 / 2^4 caps at 1
+        assert!((fpr_of(range, 16.0) - 32.0 / 16384.0).abs() < 1e-15);
+        // Two point runs and two range runs over the same keys.
+        let runs = [
+            (Curve::Point(FilterKind::Blocked), 100_000),
+            (Curve::Point(FilterKind::Blocked), 1_000_000),
+            (range, 100_000),
+            (range, 1_000_000),
+        ];
+        let n = 2.2e6;
+        for avg in [4.0, 13.0, 26.0] {
+            let bits = allocate_curves(&runs, avg * n);
+            let spent: f64 = bits.iter().zip(&runs).map(|(b, r)| b * r.1 as f64).sum();
+            assert!(spent <= avg * n + 1e-6, "{avg}: spent {spent}");
+            let sum =
+                |bits: &[f64]| -> f64 { runs.iter().zip(bits).map(|(r, &b)| fpr_of(r.0, b)).sum() };
+            // Never worse than the same memory split evenly per key.
+            assert!(sum(&bits) <= sum(&[avg; 4]) + 1e-12, "{avg}: {bits:?}");
+            // A range run is given 0 or at least the bits that bring its rate under 1.
+            for b in &bits[2..] {
+                assert!(*b == 0.0 || fpr_of(range, *b) < 1.0, "{avg}: {bits:?}");
+            }
+            if avg >= 13.0 {
+                assert!(bits[2] > 7.0 && bits[3] > 7.0, "{avg}: {bits:?}");
+                // The smaller run of each curve gets more bits per key.
+                assert!(bits[0] > bits[1] && bits[2] > bits[3], "{avg}: {bits:?}");
+            }
+        }
+        // At 4 bits/key the small range run is worth a filter (its rate drops from 1 to
+        // ~0.01 for 1.3 Mbit), the large one is not.
+        let bits = allocate_curves(&runs, 4.0 * n);
+        assert!(bits[2] > 7.0 && bits[3] == 0.0, "{bits:?}");
+        // A budget too small for any range filter leaves them none.
+        let bits = allocate_curves(&runs, 0.3 * n);
+        assert_eq!(&bits[2..], &[0.0, 0.0], "{bits:?}");
+        // A longer design length costs more bits for the same rate.
+        let short = allocate_curves(&[(range, 1000)], 15_000.0)[0];
+        let long = allocate_curves(
+            &[(Curve::Range { max_range: 1024 }, 1000), (range, 1000)],
+            30_000.0,
+        );
+        assert!(
+            long[0] > long[1] && (short - 15.0).abs() < 1e-9,
+            "{short} {long:?}"
+        );
     }
 
     #[test]

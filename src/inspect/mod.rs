@@ -388,13 +388,19 @@ fn inspect_database(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<Da
         level_totals,
         totals,
         filter_budget: filter_budget.map(|b| {
-            // Which filters tables get: the record's prefix setting, else whole-key only.
+            // Which filters tables get: the record's prefix and range settings, else
+            // whole-key only.
             let prefix = record.as_ref().map(|r| &r.prefix);
             let outlook = Outlook {
                 runs: b.l0_compaction_trigger.saturating_sub(1),
                 memtable_bytes: b.memtable_bytes,
                 key_filters: prefix.is_none_or(|p| p.whole_key_filtering),
                 prefix_filters: prefix.is_some_and(|p| p.extractor.is_some()),
+                // A record `decode` accepted holds a range setting that is one.
+                range_filters: record
+                    .as_ref()
+                    .and_then(|r| stored_options::range_filters(r.range).ok())
+                    .unwrap_or_default(),
             };
             budget::plan(&b.budget, &version, Change::None, outlook).allocation
         }),

@@ -263,7 +263,7 @@ fn range_filters_are_recorded_and_merged_like_the_other_settings() {
     let data = StoredOptions::of(&ranged);
     assert_eq!(
         data.range,
-        Some(RangeChoice {
+        Some(RangeChoice::Fixed {
             bits_per_key: 14.0,
             max_range: 64
         })
@@ -305,7 +305,7 @@ fn range_filters_are_recorded_and_merged_like_the_other_settings() {
     assert!(r.changed[0].now.contains("cannot be combined"), "{r:?}");
     for (bits, range) in [(2.0, 32), (12.0, 0), (f64::NAN, 8)] {
         let mut bad = data.clone();
-        bad.range = Some(RangeChoice {
+        bad.range = Some(RangeChoice::Fixed {
             bits_per_key: bits,
             max_range: range,
         });

@@ -12,7 +12,11 @@
 //! own in the same way (a prefix scan probes one prefix filter per run, as a get probes one key
 //! filter), holding each table's distinct prefixes; key and prefix runs share the budget, so
 //! the sum of every run's false-positive rate is what the allocation minimises. The budget is
-//! still per key of the store: prefixes bring no memory of their own. Level 0 and the levels above the largest use
+//! still per key of the store: prefixes bring no memory of their own. Range filters sized by
+//! the budget (`RangeFilters::InBudget`) form runs of their own too, holding each table's keys,
+//! their rate taken on a range of the design length (`filter::budget::Curve::Range`); range
+//! filters of a fixed policy (`RangeFilters::On`) are not planned, and their memory is on top
+//! of the budget. Level 0 and the levels above the largest use
 //! `FilterBudget::upper_kind`; the largest level (most keys; normally the deepest) and any
 //! level below it use `last_level_kind`. The largest rather than simply the deepest, because
 //! without dynamic level sizing a new deepest level starts with a few tables while the one
@@ -36,10 +40,14 @@
 use std::sync::Arc;
 
 pub use super::allocation::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
-use super::filters::TableFilters;
+use super::filters::RangeFilters;
 use super::version::{Version, MAX_LEVELS};
-use crate::filter::{budget, format, ribbon, FilterKind, FilterPolicy};
+use crate::filter::budget::{self, Curve};
 use crate::table::{FilterState, Table};
+pub(crate) use runs::Plan;
+use runs::{array_bytes, Counts, Filtered, Held, Run, POINT_BLOCK_FRAME, RANGE_BLOCK_FRAME};
+
+mod runs;
 
 /// A change about to be made to the table set, whose new table(s) the plan sizes.
 pub(crate) enum Change<'a> {
@@ -67,6 +75,8 @@ pub(crate) struct Outlook {
     pub(crate) key_filters: bool,
     /// Prefix filters are built (`Options::prefix_filters`).
     pub(crate) prefix_filters: bool,
+    /// Range filters are built (`Options::range_filters`): planned as runs under `InBudget`.
+    pub(crate) range_filters: RangeFilters,
 }
 
 impl Outlook {
@@ -76,41 +86,7 @@ impl Outlook {
             memtable_bytes: opts.memtable_size as u64,
             key_filters: opts.prefix_filters().whole_key_filters(),
             prefix_filters: opts.prefix_rule().is_some(),
-        }
-    }
-}
-
-/// A filter's kind and bits per key (or per prefix).
-type KindBits = (FilterKind, f64);
-
-/// An allocation plus the kind and bits/key for the table(s) about to be built.
-pub(crate) struct Plan {
-    pub(crate) allocation: Allocation,
-    /// (whole-key filter, prefix filter) of the new table(s): kind and bits per key.
-    new_table: (Option<KindBits>, Option<KindBits>),
-}
-
-impl Plan {
-    /// The policies for the new table(s); `None` where the allocation gives a filter no useful
-    /// bits. `salt` (a table or job number) picks, for Ribbon, between r and r + 1 result bits
-    /// in the proportion the allocation's bits/key asks for (`budget::ribbon_split`).
-    pub(crate) fn new_table_filters(&self, salt: u64) -> TableFilters {
-        let policy = |(kind, bits): (FilterKind, f64)| {
-            if kind == FilterKind::Ribbon {
-                let (r, frac) = budget::ribbon_split(bits);
-                let coin = (crate::filter::hash_key(&salt.to_le_bytes()) >> 11) as f64
-                    / (1u64 << 53) as f64;
-                let r = r + u32::from(coin < frac);
-                return (r > 0).then(|| {
-                    FilterPolicy::bits_per_key(kind, f64::from(r) * ribbon::MODEL_SLOTS_PER_KEY)
-                        .with_num_probes(r)
-                });
-            }
-            (budget::fpr_at(kind, bits) < 1.0).then(|| FilterPolicy::bits_per_key(kind, bits))
-        };
-        TableFilters {
-            key: self.new_table.0.and_then(policy),
-            prefix: self.new_table.1.and_then(policy),
+            range_filters: opts.range_filters(),
         }
     }
 }
@@ -122,55 +98,6 @@ const MAX_BITS_PER_KEY_PLANNED: f64 = 32.0;
 /// filter may go, in bits per key: one bit, at most ~2× the run's rate (one Ribbon result bit;
 /// ~1.6× for the blocked Bloom).
 const FLOOR_BITS: f64 = 1.0;
-
-/// One run a lookup probes: a level-0 table's filter, or one deeper level's; a whole-key
-/// filter (probed by gets) or a prefix filter (probed by prefix scans).
-struct Run {
-    level: usize,
-    /// Level 0: which table (0 = oldest); 0 deeper.
-    l0: usize,
-    prefix: bool,
-    kind: FilterKind,
-    /// Keys (prefixes, for a prefix run) the filter holds.
-    keys: u64,
-}
-
-/// Keys and distinct prefixes of a table or a level.
-#[derive(Clone, Copy, Default)]
-struct Counts {
-    keys: u64,
-    prefixes: u64,
-}
-
-impl Counts {
-    fn of(t: &Table) -> Counts {
-        let p = t.properties();
-        Counts {
-            keys: p.entries,
-            prefixes: p.prefixes,
-        }
-    }
-    fn add(&mut self, o: Counts) {
-        self.keys = self.keys.saturating_add(o.keys);
-        self.prefixes = self.prefixes.saturating_add(o.prefixes);
-    }
-}
-
-/// A live table's filter, with the run it belongs to.
-struct Held {
-    level: usize,
-    l0: usize,
-    prefix: bool,
-    keys: u64,
-    /// Bits of its array: the block less its header and trailer, which `overhead` counts
-    /// for every table.
-    bits: u64,
-}
-
-/// The array bytes of a filter block of `bytes` bytes (0: no block).
-fn array_bytes(bytes: u64) -> u64 {
-    bytes.saturating_sub((format::HEADER_LEN + format::TRAILER_LEN) as u64)
-}
 
 /// The allocation for `version` after `change`.
 pub(crate) fn plan(
@@ -189,6 +116,11 @@ pub(crate) fn plan(
     let (mut all, mut raw_bytes) = (Counts::default(), 0u64);
     let mut held: Vec<Held> = Vec::new();
     let mut filter_bytes = 0u64;
+    let range_design = match outlook.range_filters {
+        RangeFilters::InBudget { max_range } => Some(max_range),
+        RangeFilters::None | RangeFilters::On(_) => None,
+    };
+    let planned_ranges = range_design.is_some();
     let mut live_tables = 0u64;
     for (level, tables) in version.levels().iter().enumerate() {
         // Entry size over every table, compaction inputs included (they may be all there is).
@@ -212,15 +144,38 @@ pub(crate) fn plan(
             };
             let prefix_bytes = t.prefix_filter_bytes();
             filter_bytes = filter_bytes.saturating_add(key_bytes + prefix_bytes);
-            for (prefix, keys, bytes) in
-                [(false, c.keys, key_bytes), (true, c.prefixes, prefix_bytes)]
-            {
+            // A table's range filter counts against the budget only when the budget sizes
+            // range filters; a table written under a fixed range policy keeps it as surplus
+            // then (reserved), as a bigger point filter does.
+            let range_bytes = if planned_ranges {
+                t.range_filter_bytes()
+            } else {
+                0
+            };
+            filter_bytes = filter_bytes.saturating_add(range_bytes);
+            for (what, keys, bits) in [
+                (
+                    Filtered::Keys,
+                    c.keys,
+                    array_bytes(key_bytes, POINT_BLOCK_FRAME),
+                ),
+                (
+                    Filtered::Prefixes,
+                    c.prefixes,
+                    array_bytes(prefix_bytes, POINT_BLOCK_FRAME),
+                ),
+                (
+                    Filtered::Ranges,
+                    c.keys,
+                    array_bytes(range_bytes, RANGE_BLOCK_FRAME),
+                ),
+            ] {
                 held.push(Held {
                     level,
                     l0,
-                    prefix,
+                    what,
                     keys,
-                    bits: array_bytes(bytes).saturating_mul(8),
+                    bits: bits.saturating_mul(8),
                 });
             }
         }
@@ -292,39 +247,50 @@ pub(crate) fn plan(
             b.upper_kind
         }
     };
-    let kinds = [(false, outlook.key_filters), (true, outlook.prefix_filters)];
+    let curve_of = |what: Filtered, level: usize| match (what, range_design) {
+        (Filtered::Ranges, Some(max_range)) => Curve::Range { max_range },
+        _ => Curve::Point(kind_of(level)),
+    };
+    let planned = [
+        (Filtered::Keys, outlook.key_filters),
+        (Filtered::Prefixes, outlook.prefix_filters),
+        (Filtered::Ranges, planned_ranges),
+    ];
+    let count = |what: Filtered, c: &Counts| match what {
+        Filtered::Prefixes => c.prefixes,
+        Filtered::Keys | Filtered::Ranges => c.keys,
+    };
     let mut runs: Vec<Run> = Vec::new();
     for (l0, c) in l0_runs.iter().enumerate() {
-        for (prefix, on) in kinds {
-            let keys = if prefix { c.prefixes } else { c.keys };
+        for (what, on) in planned {
             if on {
                 runs.push(Run {
                     level: 0,
                     l0,
-                    prefix,
-                    kind: kind_of(0),
-                    keys,
+                    what,
+                    curve: curve_of(what, 0),
+                    keys: count(what, c),
                 });
             }
         }
     }
     for (level, c) in level_counts.iter().enumerate().skip(1) {
-        for (prefix, on) in kinds {
-            let keys = if prefix { c.prefixes } else { c.keys };
+        for (what, on) in planned {
+            let keys = count(what, c);
             if on && keys > 0 {
                 runs.push(Run {
                     level,
                     l0: 0,
-                    prefix,
-                    kind: kind_of(level),
+                    what,
+                    curve: curve_of(what, level),
                     keys,
                 });
             }
         }
     }
-    let run_of = |level: usize, l0: usize, prefix: bool| {
+    let run_of = |level: usize, l0: usize, what: Filtered| {
         runs.iter()
-            .position(|r| r.level == level && r.prefix == prefix && (level > 0 || r.l0 == l0))
+            .position(|r| r.level == level && r.what == what && (level > 0 || r.l0 == l0))
     };
     // An average bits/key budget counts the planned-for level-0 keys too: when those tables
     // are written their keys bring their share, so until then the store holds about
@@ -343,22 +309,24 @@ pub(crate) fn plan(
         FilterMemory::TotalBytes(bytes) => bytes as f64 * 8.0,
     };
     // Every filter block carries a header and trailer the allocation cannot spend.
-    let blocks_per_table = kinds.iter().filter(|k| k.1).count() as u64;
-    let overhead = ((live_tables + new_tables)
-        * blocks_per_table
-        * (format::HEADER_LEN + format::TRAILER_LEN) as u64
-        * 8) as f64;
-    let kinds_keys: Vec<(FilterKind, u64)> = runs.iter().map(|r| (r.kind, r.keys)).collect();
+    let frames_per_table: u64 = planned
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(what, _)| match what {
+            Filtered::Ranges => RANGE_BLOCK_FRAME,
+            Filtered::Keys | Filtered::Prefixes => POINT_BLOCK_FRAME,
+        })
+        .sum();
+    let overhead = ((live_tables + new_tables) * frames_per_table * 8) as f64;
+    let curves_keys: Vec<(Curve, u64)> = runs.iter().map(|r| (r.curve, r.keys)).collect();
     // The allocation with `reserve` bits set aside, and what older tables then hold over (or,
     // negative, under) their runs' targets.
     let spend = budget_bits - overhead;
     // Each held filter's run, found once (the bisection below allocates ~40 times).
-    let held_runs: Vec<Option<usize>> = held
-        .iter()
-        .map(|h| run_of(h.level, h.l0, h.prefix))
-        .collect();
+    let held_runs: Vec<Option<usize>> =
+        held.iter().map(|h| run_of(h.level, h.l0, h.what)).collect();
     let allocate_with = |reserve: f64| -> (Vec<f64>, f64) {
-        let bits = budget::allocate_runs(&kinds_keys, (spend - reserve).max(0.0));
+        let bits = budget::allocate_curves(&curves_keys, (spend - reserve).max(0.0));
         let excess = held
             .iter()
             .zip(&held_runs)
@@ -426,16 +394,16 @@ pub(crate) fn plan(
     let top = deepest.unwrap_or(0).max(new_level.unwrap_or(0));
     for (level, counts) in level_counts.iter().enumerate().take(top + 1) {
         // Level 0: its real runs, or the planned-for ones when it has none.
-        let summary = |prefix: bool| {
+        let summary = |what: Filtered| {
             let mine: Vec<usize> = (0..runs.len())
-                .filter(|&i| runs[i].level == level && runs[i].prefix == prefix)
+                .filter(|&i| runs[i].level == level && runs[i].what == what)
                 .filter(|&i| level > 0 || runs[i].l0 < real_l0 || real_l0 == 0)
                 .collect();
             let keys: u64 = mine.iter().map(|&i| runs[i].keys).sum();
             let weighted: f64 = mine.iter().map(|&i| given[i] * runs[i].keys as f64).sum();
             let fpr = mine
                 .iter()
-                .fold(0.0, |sum, &i| sum + budget::fpr_at(runs[i].kind, given[i]));
+                .fold(0.0, |sum, &i| sum + budget::fpr_of(runs[i].curve, given[i]));
             (
                 keys,
                 if keys == 0 {
@@ -446,8 +414,9 @@ pub(crate) fn plan(
                 fpr,
             )
         };
-        let (_, bits_per_key, fpr) = summary(false);
-        let (prefixes, prefix_bits, prefix_fpr) = summary(true);
+        let (_, bits_per_key, fpr) = summary(Filtered::Keys);
+        let (prefixes, prefix_bits, prefix_fpr) = summary(Filtered::Prefixes);
+        let (_, range_bits, range_fpr) = summary(Filtered::Ranges);
         let real_runs = if level == 0 {
             real_l0
         } else {
@@ -476,9 +445,12 @@ pub(crate) fn plan(
             prefix_bits_per_key: prefix_bits,
             prefix_expected_fpr: if real_runs == 0 { 0.0 } else { prefix_fpr },
             prefix_filter_bytes: tables.iter().map(|t| t.prefix_filter_bytes()).sum(),
+            range_bits_per_key: range_bits,
+            range_expected_fpr: if real_runs == 0 { 0.0 } else { range_fpr },
+            range_filter_bytes: tables.iter().map(|t| t.range_filter_bytes()).sum(),
         });
     }
-    let new_table = |prefix: bool| {
+    let new_table = |what: Filtered| {
         let level = new_level?;
         // The new table's own run: the last real level-0 run, or its level's.
         let l0 = if level == 0 {
@@ -486,8 +458,8 @@ pub(crate) fn plan(
         } else {
             0
         };
-        let i = run_of(level, l0, prefix)?;
-        Some((runs[i].kind, given[i]))
+        let i = run_of(level, l0, what)?;
+        Some((runs[i].curve, given[i]))
     };
     Plan {
         allocation: Allocation {
@@ -495,7 +467,13 @@ pub(crate) fn plan(
             filter_bytes,
             reserved_bytes: (reserve / 8.0) as i64,
             levels,
+            range_design,
         },
-        new_table: (new_table(false), new_table(true)),
+        new_table: [
+            new_table(Filtered::Keys),
+            new_table(Filtered::Prefixes),
+            new_table(Filtered::Ranges),
+        ],
+        fixed_range: outlook.range_filters.policy(),
     }
 }
