@@ -159,7 +159,7 @@ impl PrefixFilters {
 /// whether a short range may hold one (`filter::range`, Grafite), so a scan of an empty short
 /// range skips the table unread, as a get of an absent key does. Asked by `Db::scan`,
 /// `Snapshot::scan` and `Db::contains_range` for each table the range overlaps; tables
-/// written without one, and ranges wider than the policy's longest, read the table (counted
+/// written without one, and ranges over twice the policy's longest, read the table (counted
 /// in `LevelStats::range_unfiltered`). Changing it is safe at any reopen: each table records
 /// its own.
 ///

@@ -164,11 +164,8 @@ pub(crate) fn plan(
                     c.prefixes,
                     array_bytes(prefix_bytes, POINT_BLOCK_FRAME),
                 ),
-                (
-                    Filtered::Ranges,
-                    c.keys,
-                    array_bytes(range_bytes, RANGE_BLOCK_FRAME),
-                ),
+                // A decoded range filter holds its arrays and samples, not its block.
+                (Filtered::Ranges, c.keys, range_bytes),
             ] {
                 held.push(Held {
                     level,

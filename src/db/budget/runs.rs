@@ -114,8 +114,8 @@ pub(super) struct Held {
 
 /// Header and trailer bytes of a point filter block (`format`).
 pub(super) const POINT_BLOCK_FRAME: u64 = (format::HEADER_LEN + format::TRAILER_LEN) as u64;
-/// Header and trailer bytes of a range filter block (`range::format`; its key prefix, at
-/// most a few hundred bytes, counts as array).
+/// Bytes a table's range filter holds beside its arrays, charged per table: its header and
+/// trailer's worth (`range::format`), for the decoded fields and the reader.
 pub(super) const RANGE_BLOCK_FRAME: u64 =
     (range_format::HEADER_LEN + range_format::TRAILER_LEN) as u64;
 

@@ -294,8 +294,8 @@ impl RangeFilterReader {
     }
 
     /// Whether a key added may lie between `lo` and `hi`: `false` only when none does.
-    /// Ranges wider than the design's longest (`max_range` rounded up to a power of two,
-    /// counted in points) are always `true`.
+    /// Ranges wider than twice the design's longest (`max_range` rounded up to a power of
+    /// two, counted in points; `answered_range`) are always `true`.
     pub fn may_contain_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
         self.answer(lo, hi) != RangeAnswer::Empty
     }
@@ -311,7 +311,7 @@ impl RangeFilterReader {
         let Some((a, b)) = map::points(&self.fields.prefix, self.fields.width, lo, hi) else {
             return RangeAnswer::Empty;
         };
-        if b - a >= self.hash.block() {
+        if b - a >= self.answered_range() {
             RangeAnswer::TooWide
         } else if self.hash.any_interval(a, b, |s, e| set.any_between(s, e)) {
             RangeAnswer::Maybe
@@ -329,7 +329,7 @@ impl RangeFilterReader {
     /// (counting points, as `may_contain_range` does).
     pub fn answers(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
         map::points(&self.fields.prefix, self.fields.width, lo, hi)
-            .is_none_or(|(a, b)| b - a < self.hash.block())
+            .is_none_or(|(a, b)| b - a < self.answered_range())
     }
 
     /// Keys added.
@@ -342,9 +342,17 @@ impl RangeFilterReader {
         self.fields.count
     }
 
-    /// The longest range answered, in points (a power of two).
+    /// The design's longest range, in points (a power of two): the rate bound is given for
+    /// ranges up to this long.
     pub fn max_range(&self) -> u64 {
         self.hash.block()
+    }
+
+    /// The longest range answered, in points: twice `max_range`, at the same bound per point
+    /// (`grafite::Hash::any_interval`), so that a range of `max_range` points whose exclusive
+    /// end maps one point further (`map.rs`) is still answered.
+    pub fn answered_range(&self) -> u64 {
+        2 * self.hash.block()
     }
 
     /// The keys' common prefix the block strips.
@@ -372,11 +380,11 @@ impl RangeFilterReader {
     }
 
     /// The bound on the false-positive rate for an empty range of `len` points: `len · values / r`
-    /// (1 past the design's longest range).
+    /// (1 past the longest range answered).
     pub fn expected_rate(&self, len: u64) -> f64 {
         if self.fields.r == 0 {
             0.0
-        } else if len > self.max_range() {
+        } else if len > self.answered_range() {
             1.0
         } else {
             (len as f64 * self.fields.count as f64 / self.fields.r as f64).min(1.0)

@@ -155,7 +155,14 @@ fn observed(f: &RangeFilterReader, pts: &[u64], len: u64, after: bool, trials: u
 #[test]
 fn rate_holds_its_bound_whatever_the_queries() {
     let (pts, keys) = point_keys(100_000, 99);
-    for (bits, len) in [(12.0, 32u64), (12.0, 8), (16.0, 32), (10.0, 1)] {
+    for (bits, len) in [
+        (12.0, 32u64),
+        (12.0, 8),
+        (16.0, 32),
+        (10.0, 1),
+        (12.0, 64),
+        (16.0, 48),
+    ] {
         let f = build(&keys, bits, 32);
         let bound = len as f64 / (bits - 2.0f64).exp2();
         assert!(f.expected_rate(len) <= bound * 1.0001);
@@ -176,14 +183,62 @@ fn rate_holds_its_bound_whatever_the_queries() {
     }
 }
 
-/// A range wider than the design always says maybe; within it, far from every key, it can
-/// say empty.
+/// Ranges of up to twice the design length (three blocks of the hash) over dense keys: every
+/// one that holds a key is "maybe", whichever block the key sits in.
+#[test]
+fn ranges_up_to_twice_the_design_never_miss_a_key() {
+    let k = |p: u64| [&b"t/"[..], &p.to_be_bytes()].concat();
+    let mut x = 0x1234_5678u64;
+    let mut next = || {
+        x = crate::filter::hash::mix(x);
+        x
+    };
+    for max_range in [1u64, 4, 16, 32] {
+        // Sparse enough that most short ranges are empty, dense enough that long ones hold keys.
+        let pts: Vec<u64> = (0..3000u64)
+            .map(|i| (1 << 50) + i * 3 * max_range + next() % 5)
+            .collect();
+        let keys: Vec<Vec<u8>> = pts.iter().map(|&p| k(p)).collect();
+        let f = build(&keys, 12.0, max_range);
+        let (mut held, mut missed) = (0, 0);
+        for _ in 0..20_000 {
+            let a = (1 << 50) + next() % (3000 * 3 * max_range);
+            let len = 1 + next() % f.answered_range();
+            let b = a + len - 1;
+            let holds = pts.iter().any(|&p| (a..=b).contains(&p));
+            assert!(f.answers(Bound::Included(&k(a)), Bound::Included(&k(b))));
+            if holds {
+                held += 1;
+                missed += usize::from(
+                    !f.may_contain_range(Bound::Included(&k(a)), Bound::Included(&k(b))),
+                );
+            }
+        }
+        assert!(held > 5000, "{held}");
+        assert_eq!(
+            missed, 0,
+            "L {max_range}: {missed} of {held} ranges holding a key called empty"
+        );
+    }
+}
+
+/// A range wider than twice the design always says maybe; up to twice it, far from every
+/// key, it can say empty (and a range of the design length whose exclusive end maps one point
+/// further is answered).
 #[test]
 fn wider_than_designed_is_maybe() {
     let (_, keys) = point_keys(1000, 5);
     let f = build(&keys, 16.0, 16);
-    assert_eq!(f.max_range(), 16);
+    assert_eq!((f.max_range(), f.answered_range()), (16, 32));
     let k = |p: u64| [&b"user42/"[..], &p.to_be_bytes()].concat();
+    let (lo, hi) = (k(1 << 40), k((1 << 40) + 31));
+    assert!(f.answers(Bound::Included(&lo), Bound::Included(&hi)));
+    let hi = k((1 << 40) + 32);
+    assert!(!f.answers(Bound::Included(&lo), Bound::Included(&hi)));
+    assert!(f.may_contain_range(Bound::Included(&lo), Bound::Included(&hi)));
+    // `[s, s + 16)` with `s + 16` ending in a 0 byte: 17 points, answered.
+    let (lo, hi) = (k(0x100 * 77 - 16), k(0x100 * 77));
+    assert!(f.answers(Bound::Included(&lo), Bound::Excluded(&hi)));
     let (a, b) = (k(0), k(u64::MAX));
     assert!(f.may_contain_range(Bound::Included(&a), Bound::Included(&b)));
     assert!(!f.answers(Bound::Included(&a), Bound::Included(&b)));
