@@ -286,6 +286,15 @@ pub(super) fn own_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(
     (own(range.start_bound()), own(range.end_bound()))
 }
 
+/// A bound of a `RangeBounds<K>` as a bound on bytes, borrowed.
+pub(super) fn bound_ref<K: AsRef<[u8]>>(b: Bound<&K>) -> Bound<&[u8]> {
+    match b {
+        Bound::Included(k) => Bound::Included(k.as_ref()),
+        Bound::Excluded(k) => Bound::Excluded(k.as_ref()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
 /// `[prefix, the first key after every key starting with prefix)`.
 pub(super) fn prefix_range(prefix: &[u8]) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     let end = match crate::prefix::prefix_end(prefix) {

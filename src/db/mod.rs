@@ -29,6 +29,7 @@ mod allocation;
 pub(crate) mod budget;
 mod checkpoint;
 mod compaction;
+mod exists;
 mod files;
 mod filters;
 mod inner;
@@ -245,6 +246,15 @@ impl Db {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn contains_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<bool> {
+        let state = self.inner.read_state();
+        let (start, end) = (
+            iter::bound_ref(range.start_bound()),
+            iter::bound_ref(range.end_bound()),
+        );
+        let (rule, seen) = (self.inner.opts.prefix_rule(), state.mem.visible());
+        if exists::known_empty(&self.inner.counters, rule, &state, seen, start, end) {
+            return Ok(false);
+        }
         self.scan(range)?.next().transpose().map(|e| e.is_some())
     }
 

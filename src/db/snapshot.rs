@@ -161,6 +161,14 @@ impl Snapshot {
 
     /// Whether any live key lay in `range` as of the snapshot (as `Db::contains_range`).
     pub fn contains_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<bool> {
+        let (start, end) = (
+            super::iter::bound_ref(range.start_bound()),
+            super::iter::bound_ref(range.end_bound()),
+        );
+        let (rule, seen) = (self.rule, self.mem_seen);
+        if super::exists::known_empty(&self.counters, rule, &self.state, seen, start, end) {
+            return Ok(false);
+        }
         self.scan(range)?.next().transpose().map(|e| e.is_some())
     }
 

@@ -310,6 +310,18 @@ impl Memtable {
         MemCursor::new(Arc::clone(self), view, range, dir, seen)
     }
 
+    /// Whether an entry (live or deleted) of the first `seen` batches may lie in `[start,
+    /// end]`: `false` only when none does (entries of later batches count as well).
+    pub(crate) fn may_hold(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, seen: u64) -> bool {
+        if seen == 0 {
+            return false;
+        }
+        let view = self.view();
+        view.runs
+            .iter()
+            .any(|run| !sorted::span(run, start, end, self).is_empty())
+    }
+
     /// The position of the key's newest entry among the first `seen` batches (`newest`).
     fn newest_index(&self, key: &[u8], hash: u64, seen: u64) -> Option<usize> {
         let newest = self.index.load().find(hash, |e| self.entry(e).key == key)?;
