@@ -1,17 +1,18 @@
 //! `contains_range`'s quick answer: a range is known to hold no key when no memtable holds an
 //! entry there (live or deleted) and every table the range reaches has a range filter that
-//! says "empty" for it. That is decided from borrowed bounds, without building a scan (owned
-//! bounds, the shared setup, a merge of cursors): `Db::contains_range` and
-//! `Snapshot::contains_range` ask `known_empty` first and run the scan (`iter.rs`) only when
-//! it says no, so the answer is always the scan's. Exact for the same reason the scan's use
-//! of range filters is: a range filter never says "empty" where its table has a key, and a
-//! key the memtables or tables do not hold cannot be live.
+//! says "empty" for it. That is decided from borrowed bounds, without building a scan's
+//! merge of cursors: `Db::contains_range` and `Snapshot::contains_range` ask `known_empty`
+//! before building a scan at all (owned bounds, the shared setup), and a scan (`DbIter`)
+//! asks it before building its first merge; each goes on as before only when it says no, so
+//! the answer is always the scan's. Exact for the same reason the scan's use of range filters
+//! is: a range filter never says "empty" where its table has a key, and a key the memtables
+//! or tables do not hold cannot be live.
 //!
-//! Counted as the scan would count it: one scan, and per level the range-filter checks that
-//! said "empty" (`range_checks`, `range_useful`), only when it answers; when it does not,
-//! nothing is counted here and the scan counts what it asks. Ranges the scan would ask prefix
-//! filters about (inside one prefix of the store's rule) are left to the scan, which asks them
-//! first.
+//! Counted as the scan would count them: per level the range-filter checks that said "empty"
+//! (`range_checks`, `range_useful`), only when it answers (the caller counts the scan); when
+//! it does not, nothing is counted here and the scan counts what it asks. Ranges the scan
+//! would ask prefix filters about (inside one prefix of the store's rule: `asks_prefix`) are
+//! left to the scan, which asks them first.
 //!
 //! Why: on a compacted store of 2·10^6 keys, building and dropping the scan was over half the
 //! time of an empty-range `contains_range` (`DbIter::new`, `malloc`/`free`, `Arc` drops in the
@@ -29,11 +30,11 @@ use crate::table::{RangeCheck, Table};
 
 /// True when the first `mem_seen` batches of `state.mem`, the immutable memtables and the
 /// tables of `state` hold no entry in `[start, end]` by what the memtables' sorted views and
-/// the tables' range filters say (counted when true; see the module comment). False says
-/// nothing: run the scan.
+/// the tables' range filters say (the checks counted when true; see the module comment).
+/// False says nothing: run the scan. `asks_prefix`: the scan would ask prefix filters.
 pub(super) fn known_empty(
     counters: &Arc<Counters>,
-    rule: Option<PrefixExtractor>,
+    asks_prefix: bool,
     state: &State,
     mem_seen: u64,
     start: Bound<&[u8]>,
@@ -45,7 +46,7 @@ pub(super) fn known_empty(
     if matches!(start, Bound::Unbounded) || matches!(end, Bound::Unbounded) {
         return false;
     }
-    if range_is_empty(start, end) || rule.is_some_and(|r| range_prefix(r, start, end).is_some()) {
+    if asks_prefix || range_is_empty(start, end) {
         return false;
     }
     if state.mem.may_hold(start, end, mem_seen)
@@ -72,12 +73,21 @@ pub(super) fn known_empty(
         }
     }
     let c = counters.reader();
-    bump(&c.scans, 1);
     for (level, &n) in said_empty.iter().enumerate().filter(|(_, &n)| n > 0) {
         bump(&c.levels[level].range_checks, n);
         bump(&c.levels[level].range_useful, n);
     }
     true
+}
+
+/// Whether a scan of `[start, end]` asks prefix filters under `rule` (the range lies inside
+/// one prefix).
+pub(super) fn asks_prefix(
+    rule: Option<PrefixExtractor>,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+) -> bool {
+    rule.is_some_and(|r| range_prefix(r, start, end).is_some())
 }
 
 /// Positions of the tables of `level` (1 or deeper: sorted, disjoint) whose ranges may meet

@@ -200,6 +200,11 @@ impl DbIter {
         if self.done {
             return None;
         }
+        let first = self.front.merge.is_none() && self.back.merge.is_none();
+        if first && self.known_empty() {
+            self.done = true;
+            return None;
+        }
         if self.sides(dir).0.merge.is_none() {
             match self.merge(dir) {
                 Ok(m) => self.sides(dir).0.merge = Some(m),
@@ -215,6 +220,19 @@ impl DbIter {
             self.done = true;
         }
         found
+    }
+
+    /// Whether the range is known to hold no entry without a merge (`exists.rs`).
+    fn known_empty(&self) -> bool {
+        let (scan, range) = (&self.scan, &*self.scan.range);
+        super::exists::known_empty(
+            &scan.counters,
+            scan.prefix.is_some(),
+            &self.state,
+            self.mem_seen,
+            range.start(),
+            range.end(),
+        )
     }
 
     /// The side walking in `dir`, and the other one.

@@ -251,8 +251,10 @@ impl Db {
             iter::bound_ref(range.start_bound()),
             iter::bound_ref(range.end_bound()),
         );
-        let (rule, seen) = (self.inner.opts.prefix_rule(), state.mem.visible());
-        if exists::known_empty(&self.inner.counters, rule, &state, seen, start, end) {
+        let asks_prefix = exists::asks_prefix(self.inner.opts.prefix_rule(), start, end);
+        let (counters, seen) = (&self.inner.counters, state.mem.visible());
+        if exists::known_empty(counters, asks_prefix, &state, seen, start, end) {
+            stats::bump(&counters.reader().scans, 1);
             return Ok(false);
         }
         self.scan(range)?.next().transpose().map(|e| e.is_some())

@@ -165,8 +165,10 @@ impl Snapshot {
             super::iter::bound_ref(range.start_bound()),
             super::iter::bound_ref(range.end_bound()),
         );
-        let (rule, seen) = (self.rule, self.mem_seen);
-        if super::exists::known_empty(&self.counters, rule, &self.state, seen, start, end) {
+        let asks_prefix = super::exists::asks_prefix(self.rule, start, end);
+        let (counters, seen) = (&self.counters, self.mem_seen);
+        if super::exists::known_empty(counters, asks_prefix, &self.state, seen, start, end) {
+            super::stats::bump(&counters.reader().scans, 1);
             return Ok(false);
         }
         self.scan(range)?.next().transpose().map(|e| e.is_some())
