@@ -1,0 +1,129 @@
+//! A database directory as `dump_filter DIR` shows it: every live table the manifest lists,
+//! per level, with totals, the options record in words, and, with a filter budget (given as
+//! arguments or recorded), the allocation the store would make for its current shape.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::{TableReport, Totals};
+use crate::db::budget::{self, Allocation, Change, FilterBudget, Outlook};
+use crate::db::version::Version;
+use crate::db::{manifest, stored_options};
+use crate::error::{Error, Result};
+use crate::fs::StdFs;
+use crate::table::Table;
+
+/// A database directory: every live table, per level, and totals.
+#[derive(Clone, Debug, Serialize)]
+pub struct DatabaseReport {
+    /// Tables per level, level 0 first.
+    pub levels: Vec<Vec<TableReport>>,
+    /// Totals per level.
+    pub level_totals: Vec<Totals>,
+    /// Totals over all levels.
+    pub totals: Totals,
+    /// With a budget given (`dump_filter --budget-...`): the allocation the store would make
+    /// for this shape now, per level, beside what the tables hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_budget: Option<Allocation>,
+    /// Where the budget came from: `"arguments"` (`dump_filter --budget-...`) or `"record"`
+    /// (the store's options record, FORMAT.md §6).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_from: Option<&'static str>,
+    /// The store's options record, in words: (filter setting, prefix setting, compression
+    /// setting, range filter setting); none for a store written before records existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_options: Option<(String, String, String, String)>,
+}
+
+/// A filter budget and the options its plan depends on, for `inspect_path_with_budget` (given
+/// here, they take the place of what the store's options record says).
+#[derive(Clone, Copy, Debug)]
+pub struct BudgetArgs {
+    /// The budget.
+    pub budget: FilterBudget,
+    /// `Options::memtable_size` the store runs with.
+    pub memtable_bytes: u64,
+    /// `Options::l0_compaction_trigger` the store runs with.
+    pub l0_compaction_trigger: usize,
+}
+
+/// Reads the store in `dir`: its manifest's tables, its options record, and with a budget (given
+/// or recorded) the plan for its current shape.
+pub(super) fn inspect(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<DatabaseReport> {
+    let data = manifest::read(dir)?.ok_or_else(|| Error::NotFound {
+        path: dir.to_path_buf(),
+    })?;
+    let record = stored_options::read_in(&StdFs, dir)?;
+    let recorded_budget = record.as_ref().and_then(|r| {
+        r.filter.budget.map(|budget| BudgetArgs {
+            budget,
+            memtable_bytes: r.memtable_size,
+            l0_compaction_trigger: usize::try_from(r.l0_compaction_trigger).unwrap_or(usize::MAX),
+        })
+    });
+    let (filter_budget, budget_from) = match (filter_budget, &recorded_budget) {
+        (Some(b), _) => (Some(b), Some("arguments")),
+        (None, Some(b)) => (Some(b), Some("record")),
+        (None, None) => (None, None),
+    };
+    let mut levels = Vec::new();
+    let mut level_totals = Vec::new();
+    let mut totals = Totals::default();
+    let mut version = Version::empty();
+    let mut opened: Vec<(usize, Arc<Table>)> = Vec::new();
+    for (level, metas) in data.levels.iter().enumerate() {
+        let mut tables = Vec::new();
+        let mut lt = Totals::default();
+        for meta in metas {
+            let t = Arc::new(Table::open(&crate::db::table_path(dir, meta.id), meta.id)?);
+            opened.push((level, t.clone()));
+            let r = TableReport::new(&t, Some(level as u32));
+            lt.add(&r);
+            totals.add(&r);
+            tables.push(r);
+        }
+        levels.push(tables);
+        level_totals.push(lt);
+    }
+    version.edit(|levels| {
+        for (level, t) in opened {
+            if let Some(l) = levels.get_mut(level) {
+                l.push(t);
+            }
+        }
+    });
+    Ok(DatabaseReport {
+        levels,
+        level_totals,
+        totals,
+        filter_budget: filter_budget.map(|b| {
+            // Which filters tables get: the record's prefix and range settings, else
+            // whole-key only.
+            let prefix = record.as_ref().map(|r| &r.prefix);
+            let outlook = Outlook {
+                runs: b.l0_compaction_trigger.saturating_sub(1),
+                memtable_bytes: b.memtable_bytes,
+                key_filters: prefix.is_none_or(|p| p.whole_key_filtering),
+                prefix_filters: prefix.is_some_and(|p| p.extractor.is_some()),
+                // A record `decode` accepted holds a range setting that is one.
+                range_filters: record
+                    .as_ref()
+                    .and_then(|r| stored_options::range_filters(r.range).ok())
+                    .unwrap_or_default(),
+            };
+            budget::plan(&b.budget, &version, Change::None, outlook).allocation
+        }),
+        budget_from,
+        recorded_options: record.map(|r| {
+            (
+                r.filter.to_string(),
+                r.prefix.to_string(),
+                r.compression.to_string(),
+                r.range_text(),
+            )
+        }),
+    })
+}
