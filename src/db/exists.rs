@@ -11,7 +11,7 @@
 //! Counted as the scan would count them: per level the range-filter checks that said "empty"
 //! (`range_checks`, `range_useful`), only when it answers (the caller counts the scan); when
 //! it does not, nothing is counted here and the scan counts what it asks. Ranges the scan
-//! would ask prefix filters about (inside one prefix of the store's rule: `asks_prefix`) are
+//! would ask prefix filters about (inside one prefix of the store's rule: `iter::asks_prefix`) are
 //! left to the scan, which asks them first.
 //!
 //! Why: on a compacted store of 2·10^6 keys, building and dropping the scan was over half the
@@ -21,11 +21,9 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::iter::range_prefix;
 use super::memtable::range_is_empty;
 use super::stats::{bump, Counters};
 use super::version::{State, MAX_LEVELS};
-use crate::prefix::PrefixExtractor;
 use crate::table::{RangeCheck, Table};
 
 /// True when the first `mem_seen` batches of `state.mem`, the immutable memtables and the
@@ -78,16 +76,6 @@ pub(super) fn known_empty(
         bump(&c.levels[level].range_useful, n);
     }
     true
-}
-
-/// Whether a scan of `[start, end]` asks prefix filters under `rule` (the range lies inside
-/// one prefix).
-pub(super) fn asks_prefix(
-    rule: Option<PrefixExtractor>,
-    start: Bound<&[u8]>,
-    end: Bound<&[u8]>,
-) -> bool {
-    rule.is_some_and(|r| range_prefix(r, start, end).is_some())
 }
 
 /// Positions of the tables of `level` (1 or deeper: sorted, disjoint) whose ranges may meet

@@ -64,6 +64,16 @@ pub(super) fn range_prefix<'k>(
     inside.then_some(q)
 }
 
+/// Whether a scan of `[start, end]` asks prefix filters under `rule` (the range lies inside
+/// one prefix).
+pub(super) fn asks_prefix(
+    rule: Option<PrefixExtractor>,
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+) -> bool {
+    rule.is_some_and(|r| range_prefix(r, start, end).is_some())
+}
+
 /// True when table `t` may hold keys of `range` (its largest key compared by its prefix
 /// first, as lookups do).
 fn reaches(t: &Table, range: &KeyRange) -> bool {

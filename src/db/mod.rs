@@ -251,7 +251,7 @@ impl Db {
             iter::bound_ref(range.start_bound()),
             iter::bound_ref(range.end_bound()),
         );
-        let asks_prefix = exists::asks_prefix(self.inner.opts.prefix_rule(), start, end);
+        let asks_prefix = iter::asks_prefix(self.inner.opts.prefix_rule(), start, end);
         let (counters, seen) = (&self.inner.counters, state.mem.visible());
         if exists::known_empty(counters, asks_prefix, &state, seen, start, end) {
             stats::bump(&counters.reader().scans, 1);

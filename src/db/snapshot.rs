@@ -165,7 +165,7 @@ impl Snapshot {
             super::iter::bound_ref(range.start_bound()),
             super::iter::bound_ref(range.end_bound()),
         );
-        let asks_prefix = super::exists::asks_prefix(self.rule, start, end);
+        let asks_prefix = super::iter::asks_prefix(self.rule, start, end);
         let (counters, seen) = (&self.counters, self.mem_seen);
         if super::exists::known_empty(counters, asks_prefix, &self.state, seen, start, end) {
             super::stats::bump(&counters.reader().scans, 1);
