@@ -278,6 +278,8 @@ pub struct RangeFilterReader {
     /// `None`: no key was added.
     set: Option<EliasFano>,
     block_len: usize,
+    /// `map::word_of` the prefix.
+    prefix_word: (u64, u64),
 }
 
 impl RangeFilterReader {
@@ -286,6 +288,7 @@ impl RangeFilterReader {
         let (fields, set) = format::decode(block)?;
         let hash = Hash::new(fields.seed, fields.r, fields.log_l);
         Ok(RangeFilterReader {
+            prefix_word: map::word_of(&fields.prefix),
             fields,
             hash,
             set,
@@ -308,7 +311,7 @@ impl RangeFilterReader {
         let Some(set) = &self.set else {
             return RangeAnswer::Empty;
         };
-        let Some((a, b)) = map::points(&self.fields.prefix, self.fields.width, lo, hi) else {
+        let Some((a, b)) = map::points(self.key_prefix(), self.fields.width, lo, hi) else {
             return RangeAnswer::Empty;
         };
         if b - a >= self.answered_range() {
@@ -320,6 +323,12 @@ impl RangeFilterReader {
         }
     }
 
+    /// The prefix the block strips, with its word.
+    #[inline]
+    fn key_prefix(&self) -> map::KeyPrefix<'_> {
+        map::KeyPrefix::with_word(&self.fields.prefix, self.prefix_word)
+    }
+
     /// Whether `key` may have been added (the range `key..=key`).
     pub fn may_contain(&self, key: &[u8]) -> bool {
         self.may_contain_range(Bound::Included(key), Bound::Included(key))
@@ -328,7 +337,7 @@ impl RangeFilterReader {
     /// Whether a range of `lo..=hi` keys fits the design, so the filter can answer "empty"
     /// (counting points, as `may_contain_range` does).
     pub fn answers(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> bool {
-        map::points(&self.fields.prefix, self.fields.width, lo, hi)
+        map::points(self.key_prefix(), self.fields.width, lo, hi)
             .is_none_or(|(a, b)| b - a < self.answered_range())
     }
 
