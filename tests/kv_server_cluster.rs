@@ -124,6 +124,19 @@ impl Cluster {
         None
     }
 
+    /// The INFO lines of node `i` that start with `prefix`.
+    fn info_lines(&self, i: usize, prefix: &str) -> Vec<String> {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.ports()[i])) else {
+            return Vec::new();
+        };
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let info = String::from_utf8_lossy(&call(&mut s, &[b"INFO"])).into_owned();
+        info.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
     fn info_field(&self, i: usize, field: &str) -> Option<u64> {
         let port = self.ports()[i];
         let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -321,6 +334,24 @@ fn leader_kills_lose_no_acknowledged_set_and_a_wiped_node_catches_up() {
             "the wiped node installed no snapshot"
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+    // Then it must apply what the leader committed after the snapshot, or each linearizable
+    // GET below waits out its read timeout (11,000 of them: hours, not a failure).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let commit = c.info_field(l, "commit_index").unwrap_or(u64::MAX);
+        let applied = c.info_field(f, "applied_index").unwrap_or(0);
+        if applied >= commit {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the wiped node stopped at applied index {applied} after its snapshot, the leader \
+             committed {commit}; the leader's followers: {:?}; the wiped node's stderr ends:\n{}",
+            c.info_lines(l, "follower"),
+            c.stderr_tail(f)
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
     let missing = missing_on(ports[f], &acked);
     assert!(
