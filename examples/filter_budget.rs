@@ -27,7 +27,11 @@ use std::time::Instant;
 
 use clap::Parser;
 use lsm_bloom::table::FilterState;
-use lsm_bloom::{Db, FilterBudget, FilterKind, FilterPolicy, Filters, Options, WriteBatch};
+use lsm_bloom::{Db, FilterBudget, FilterKind, FilterPolicy, Filters, Options};
+
+#[path = "common/budget_load.rs"]
+mod budget_load;
+use budget_load::{key, load, median, model, point_rate, CHUNK};
 
 #[derive(Parser)]
 #[command(about = "Reads per absent get: filter budget vs uniform bits/key")]
@@ -69,26 +73,6 @@ impl Config {
     }
 }
 
-/// Keys per flush: well under one memtable (the default 8 MiB holds ~60,000 of these entries
-/// by its size estimate), so each flush writes exactly one level-0 table.
-const CHUNK: u64 = 50_000;
-
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// 16 random-looking bytes for number `i` of stream `stream` (0 = stored keys).
-fn key(stream: u64, i: u64) -> [u8; 16] {
-    let a = mix(i ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let b = mix(a ^ 0x5851_F42D_4C95_7F2D);
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&a.to_be_bytes());
-    k[8..].copy_from_slice(&b.to_be_bytes());
-    k
-}
-
 struct Store {
     bits: f64,
     config: Config,
@@ -128,54 +112,6 @@ fn open(args: &Args, bits: f64, config: Config) -> lsm_bloom::Result<(Db, tempfi
     Ok((Db::open(dir.path(), opts)?, dir))
 }
 
-/// Writes keys `0..keys` of `stream` in batches of 1,000, flushing and waiting for compactions
-/// after every `CHUNK` keys and at the end.
-fn load(db: &Db, stream: u64, keys: u64) -> lsm_bloom::Result<()> {
-    let value = [b'v'; 32];
-    let mut batch = WriteBatch::new();
-    for i in 0..keys {
-        batch.put(key(stream, i), value);
-        if (i + 1) % 1000 == 0 {
-            db.write(std::mem::take(&mut batch))?;
-        }
-        if (i + 1) % CHUNK == 0 {
-            db.flush()?;
-            db.wait_for_compactions()?;
-        }
-    }
-    if !batch.is_empty() {
-        db.write(batch)?;
-    }
-    db.flush()?;
-    db.wait_for_compactions()
-}
-
-/// Expected wasted reads per absent get from the filters held: every level-0 table's rate, and
-/// per deeper level the mean rate of its tables (a get probes one table there). A table without
-/// a filter counts 1.
-fn model_reads(db: &Db) -> f64 {
-    let fpr = |t: &lsm_bloom::table::Table| match t.filter() {
-        FilterState::Valid(f) => {
-            let h = f.header();
-            h.kind.expected_fpr(h.m, h.n, h.k)
-        }
-        _ => 1.0,
-    };
-    db.levels()
-        .iter()
-        .enumerate()
-        .filter(|(_, ts)| !ts.is_empty())
-        .map(|(level, ts)| {
-            let sum: f64 = ts.iter().map(|t| fpr(t)).sum();
-            if level == 0 {
-                sum
-            } else {
-                sum / ts.len() as f64
-            }
-        })
-        .sum()
-}
-
 /// Tables per level, with how many have no filter and their kinds' mean bits/key.
 fn shape(db: &Db) -> String {
     db.levels()
@@ -205,12 +141,6 @@ fn shape(db: &Db) -> String {
         })
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn report(n: u64, phase: &str, stores: &[Store]) {
@@ -311,7 +241,7 @@ fn main() -> lsm_bloom::Result<()> {
                 let st = s.db.stats();
                 s.reads.clear();
                 s.bits_held = st.total.filter_bits_per_key();
-                s.model = model_reads(&s.db);
+                s.model = model(&s.db, point_rate);
                 s.shape = shape(&s.db);
             }
             for round in 0..args.rounds {

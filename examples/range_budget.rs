@@ -22,8 +22,12 @@
 use std::time::Instant;
 
 use clap::Parser;
-use lsm_bloom::table::{FilterState, RangeFilterState, Table};
-use lsm_bloom::{Db, FilterBudget, Filters, Options, RangeFilters, RangePolicy, WriteBatch};
+use lsm_bloom::table::RangeFilterState;
+use lsm_bloom::{Db, FilterBudget, Filters, Options, RangeFilters, RangePolicy};
+
+#[path = "common/budget_load.rs"]
+mod budget_load;
+use budget_load::{key, load, median, mix, model, point_rate, CHUNK};
 
 #[derive(Parser)]
 #[command(about = "Reads per absent get and empty range: range filters fixed or in the budget")]
@@ -46,80 +50,6 @@ struct Args {
     /// Rounds (medians reported).
     #[arg(long, default_value_t = 3)]
     rounds: u64,
-}
-
-/// Keys per flush: one level-0 table each (the default 8 MiB memtable holds ~60,000).
-const CHUNK: u64 = 50_000;
-
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^ (x >> 31)
-}
-
-/// 16 random-looking bytes for number `i` of stream `stream` (0 = stored keys).
-fn key(stream: u64, i: u64) -> [u8; 16] {
-    let a = mix(i ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let b = mix(a ^ 0x5851_F42D_4C95_7F2D);
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&a.to_be_bytes());
-    k[8..].copy_from_slice(&b.to_be_bytes());
-    k
-}
-
-/// Writes keys `0..keys` of `stream` in batches of 1,000, flushing and waiting for compactions
-/// after every `CHUNK` keys and at the end.
-fn load(db: &Db, stream: u64, keys: u64) -> lsm_bloom::Result<()> {
-    let mut batch = WriteBatch::new();
-    for i in 0..keys {
-        batch.put(key(stream, i), [b'v'; 32]);
-        if (i + 1) % 1000 == 0 {
-            db.write(std::mem::take(&mut batch))?;
-        }
-        if (i + 1) % CHUNK == 0 {
-            db.flush()?;
-            db.wait_for_compactions()?;
-        }
-    }
-    if !batch.is_empty() {
-        db.write(batch)?;
-    }
-    db.flush()?;
-    db.wait_for_compactions()
-}
-
-/// Expected wasted reads per query from each table's rate (`rate`): every level-0 table's, and
-/// per deeper level its tables' mean (a query probes one table there).
-fn model(db: &Db, rate: impl Fn(&Table) -> f64) -> f64 {
-    db.levels()
-        .iter()
-        .enumerate()
-        .filter(|(_, ts)| !ts.is_empty())
-        .map(|(level, ts)| {
-            let sum: f64 = ts.iter().map(|t| rate(t)).sum();
-            if level == 0 {
-                sum
-            } else {
-                sum / ts.len() as f64
-            }
-        })
-        .sum()
-}
-
-fn point_rate(t: &Table) -> f64 {
-    match t.filter() {
-        FilterState::Valid(f) => {
-            let h = f.header();
-            h.kind.expected_fpr(h.m, h.n, h.k)
-        }
-        _ => 1.0,
-    }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 struct Store {
