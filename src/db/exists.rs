@@ -63,7 +63,7 @@ pub(super) fn known_empty(
         } else {
             &tables[in_level(version, level, start, end)]
         };
-        for t in reached.iter().filter(|t| reaches(t, start, end)) {
+        for t in reached.iter().filter(|t| t.meets(start, end)) {
             if t.check_range(start, end) != RangeCheck::Empty {
                 return false;
             }
@@ -103,14 +103,4 @@ fn before_end(key: &[u8], end: Bound<&[u8]>) -> bool {
         Bound::Excluded(e) => key < e,
         Bound::Unbounded => true,
     }
-}
-
-/// True when table `t` may hold keys of `[start, end]` (as `iter::reaches`).
-fn reaches(t: &Table, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
-    let after_start = match start {
-        Bound::Included(k) => !t.ends_before(k),
-        Bound::Excluded(k) => !t.ends_before(k) && t.max_key() != k,
-        Bound::Unbounded => true,
-    };
-    t.properties().entries > 0 && after_start && before_end(t.min_key(), end)
 }

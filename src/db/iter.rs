@@ -40,7 +40,7 @@ use super::version::State;
 use crate::error::Result;
 use crate::filter::hash_key;
 use crate::prefix::{prefix_end, PrefixExtractor};
-use crate::table::{BlockCache, Cursor, Direction, KeyRange, Table};
+use crate::table::{BlockCache, Cursor, Direction, KeyRange};
 
 /// The prefix every key in [`start`, `end`] has under `rule`, if there is one: the prefix `q`
 /// the rule gives the start key, when the end bound does not reach past the keys starting
@@ -72,17 +72,6 @@ pub(super) fn asks_prefix(
     end: Bound<&[u8]>,
 ) -> bool {
     rule.is_some_and(|r| range_prefix(r, start, end).is_some())
-}
-
-/// True when table `t` may hold keys of `range` (its largest key compared by its prefix
-/// first, as lookups do).
-fn reaches(t: &Table, range: &KeyRange) -> bool {
-    let after_start = match range.start() {
-        Bound::Included(k) => !t.ends_before(k),
-        Bound::Excluded(k) => !t.ends_before(k) && t.max_key() != k,
-        Bound::Unbounded => true,
-    };
-    t.properties().entries > 0 && after_start && range.before_end(t.min_key())
 }
 
 /// One source of a scan's merge.
@@ -190,7 +179,7 @@ impl DbIter {
         let level0 = &version.levels()[0];
         for i in (0..level0.len()).rev() {
             let t = &level0[i];
-            if reaches(t, range) {
+            if t.meets(range.start(), range.end()) {
                 let c = LevelCursor::over(scan, version, 0, i..i + 1, dir)?;
                 sources.push(Source::Level(c));
             }

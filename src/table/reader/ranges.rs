@@ -22,6 +22,22 @@ impl Table {
         }
     }
 
+    /// Whether the table's key range meets `[start, end]` (it holds keys, and its smallest and
+    /// largest keys leave room for one there): the tables a scan of that range reaches.
+    pub fn meets(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+        let after_start = match start {
+            Bound::Included(k) => !self.ends_before(k),
+            Bound::Excluded(k) => !self.ends_before(k) && self.max_key() != k,
+            Bound::Unbounded => true,
+        };
+        let before_end = match end {
+            Bound::Included(e) => self.min_key() <= e,
+            Bound::Excluded(e) => self.min_key() < e,
+            Bound::Unbounded => true,
+        };
+        self.properties().entries > 0 && after_start && before_end
+    }
+
     /// What the range filter says about the keys between `lo` and `hi`: `Empty` only when no
     /// key of the table lies there.
     pub fn check_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> RangeCheck {
