@@ -61,7 +61,7 @@ pub(super) fn known_empty(
         let reached: &[Arc<Table>] = if level == 0 {
             tables
         } else {
-            &tables[in_level(version, level, start, end)]
+            &tables[version.reaching(level, start, end)]
         };
         for t in reached.iter().filter(|t| t.meets(start, end)) {
             if t.check_range(start, end) != RangeCheck::Empty {
@@ -76,31 +76,4 @@ pub(super) fn known_empty(
         bump(&c.levels[level].range_useful, n);
     }
     true
-}
-
-/// Positions of the tables of `level` (1 or deeper: sorted, disjoint) whose ranges may meet
-/// `[start, end]` (as `LevelCursor::level` finds them).
-fn in_level(
-    version: &super::version::Version,
-    level: usize,
-    start: Bound<&[u8]>,
-    end: Bound<&[u8]>,
-) -> std::ops::Range<usize> {
-    let tables = &version.levels()[level];
-    let first = match start {
-        Bound::Unbounded => 0,
-        Bound::Included(k) | Bound::Excluded(k) => version.first_reaching(level, k),
-    }
-    .min(tables.len());
-    let end = first + tables[first..].partition_point(|t| before_end(t.min_key(), end));
-    first..end
-}
-
-/// True when `key` lies before the end bound.
-fn before_end(key: &[u8], end: Bound<&[u8]>) -> bool {
-    match end {
-        Bound::Included(e) => key <= e,
-        Bound::Excluded(e) => key < e,
-        Bound::Unbounded => true,
-    }
 }

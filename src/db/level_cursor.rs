@@ -11,7 +11,7 @@
 //! keys (`Table::check_range`). Data blocks the tables' cursors read are added to the level's
 //! `scan_block_reads`.
 
-use std::ops::{Bound, Range};
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::stats::{bump, Counters};
@@ -56,26 +56,8 @@ impl LevelCursor {
         level: usize,
         dir: Direction,
     ) -> Result<LevelCursor> {
-        let tables = &version.levels()[level];
-        let range = &scan.range;
-        let first = match range.start() {
-            Bound::Unbounded => 0,
-            Bound::Included(k) => version.first_reaching(level, k),
-            // A table whose largest key is `k` itself holds nothing above it.
-            Bound::Excluded(k) => {
-                let i = version.first_reaching(level, k);
-                i + usize::from(tables.get(i).is_some_and(|t| t.max_key() == k))
-            }
-        };
-        let end = match range.end() {
-            Bound::Unbounded => tables.len(),
-            _ => {
-                first
-                    + tables[first.min(tables.len())..]
-                        .partition_point(|t| range.before_end(t.min_key()))
-            }
-        };
-        LevelCursor::over(scan, version, level, first..end.max(first), dir)
+        let positions = version.reaching(level, scan.range.start(), scan.range.end());
+        LevelCursor::over(scan, version, level, positions, dir)
     }
 
     /// A cursor over the tables at `positions` of `level`, in `dir`.

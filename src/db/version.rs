@@ -99,6 +99,34 @@ impl Version {
         Table::candidate_in_level(tables, &self.max_prefixes[level], key).unwrap_or(tables.len())
     }
 
+    /// Positions on `level` (1 or deeper: sorted, disjoint) of the tables whose ranges may
+    /// meet `[start, end]`: two binary searches, as a scan walks them.
+    pub(crate) fn reaching(
+        &self,
+        level: usize,
+        start: std::ops::Bound<&[u8]>,
+        end: std::ops::Bound<&[u8]>,
+    ) -> std::ops::Range<usize> {
+        use std::ops::Bound;
+        let tables = &self.levels[level];
+        let first = match start {
+            Bound::Unbounded => 0,
+            Bound::Included(k) => self.first_reaching(level, k),
+            // A table whose largest key is `k` itself holds nothing above it.
+            Bound::Excluded(k) => {
+                let i = self.first_reaching(level, k);
+                i + usize::from(tables.get(i).is_some_and(|t| t.max_key() == k))
+            }
+        }
+        .min(tables.len());
+        let last = match end {
+            Bound::Unbounded => tables.len(),
+            Bound::Included(e) => first + tables[first..].partition_point(|t| t.min_key() <= e),
+            Bound::Excluded(e) => first + tables[first..].partition_point(|t| t.min_key() < e),
+        };
+        first..last
+    }
+
     /// For each key prefix in `prefixes` (`key_prefix` of the keys), its search position on
     /// `level` (1 and deeper), all searched together (`partition_points`): the `positions`
     /// `in_level_from` takes.
