@@ -137,6 +137,19 @@ impl Cluster {
             .collect()
     }
 
+    /// The lines of node `i`'s INFO `# Replication` section.
+    fn replication_info(&self, i: usize) -> Vec<String> {
+        let lines = self.info_lines(i, "");
+        let start = lines.iter().position(|l| l == "# Replication");
+        start.map_or_else(Vec::new, |s| {
+            lines[s + 1..]
+                .iter()
+                .take_while(|l| !l.is_empty())
+                .cloned()
+                .collect()
+        })
+    }
+
     fn info_field(&self, i: usize, field: &str) -> Option<u64> {
         let port = self.ports()[i];
         let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
@@ -201,7 +214,11 @@ fn stderr_log(dir: &std::path::Path) -> Stdio {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir.with_extension("stderr"))
+        .open(
+            std::path::Path::new("/tmp/kvtrace")
+                .join(dir.file_name().unwrap())
+                .with_extension("stderr"),
+        )
         .map_or_else(|_| Stdio::null(), Stdio::from)
 }
 
@@ -347,8 +364,10 @@ fn leader_kills_lose_no_acknowledged_set_and_a_wiped_node_catches_up() {
         assert!(
             Instant::now() < deadline,
             "the wiped node stopped at applied index {applied} after its snapshot, the leader \
-             committed {commit}; the leader's followers: {:?}; the wiped node's stderr ends:\n{}",
-            c.info_lines(l, "follower"),
+             committed {commit}; the leader's replication: {:?}; the wiped node's: {:?}; its \
+             stderr ends:\n{}",
+            c.replication_info(l),
+            c.replication_info(f),
             c.stderr_tail(f)
         );
         std::thread::sleep(Duration::from_millis(100));

@@ -11,15 +11,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use std::future::Future;
 
+use futures_util::Stream;
+use openraft::base::{BoxFuture, BoxStream};
 use openraft::error::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::RPCOption;
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
-use openraft::raft::{TransferLeaderRequest, TransferLeaderResponse};
+use openraft::raft::{StreamAppendResult, TransferLeaderRequest, TransferLeaderResponse};
 use openraft::{RaftNetworkFactory, RaftNetworkV2};
 
 use super::send::send_snapshot;
+use super::stalled::end_when_stalled;
 use super::state_machine::SnapshotFile;
 use super::{BasicNode, NodeId, ReplicatedDb, TypeConfig, Vote};
 
@@ -172,6 +175,25 @@ impl RouterLink {
 
 impl RaftNetworkV2<TypeConfig> for RouterLink {
     type SnapshotData = tokio::fs::File;
+
+    /// openraft's sequential stream (each append answered before the next is sent), ended at
+    /// a repeated entry-less append (`stalled.rs`).
+    fn stream_append<'s, S>(
+        &'s mut self,
+        input: S,
+        option: RPCOption,
+    ) -> BoxFuture<
+        's,
+        Result<
+            BoxStream<'s, Result<StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>>,
+            RPCError<TypeConfig>,
+        >,
+    >
+    where
+        S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
+    {
+        openraft::network::stream_append_sequential(self, end_when_stalled(input), option)
+    }
 
     async fn append_entries(
         &mut self,

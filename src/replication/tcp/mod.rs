@@ -41,6 +41,7 @@ pub use forward::Forwarder;
 use super::receive::ChunkAnswer;
 use super::send::send_snapshot;
 use super::service::RaftService;
+use super::stalled::end_when_stalled;
 use super::state_machine::SnapshotFile;
 use super::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
 use super::{BasicNode, Error, NodeId, TypeConfig, Vote};
@@ -390,7 +391,8 @@ impl RaftNetworkV2<TypeConfig> for TcpLink {
     type SnapshotData = tokio::fs::File;
 
     /// Pipelined appends, on a connection of the stream's own (`pipeline.rs`); a stream of one
-    /// append (a heartbeat) is a plain call on the link's connection.
+    /// append (a heartbeat) is a plain call on the link's connection. The stream ends at a
+    /// repeated entry-less append (`stalled.rs`).
     fn stream_append<'s, S>(
         &'s mut self,
         input: S,
@@ -399,7 +401,7 @@ impl RaftNetworkV2<TypeConfig> for TcpLink {
     where
         S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
     {
-        Box::pin(pipeline::stream(self, input, option))
+        Box::pin(pipeline::stream(self, end_when_stalled(input), option))
     }
 
     /// Sends as many entries as fit one frame; when that is fewer than asked, a success is
