@@ -327,6 +327,12 @@ async fn heartbeats_reuse_connections() {
     tcp::heartbeats_reuse_connections().await;
 }
 
+/// An append stream that repeats an entry-less append ends after answering it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stalled_append_stream_ends() {
+    tcp::a_stalled_append_stream_ends().await;
+}
+
 /// Concurrent read index reads share rounds: 64 at once take far fewer than 64 rounds, and
 /// each still sees the write acknowledged before it began.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -276,3 +276,43 @@ pub async fn heartbeats_reuse_connections() {
     println!("tcp: {opened} connections accepted over 50 read index rounds and 1 s of heartbeats");
     assert!(opened <= 2, "{opened} connections for heartbeats");
 }
+
+/// A stream of appends that repeats an entry-less append — what openraft sends when a
+/// superseded session reads nothing from a purged log (`src/replication/stalled.rs`) — ends
+/// after the first one is answered, instead of running as long as openraft feeds it.
+pub async fn a_stalled_append_stream_ends() {
+    use futures_util::StreamExt;
+    use lsm_bloom::replication::openraft::network::RPCOption;
+    use lsm_bloom::replication::openraft::raft::AppendEntriesRequest;
+    use lsm_bloom::replication::openraft::{RaftNetworkFactory, RaftNetworkV2};
+
+    let c = TcpCluster::start(3, fast_config()).await;
+    c.put("a".into(), "1".into()).await;
+    c.converge().await;
+    let leader = c.leader().unwrap();
+    let follower = (1..=3).find(|&id| id != leader.id()).unwrap();
+    let m = leader.metrics();
+    // The leader's own heartbeat, as a stalled session repeats it: the follower holds `prev`.
+    let heartbeat = AppendEntriesRequest {
+        vote: m.vote,
+        prev_log_id: m.last_applied,
+        leader_commit: m.last_applied,
+        entries: Vec::new(),
+    };
+    let input = futures_util::stream::repeat(heartbeat);
+    let mut link = TcpNetwork::new()
+        .new_client(follower, &BasicNode::new(c.addrs[&follower].clone()))
+        .await;
+    let answers = link
+        .stream_append(input, RPCOption::new(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    let answers = tokio::time::timeout(Duration::from_secs(10), answers.collect::<Vec<_>>())
+        .await
+        .expect("the stream of repeated heartbeats did not end");
+    assert_eq!(answers.len(), 1, "answers: {answers:?}");
+    assert_eq!(
+        answers[0].as_ref().unwrap().as_ref().unwrap(),
+        &m.last_applied
+    );
+}
