@@ -214,11 +214,7 @@ fn stderr_log(dir: &std::path::Path) -> Stdio {
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(
-            std::path::Path::new("/tmp/kvtrace")
-                .join(dir.file_name().unwrap())
-                .with_extension("stderr"),
-        )
+        .open(dir.with_extension("stderr"))
         .map_or_else(|_| Stdio::null(), Stdio::from)
 }
 
