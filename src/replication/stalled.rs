@@ -38,22 +38,15 @@ pub fn end_when_stalled<S>(input: S) -> impl Stream<Item = Append> + Send + Unpi
 where
     S: Stream<Item = Append> + Send + Unpin + 'static,
 {
-    let mut before: Option<Append> = None;
+    // The vote, previous log id and commit of the append before, if it carried no entries.
+    let mut before = None;
     input.take_while(move |req| {
-        let repeat = req.entries.is_empty()
-            && before.as_ref().is_some_and(|b| {
-                b.entries.is_empty()
-                    && b.vote == req.vote
-                    && b.prev_log_id == req.prev_log_id
-                    && b.leader_commit == req.leader_commit
-            });
-        before = Some(Append {
-            vote: req.vote,
-            prev_log_id: req.prev_log_id,
-            leader_commit: req.leader_commit,
-            entries: Vec::new(),
-        })
-        .filter(|_| req.entries.is_empty());
+        let empty =
+            req.entries
+                .is_empty()
+                .then_some((req.vote, req.prev_log_id, req.leader_commit));
+        let repeat = empty.is_some() && empty == before;
+        before = empty;
         future::ready(!repeat)
     })
 }
