@@ -8,159 +8,13 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::cluster::Cluster;
 use common::kv::{call, command, free_port, redis_tools};
-
-struct Node {
-    id: u64,
-    port: u16,
-    raft: String,
-    dir: PathBuf,
-    child: Option<Child>,
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-struct Cluster {
-    nodes: Vec<Mutex<Node>>,
-    peers: String,
-}
-
-impl Cluster {
-    fn new(root: &Path) -> Cluster {
-        let nodes: Vec<Node> = (1..=3)
-            .map(|id| Node {
-                id,
-                port: free_port(),
-                raft: format!("127.0.0.1:{}", free_port()),
-                dir: root.join(format!("n{id}")),
-                child: None,
-            })
-            .collect();
-        let peers = nodes
-            .iter()
-            .map(|n| format!("{}={}", n.id, n.raft))
-            .collect::<Vec<_>>()
-            .join(",");
-        Cluster {
-            nodes: nodes.into_iter().map(Mutex::new).collect(),
-            peers,
-        }
-    }
-
-    fn start(&self, i: usize, init: bool) {
-        let mut n = self.nodes[i].lock().unwrap();
-        let mut cmd = Command::new(common::example("kv_server"));
-        cmd.args([
-            "--dir",
-            n.dir.to_str().unwrap(),
-            "--port",
-            &n.port.to_string(),
-        ])
-        .args(["--node-id", &n.id.to_string(), "--raft-addr", &n.raft])
-        .args(["--peers", &self.peers, "--snapshot-logs", "2000"])
-        .stdout(Stdio::null())
-        .stderr(stderr_log(&n.dir));
-        if init {
-            cmd.arg("--cluster-init");
-        }
-        n.child = Some(cmd.spawn().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", n.port)).is_err() {
-            assert!(Instant::now() < deadline, "node {} did not start", n.id);
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// The last lines node `i`'s processes wrote to stderr (kept outside its directory, so
-    /// a wipe keeps them).
-    fn stderr_tail(&self, i: usize) -> String {
-        let n = self.nodes[i].lock().unwrap();
-        let log = std::fs::read_to_string(n.dir.with_extension("stderr")).unwrap_or_default();
-        let lines: Vec<&str> = log.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
-    }
-
-    fn kill(&self, i: usize) {
-        let mut n = self.nodes[i].lock().unwrap();
-        if let Some(mut c) = n.child.take() {
-            c.kill().unwrap(); // SIGKILL
-            c.wait().unwrap();
-        }
-    }
-
-    fn ports(&self) -> Vec<u16> {
-        self.nodes.iter().map(|n| n.lock().unwrap().port).collect()
-    }
-
-    /// The index of the node that leads, as a running node's INFO says.
-    fn leader(&self) -> Option<usize> {
-        for port in self.ports() {
-            let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-                continue;
-            };
-            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-            let info = String::from_utf8_lossy(&call(&mut s, &[b"INFO"])).into_owned();
-            let id = info
-                .lines()
-                .find_map(|l| l.strip_prefix("leader_id:"))
-                .and_then(|v| v.trim().parse::<u64>().ok());
-            if let Some(id) = id {
-                return Some(id as usize - 1);
-            }
-        }
-        None
-    }
-
-    /// The INFO lines of node `i` that start with `prefix`.
-    fn info_lines(&self, i: usize, prefix: &str) -> Vec<String> {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.ports()[i])) else {
-            return Vec::new();
-        };
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let info = String::from_utf8_lossy(&call(&mut s, &[b"INFO"])).into_owned();
-        info.lines()
-            .filter(|l| l.starts_with(prefix))
-            .map(str::to_owned)
-            .collect()
-    }
-
-    /// The lines of node `i`'s INFO `# Replication` section.
-    fn replication_info(&self, i: usize) -> Vec<String> {
-        let lines = self.info_lines(i, "");
-        let start = lines.iter().position(|l| l == "# Replication");
-        start.map_or_else(Vec::new, |s| {
-            lines[s + 1..]
-                .iter()
-                .take_while(|l| !l.is_empty())
-                .cloned()
-                .collect()
-        })
-    }
-
-    fn info_field(&self, i: usize, field: &str) -> Option<u64> {
-        let port = self.ports()[i];
-        let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let info = String::from_utf8_lossy(&call(&mut s, &[b"INFO"])).into_owned();
-        let prefix = format!("{field}:");
-        info.lines()
-            .find_map(|l| l.strip_prefix(prefix.as_str()))
-            .and_then(|v| v.trim().parse().ok())
-    }
-}
 
 /// Writer `t`: SETs `ack:t:n` one at a time through the nodes in turn (any node takes a
 /// write); a SET is acknowledged when `+OK` comes back. Returns the acknowledged `n`s.
@@ -209,15 +63,6 @@ fn writer(ports: Vec<u16>, t: usize, stop: &AtomicBool) -> Vec<usize> {
 }
 
 /// Every acknowledged key, read back through node `i` (a linearizable read on that node).
-/// Appends to `<dir>.stderr`: every process of a node writes there.
-fn stderr_log(dir: &std::path::Path) -> Stdio {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.with_extension("stderr"))
-        .map_or_else(|_| Stdio::null(), Stdio::from)
-}
-
 fn missing_on(port: u16, acked: &[(usize, Vec<usize>)]) -> Vec<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -234,17 +79,6 @@ fn missing_on(port: u16, acked: &[(usize, Vec<usize>)]) -> Vec<String> {
     missing
 }
 
-fn wait_for_leader(c: &Cluster) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(l) = c.leader() {
-            return l;
-        }
-        assert!(Instant::now() < deadline, "no leader within 20 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn leader_kills_lose_no_acknowledged_set_and_a_wiped_node_catches_up() {
     let root = tempfile::tempdir().unwrap();
@@ -252,7 +86,7 @@ fn leader_kills_lose_no_acknowledged_set_and_a_wiped_node_catches_up() {
     c.start(0, true);
     c.start(1, false);
     c.start(2, false);
-    wait_for_leader(&c);
+    c.wait_for_leader();
     let ports = c.ports();
     let bench = redis_tools().then(|| {
         Command::new("redis-benchmark")
@@ -274,7 +108,7 @@ fn leader_kills_lose_no_acknowledged_set_and_a_wiped_node_catches_up() {
     let mut failovers = Vec::new();
     for k in 0..kills {
         std::thread::sleep(Duration::from_millis(600));
-        let l = wait_for_leader(&c);
+        let l = c.wait_for_leader();
         c.kill(l);
         let killed = Instant::now();
         // Failover: from the SIGKILL to the first write acknowledged by a survivor (it
@@ -326,7 +160,7 @@ fn leader_kills_lose_no_acknowledged_set_and_a_wiped_node_catches_up() {
     );
 
     // A follower's data directory deleted: it restarts empty and catches up by snapshot.
-    let l = wait_for_leader(&c);
+    let l = c.wait_for_leader();
     let f = (l + 1) % 3;
     c.kill(f);
     std::fs::remove_dir_all(&c.nodes[f].lock().unwrap().dir).unwrap();

@@ -17,6 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::ops::Bound;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use lsm_bloom::replication::tcp::{Forwarder, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{
@@ -29,6 +31,8 @@ use super::store::StoreResult;
 
 pub struct Cluster {
     rt: tokio::runtime::Runtime,
+    /// Set by `close`: the Raft core stopping is then expected, not a failure.
+    closing: Arc<AtomicBool>,
     node: ReplicatedDb,
     fwd: Forwarder,
     server: Option<RaftServer>,
@@ -96,8 +100,20 @@ impl Cluster {
             }
             Ok::<_, Box<dyn std::error::Error>>((node, server))
         })?;
+        // A Raft core that failed answers every call with the same error for good: exit with
+        // its reason instead, so a supervisor restarts the process.
+        let closing = Arc::new(AtomicBool::new(false));
+        let (watched, expected) = (node.clone(), Arc::clone(&closing));
+        rt.spawn(async move {
+            let why = watched.stopped().await;
+            if !expected.load(Ordering::SeqCst) {
+                eprintln!("kv_server: node {id}: the Raft core stopped ({why}); exiting");
+                std::process::exit(70);
+            }
+        });
         Ok(Cluster {
             rt,
+            closing,
             node,
             fwd: Forwarder::new(),
             server: Some(server),
@@ -238,6 +254,7 @@ impl Cluster {
     }
 
     pub fn close(mut self) -> Result<(), Box<dyn std::error::Error>> {
+        self.closing.store(true, Ordering::SeqCst);
         if let Some(mut s) = self.server.take() {
             s.stop();
         }

@@ -28,6 +28,22 @@ const DELETE: u8 = 2;
 /// Longest node address accepted.
 pub(crate) const MAX_ADDR: usize = 1024;
 
+/// The largest term a vote or log id may carry (2^48). openraft adds one to a term at each
+/// election, and a term of `u64::MAX` taken from a peer made every node's next election
+/// overflow and panic, for good (the vote is durable). A real cluster electing a leader
+/// every millisecond reaches 2^48 in about 8,900 years, so a larger term is malformed.
+pub(crate) const MAX_TERM: u64 = 1 << 48;
+/// The largest log index a log id may carry (2^62): a node appending 10^9 entries a second
+/// reaches it in 146 years; openraft adds to indexes, so values near `u64::MAX` are refused.
+pub(crate) const MAX_INDEX: u64 = 1 << 62;
+
+fn check_term(term: u64, what: &str) -> DecodeResult<u64> {
+    if term > MAX_TERM {
+        return Err(format!("{what} term {term} (at most 2^48)"));
+    }
+    Ok(term)
+}
+
 /// A decode failure: what was being decoded and what was wrong.
 pub(crate) type DecodeResult<T> = std::result::Result<T, String>;
 
@@ -50,9 +66,12 @@ pub(crate) fn put_log_id(out: &mut Vec<u8>, id: &LogId) {
 }
 
 pub(crate) fn get_log_id(c: &mut Cursor<'_>) -> DecodeResult<LogId> {
-    let term = c.u64()?;
+    let term = check_term(c.u64()?, "log id")?;
     let node_id = c.u64()?;
     let index = c.u64()?;
+    if index > MAX_INDEX {
+        return Err(format!("log id index {index} (at most 2^62)"));
+    }
     Ok(LogId::new(CommittedLeaderId::new(term, node_id), index))
 }
 
@@ -86,7 +105,7 @@ pub(crate) fn encode_vote(v: &Vote) -> Vec<u8> {
 
 pub(crate) fn decode_vote(b: &[u8]) -> DecodeResult<Vote> {
     let mut c = Cursor::new(b);
-    let term = c.u64()?;
+    let term = check_term(c.u64()?, "vote")?;
     let node = c.u64()?;
     let committed = match c.u8()? {
         0 => false,
@@ -364,5 +383,28 @@ mod tests {
         put_u32(&mut out, 0);
         let err = get_membership(&mut Cursor::new(&out)).unwrap_err();
         assert!(err.contains("voter 5"), "{err}");
+    }
+
+    /// A term past 2^48 or an index past 2^62 is malformed wherever it appears (a vote, a
+    /// log id): openraft adds to both, and a peer's `u64::MAX` term made every node panic.
+    #[test]
+    fn terms_and_indexes_out_of_range_are_refused() {
+        let v = Vote::new(MAX_TERM, 2);
+        assert_eq!(decode_vote(&encode_vote(&v)).unwrap(), v);
+        for term in [MAX_TERM + 1, u64::MAX] {
+            let err = decode_vote(&encode_vote(&Vote::new(term, 2))).unwrap_err();
+            assert!(err.contains("vote term"), "{err}");
+            let id = LogId::new(CommittedLeaderId::new(term, 1), 5);
+            let err = decode_opt_log_id(&encode_opt_log_id(Some(&id))).unwrap_err();
+            assert!(err.contains("log id term"), "{err}");
+        }
+        let id = LogId::new(CommittedLeaderId::new(3, 1), MAX_INDEX);
+        assert_eq!(
+            decode_opt_log_id(&encode_opt_log_id(Some(&id))).unwrap(),
+            Some(id)
+        );
+        let id = LogId::new(CommittedLeaderId::new(3, 1), u64::MAX);
+        let err = decode_opt_log_id(&encode_opt_log_id(Some(&id))).unwrap_err();
+        assert!(err.contains("index"), "{err}");
     }
 }

@@ -2,10 +2,12 @@
 //!
 //! Keys (FORMAT.md §7.1): `e` + the index big-endian for each entry, so entries sort by
 //! index; `m/vote`, `m/committed`, `m/purged` for the vote and the two marks; `m/format` for
-//! the layout's version. Every append, truncation and purge is one `WriteBatch`, so a crash
-//! leaves the log as it was before or after the call, never a hole or a partial suffix (an
-//! append of more than 64 MiB is written as several batches, in order: a crash between them
-//! leaves a prefix of its entries, none reported durable).
+//! the layout's version. An append is one `WriteBatch` (one of more than 64 MiB is written as
+//! several, in order: a crash between them leaves a prefix of its entries, none reported
+//! durable). Truncations and purges delete only the entries present, in bounded batches
+//! (`log_trim.rs`): a truncation highest first, so a crash leaves a shorter contiguous log; a
+//! purge writes its mark first, so a crash leaves only entries at or below the mark, which
+//! `open` deletes. Never a hole.
 //!
 //! Durability, the contract openraft states for each method:
 //! - `append`: the entries are written (unsynced) before it returns, so they are readable at
@@ -29,10 +31,10 @@ use openraft::RaftLogReader;
 
 use super::codec;
 use super::log_tail::Tail;
+use super::log_trim::{self, entry_key, index_of, ENTRY};
 use super::{Entry, LogId, TypeConfig, Vote};
 use crate::db::{Db, Filters, Options, WriteBatch, WriteOptions};
 
-const ENTRY: u8 = b'e';
 const VOTE: &[u8] = b"m/vote";
 const COMMITTED: &[u8] = b"m/committed";
 const PURGED: &[u8] = b"m/purged";
@@ -44,19 +46,6 @@ const APPEND_BATCH_BYTES: usize = 64 << 20;
 const FORMAT_VERSION: u32 = 1;
 
 type StorageResult<T> = Result<T, std::io::Error>;
-
-fn entry_key(index: u64) -> [u8; 9] {
-    let mut k = [ENTRY; 9];
-    k[1..].copy_from_slice(&index.to_be_bytes());
-    k
-}
-
-fn index_of(key: &[u8]) -> Option<u64> {
-    match key {
-        [ENTRY, rest @ ..] => Some(u64::from_be_bytes(rest.try_into().ok()?)),
-        _ => None,
-    }
-}
 
 fn read_err(e: impl std::fmt::Display) -> std::io::Error {
     std::io::Error::other(format!("reading the raft log: {e}"))
@@ -127,6 +116,18 @@ impl LogStore {
                 codec::decode_opt_log_id(&b).map_err(|r| corrupt(dir.as_ref(), "purged mark", r))?
             }
         };
+        // A purge writes its mark before it deletes the entries (`log_trim.rs`): entries a
+        // crash left at or below the mark are deleted now.
+        if let Some(p) = &last_purged_log_id {
+            log_trim::delete_entries(
+                &db,
+                0,
+                p.index,
+                log_trim::From::Low,
+                WriteBatch::new(),
+                false,
+            )?;
+        }
         let last = db
             .scan([ENTRY].as_slice()..[ENTRY + 1].as_slice())?
             .next_back();
@@ -136,7 +137,7 @@ impl LogStore {
                 let (_, v) = kv?;
                 let e =
                     codec::decode_entry(&v).map_err(|r| corrupt(dir.as_ref(), "last entry", r))?;
-                Some(e.log_id)
+                Some(e.log_id).max(last_purged_log_id)
             }
         };
         let committed = match db.get(COMMITTED)? {
@@ -416,16 +417,18 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let from = last_log_id.as_ref().map_or(0, |l| l.index + 1);
         self.tail().truncate(from);
         let state = self.state();
-        let mut b = WriteBatch::new();
-        if let Some(last) = &state.last_log_id {
-            for i in from..=last.index {
-                b.delete(entry_key(i));
-            }
-        }
-        self.shared
-            .db
-            .write_opt(b, WriteOptions { sync: true })
-            .map_err(write_err)?;
+        // Only entries present are deleted, the highest first and in bounded batches
+        // (`log_trim.rs`): a crash part-way leaves a shorter log, still contiguous.
+        let hi = state.last_log_id.map(|l| l.index);
+        log_trim::delete_entries(
+            &self.shared.db,
+            from,
+            hi.unwrap_or(0),
+            log_trim::From::High,
+            WriteBatch::new(),
+            true,
+        )
+        .map_err(write_err)?;
         self.update(|s| {
             if s.last_log_id.as_ref().is_some_and(|l| l.index >= from) {
                 s.last_log_id = last_log_id.or(s.last_purged_log_id);
@@ -434,23 +437,30 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
-    /// Removes entries up to and including `log_id` and records it as purged, in one batch.
+    /// Records `log_id` as purged, then removes the entries up to it that are present, in
+    /// bounded batches (`log_trim.rs`): the mark goes first, so a crash part-way leaves only
+    /// entries at or below it, which `open` deletes.
     async fn purge(&mut self, log_id: LogId) -> StorageResult<()> {
         let state = self.state();
         let from = state.last_purged_log_id.map_or(0, |p| p.index + 1);
-        let mut b = WriteBatch::new();
-        for i in from..=log_id.index {
-            b.delete(entry_key(i));
-        }
-        b.put(PURGED, codec::encode_opt_log_id(Some(&log_id)));
+        let mut mark = WriteBatch::new();
+        mark.put(PURGED, codec::encode_opt_log_id(Some(&log_id)));
         self.tail().purge(log_id.index);
-        self.shared.db.write(b).map_err(write_err)?;
         self.update(|s| {
             s.last_purged_log_id = Some(log_id);
             if s.last_log_id < Some(log_id) {
                 s.last_log_id = Some(log_id);
             }
         });
+        log_trim::delete_entries(
+            &self.shared.db,
+            from,
+            log_id.index,
+            log_trim::From::Low,
+            mark,
+            false,
+        )
+        .map_err(write_err)?;
         Ok(())
     }
 }

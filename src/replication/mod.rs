@@ -23,6 +23,7 @@ pub(crate) mod fuzz_seeds;
 mod lease;
 mod log_store;
 mod log_tail;
+mod log_trim;
 pub mod network;
 mod node;
 mod read_index;

@@ -418,6 +418,19 @@ impl ReplicatedDb {
         &self.log
     }
 
+    /// Resolves once this node's Raft core has stopped — shut down, or failed (a panic, a
+    /// storage error) — with openraft's account of why. After a failure every call answers
+    /// the same error for good: a server watches this to exit with that message instead, so
+    /// its supervisor restarts it.
+    pub async fn stopped(&self) -> String {
+        let mut metrics = self.raft.metrics();
+        while metrics.changed().await.is_ok() {}
+        match self.raft.is_initialized().await {
+            Err(e) => e.to_string(),
+            Ok(_) => "the Raft core stopped".into(),
+        }
+    }
+
     /// Stops this node's Raft; the stores close when the last clone is dropped.
     pub async fn shutdown(&self) -> Result<()> {
         self.raft

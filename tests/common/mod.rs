@@ -1,6 +1,7 @@
 //! Helpers shared by the store's integration tests.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod kv;
 mod rng;
 pub mod workload;

@@ -8,6 +8,7 @@ mod cluster;
 mod fixtures;
 mod lease;
 mod linearizable;
+mod log_trim;
 mod power_loss;
 mod tcp;
 

@@ -1,0 +1,115 @@
+//! kv_server as a three-node cluster of processes, against inputs at the edges of what it
+//! takes: a forged frame on the raft port carrying the largest term, and a write of a value
+//! near the store's 64 MiB limit. Each must leave the cluster committing writes.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::cluster::Cluster;
+use common::kv::call;
+
+/// A frame as FORMAT.md §8 lays it out: u32 length, CRC-32 of the payload, the payload.
+fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_le_bytes().to_vec();
+    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// An entry-less append (request 1) carrying a committed vote of `term` from node 9.
+fn append_with_term(term: u64) -> Vec<u8> {
+    let mut p = vec![1u8];
+    p.extend_from_slice(&term.to_le_bytes());
+    p.extend_from_slice(&9u64.to_le_bytes());
+    p.push(1); // committed
+    p.push(0); // no previous log id
+    p.push(0); // no leader commit
+    p.extend_from_slice(&0u32.to_le_bytes()); // no entries
+    frame(&p)
+}
+
+/// SET `key` through node `i` within `within`, retrying while the cluster has no leader.
+fn set_within(c: &Cluster, i: usize, key: &[u8], value: &[u8], within: Duration) {
+    let deadline = Instant::now() + within;
+    let mut last = Vec::new();
+    while Instant::now() < deadline {
+        if let Ok(mut s) = TcpStream::connect(("127.0.0.1", c.ports()[i])) {
+            s.set_read_timeout(Some(within)).unwrap();
+            last = call(&mut s, &[b"SET", key, value]);
+            if last == b"+OK\r\n" {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "SET {} through node {} failed for {within:?}: {}\n{}",
+        String::from_utf8_lossy(key),
+        i + 1,
+        String::from_utf8_lossy(&last),
+        c.stderr_tail(i)
+    );
+}
+
+fn running(c: &Cluster, i: usize) -> bool {
+    let mut n = c.nodes[i].lock().unwrap();
+    n.child
+        .as_mut()
+        .is_some_and(|p| p.try_wait().unwrap().is_none())
+}
+
+/// One append carrying a vote of term 2^64−1, sent to a follower's raft port, used to be
+/// stored, adopted by the leader from the next heartbeat's answer, and then overflow every
+/// node's next election (a panic, again at every restart, the vote being durable). Now the
+/// follower closes the connection without an answer, and the cluster goes on: same leader
+/// term range, every node running and taking writes.
+#[test]
+fn a_forged_append_with_the_largest_term_is_refused() {
+    let root = tempfile::tempdir().unwrap();
+    let c = Cluster::new(root.path());
+    for i in 0..3 {
+        c.start(i, i == 0);
+    }
+    let leader = c.wait_for_leader();
+    set_within(&c, leader, b"before", b"1", Duration::from_secs(20));
+    let term_before = c.info_field(leader, "current_term").unwrap();
+    let follower = (leader + 1) % 3;
+    let raft = c.nodes[follower].lock().unwrap().raft.clone();
+    for term in [u64::MAX, u64::MAX - 1, 1 << 63] {
+        let mut s = TcpStream::connect(&raft).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&append_with_term(term)).unwrap();
+        let mut answer = Vec::new();
+        let _ = s.read_to_end(&mut answer);
+        assert!(
+            answer.is_empty(),
+            "the follower answered a forged term {term}: {answer:?}"
+        );
+    }
+    // The panic came within a few election timeouts (400–800 ms) on the old build.
+    std::thread::sleep(Duration::from_secs(4));
+    for i in 0..3 {
+        assert!(
+            running(&c, i),
+            "node {} exited:\n{}",
+            i + 1,
+            c.stderr_tail(i)
+        );
+        set_within(
+            &c,
+            i,
+            format!("after{i}").as_bytes(),
+            b"1",
+            Duration::from_secs(10),
+        );
+    }
+    let leader = c.wait_for_leader();
+    let term_after = c.info_field(leader, "current_term").unwrap();
+    assert!(
+        term_after < term_before + 10,
+        "the term went from {term_before} to {term_after}"
+    );
+}
