@@ -113,3 +113,72 @@ fn a_forged_append_with_the_largest_term_is_refused() {
         "the term went from {term_before} to {term_after}"
     );
 }
+
+/// A value of 63 MiB less 1 KiB (a replicated request's limit is 63 MiB), set on the leader while another client writes small
+/// values: it used to wedge replication for good (each append's answer had to come within the
+/// 100 ms heartbeat interval, so its frame was cut off and sent again, forever). It commits,
+/// every node reads it back whole, and small writes go on committing through every node.
+#[test]
+fn a_value_near_the_size_limit_replicates() {
+    let root = tempfile::tempdir().unwrap();
+    let c = Cluster::new(root.path());
+    for i in 0..3 {
+        c.start_with(i, i == 0, &["--max-request-mib", "80"]);
+    }
+    let leader = c.wait_for_leader();
+    set_within(&c, leader, b"before", b"1", Duration::from_secs(20));
+    let big: Vec<u8> = (0..(63 << 20) - 1024)
+        .map(|i: u32| (i % 251) as u8)
+        .collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let small = s.spawn(|| {
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                set_within(
+                    &c,
+                    n as usize % 3,
+                    format!("small{n}").as_bytes(),
+                    b"x",
+                    Duration::from_secs(30),
+                );
+                n += 1;
+            }
+            n
+        });
+        let started = Instant::now();
+        set_within(&c, leader, b"big", &big, Duration::from_secs(60));
+        println!(
+            "a {} MiB SET committed in {:?}",
+            big.len() >> 20,
+            started.elapsed()
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        println!("{} small SETs meanwhile", small.join().unwrap());
+    });
+    for i in 0..3 {
+        let started = Instant::now();
+        set_within(
+            &c,
+            i,
+            format!("after{i}").as_bytes(),
+            b"1",
+            Duration::from_secs(5),
+        );
+        println!(
+            "then a small SET through node {} in {:?}",
+            i + 1,
+            started.elapsed()
+        );
+        let mut s = TcpStream::connect(("127.0.0.1", c.ports()[i])).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let got = call(&mut s, &[b"GET", b"big"]);
+        let header = format!("${}\r\n", big.len());
+        assert!(
+            got.starts_with(header.as_bytes()) && got[header.len()..got.len() - 2] == big[..],
+            "node {} read back {} bytes",
+            i + 1,
+            got.len()
+        );
+    }
+}

@@ -23,7 +23,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
-use super::{bump, read_payload, read_request, Closed, TcpLink, TransportStats, TRANSFER};
+use super::{
+    allowance, bump, read_payload, read_request, Closed, TcpLink, TransportStats, TRANSFER,
+};
 use crate::replication::service::RaftService;
 use crate::replication::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
 use crate::replication::{LogId, NodeId, TypeConfig};
@@ -36,11 +38,13 @@ pub(super) type StreamItem =
     Result<openraft::raft::StreamAppendResult<TypeConfig>, RPCError<TypeConfig>>;
 
 /// What the writer sent, for reading its answer: the request's previous log id, the last
-/// log id it carried, and whether it carried all its entries.
+/// log id it carried, whether it carried all its entries, and its frame's size (its answer
+/// may take the frame's `allowance` beyond the stream's time-to-live).
 struct Sent {
     prev: Option<LogId>,
     last: Option<LogId>,
     whole: bool,
+    bytes: usize,
 }
 
 /// Aborts a task when dropped.
@@ -185,6 +189,7 @@ async fn write_appends<S>(
             prev: req.prev_log_id,
             last,
             whole,
+            bytes: payload.len(),
         };
         if tx.send(sent).await.is_err() || wr.write_all(&wire::frame(&payload)).await.is_err() {
             return;
@@ -226,7 +231,10 @@ impl Reader {
                 .map_err(|_| "a malformed frame".to_string())?;
             wire::decode_response(&body)
         };
-        let response = match tokio::time::timeout(self.ttl, read).await {
+        // The clock starts once the answer before is read; this request may still be on its
+        // way (the writer does not wait), so its bytes are allowed for too.
+        let ttl = self.ttl + allowance(sent.bytes);
+        let response = match tokio::time::timeout(ttl, read).await {
             Ok(Ok(r)) => r,
             Ok(Err(m)) => {
                 bump(&self.stats.failed);
@@ -234,7 +242,7 @@ impl Reader {
             }
             Err(_) => {
                 bump(&self.stats.failed);
-                return (Err(net(format!("no answer within {:?}", self.ttl))), false);
+                return (Err(net(format!("no answer within {ttl:?}"))), false);
             }
         };
         bump(&self.stats.frames_in);
