@@ -216,26 +216,37 @@ fn leader_kills_lose_no_acknowledged_set_and_a_wiped_node_catches_up() {
     println!("a wiped node caught up by snapshot");
 }
 
-/// The raft port has no authentication: off loopback, kv_server refuses to serve it unless
-/// protected mode is turned off, and says why.
+/// Cluster mode asks how nodes authenticate: without the TLS flags it refuses to start
+/// unless plain TCP is asked for by name, and plain TCP serves loopback only, whatever
+/// protected mode says.
 #[test]
-fn an_unauthenticated_raft_port_off_loopback_needs_protected_mode_off() {
+fn a_raft_port_without_tls_needs_plain_loopback_asked_for_and_a_loopback_address() {
     let dir = tempfile::tempdir().unwrap();
-    let raft = format!("0.0.0.0:{}", free_port());
-    let out = Command::new(common::example("kv_server"))
-        .args([
-            "--dir",
-            dir.path().to_str().unwrap(),
-            "--port",
-            &free_port().to_string(),
-        ])
-        .args(["--node-id", "1", "--raft-addr", &raft, "--cluster-init"])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let run = |raft: &str, extra: &[&str]| {
+        let out = Command::new(common::example("kv_server"))
+            .args([
+                "--dir",
+                dir.path().to_str().unwrap(),
+                "--port",
+                &free_port().to_string(),
+            ])
+            .args(["--node-id", "1", "--raft-addr", raft, "--cluster-init"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{raft} {extra:?} started");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let loopback = format!("127.0.0.1:{}", free_port());
+    let err = run(&loopback, &[]);
     assert!(
-        err.contains("raft port") && err.contains("--protected-mode no"),
+        err.contains("--cluster-tls-cert") && err.contains("--cluster-plain-loopback"),
         "{err}"
     );
+    let any = format!("0.0.0.0:{}", free_port());
+    let err = run(
+        &any,
+        &["--cluster-plain-loopback", "--protected-mode", "no"],
+    );
+    assert!(err.contains("not a loopback address"), "{err}");
 }

@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use lsm_bloom::replication::tcp::{Forwarder, RaftServer, TcpNetwork};
+use lsm_bloom::replication::tcp::{Forwarder, PeerAuth, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{
     BasicNode, Error, NodeId, ReplicatedDb, ReplicationConfig, Request, Scan,
 };
@@ -63,10 +63,39 @@ pub fn parse_peers(s: &str) -> Result<BTreeMap<NodeId, String>, String> {
     Ok(out)
 }
 
+/// How this node's raft connections authenticate: mutual TLS from the `tls` files
+/// (certificate, key, CA), or plain TCP on loopback when asked for by name.
+pub fn peer_auth(
+    id: NodeId,
+    cluster: &str,
+    tls: Option<(&Path, &Path, &Path)>,
+    plain_loopback: bool,
+) -> Result<PeerAuth, String> {
+    match (tls, plain_loopback) {
+        (Some((cert, key, ca)), _) => PeerAuth::tls_from_pem(cluster, id, cert, key, ca),
+        (None, true) => PeerAuth::plain_loopback(cluster, id),
+        (None, false) => {
+            return Err(
+                "cluster mode needs --cluster-tls-cert, --cluster-tls-key and \
+                 --cluster-tls-ca (mutual TLS between the nodes), or --cluster-plain-loopback \
+                 for a cluster on one machine's loopback addresses"
+                    .into(),
+            )
+        }
+    }
+    .map_err(|e| format!("the raft port: {e}"))
+}
+
 impl Cluster {
-    /// Opens node `id` on `dir`, serving its Raft on `raft_addr`; with `init`, makes a new
-    /// cluster of `peers` (harmless on a node that already has one).
+    /// Opens node `id` on `dir`, serving its Raft on `raft_addr` to nodes that authenticate
+    /// as `auth` says; with `init`, makes a new cluster of `peers` (harmless on a node that
+    /// already has one).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one per kv_server flag it serves"
+    )]
     pub fn open(
+        auth: PeerAuth,
         id: NodeId,
         dir: &Path,
         raft_addr: &str,
@@ -88,8 +117,9 @@ impl Cluster {
         config.raft.max_in_snapshot_log_to_keep = snapshot_logs / 10;
         let (node, server) = rt.block_on(async {
             let listener = tokio::net::TcpListener::bind(raft_addr).await?;
-            let node = ReplicatedDb::open(id, dir, config, TcpNetwork::new()).await?;
-            let server = RaftServer::serve(listener, node.clone())?;
+            let network = TcpNetwork::new(auth.clone());
+            let node = ReplicatedDb::open(id, dir, config, network).await?;
+            let server = RaftServer::serve(listener, node.clone(), auth.clone())?;
             if init {
                 let mut members: BTreeMap<NodeId, BasicNode> = peers
                     .iter()
@@ -115,7 +145,7 @@ impl Cluster {
             rt,
             closing,
             node,
-            fwd: Forwarder::new(),
+            fwd: Forwarder::new(auth),
             server: Some(server),
         })
     }

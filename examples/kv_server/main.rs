@@ -85,8 +85,7 @@ struct Args {
     /// File holding the password (one line; a trailing newline is ignored).
     #[arg(long)]
     requirepass_file: Option<PathBuf>,
-    /// `no` allows serving a non-loopback address without a password, and (cluster mode) a
-    /// raft port off loopback, which has no authentication.
+    /// `no` allows serving a non-loopback address without a password.
     #[arg(long, default_value = "yes", value_parser = ["yes", "no"])]
     protected_mode: String,
     /// Prefix filters by delimiter: a key's prefix runs up to and including its
@@ -128,6 +127,25 @@ struct Args {
     /// behind it, for followers slightly behind).
     #[arg(long, default_value_t = 10_000, requires = "node_id")]
     snapshot_logs: u64,
+    /// Cluster mode: the cluster's id, sent in every raft connection's handshake: nodes of
+    /// two clusters never exchange a message.
+    #[arg(long, default_value = "lsm-bloom", requires = "node_id")]
+    cluster_id: String,
+    /// Cluster mode: this node's certificate (PEM), signed by the cluster's CA and naming
+    /// the node as the URI subject alternative name `lsm-bloom://node/<id>`. With
+    /// `--cluster-tls-key` and `--cluster-tls-ca`: mutual TLS on the raft port.
+    #[arg(long, requires_all = ["cluster_tls_key", "cluster_tls_ca", "node_id"])]
+    cluster_tls_cert: Option<PathBuf>,
+    /// Cluster mode: this node's private key (PEM).
+    #[arg(long, requires = "cluster_tls_cert")]
+    cluster_tls_key: Option<PathBuf>,
+    /// Cluster mode: the cluster's CA certificate (PEM), which signed every node's.
+    #[arg(long, requires = "cluster_tls_cert")]
+    cluster_tls_ca: Option<PathBuf>,
+    /// Cluster mode without TLS: plain TCP between nodes, which authenticates nothing, so
+    /// only on loopback addresses (a cluster on one machine).
+    #[arg(long, conflicts_with = "cluster_tls_cert", requires = "node_id")]
+    cluster_plain_loopback: bool,
 }
 
 /// The prefix rule the flags ask for.
@@ -181,7 +199,17 @@ fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::E
         #[cfg(feature = "replication")]
         (Some(id), Some(raft_addr)) => {
             let peers = cluster::parse_peers(&args.peers)?;
+            let tls = match (
+                &args.cluster_tls_cert,
+                &args.cluster_tls_key,
+                &args.cluster_tls_ca,
+            ) {
+                (Some(c), Some(k), Some(a)) => Some((c.as_path(), k.as_path(), a.as_path())),
+                _ => None,
+            };
+            let auth = cluster::peer_auth(id, &args.cluster_id, tls, args.cluster_plain_loopback)?;
             Ok(Store::Cluster(Box::new(cluster::Cluster::open(
+                auth,
                 id,
                 &args.dir,
                 raft_addr,
@@ -211,22 +239,6 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 "refusing to listen on {a} without a password (protected mode): give \
                  --requirepass-file (or --requirepass), bind a loopback address, or pass \
                  --protected-mode no to serve unauthenticated clients on the network"
-            )
-            .into());
-        }
-    }
-    // The raft port has no authentication: anyone who reaches it can write (a forwarded
-    // write) or disturb the cluster. Off loopback it must be asked for knowingly.
-    if let Some(raft) = &args.raft_addr {
-        let off_loopback = raft
-            .to_socket_addrs()
-            .map_err(|e| format!("--raft-addr {raft}: {e}"))?
-            .any(|a| !a.ip().is_loopback());
-        if off_loopback && args.protected_mode == "yes" {
-            return Err(format!(
-                "refusing to serve the raft port on {raft} (protected mode): it carries no \
-                 authentication, so it must be reachable by the cluster's nodes only; pass \
-                 --protected-mode no once a firewall or private network ensures that"
             )
             .into());
         }

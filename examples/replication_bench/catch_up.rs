@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lsm_bloom::replication::tcp::{RaftServer, TcpNetwork};
+use lsm_bloom::replication::tcp::{PeerAuth, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{ReplicatedDb, ReplicationConfig};
 
 /// `VmRSS` or `VmHWM` of this process, in MiB (Linux).
@@ -27,10 +27,12 @@ fn status_mib(field: &str) -> f64 {
 pub async fn learner(dir: &Path, target: u64) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let node = ReplicatedDb::open(4, dir, ReplicationConfig::default(), TcpNetwork::new())
+    let auth = PeerAuth::plain_loopback("bench", 4).unwrap();
+    let network = TcpNetwork::new(auth.clone());
+    let node = ReplicatedDb::open(4, dir, ReplicationConfig::default(), network)
         .await
         .unwrap();
-    let _server = RaftServer::serve(listener, node.clone()).unwrap();
+    let _server = RaftServer::serve(listener, node.clone(), auth).unwrap();
     println!("addr {addr} rss {:.1}", status_mib("VmRSS:"));
     let deadline = Instant::now() + Duration::from_secs(600);
     while node.metrics().last_applied.map(|l| l.index) < Some(target) {
@@ -48,11 +50,15 @@ pub async fn learner(dir: &Path, target: u64) {
 /// The parent's side (module comment).
 pub async fn run(mib: u64) {
     let root = tempfile::tempdir().unwrap();
-    let (nodes, _servers) = super::cluster(root.path(), |id, dir| async move {
-        ReplicatedDb::open(id, dir, ReplicationConfig::default(), TcpNetwork::new())
-            .await
-            .unwrap()
-    })
+    let (nodes, _servers) = super::cluster(
+        root.path(),
+        super::Transport::Plain,
+        |id, dir, net| async move {
+            ReplicatedDb::open(id, dir, ReplicationConfig::default(), net)
+                .await
+                .unwrap()
+        },
+    )
     .await;
     let leader = nodes[0].clone();
     // 64 KiB values, 8 writers.

@@ -25,10 +25,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use lsm_bloom::replication::tcp::{RaftServer, TcpNetwork};
+use lsm_bloom::replication::tcp::{PeerAuth, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{BasicNode, RaftService, ReadPolicy, ReplicatedDb, ReplicationConfig};
 
 mod catch_up;
+#[path = "../../tests/common/certs.rs"]
+#[allow(
+    dead_code,
+    reason = "shared with the tests, which use the PEM files too"
+)]
+mod certs;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 use lsm_bloom::{Db, Options};
@@ -90,12 +96,34 @@ impl BenchNode for rocks::RocksNode {
     }
 }
 
-/// Three nodes opened by `open` (id, directory), each served over TCP on 127.0.0.1; node 1
-/// initializes the cluster and leads.
-async fn cluster<S, F, Fut>(root: &std::path::Path, open: F) -> (Vec<S>, Vec<RaftServer>)
+/// How the nodes of a cluster connect: plain TCP on loopback, or mutual TLS with
+/// certificates of a CA made for the run.
+#[derive(Clone, Copy)]
+enum Transport<'a> {
+    Plain,
+    Tls(&'a certs::Ca),
+}
+
+impl Transport<'_> {
+    /// Node `id`'s `PeerAuth`.
+    fn auth(self, id: u64) -> PeerAuth {
+        match self {
+            Transport::Plain => PeerAuth::plain_loopback("bench", id).unwrap(),
+            Transport::Tls(ca) => ca.auth("bench", id),
+        }
+    }
+}
+
+/// Three nodes opened by `open` (id, directory, its network), each served over TCP on
+/// 127.0.0.1 as `transport` says; node 1 initializes the cluster and leads.
+async fn cluster<S, F, Fut>(
+    root: &std::path::Path,
+    transport: Transport<'_>,
+    open: F,
+) -> (Vec<S>, Vec<RaftServer>)
 where
     S: BenchNode,
-    F: Fn(u64, std::path::PathBuf) -> Fut,
+    F: Fn(u64, std::path::PathBuf, TcpNetwork) -> Fut,
     Fut: std::future::Future<Output = S>,
 {
     let mut listeners = Vec::new();
@@ -115,8 +143,14 @@ where
     let (mut nodes, mut servers) = (Vec::new(), Vec::new());
     for (i, l) in listeners.into_iter().enumerate() {
         let id = i as u64 + 1;
-        let node = open(id, root.join(format!("n{id}"))).await;
-        servers.push(RaftServer::serve(l, node.clone()).unwrap());
+        let auth = transport.auth(id);
+        let node = open(
+            id,
+            root.join(format!("n{id}")),
+            TcpNetwork::new(auth.clone()),
+        )
+        .await;
+        servers.push(RaftServer::serve(l, node.clone(), auth).unwrap());
         nodes.push(node);
     }
     nodes[0].init(members).await;
@@ -172,6 +206,9 @@ struct Figures {
     single_sync: Vec<f64>,
     rocks: Vec<f64>,
     replicated: Vec<f64>,
+    /// The same two clusters with mutual TLS between the nodes.
+    rocks_tls: Vec<f64>,
+    replicated_tls: Vec<f64>,
     /// Gets per second by (absent keys, policy).
     gets: BTreeMap<(bool, usize), Vec<f64>>,
     /// Data-block reads per absent get, by policy.
@@ -185,6 +222,7 @@ async fn main() {
         return catch_up::learner(dir, args.learner_target).await;
     }
     let mut figures: BTreeMap<u64, Figures> = BTreeMap::new();
+    let ca = certs::Ca::new("replication_bench");
     for round in 0..args.rounds {
         for &clients in &args.clients {
             let f = figures.entry(clients).or_default();
@@ -216,9 +254,13 @@ async fn main() {
             drop(single);
 
             #[cfg(feature = "rocksdb")]
-            {
-                let (nodes, _servers) = cluster(root.path().join("rocks").as_path(), |id, dir| {
-                    rocks::RocksNode::open(id, dir, ReplicationConfig::default().raft)
+            for transport in [Transport::Plain, Transport::Tls(&ca)] {
+                let dir = root.path().join(match transport {
+                    Transport::Plain => "rocks",
+                    Transport::Tls(_) => "rocks-tls",
+                });
+                let (nodes, _servers) = cluster(&dir, transport, |id, dir, net| {
+                    rocks::RocksNode::open(id, dir, ReplicationConfig::default().raft, net)
                 })
                 .await;
                 let l = nodes[0].clone();
@@ -227,7 +269,10 @@ async fn main() {
                     async move { l.put(format!("k{i:09}").into_bytes(), value(i)).await }
                 })
                 .await;
-                f.rocks.push(ops);
+                match transport {
+                    Transport::Plain => f.rocks.push(ops),
+                    Transport::Tls(_) => f.rocks_tls.push(ops),
+                }
                 assert!(
                     nodes[1].sm.get(b"k000000000").is_some()
                         || nodes[2].sm.get(b"k000000000").is_some()
@@ -237,12 +282,37 @@ async fn main() {
                 }
             }
 
-            let (nodes, _servers) = cluster(root.path(), |id, dir| async move {
-                ReplicatedDb::open(id, dir, ReplicationConfig::default(), TcpNetwork::new())
-                    .await
-                    .unwrap()
-            })
-            .await;
+            // lsm-bloom's cluster with TLS between the nodes: writes only.
+            {
+                let (nodes, _servers) = cluster(
+                    &root.path().join("tls"),
+                    Transport::Tls(&ca),
+                    |id, dir, net| async move {
+                        ReplicatedDb::open(id, dir, ReplicationConfig::default(), net)
+                            .await
+                            .unwrap()
+                    },
+                )
+                .await;
+                let l = nodes[0].clone();
+                let ops = timed(args.writes, clients, move |i| {
+                    let l = l.clone();
+                    async move { l.put(format!("k{i:09}"), value(i)).await.unwrap() }
+                })
+                .await;
+                f.replicated_tls.push(ops);
+                for n in &nodes {
+                    n.shutdown().await.unwrap();
+                }
+            }
+
+            let (nodes, _servers) =
+                cluster(root.path(), Transport::Plain, |id, dir, net| async move {
+                    ReplicatedDb::open(id, dir, ReplicationConfig::default(), net)
+                        .await
+                        .unwrap()
+                })
+                .await;
             let leader = nodes[0].clone();
             let l = leader.clone();
             let ops = timed(args.writes, clients, move |i| {
@@ -298,23 +368,38 @@ async fn main() {
         "\ndurable writes per second (RocksDB-backed: openraft on rust-rocksdb, same transport)"
     );
     println!(
-        "{:>8} {:>14} {:>16} {:>14} {:>10} {:>12}",
-        "clients", "1 node sync", "RocksDB-backed", "lsm-bloom", "/1 node", "/RocksDB"
+        "{:>8} {:>12} {:>10} {:>10} {:>8} {:>9} {:>10} {:>10} {:>9} {:>9}",
+        "clients",
+        "1 node sync",
+        "RocksDB",
+        "lsm-bloom",
+        "/1 node",
+        "/RocksDB",
+        "RocksDB+TLS",
+        "ours+TLS",
+        "TLS/plain",
+        "/RocksDB+TLS"
     );
+    let ratio = |a: f64, b: f64| {
+        if a.is_nan() || b.is_nan() {
+            "n/a".to_string()
+        } else {
+            format!("{:.2}", a / b)
+        }
+    };
     for (clients, f) in &mut figures {
         let (s, k, r) = (
             median(&mut f.single_sync),
             median(&mut f.rocks),
             median(&mut f.replicated),
         );
+        let (kt, rt) = (median(&mut f.rocks_tls), median(&mut f.replicated_tls));
         println!(
-            "{clients:>8} {s:>14.0} {k:>16.0} {r:>14.0} {:>10.2} {:>12}",
+            "{clients:>8} {s:>12.0} {k:>10.0} {r:>10.0} {:>8.2} {:>9} {kt:>10.0} {rt:>10.0} {:>9.2} {:>9}",
             r / s,
-            if k.is_nan() {
-                "n/a".to_string()
-            } else {
-                format!("{:.2}", r / k)
-            }
+            ratio(r, k),
+            rt / r,
+            ratio(rt, kt),
         );
     }
     println!("\ngets per second on the leader (linearizable: under its lease; read index: a round per batch of readers)");

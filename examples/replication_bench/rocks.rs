@@ -405,11 +405,11 @@ pub struct RocksNode {
 
 impl RocksNode {
     /// Opens node `id` under `dir` with openraft's `config`.
-    pub async fn open(id: NodeId, dir: PathBuf, config: Config) -> RocksNode {
+    pub async fn open(id: NodeId, dir: PathBuf, config: Config, net: TcpNetwork) -> RocksNode {
         let log = RocksLog::open(&dir.join("log"));
         let sm = RocksSm::open(&dir.join("sm"));
         let config = Arc::new(config.validate().expect("valid config"));
-        let raft = Raft::new(id, config, TcpNetwork::new(), log, sm.clone())
+        let raft = Raft::new(id, config, net, log, sm.clone())
             .await
             .expect("starting raft");
         RocksNode {

@@ -1,5 +1,6 @@
 //! A three-node kv_server cluster of processes on 127.0.0.1 (feature `replication`), for the
-//! tests that start, kill and query its nodes.
+//! tests that start, kill and query its nodes. The nodes talk mutual TLS, with certificates
+//! of a CA made for the test (PEM files beside the nodes' directories).
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,10 @@ impl Drop for Node {
 pub struct Cluster {
     pub nodes: Vec<Mutex<Node>>,
     pub peers: String,
+    /// The cluster's CA.
+    pub ca: super::certs::Ca,
+    /// Where the PEM files are.
+    pub certs: PathBuf,
 }
 
 impl Cluster {
@@ -49,10 +54,31 @@ impl Cluster {
             .map(|n| format!("{}={}", n.id, n.raft))
             .collect::<Vec<_>>()
             .join(",");
+        let ca = super::certs::Ca::new("kv_server cluster tests");
+        let certs = root.join("certs");
+        std::fs::create_dir_all(&certs).unwrap();
+        for n in &nodes {
+            ca.write_pem(&certs, n.id);
+        }
         Cluster {
             nodes: nodes.into_iter().map(Mutex::new).collect(),
             peers,
+            ca,
+            certs,
         }
+    }
+
+    /// The TLS flags of node `id`.
+    pub fn tls_args(&self, id: u64) -> Vec<String> {
+        let p = |name: &str| self.certs.join(name).to_str().unwrap().to_owned();
+        vec![
+            "--cluster-tls-cert".into(),
+            p(&format!("node{id}.crt")),
+            "--cluster-tls-key".into(),
+            p(&format!("node{id}.key")),
+            "--cluster-tls-ca".into(),
+            p("ca.crt"),
+        ]
     }
 
     pub fn start(&self, i: usize, init: bool) {
@@ -71,6 +97,7 @@ impl Cluster {
         ])
         .args(["--node-id", &n.id.to_string(), "--raft-addr", &n.raft])
         .args(["--peers", &self.peers, "--snapshot-logs", "2000"])
+        .args(self.tls_args(n.id))
         .args(extra)
         .stdout(Stdio::null())
         .stderr(stderr_log(&n.dir));

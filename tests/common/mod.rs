@@ -1,6 +1,9 @@
 //! Helpers shared by the store's integration tests.
 #![allow(dead_code)]
 
+#[cfg(feature = "replication")]
+pub mod certs;
+#[cfg(feature = "replication")]
 pub mod cluster;
 pub mod kv;
 mod rng;

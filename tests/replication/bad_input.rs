@@ -1,5 +1,7 @@
 //! Bad input on a node's raft port and in snapshots: each is refused with an error, counted,
-//! changes nothing, and the node goes on serving.
+//! changes nothing, and the node goes on serving. Before a peer authenticates (mutual TLS
+//! and the hello), nothing it sends is decoded: its connection is closed as a refused
+//! handshake. After, a malformed frame closes the connection as a bad frame.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -9,7 +11,7 @@ use lsm_bloom::replication::openraft::error::ReplicationClosed;
 use lsm_bloom::replication::openraft::network::RPCOption;
 use lsm_bloom::replication::openraft::storage::Snapshot;
 use lsm_bloom::replication::openraft::{RaftNetworkFactory, RaftNetworkV2};
-use lsm_bloom::replication::tcp::{RaftServer, TcpNetwork};
+use lsm_bloom::replication::tcp::{PeerAuth, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{BasicNode, Error, ReadPolicy, ReplicatedDb};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -17,10 +19,11 @@ use tokio::net::TcpStream;
 use crate::cluster::fast_config;
 use crate::tcp::TcpCluster;
 
-/// Sends `bytes` on a fresh connection; true when the server closed it (read gives EOF).
-async fn closed_after(addr: &str, bytes: &[u8]) -> bool {
-    let mut s = TcpStream::connect(addr).await.unwrap();
+/// Sends `bytes` on `s`; true when the server closed it (read gives EOF) within 5 s without
+/// answering.
+async fn closed_after(mut s: impl AsyncReadExt + AsyncWriteExt + Unpin, bytes: &[u8]) -> bool {
     let _ = s.write_all(bytes).await;
+    let _ = s.flush().await;
     let mut buf = [0u8; 64];
     matches!(
         tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await,
@@ -43,14 +46,12 @@ pub async fn garbage_on_the_raft_port() {
     c.put("a".into(), "1".into()).await;
     let target = c.leader().unwrap().id();
     let addr = c.addrs[&target].clone();
-    let bad_frames = || {
-        c.nodes.lock().unwrap()[&target]
-            .server
-            .stats()
-            .bad_frames
-            .load(Ordering::Relaxed)
+    let count = |f: fn(&lsm_bloom::replication::tcp::TransportStats) -> u64| {
+        f(c.nodes.lock().unwrap()[&target].server.stats())
     };
-    let before = bad_frames();
+    let bad_frames = || count(|s| s.bad_frames.load(Ordering::Relaxed));
+    let refused = || count(|s| s.refused_handshakes.load(Ordering::Relaxed));
+    let (bad_before, refused_before) = (bad_frames(), refused());
     let mut rng = crate::common::Rng::new(7);
     let random: Vec<u8> = (0..4096).map(|_| rng.next() as u8).collect();
     let cases: Vec<(&str, Vec<u8>)> = vec![
@@ -71,18 +72,36 @@ pub async fn garbage_on_the_raft_port() {
             [frame(&[6], None), frame(&[0x42, 0, 0], None)].concat(),
         ),
     ];
+    // Unauthenticated: each case as the first bytes of a plain connection. The server may
+    // answer with a TLS alert, then closes.
     for (what, bytes) in &cases {
+        let mut s = TcpStream::connect(&addr).await.unwrap();
+        let _ = s.write_all(bytes).await;
+        let mut got = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got)).await;
+        assert!(read.is_ok(), "{what}: connection left open");
         assert!(
-            closed_after(&addr, bytes).await,
-            "{what}: connection left open"
+            got.first().is_none_or(|&b| b == 0x15),
+            "{what}: answered with something other than a TLS alert: {got:?}"
         );
+    }
+    // Authenticated: each case after a good handshake, as node 2 of this cluster.
+    let me = c.auth(if target == 2 { 3 } else { 2 });
+    for (what, bytes) in &cases {
+        let s = me.connect(&addr, target).await.unwrap();
+        assert!(closed_after(s, bytes).await, "{what}: connection left open");
     }
     // Give the server's tasks a moment to count.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
-        bad_frames() - before,
+        refused() - refused_before,
         cases.len() as u64,
-        "each bad input counted once"
+        "each unauthenticated input refused once"
+    );
+    assert_eq!(
+        bad_frames() - bad_before,
+        cases.len() as u64,
+        "each bad input after the handshake counted once"
     );
     // Nothing changed, and the cluster still works.
     c.put("b".into(), "2".into()).await;
@@ -95,6 +114,49 @@ pub async fn garbage_on_the_raft_port() {
         l.get("b", ReadPolicy::Linearizable).await.unwrap(),
         Some(b"2".to_vec())
     );
+}
+
+/// Peers that fail the handshake are refused before anything they send is decoded: a
+/// certificate of another CA, the right CA but another cluster id, plain TCP on a TLS port,
+/// and (the caller's side) a server whose certificate names another node than the one
+/// called. The refusals are counted; each names what was wrong.
+pub async fn peers_that_do_not_authenticate_are_refused() {
+    let c = TcpCluster::start(3, fast_config()).await;
+    c.put("a".into(), "1".into()).await;
+    let target = c.leader().unwrap().id();
+    let addr = c.addrs[&target].clone();
+    let refused = || {
+        c.nodes.lock().unwrap()[&target]
+            .server
+            .stats()
+            .refused_handshakes
+            .load(Ordering::Relaxed)
+    };
+    let before = refused();
+    let other_ca = crate::common::certs::Ca::new("another cluster");
+    let cases: Vec<(&str, PeerAuth)> = vec![
+        ("another CA", other_ca.auth("tcp-tests", 2)),
+        ("another cluster id", c.ca.auth("other-cluster", 2)),
+        (
+            "plain TCP",
+            PeerAuth::plain_loopback("tcp-tests", 2).unwrap(),
+        ),
+    ];
+    for (what, auth) in &cases {
+        let r = auth.connect(&addr, target).await;
+        assert!(r.is_err(), "{what}: the handshake succeeded");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(refused() - before, cases.len() as u64);
+    // The caller refuses a node that is not the one it called.
+    let other = (1..=3).find(|&id| id != target).unwrap();
+    let e = c.auth(9).connect(&addr, other).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains(&format!("presented the certificate of node {target}")),
+        "{e}"
+    );
+    c.put("b".into(), "2".into()).await;
 }
 
 /// A snapshot whose pack is damaged (a flipped byte, so a file's CRC fails) or truncated:
@@ -130,17 +192,17 @@ pub async fn damaged_snapshots_install_nothing() {
         9,
         c.root.path().join("n9"),
         fast_config(),
-        TcpNetwork::new(),
+        TcpNetwork::new(c.auth(9)),
     )
     .await
     .unwrap();
-    let _server = RaftServer::serve(listener, fdb.clone()).unwrap();
+    let _server = RaftServer::serve(listener, fdb.clone(), c.auth(9)).unwrap();
 
     let mut flipped = pack.clone();
     let at = pack.len() - 100;
     flipped[at] ^= 0x20;
     let truncated = pack[..pack.len() / 2].to_vec();
-    let mut net = TcpNetwork::new();
+    let mut net = TcpNetwork::new(c.auth(leader.id()));
     let mut link = net.new_client(9, &BasicNode::new(addr)).await;
     let vote = leader.metrics().vote;
     let option = || RPCOption::new(Duration::from_secs(5));
@@ -228,6 +290,19 @@ pub async fn a_dropped_call_leaves_no_answer_for_the_next() {
             let (mut s, _) = listener.accept().await.unwrap();
             let served = served.clone();
             tokio::spawn(async move {
+                // The handshake: the caller's hello, then ours (FORMAT.md §8).
+                let mut hello = [0u8; 8 + 1 + 4 + 8 + 4 + 1];
+                if s.read_exact(&mut hello).await.is_err() {
+                    return;
+                }
+                let mut back = vec![0x87];
+                back.extend_from_slice(&2u32.to_le_bytes());
+                back.extend_from_slice(&9u64.to_le_bytes());
+                back.extend_from_slice(&1u32.to_le_bytes());
+                back.push(b'c');
+                if s.write_all(&frame(&back, None)).await.is_err() {
+                    return;
+                }
                 loop {
                     let mut header = [0u8; 8];
                     if s.read_exact(&mut header).await.is_err() {
@@ -254,7 +329,7 @@ pub async fn a_dropped_call_leaves_no_answer_for_the_next() {
             });
         }
     });
-    let mut net = TcpNetwork::new();
+    let mut net = TcpNetwork::new(PeerAuth::plain_loopback("c", 1).unwrap());
     let mut link = net.new_client(9, &BasicNode::new(addr)).await;
     let req = || VoteRequest {
         vote: Vote::new(5, 1),

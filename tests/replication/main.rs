@@ -304,6 +304,13 @@ async fn garbage_on_the_raft_port_is_counted_and_changes_nothing() {
     bad_input::garbage_on_the_raft_port().await;
 }
 
+/// Peers of another CA or cluster, plain TCP on a TLS port, and a node answering for
+/// another: each handshake refused, and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn peers_that_do_not_authenticate_are_refused() {
+    bad_input::peers_that_do_not_authenticate_are_refused().await;
+}
+
 /// A damaged or truncated snapshot sent to a follower installs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn damaged_snapshots_install_nothing() {

@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use lsm_bloom::replication::openraft::SnapshotPolicy;
-use lsm_bloom::replication::tcp::{RaftServer, TcpNetwork};
+use lsm_bloom::replication::tcp::{PeerAuth, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{BasicNode, NodeId, ReplicatedDb, ReplicationConfig};
 use tokio::net::TcpListener;
 
@@ -21,6 +21,8 @@ pub struct TcpNode {
 
 pub struct TcpCluster {
     pub root: tempfile::TempDir,
+    /// The cluster's CA: the nodes talk mutual TLS.
+    pub ca: crate::common::certs::Ca,
     pub addrs: BTreeMap<NodeId, String>,
     pub config: ReplicationConfig,
     pub nodes: Mutex<BTreeMap<NodeId, TcpNode>>,
@@ -39,6 +41,7 @@ impl TcpCluster {
             .collect();
         let c = TcpCluster {
             root: tempfile::tempdir().unwrap(),
+            ca: crate::common::certs::Ca::new("tcp tests"),
             addrs,
             config,
             nodes: Mutex::new(BTreeMap::new()),
@@ -56,6 +59,11 @@ impl TcpCluster {
         c
     }
 
+    /// Node `id`'s identity on the raft port (a new certificate each call).
+    pub fn auth(&self, id: NodeId) -> PeerAuth {
+        self.ca.auth("tcp-tests", id)
+    }
+
     fn dir(&self, id: NodeId) -> PathBuf {
         self.root.path().join(format!("n{id}"))
     }
@@ -63,8 +71,8 @@ impl TcpCluster {
     async fn open_on(&self, id: NodeId, listener: TcpListener) {
         let deadline = Instant::now() + Duration::from_secs(10);
         let db = loop {
-            match ReplicatedDb::open(id, self.dir(id), self.config.clone(), TcpNetwork::new()).await
-            {
+            let net = TcpNetwork::new(self.auth(id));
+            match ReplicatedDb::open(id, self.dir(id), self.config.clone(), net).await {
                 Ok(db) => break db,
                 Err(e) if Instant::now() < deadline => {
                     let _ = e;
@@ -73,7 +81,7 @@ impl TcpCluster {
                 Err(e) => panic!("node {id}: {e}"),
             }
         };
-        let server = RaftServer::serve(listener, db.clone()).unwrap();
+        let server = RaftServer::serve(listener, db.clone(), self.auth(id)).unwrap();
         self.nodes
             .lock()
             .unwrap()
@@ -227,9 +235,9 @@ pub async fn followers_forward_writes_and_read_linearizably() {
     use lsm_bloom::replication::{Op, Request};
     let c = TcpCluster::start(3, fast_config()).await;
     c.put("warm".into(), "up".into()).await;
-    let fwd = Forwarder::new();
     let leader = c.leader().unwrap().id();
     let followers: Vec<_> = (1..=3).filter(|&id| id != leader).collect();
+    let fwd = Forwarder::new(c.auth(followers[0]));
     for i in 0..200u32 {
         let writer = c.db(followers[(i % 2) as usize]).unwrap();
         let reader = c.db(followers[((i + 1) % 2) as usize]).unwrap();
@@ -300,7 +308,7 @@ pub async fn a_stalled_append_stream_ends() {
         entries: Vec::new(),
     };
     let input = futures_util::stream::repeat(heartbeat);
-    let mut link = TcpNetwork::new()
+    let mut link = TcpNetwork::new(c.auth(leader.id()))
         .new_client(follower, &BasicNode::new(c.addrs[&follower].clone()))
         .await;
     let answers = link

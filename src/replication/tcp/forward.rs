@@ -1,48 +1,90 @@
 //! Writes and linearizable reads from any node of a TCP cluster: a follower forwards a write
 //! to the leader over the leader's raft port, and asks the leader for a read index before it
 //! reads locally (FORMAT.md §8, messages 4 and 5).
+//!
+//! Idle connections are pooled, one per leader, and reused only while fresh: one idle past
+//! `POOL_IDLE` (under the server's `IDLE`, after which it closes them), or one with anything
+//! to read (the server's close, say), is dropped instead of being handed out.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
+use futures_util::FutureExt;
 
-use super::{CallError, TcpLink, TransportStats};
+use super::{CallError, Conn, PeerAuth, TcpLink, TransportStats};
 use crate::replication::wire::{self, Response};
-use crate::replication::{Error, ReplicatedDb, Request, Result};
+use crate::replication::{Error, NodeId, ReplicatedDb, Request, Result};
 
 /// Writes and linearizable reads from any node: a follower forwards a write to the leader
-/// over its raft port, and asks it for a read index before reading locally. Keeps one idle
-/// connection per leader address.
-#[derive(Default)]
+/// over its raft port, and asks it for a read index before reading locally. Keeps idle
+/// connections per leader, authenticated as its `PeerAuth` says.
 pub struct Forwarder {
-    idle: tokio::sync::Mutex<Vec<(String, TcpStream)>>,
+    auth: PeerAuth,
+    idle: tokio::sync::Mutex<Vec<Pooled>>,
     stats: Arc<TransportStats>,
+}
+
+/// An idle connection to a leader, and since when it is idle.
+struct Pooled {
+    target: NodeId,
+    addr: String,
+    conn: Conn,
+    since: Instant,
+}
+
+/// How long a pooled connection may stay idle and still be used (the server closes a
+/// connection idle for `IDLE`, 300 s).
+const POOL_IDLE: Duration = Duration::from_secs(60);
+/// Idle connections kept.
+const POOL_SIZE: usize = 16;
+
+/// Whether a pooled connection may carry a call: nothing to read on it (an answer never
+/// owed, or the server's close) and not idle too long.
+fn fresh(p: &Pooled) -> bool {
+    if p.since.elapsed() > POOL_IDLE {
+        return false;
+    }
+    let tcp = match &p.conn {
+        Conn::Plain(s) => s,
+        Conn::Tls(s) => s.get_ref().0,
+    };
+    let mut b = [0u8; 1];
+    // Pending: open and quiet. Ready (bytes, end of stream or an error): not reusable.
+    tcp.peek(&mut b).now_or_never().is_none()
 }
 
 /// Redirects followed before a forwarded call gives up (leaders changing underneath).
 const MAX_HOPS: usize = 3;
 
 impl Forwarder {
-    /// A forwarder with no connections yet.
-    pub fn new() -> Forwarder {
-        Forwarder::default()
+    /// A forwarder with no connections yet, calling as `auth`.
+    pub fn new(auth: PeerAuth) -> Forwarder {
+        Forwarder {
+            auth,
+            idle: tokio::sync::Mutex::default(),
+            stats: Arc::default(),
+        }
+    }
+
+    /// Its counters.
+    pub fn stats(&self) -> &TransportStats {
+        &self.stats
     }
 
     /// `node.write(request)`, forwarded to the leader when `node` is not it.
     pub async fn write(&self, node: &ReplicatedDb, request: Request) -> Result<()> {
         match node.write(request.clone()).await {
             Err(Error::NotLeader {
-                leader: Some((_, addr)),
+                leader: Some((id, addr)),
             }) => {
-                let mut addr = addr;
+                let (mut id, mut addr) = (id, addr);
                 for _ in 0..MAX_HOPS {
                     match self
-                        .call(&addr, &wire::encode_forward(&request), node.timeout())
+                        .call(id, &addr, &wire::encode_forward(&request), node.timeout())
                         .await?
                     {
                         Response::Forwarded => return Ok(()),
-                        Response::NotLeader(Some((_, a))) if a != addr => addr = a,
+                        Response::NotLeader(Some((i, a))) if a != addr => (id, addr) = (i, a),
                         Response::NotLeader(leader) => return Err(Error::NotLeader { leader }),
                         Response::Failed(m) => return Err(Error::Raft(m)),
                         _ => {
@@ -65,9 +107,9 @@ impl Forwarder {
         match node.read_index().await {
             Ok(_) => Ok(()),
             Err(Error::NotLeader {
-                leader: Some((_, addr)),
+                leader: Some((id, addr)),
             }) => match self
-                .call(&addr, &wire::encode_read_index(), node.timeout())
+                .call(id, &addr, &wire::encode_read_index(), node.timeout())
                 .await?
             {
                 Response::ReadIndex(id) => node.wait_applied(id.map(|i| i.index)).await,
@@ -81,16 +123,24 @@ impl Forwarder {
         }
     }
 
-    async fn call(&self, addr: &str, payload: &[u8], ttl: Duration) -> Result<Response> {
+    async fn call(
+        &self,
+        target: NodeId,
+        addr: &str,
+        payload: &[u8],
+        ttl: Duration,
+    ) -> Result<Response> {
         let idle = {
             let mut pool = self.idle.lock().await;
+            pool.retain(fresh);
             pool.iter()
-                .position(|(a, _)| a == addr)
-                .map(|i| pool.swap_remove(i).1)
+                .position(|p| p.target == target && p.addr == addr)
+                .map(|i| pool.swap_remove(i).conn)
         };
         let mut link = TcpLink {
-            target: 0,
+            target,
             addr: addr.to_owned(),
+            auth: self.auth.clone(),
             stream: idle,
             stats: Arc::clone(&self.stats),
         };
@@ -99,10 +149,15 @@ impl Forwarder {
                 Error::Raft(format!("forwarding to the leader at {addr}: {e}"))
             }
         })?;
-        if let Some(s) = link.stream.take() {
+        if let Some(conn) = link.stream.take() {
             let mut pool = self.idle.lock().await;
-            if pool.len() < 16 {
-                pool.push((addr.to_owned(), s));
+            if pool.len() < POOL_SIZE {
+                pool.push(Pooled {
+                    target,
+                    addr: addr.to_owned(),
+                    conn,
+                    since: Instant::now(),
+                });
             }
         }
         Ok(r)

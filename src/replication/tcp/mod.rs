@@ -29,14 +29,20 @@ use openraft::raft::{
 };
 use openraft::{RaftNetworkFactory, RaftNetworkV2};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, ToSocketAddrs};
+use tokio::net::{TcpListener, ToSocketAddrs};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+mod auth;
 mod forward;
+mod hello;
 mod pipeline;
 
+pub use auth::{node_of, Conn, PeerAuth, HANDSHAKE, NODE_URI};
 pub use forward::Forwarder;
+pub use hello::{MAX_CLUSTER_ID, PROTOCOL_VERSION};
+/// The rustls this transport is built with, for `PeerAuth::tls`'s configurations.
+pub use rustls;
 
 use super::receive::ChunkAnswer;
 use super::send::send_snapshot;
@@ -79,6 +85,9 @@ pub struct TransportStats {
     pub bad_frames: AtomicU64,
     /// Connections refused (the server's connection limit).
     pub refused: AtomicU64,
+    /// Connections closed for a failed handshake: TLS, a certificate naming no node or
+    /// another node, a hello of another cluster or version, or none within `HANDSHAKE`.
+    pub refused_handshakes: AtomicU64,
     /// Calls that failed on a timeout or an I/O error.
     pub failed: AtomicU64,
     /// Connections accepted (the server side).
@@ -97,18 +106,28 @@ pub struct RaftServer {
 }
 
 impl RaftServer {
-    /// Listens on `addr` and hands every incoming call to `node`.
-    pub async fn bind(addr: impl ToSocketAddrs, node: impl RaftService) -> io::Result<RaftServer> {
-        RaftServer::serve(TcpListener::bind(addr).await?, node)
+    /// Listens on `addr` and hands every incoming call to `node`, from callers that
+    /// authenticate as `auth` says.
+    pub async fn bind(
+        addr: impl ToSocketAddrs,
+        node: impl RaftService,
+        auth: PeerAuth,
+    ) -> io::Result<RaftServer> {
+        RaftServer::serve(TcpListener::bind(addr).await?, node, auth)
     }
 
     /// Serves `node` on a listener already bound (a node must know its address before it
-    /// exists: bind first, open the node, then serve).
-    pub fn serve(listener: TcpListener, node: impl RaftService) -> io::Result<RaftServer> {
+    /// exists: bind first, open the node, then serve). Plain TCP serves loopback only.
+    pub fn serve(
+        listener: TcpListener,
+        node: impl RaftService,
+        auth: PeerAuth,
+    ) -> io::Result<RaftServer> {
         let addr = listener.local_addr()?;
+        auth.may_serve(addr)?;
         let stats = Arc::new(TransportStats::default());
         let mut tasks = JoinSet::new();
-        tasks.spawn(accept_loop(listener, node, Arc::clone(&stats)));
+        tasks.spawn(accept_loop(listener, node, auth, Arc::clone(&stats)));
         Ok(RaftServer { addr, stats, tasks })
     }
 
@@ -134,7 +153,12 @@ impl RaftServer {
     }
 }
 
-async fn accept_loop(listener: TcpListener, node: impl RaftService, stats: Arc<TransportStats>) {
+async fn accept_loop(
+    listener: TcpListener,
+    node: impl RaftService,
+    auth: PeerAuth,
+    stats: Arc<TransportStats>,
+) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let budget = Arc::new(Semaphore::new(READ_BUDGET));
     let mut conns = JoinSet::new();
@@ -150,9 +174,19 @@ async fn accept_loop(listener: TcpListener, node: impl RaftService, stats: Arc<T
         };
         bump(&stats.accepted);
         let (node, stats, budget) = (node.clone(), Arc::clone(&stats), Arc::clone(&budget));
+        let auth = auth.clone();
         conns.spawn(async move {
             let _slot = slot;
-            if serve(stream, &node, &stats, &budget).await == Closed::Bad {
+            // Nothing the peer sends is decoded, and no budget is held, before it has
+            // authenticated.
+            let conn = match tokio::time::timeout(HANDSHAKE, auth.accept(stream)).await {
+                Ok(Ok((conn, _peer))) => conn,
+                _ => {
+                    bump(&stats.refused_handshakes);
+                    return;
+                }
+            };
+            if serve(conn, &node, &stats, &budget).await == Closed::Bad {
                 bump(&stats.bad_frames);
             }
         });
@@ -218,12 +252,11 @@ async fn read_request(
 }
 
 async fn serve(
-    mut stream: TcpStream,
+    mut stream: Conn,
     node: &impl RaftService,
     stats: &Arc<TransportStats>,
     budget: &Arc<Semaphore>,
 ) -> Closed {
-    let _ = stream.set_nodelay(true);
     loop {
         // The permit is held until the answer is written: a request decoded from a frame
         // weighs about what the frame did.
@@ -263,11 +296,17 @@ async fn serve(
             },
         };
         let out = wire::frame(&wire::encode_response(&response));
-        match tokio::time::timeout(TRANSFER, stream.write_all(&out)).await {
+        match tokio::time::timeout(TRANSFER, write_frame(&mut stream, &out)).await {
             Ok(Ok(())) => bump(&stats.frames_out),
             _ => return Closed::Quietly,
         }
     }
+}
+
+/// Writes a whole frame and flushes it (TLS holds written bytes until a flush).
+async fn write_frame(stream: &mut (impl AsyncWriteExt + Unpin), frame: &[u8]) -> io::Result<()> {
+    stream.write_all(frame).await?;
+    stream.flush().await
 }
 
 fn error_response(e: Error) -> Response {
@@ -278,16 +317,21 @@ fn error_response(e: Error) -> Response {
 }
 
 /// Outgoing calls over TCP (openraft's `RaftNetworkFactory`): one link per peer, to the
-/// address its membership entry names. Clones share the counters.
-#[derive(Clone, Default)]
+/// address its membership entry names, authenticated as `PeerAuth` says. Clones share the
+/// counters.
+#[derive(Clone)]
 pub struct TcpNetwork {
+    auth: PeerAuth,
     stats: Arc<TransportStats>,
 }
 
 impl TcpNetwork {
-    /// A network with fresh counters.
-    pub fn new() -> TcpNetwork {
-        TcpNetwork::default()
+    /// A network with fresh counters, calling as `auth`.
+    pub fn new(auth: PeerAuth) -> TcpNetwork {
+        TcpNetwork {
+            auth,
+            stats: Arc::default(),
+        }
     }
 
     /// Its counters (the client side of every link).
@@ -303,6 +347,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
         TcpLink {
             target,
             addr: node.addr.clone(),
+            auth: self.auth.clone(),
             stream: None,
             stats: Arc::clone(&self.stats),
         }
@@ -313,7 +358,8 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
 pub struct TcpLink {
     target: NodeId,
     addr: String,
-    stream: Option<TcpStream>,
+    auth: PeerAuth,
+    stream: Option<Conn>,
     stats: Arc<TransportStats>,
 }
 
@@ -361,16 +407,13 @@ impl TcpLink {
     async fn exchange(&mut self, payload: &[u8]) -> Result<Response, CallError> {
         let mut stream = match self.stream.take() {
             Some(s) => s,
-            None => {
-                let s = TcpStream::connect(&self.addr)
-                    .await
-                    .map_err(CallError::Unreachable)?;
-                let _ = s.set_nodelay(true);
-                s
-            }
+            None => self
+                .auth
+                .connect(&self.addr, self.target)
+                .await
+                .map_err(CallError::Unreachable)?,
         };
-        stream
-            .write_all(&wire::frame(payload))
+        write_frame(&mut stream, &wire::frame(payload))
             .await
             .map_err(CallError::Network)?;
         bump(&self.stats.frames_out);

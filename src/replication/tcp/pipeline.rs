@@ -19,12 +19,12 @@ use openraft::error::{NetworkError, RPCError};
 use openraft::network::RPCOption;
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, StreamAppendError};
 use openraft::RaftNetworkV2;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncReadExt, ReadHalf, WriteHalf};
 use tokio::sync::Semaphore;
 
 use super::{
-    allowance, bump, read_payload, read_request, Closed, TcpLink, TransportStats, TRANSFER,
+    allowance, bump, read_payload, read_request, write_frame, Closed, Conn, PeerAuth, TcpLink,
+    TransportStats, TRANSFER,
 };
 use crate::replication::service::RaftService;
 use crate::replication::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
@@ -63,6 +63,7 @@ pub(super) const STREAM_IDLE: Duration = Duration::from_secs(60);
 /// Opens a pipelined stream to `addr` and returns its answers; the stream ends (no error)
 /// when `idle` passes with no append to send.
 pub(super) async fn open<S>(
+    auth: &PeerAuth,
     addr: String,
     target: NodeId,
     stats: Arc<TransportStats>,
@@ -73,12 +74,12 @@ pub(super) async fn open<S>(
 where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
 {
-    let conn = TcpStream::connect(&addr)
+    let conn = auth
+        .connect(&addr, target)
         .await
         .map_err(|e| RPCError::from(super::CallError::Unreachable(e)))?;
-    let _ = conn.set_nodelay(true);
-    let (rd, mut wr) = conn.into_split();
-    wr.write_all(&wire::frame(&wire::encode_stream()))
+    let (rd, mut wr) = tokio::io::split(conn);
+    write_frame(&mut wr, &wire::frame(&wire::encode_stream()))
         .await
         .map_err(|e| RPCError::from(super::CallError::Network(e)))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Sent>(PIPELINE);
@@ -132,6 +133,7 @@ where
     };
     let input = futures_util::stream::iter(head).chain(input);
     let answers = open(
+        &link.auth,
         link.addr.clone(),
         link.target,
         Arc::clone(&link.stats),
@@ -172,7 +174,7 @@ async fn one_append(
 /// ends the stream), or when the connection or the reader goes.
 async fn write_appends<S>(
     mut input: S,
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut wr: WriteHalf<Conn>,
     tx: tokio::sync::mpsc::Sender<Sent>,
     stats: Arc<TransportStats>,
 ) where
@@ -191,7 +193,9 @@ async fn write_appends<S>(
             whole,
             bytes: payload.len(),
         };
-        if tx.send(sent).await.is_err() || wr.write_all(&wire::frame(&payload)).await.is_err() {
+        if tx.send(sent).await.is_err()
+            || write_frame(&mut wr, &wire::frame(&payload)).await.is_err()
+        {
             return;
         }
         bump(&stats.frames_out);
@@ -203,7 +207,7 @@ async fn write_appends<S>(
 
 /// The reading side of a stream.
 struct Reader {
-    rd: tokio::net::tcp::OwnedReadHalf,
+    rd: ReadHalf<Conn>,
     rx: tokio::sync::mpsc::Receiver<Sent>,
     _writer: AbortOnDrop,
     ttl: Duration,
@@ -272,12 +276,12 @@ impl Reader {
 /// append on the follower's path). The answers are written here, in order. Anything but an
 /// append closes the connection (counted as malformed).
 pub(super) async fn serve(
-    stream: TcpStream,
+    stream: Conn,
     node: &impl RaftService,
     stats: &Arc<TransportStats>,
     budget: &Arc<Semaphore>,
 ) -> Closed {
-    let (rd, mut wr) = stream.into_split();
+    let (rd, mut wr) = tokio::io::split(stream);
     let bad = Arc::new(AtomicBool::new(false));
     // Dropped when this returns: the input ends even while openraft's task still polls it.
     let (_stop, stop) = tokio::sync::oneshot::channel::<()>();
@@ -307,7 +311,7 @@ pub(super) async fn serve(
             Err(m) => Response::Failed(m),
         };
         let out = wire::frame(&wire::encode_response(&response));
-        match tokio::time::timeout(TRANSFER, wr.write_all(&out)).await {
+        match tokio::time::timeout(TRANSFER, write_frame(&mut wr, &out)).await {
             Ok(Ok(())) => bump(&stats.frames_out),
             _ => return Closed::Quietly,
         }
@@ -321,7 +325,7 @@ pub(super) async fn serve(
 
 /// The follower's side of a stream, as the node's input: one append per frame.
 struct Input {
-    rd: tokio::net::tcp::OwnedReadHalf,
+    rd: ReadHalf<Conn>,
     /// Resolves when `serve` returns.
     stop: tokio::sync::oneshot::Receiver<()>,
     budget: Arc<Semaphore>,
@@ -357,6 +361,7 @@ impl Input {
 
 #[cfg(test)]
 mod tests {
+    use super::super::hello::{self, Side};
     use super::*;
 
     /// A stream with nothing to send ends by itself, without an error, once `idle` passes —
@@ -367,6 +372,9 @@ mod tests {
         let addr = listener.local_addr().unwrap().to_string();
         let follower = tokio::spawn(async move {
             let (mut conn, _) = listener.accept().await.unwrap();
+            let from = hello::read(&mut conn, Side::Caller, "c").await.unwrap();
+            hello::write(&mut conn, Side::Server, "c", 2).await.unwrap();
+            assert_eq!(from, 1);
             let mut got = Vec::new();
             let _ = conn.read_to_end(&mut got).await;
             got
@@ -374,7 +382,9 @@ mod tests {
         let idle = Duration::from_millis(300);
         let input = futures_util::stream::pending::<AppendEntriesRequest<TypeConfig>>();
         let started = std::time::Instant::now();
-        let answers = open(addr, 2, Arc::default(), input, Duration::from_secs(1), idle)
+        let auth = PeerAuth::plain_loopback("c", 1).unwrap();
+        let ttl = Duration::from_secs(1);
+        let answers = open(&auth, addr, 2, Arc::default(), input, ttl, idle)
             .await
             .unwrap();
         let mut answers = std::pin::pin!(answers);
