@@ -11,6 +11,7 @@ mod linearizable;
 mod log_trim;
 mod power_loss;
 mod tcp;
+mod tls;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -309,6 +310,12 @@ async fn garbage_on_the_raft_port_is_counted_and_changes_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn peers_that_do_not_authenticate_are_refused() {
     bad_input::peers_that_do_not_authenticate_are_refused().await;
+}
+
+/// Certificates made by `docs/cluster-certs.sh` (openssl), as README shows, authenticate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openssl_certificates_authenticate_nodes() {
+    tls::openssl_certificates_authenticate_nodes().await;
 }
 
 /// A damaged or truncated snapshot sent to a follower installs nothing.
