@@ -100,6 +100,27 @@ pub enum Response {
     Failed(String),
 }
 
+/// The largest snapshot chunk a node takes (`Config::snapshot_max_chunk_size` must not be
+/// larger; it is 1 MiB by default).
+pub const MAX_SNAPSHOT_CHUNK: usize = 64 << 20;
+
+/// The largest payload a request with tag `tag` may have: a frame announcing more is refused
+/// from its first bytes, before the rest is read, so a peer cannot make the server buffer a
+/// `MAX_FRAME` frame for a message that is never that large. Appends may fill a frame.
+pub fn max_request(tag: u8) -> usize {
+    match tag {
+        APPEND => MAX_FRAME,
+        // Tag, a vote, an optional log id.
+        VOTE => 1 + 17 + 25,
+        // Tag, vote, meta (at most 1 MiB, §7.3), offset, data, done.
+        SNAPSHOT => 1 + 17 + 4 + (1 << 20) + 8 + 4 + MAX_SNAPSHOT_CHUNK + 1,
+        // Tag and a request: its count and `Request::size` bytes.
+        FORWARD => 1 + 4 + super::MAX_REQUEST_SIZE,
+        // Tag only; an unknown tag is refused when decoded.
+        _ => 1,
+    }
+}
+
 /// Wraps `payload` in a frame.
 pub fn frame(payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(FRAME_HEADER + payload.len());

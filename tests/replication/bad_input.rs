@@ -351,3 +351,84 @@ pub async fn a_dropped_call_leaves_no_answer_for_the_next() {
     );
     assert_eq!(answers.load(Ordering::SeqCst), 2);
 }
+
+/// A few connections must not starve a node. Two authenticated peers per follower send only
+/// the header of a maximal frame, which used to reserve the whole read budget for 30 s (so
+/// no heartbeat or append got through, and the leader's writes failed); 200 unauthenticated
+/// connections sit in their handshake; a vote frame announcing 1 MiB is refused from its
+/// first bytes. Meanwhile writes go on committing, and a node still connects anew.
+pub async fn a_few_connections_do_not_starve_a_node() {
+    use lsm_bloom::replication::tcp::MAX_HANDSHAKING_PER_IP;
+    let c = TcpCluster::start(3, fast_config()).await;
+    c.put("a".into(), "1".into()).await;
+    let leader = c.leader().unwrap().id();
+    let followers: Vec<_> = (1..=3).filter(|&id| id != leader).collect();
+    let mut held = Vec::new();
+    for &f in &followers {
+        let addr = &c.addrs[&f];
+        for me in [7, 8] {
+            let mut s = c.auth(me).connect(addr, f).await.unwrap();
+            // An append of 256 MiB: its header, then nothing.
+            let mut header = (256u32 << 20).to_le_bytes().to_vec();
+            header.extend_from_slice(&0u32.to_le_bytes());
+            s.write_all(&header).await.unwrap();
+            s.flush().await.unwrap();
+            held.push(s);
+        }
+        for _ in 0..100 {
+            held_tcp(&mut held, addr).await;
+        }
+    }
+    let stats = |id| {
+        let n = c.nodes.lock().unwrap();
+        let s = n[&id].server.stats();
+        (
+            s.refused.load(Ordering::Relaxed),
+            s.bad_frames.load(Ordering::Relaxed),
+        )
+    };
+    let started = std::time::Instant::now();
+    for i in 0..50 {
+        c.put(format!("during{i}"), "x".into()).await;
+    }
+    println!(
+        "50 writes in {:?} with 4 header-only frames and 200 silent connections held",
+        started.elapsed()
+    );
+    let (refused, _) = stats(followers[0]);
+    assert!(
+        refused >= (100 - MAX_HANDSHAKING_PER_IP) as u64,
+        "unauthenticated connections past the per-address limit were not refused: {refused}"
+    );
+    // A vote announcing 1 MiB: refused after its first chunk, though the rest never comes.
+    let (_, bad_before) = stats(followers[0]);
+    let mut s = c
+        .auth(7)
+        .connect(&c.addrs[&followers[0]], followers[0])
+        .await
+        .unwrap();
+    let mut frame = (1u32 << 20).to_le_bytes().to_vec();
+    frame.extend_from_slice(&0u32.to_le_bytes());
+    frame.extend_from_slice(&[2u8; 70 << 10]);
+    s.write_all(&frame).await.unwrap();
+    s.flush().await.unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0)) | Ok(Err(_))),
+        "the long vote was not refused"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(stats(followers[0]).1, bad_before + 1);
+    drop(held);
+}
+
+/// Opens a plain connection to `addr` from 127.0.0.2 (another host, as the server counts
+/// addresses) and keeps it, saying nothing.
+async fn held_tcp(held: &mut Vec<lsm_bloom::replication::tcp::Conn>, addr: &str) {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    if let Ok(s) = socket.connect(addr.parse().unwrap()).await {
+        held.push(lsm_bloom::replication::tcp::Conn::Plain(s));
+    }
+}

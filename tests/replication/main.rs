@@ -318,6 +318,12 @@ async fn openssl_certificates_authenticate_nodes() {
     tls::openssl_certificates_authenticate_nodes().await;
 }
 
+/// Header-only frames, silent connections and an overlong vote do not stop writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_few_connections_do_not_starve_a_node() {
+    bad_input::a_few_connections_do_not_starve_a_node().await;
+}
+
 /// A damaged or truncated snapshot sent to a follower installs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn damaged_snapshots_install_nothing() {

@@ -20,6 +20,9 @@ use crate::replication::{Error, NodeId, ReplicatedDb, Request, Result};
 /// connections per leader, authenticated as its `PeerAuth` says.
 pub struct Forwarder {
     auth: PeerAuth,
+    /// Calls in flight, each on a connection of its own: at most `MAX_FORWARDS`, under the
+    /// leader's `MAX_PER_PEER`, which counts this node's raft connections too.
+    inflight: tokio::sync::Semaphore,
     idle: tokio::sync::Mutex<Vec<Pooled>>,
     stats: Arc<TransportStats>,
 }
@@ -37,6 +40,8 @@ struct Pooled {
 const POOL_IDLE: Duration = Duration::from_secs(60);
 /// Idle connections kept.
 const POOL_SIZE: usize = 16;
+/// Forwarded calls in flight at once; more wait their turn.
+pub const MAX_FORWARDS: usize = 48;
 
 /// Whether a pooled connection may carry a call: nothing to read on it (an answer never
 /// owed, or the server's close) and not idle too long.
@@ -61,6 +66,7 @@ impl Forwarder {
     pub fn new(auth: PeerAuth) -> Forwarder {
         Forwarder {
             auth,
+            inflight: tokio::sync::Semaphore::new(MAX_FORWARDS),
             idle: tokio::sync::Mutex::default(),
             stats: Arc::default(),
         }
@@ -130,6 +136,10 @@ impl Forwarder {
         payload: &[u8],
         ttl: Duration,
     ) -> Result<Response> {
+        let _turn = tokio::time::timeout(ttl, self.inflight.acquire())
+            .await
+            .map_err(|_| Error::Timeout(ttl))?
+            .map_err(|_| Error::Raft("the forwarder is closed".into()))?;
         let idle = {
             let mut pool = self.idle.lock().await;
             pool.retain(fresh);

@@ -7,10 +7,14 @@
 //! on the client, fixed ones on the server. A peer that sends anything malformed — a frame
 //! over `MAX_FRAME`, a checksum that fails, a message that does not decode — has its
 //! connection closed and is counted; nothing panics. The server's memory is bounded: at
-//! most `MAX_CONNECTIONS` connections, and frame payloads are read against one shared budget
-//! of `READ_BUDGET` bytes, allocated only as their bytes arrive; a request's share of the
-//! budget is released only when the server is done with it (answered, or handed on by a
-//! pipelined stream), so requests waiting to be handled are bounded by it too.
+//! most `MAX_CONNECTIONS` connections, of which `MAX_HANDSHAKING` still authenticating
+//! (`MAX_HANDSHAKING_PER_IP` from one address) and `MAX_PER_PEER` of one node; nothing is
+//! decoded and no budget is held before a peer authenticates (`auth.rs`). Frame payloads are
+//! read against one shared budget of `READ_BUDGET` bytes, reserved `READ_CHUNK` bytes at a
+//! time as they arrive, and refused from their first bytes when longer than their message
+//! ever is (`wire::max_request`); a request's share of the budget is released only when the
+//! server is done with it (answered, or handed on by a pipelined stream), so requests
+//! waiting to be handled are bounded by it too.
 
 use std::io;
 use std::net::SocketAddr;
@@ -36,6 +40,7 @@ use tokio::task::JoinSet;
 mod auth;
 mod forward;
 mod hello;
+mod limits;
 mod pipeline;
 
 pub use auth::{node_of, Conn, PeerAuth, HANDSHAKE, NODE_URI};
@@ -54,6 +59,15 @@ use super::{BasicNode, Error, NodeId, TypeConfig, Vote};
 
 /// Connections a server holds at once; more are closed on arrival (counted).
 pub const MAX_CONNECTIONS: usize = 256;
+/// Connections still in their handshake; more are closed on arrival (counted). Each is
+/// closed after `HANDSHAKE` at the latest.
+pub const MAX_HANDSHAKING: usize = 64;
+/// Connections in their handshake from one IP address.
+pub const MAX_HANDSHAKING_PER_IP: usize = 16;
+/// Authenticated connections of one node (its calls, streams and forwarded requests).
+pub const MAX_PER_PEER: usize = 64;
+/// Bytes of the read budget reserved at a time as a payload arrives.
+pub const READ_CHUNK: usize = 64 << 10;
 /// Bytes of frame payloads all of a server's connections may hold at once.
 pub const READ_BUDGET: usize = 2 * MAX_FRAME;
 /// How long a server waits for the next frame on an idle connection.
@@ -83,7 +97,8 @@ pub struct TransportStats {
     pub frames_out: AtomicU64,
     /// Connections closed for a malformed frame or message (length, checksum, decoding).
     pub bad_frames: AtomicU64,
-    /// Connections refused (the server's connection limit).
+    /// Connections refused (the server's connection limits: in all, still authenticating,
+    /// from one address, of one node).
     pub refused: AtomicU64,
     /// Connections closed for a failed handshake: TLS, a certificate naming no node or
     /// another node, a hello of another cluster or version, or none within `HANDSHAKE`.
@@ -161,9 +176,10 @@ async fn accept_loop(
 ) {
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let budget = Arc::new(Semaphore::new(READ_BUDGET));
+    let limits = Arc::new(limits::Limits::default());
     let mut conns = JoinSet::new();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
+        let Ok((stream, from)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
@@ -172,19 +188,29 @@ async fn accept_loop(
             bump(&stats.refused);
             continue;
         };
+        let Some(handshaking) = limits::Handshaking::enter(&limits, from.ip()) else {
+            bump(&stats.refused);
+            continue;
+        };
         bump(&stats.accepted);
         let (node, stats, budget) = (node.clone(), Arc::clone(&stats), Arc::clone(&budget));
-        let auth = auth.clone();
+        let (auth, limits) = (auth.clone(), Arc::clone(&limits));
         conns.spawn(async move {
             let _slot = slot;
             // Nothing the peer sends is decoded, and no budget is held, before it has
             // authenticated.
-            let conn = match tokio::time::timeout(HANDSHAKE, auth.accept(stream)).await {
-                Ok(Ok((conn, _peer))) => conn,
+            let accepted = tokio::time::timeout(HANDSHAKE, auth.accept(stream)).await;
+            drop(handshaking);
+            let (conn, peer) = match accepted {
+                Ok(Ok(c)) => c,
                 _ => {
                     bump(&stats.refused_handshakes);
                     return;
                 }
+            };
+            let Some(_peer_slot) = limits::PeerSlot::enter(&limits, peer) else {
+                bump(&stats.refused);
+                return;
             };
             if serve(conn, &node, &stats, &budget).await == Closed::Bad {
                 bump(&stats.bad_frames);
@@ -204,33 +230,43 @@ enum Closed {
 /// A share of the server's read budget, held while the request read with it lives.
 type Permit = Option<OwnedSemaphorePermit>;
 
-/// Reads one frame's payload (its header already read): against `budget`, growing only as
-/// bytes arrive, checksum verified. The permit returned covers the payload's length: the
-/// caller keeps it until it is done with the request decoded from it.
+/// Reads one frame's payload (its header already read), checksum verified. With a
+/// `budget` (the server's side), the payload's bytes are reserved from it `READ_CHUNK` at a
+/// time as they arrive, so a peer that announces a long frame and sends nothing holds one
+/// chunk at most; and a request longer than its tag's `wire::max_request` is refused after
+/// its first chunk. The permit returned covers the payload: the caller keeps it until it is
+/// done with the request decoded from it.
 async fn read_payload(
     stream: &mut (impl tokio::io::AsyncRead + Unpin),
     header: &[u8; FRAME_HEADER],
     budget: Option<&Arc<Semaphore>>,
 ) -> Result<(Vec<u8>, Permit), Closed> {
     let (len, crc) = wire::frame_header(header).map_err(|_| Closed::Bad)?;
-    let permit = match budget {
-        Some(b) => Some(
-            tokio::time::timeout(
-                TRANSFER,
-                Arc::clone(b).acquire_many_owned(u32::try_from(len).unwrap_or(u32::MAX)),
-            )
-            .await
-            .map_err(|_| Closed::Quietly)?
-            .map_err(|_| Closed::Quietly)?,
-        ),
-        None => None,
-    };
+    let deadline = tokio::time::Instant::now() + TRANSFER + allowance(len);
+    let mut permit: Permit = None;
     let mut buf = Vec::new();
-    let mut limited = (&mut *stream).take(len as u64);
-    let deadline = TRANSFER + allowance(len);
-    match tokio::time::timeout(deadline, limited.read_to_end(&mut buf)).await {
-        Ok(Ok(n)) if n == len => {}
-        _ => return Err(Closed::Quietly),
+    while buf.len() < len {
+        let n = (len - buf.len()).min(READ_CHUNK);
+        if let Some(b) = budget {
+            let take = Arc::clone(b).acquire_many_owned(u32::try_from(n).unwrap_or(u32::MAX));
+            let got = tokio::time::timeout_at(deadline, take)
+                .await
+                .map_err(|_| Closed::Quietly)?
+                .map_err(|_| Closed::Quietly)?;
+            match &mut permit {
+                Some(p) => p.merge(got),
+                None => permit = Some(got),
+            }
+        }
+        let start = buf.len();
+        buf.resize(start + n, 0);
+        match tokio::time::timeout_at(deadline, stream.read_exact(&mut buf[start..])).await {
+            Ok(Ok(_)) => {}
+            _ => return Err(Closed::Quietly),
+        }
+        if budget.is_some() && start == 0 && len > wire::max_request(buf[0]) {
+            return Err(Closed::Bad);
+        }
     }
     if crc32fast::hash(&buf) != crc {
         return Err(Closed::Bad);
