@@ -64,6 +64,10 @@ pub struct ReplicationConfig {
     /// another (`lease.rs`); at most `raft.election_timeout_max / 2`. `None`: every
     /// linearizable read runs a round, as `ReadPolicy::ReadIndex` does.
     pub read_lease: Option<Duration>,
+    /// The largest snapshot this node takes from a leader, in bytes of its pack: a stream
+    /// that grows past it is dropped (counted in `snapshots_refused`). A chunk is also
+    /// refused while the disk has less than it and 64 MiB free.
+    pub max_snapshot_bytes: u64,
 }
 
 impl Default for ReplicationConfig {
@@ -92,6 +96,7 @@ impl Default for ReplicationConfig {
             // A quarter of election_timeout_max: followers refuse votes for 800 ms after a
             // heartbeat, so the lease holds with clock rates up to 4x apart.
             read_lease: Some(Duration::from_millis(200)),
+            max_snapshot_bytes: 256 << 30,
         }
     }
 }
@@ -143,6 +148,14 @@ impl ReplicatedDb {
                 .into());
             }
         }
+        if raft_config.snapshot_max_chunk_size > super::wire::MAX_SNAPSHOT_CHUNK as u64 {
+            return Err(crate::Error::InvalidArgument(format!(
+                "snapshot_max_chunk_size {} is over the {} bytes a node takes",
+                raft_config.snapshot_max_chunk_size,
+                super::wire::MAX_SNAPSHOT_CHUNK
+            ))
+            .into());
+        }
         let raft = Raft::new(id, raft_config, network, log.clone(), sm.clone())
             .await
             .map_err(|e| Error::Raft(e.to_string()))?;
@@ -151,7 +164,7 @@ impl ReplicatedDb {
             batcher: Batcher::default(),
             reads: ReadIndex::default(),
             lease: Lease::new(config.read_lease),
-            receiver: Receiver::default(),
+            receiver: Receiver::new(config.max_snapshot_bytes),
             timeout: config.request_timeout,
             raft,
             sm,

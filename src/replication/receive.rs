@@ -7,9 +7,14 @@
 //! `snapshots/`, in order (a chunk that does not continue the stream is answered with a
 //! mismatch, and the sender starts over); the last one is
 //! followed by a full check of the pack (`snapshot::verify`: every name, size and CRC) and of
-//! its meta against the announced one. Only a pack that passes is given to
-//! `Raft::install_full_snapshot`. One that fails is removed, counted, and answered with a
-//! mismatch at offset 0, so the sender sends it again from the start.
+//! its meta against the announced one, once the pack is synced to disk. Only a pack that
+//! passes is given to `Raft::install_full_snapshot`. One that fails is removed, counted, and
+//! answered with a mismatch at offset 0, so the sender sends it again from the start.
+//!
+//! Only the leader that opened a stream (its vote: same term and node) or a newer one can
+//! restart it with a chunk at offset 0. A stream may grow to `max_snapshot_bytes`, and each
+//! chunk needs its size and `DISK_RESERVE` free on the disk (the last one, the pack's size
+//! again, for unpacking); otherwise the stream is dropped and the call fails.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,18 +28,24 @@ use super::snapshot;
 use super::wire::{Segment, SnapshotChunk};
 use super::{Raft, StateMachine, Vote};
 
+/// Bytes a received chunk must leave free on the disk.
+const DISK_RESERVE: u64 = 64 << 20;
+
 /// A stream being received.
 struct Stream {
+    /// The vote of the leader sending it.
+    vote: Vote,
     id: String,
     offset: u64,
     file: tokio::fs::File,
 }
 
 /// One node's snapshot receiver. Clones share it.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct Receiver {
     stream: Arc<Mutex<Option<Stream>>>,
     refused: Arc<AtomicU64>,
+    max_bytes: u64,
 }
 
 /// What a receiver answers a chunk.
@@ -70,7 +81,17 @@ fn fatal(e: impl std::fmt::Display) -> String {
 }
 
 impl Receiver {
-    /// Snapshots refused because their pack failed its checks.
+    /// A receiver taking snapshots of up to `max_bytes`.
+    pub(crate) fn new(max_bytes: u64) -> Receiver {
+        Receiver {
+            stream: Arc::default(),
+            refused: Arc::default(),
+            max_bytes,
+        }
+    }
+
+    /// Snapshots refused because their pack failed its checks, or was too large for the
+    /// limit or the disk.
     pub(crate) fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
     }
@@ -87,11 +108,17 @@ impl Receiver {
         if req.vote < my_vote {
             return Ok(resp);
         }
+        snapshot::check_snapshot_id(&req.meta.snapshot_id).map_err(fatal)?;
         let id = req.meta.snapshot_id.clone();
         let mut guard = self.stream.lock().await;
         if req.offset == 0 {
+            // Only the stream's own leader, or a newer one, starts it over.
+            if let Some(s) = guard.as_ref().filter(|s| req.vote < s.vote) {
+                return Ok(mismatch((&s.id, s.offset), (&id, req.offset)));
+            }
             let file = sm.begin_receiving_snapshot().await.map_err(fatal)?;
             *guard = Some(Stream {
+                vote: req.vote,
                 id: id.clone(),
                 offset: 0,
                 file,
@@ -100,8 +127,33 @@ impl Receiver {
         let Some(stream) = guard.as_mut() else {
             return Ok(mismatch((&id, 0), (&id, req.offset)));
         };
-        if stream.id != id || stream.offset != req.offset {
+        if stream.id != id || stream.offset != req.offset || stream.vote != req.vote {
             return Ok(mismatch((&stream.id, stream.offset), (&id, req.offset)));
+        }
+        let size = stream.offset.saturating_add(req.data.len() as u64);
+        // The last chunk needs room for the unpacked store too (about the pack's size).
+        let room = match req.done {
+            true => (req.data.len() as u64).saturating_add(size),
+            false => req.data.len() as u64,
+        };
+        let refusal = if size > self.max_bytes {
+            Some(format!(
+                "snapshot {id} is over max_snapshot_bytes ({} bytes)",
+                self.max_bytes
+            ))
+        } else {
+            match sm.free_bytes() {
+                Some(free) if free < room.saturating_add(DISK_RESERVE) => Some(format!(
+                    "snapshot {id}: {free} bytes free on the disk, {room} needed and {DISK_RESERVE} kept"
+                )),
+                _ => None,
+            }
+        };
+        if let Some(why) = refusal {
+            *guard = None;
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            sm.discard_received();
+            return Err(fatal(why));
         }
         stream.file.write_all(&req.data).await.map_err(fatal)?;
         stream.offset += req.data.len() as u64;
@@ -113,6 +165,8 @@ impl Receiver {
         };
         drop(guard);
         stream.file.flush().await.map_err(fatal)?;
+        // On disk before it is checked, and so before it can become this node's snapshot.
+        stream.file.sync_all().await.map_err(fatal)?;
         stream.file.rewind().await.map_err(fatal)?;
         let check = stream
             .file

@@ -142,6 +142,24 @@ pub(crate) fn encode_meta(meta: &Meta) -> Vec<u8> {
     out
 }
 
+/// Longest snapshot id accepted.
+const MAX_SNAPSHOT_ID: usize = 128;
+
+/// A snapshot id names a file (`snap-<id>.pack`): 1 to 128 of `[A-Za-z0-9._-]`, not
+/// starting with `.`, so no id from a peer can reach outside `snapshots/`.
+pub(crate) fn check_snapshot_id(id: &str) -> Result<(), String> {
+    let plain = id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-');
+    if id.is_empty() || id.len() > MAX_SNAPSHOT_ID || id.starts_with('.') || !plain {
+        return Err(format!(
+            "snapshot id {:?} is not a plain name (1 to {MAX_SNAPSHOT_ID} of A-Z a-z 0-9 . _ -)",
+            id.chars().take(40).collect::<String>()
+        ));
+    }
+    Ok(())
+}
+
 /// Decodes `encode_meta`'s bytes.
 pub(crate) fn decode_meta(b: &[u8]) -> Result<Meta, String> {
     let mut c = Cursor::new(b);
@@ -151,6 +169,7 @@ pub(crate) fn decode_meta(b: &[u8]) -> Result<Meta, String> {
     let snapshot_id = std::str::from_utf8(id)
         .map_err(|_| "snapshot id is not UTF-8".to_string())?
         .to_owned();
+    check_snapshot_id(&snapshot_id)?;
     if !c.is_empty() {
         return Err("trailing bytes after the snapshot meta".into());
     }
@@ -382,6 +401,24 @@ mod tests {
         let p = t.join("p.pack");
         pack(&src, &meta(), &p).unwrap();
         p
+    }
+
+    /// A snapshot id names a file: anything but a plain name is refused where it is decoded.
+    #[test]
+    fn snapshot_ids_are_plain_names() {
+        for bad in ["", "../../etc/x", "a/b", ".hidden", "a b", &"x".repeat(129)] {
+            let m = Meta {
+                snapshot_id: bad.into(),
+                ..meta()
+            };
+            let err = decode_meta(&encode_meta(&m)).unwrap_err();
+            assert!(err.contains("plain name"), "{bad:?}: {err}");
+        }
+        let m = Meta {
+            snapshot_id: "3-1-900-1764000000000000000".into(),
+            ..meta()
+        };
+        assert_eq!(decode_meta(&encode_meta(&m)).unwrap(), m);
     }
 
     #[test]

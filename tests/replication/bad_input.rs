@@ -432,3 +432,77 @@ async fn held_tcp(held: &mut Vec<lsm_bloom::replication::tcp::Conn>, addr: &str)
         held.push(lsm_bloom::replication::tcp::Conn::Plain(s));
     }
 }
+
+/// A snapshot stream is held to its leader and its limits: a chunk at offset 0 from an
+/// older leader does not restart it, a chunk from another leader does not continue it, an id
+/// that is not a plain name is refused, and a stream past `max_snapshot_bytes` is dropped
+/// (counted).
+pub async fn snapshot_streams_are_held_to_their_leader_and_limits() {
+    use lsm_bloom::replication::{
+        ChunkAnswer, PackMeta, ReplicationConfig, SnapshotChunk, StoredMembership, Vote,
+    };
+    let t = tempfile::tempdir().unwrap();
+    let config = ReplicationConfig {
+        max_snapshot_bytes: 10_000,
+        ..fast_config()
+    };
+    let auth = PeerAuth::plain_loopback("c", 9).unwrap();
+    let node = ReplicatedDb::open(9, t.path().join("n9"), config, TcpNetwork::new(auth))
+        .await
+        .unwrap();
+    let chunk = |vote: Vote, id: &str, offset: u64, len: usize| SnapshotChunk {
+        vote,
+        meta: PackMeta {
+            last_log_id: None,
+            last_membership: StoredMembership::default(),
+            snapshot_id: id.into(),
+        },
+        offset,
+        data: vec![7; len],
+        done: false,
+    };
+    let mut leader = Vote::new(5, 1);
+    leader.committed = true;
+    let mut older = Vote::new(4, 2);
+    older.committed = true;
+    let taken = |r: &Result<ChunkAnswer, String>| matches!(r, Ok(ChunkAnswer::Taken(_)));
+    let r = node
+        .install_snapshot_chunk(chunk(leader, "s1", 0, 4000))
+        .await;
+    assert!(taken(&r), "{r:?}");
+    let r = node.install_snapshot_chunk(chunk(older, "s0", 0, 10)).await;
+    assert!(
+        matches!(r, Ok(ChunkAnswer::Mismatch { .. })),
+        "an older leader restarted it: {r:?}"
+    );
+    let r = node
+        .install_snapshot_chunk(chunk(older, "s1", 4000, 10))
+        .await;
+    assert!(
+        matches!(r, Ok(ChunkAnswer::Mismatch { .. })),
+        "another leader continued it: {r:?}"
+    );
+    let r = node
+        .install_snapshot_chunk(chunk(leader, "s1", 4000, 4000))
+        .await;
+    assert!(
+        taken(&r),
+        "the stream's leader could not continue it: {r:?}"
+    );
+    let r = node
+        .install_snapshot_chunk(chunk(leader, "../escape", 0, 10))
+        .await;
+    assert!(r.unwrap_err().contains("plain name"));
+    let before = node.snapshots_refused();
+    let r = node
+        .install_snapshot_chunk(chunk(leader, "s1", 8000, 4000))
+        .await;
+    assert!(r.unwrap_err().contains("max_snapshot_bytes"));
+    assert_eq!(node.snapshots_refused(), before + 1);
+    // Dropped: the next chunk of that stream does not continue it.
+    let r = node
+        .install_snapshot_chunk(chunk(leader, "s1", 12000, 10))
+        .await;
+    assert!(matches!(r, Ok(ChunkAnswer::Mismatch { .. })), "{r:?}");
+    node.shutdown().await.unwrap();
+}

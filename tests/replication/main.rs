@@ -324,6 +324,12 @@ async fn a_few_connections_do_not_starve_a_node() {
     bad_input::a_few_connections_do_not_starve_a_node().await;
 }
 
+/// A snapshot stream is restarted or continued only by its leader, and held to its limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_streams_are_held_to_their_leader_and_limits() {
+    bad_input::snapshot_streams_are_held_to_their_leader_and_limits().await;
+}
+
 /// A damaged or truncated snapshot sent to a follower installs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn damaged_snapshots_install_nothing() {

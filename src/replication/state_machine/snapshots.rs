@@ -222,6 +222,38 @@ impl StateMachine {
     }
 }
 
+impl StateMachine {
+    /// Bytes free to an unprivileged writer on the disk holding `snapshots/`; `None` where
+    /// that cannot be told.
+    pub(crate) fn free_bytes(&self) -> Option<u64> {
+        free_bytes(&self.shared.dir.join("snapshots"))
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path and `st` a buffer statvfs fills on success.
+    let r = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    if r != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    #[allow(
+        clippy::useless_conversion,
+        reason = "the fields are u32 on 32-bit targets"
+    )]
+    Some(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn free_bytes(_: &Path) -> Option<u64> {
+    None
+}
+
 /// Whether `file` is the file at `path`.
 pub(super) fn same_file(file: &fs::File, path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
