@@ -96,6 +96,9 @@ fn a_forged_append_with_the_largest_term_is_refused() {
             "the follower answered a forged term {term}: {answer:?}"
         );
     }
+    // INFO counts them, on a TLS port.
+    assert_eq!(c.info_field(follower, "raft_port_tls"), Some(1));
+    assert!(c.info_field(follower, "raft_port_bad_frames").unwrap() >= 3);
     // The panic came within a few election timeouts (400–800 ms) on the old build.
     std::thread::sleep(Duration::from_secs(4));
     for i in 0..3 {
@@ -188,4 +191,37 @@ fn a_value_near_the_size_limit_replicates() {
             got.len()
         );
     }
+}
+
+/// While the leader is down, a follower answers every write with `+OK` (once a new leader
+/// is elected) or an error Redis clients retry on, `CLUSTERDOWN` or `TRYAGAIN`: never a plain
+/// `ERR` (a refused connection to the dead leader used to reach clients as `ERR raft: ...`).
+#[test]
+fn writes_while_the_leader_is_down_answer_clusterdown() {
+    let root = tempfile::tempdir().unwrap();
+    let c = Cluster::new(root.path());
+    for i in 0..3 {
+        c.start(i, i == 0);
+    }
+    let leader = c.wait_for_leader();
+    set_within(&c, leader, b"before", b"1", Duration::from_secs(20));
+    let follower = (leader + 1) % 3;
+    c.kill(leader);
+    let mut s = TcpStream::connect(("127.0.0.1", c.ports()[follower])).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let (mut ok, mut retry) = (0, 0);
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        let r = call(&mut s, &[b"SET", b"during", b"x"]);
+        let text = String::from_utf8_lossy(&r);
+        if r == b"+OK\r\n" {
+            ok += 1;
+        } else if text.starts_with("-CLUSTERDOWN") || text.starts_with("-TRYAGAIN") {
+            retry += 1;
+        } else {
+            panic!("a write while the leader was down answered {text}");
+        }
+    }
+    println!("{retry} writes answered CLUSTERDOWN/TRYAGAIN, then {ok} +OK");
+    assert!(retry > 0, "no write saw the leader down");
 }

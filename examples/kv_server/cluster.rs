@@ -35,12 +35,20 @@ pub struct Cluster {
     closing: Arc<AtomicBool>,
     node: ReplicatedDb,
     fwd: Forwarder,
+    /// The outgoing side of the raft transport (a clone sharing its counters).
+    net: TcpNetwork,
+    tls: bool,
     server: Option<RaftServer>,
 }
 
 fn fail(e: Error) -> Reply {
     match e {
-        Error::NotLeader { .. } | Error::Timeout(_) => Reply::Error(format!("CLUSTERDOWN {e}")),
+        // No leader now, or none reachable: Redis clients retry on CLUSTERDOWN.
+        Error::NotLeader { .. } | Error::Timeout(_) | Error::Unreachable(_) => {
+            Reply::Error(format!("CLUSTERDOWN {e}"))
+        }
+        // The leader was reached but the call broke off: the write may have been applied.
+        Error::Interrupted(_) => Reply::Error(format!("TRYAGAIN {e}")),
         e => Reply::err(e.to_string()),
     }
 }
@@ -115,10 +123,11 @@ impl Cluster {
         config.raft.snapshot_policy =
             lsm_bloom::replication::openraft::SnapshotPolicy::LogsSinceLast(snapshot_logs.max(1));
         config.raft.max_in_snapshot_log_to_keep = snapshot_logs / 10;
+        let network = TcpNetwork::new(auth.clone());
+        let tls = auth.is_tls();
         let (node, server) = rt.block_on(async {
             let listener = tokio::net::TcpListener::bind(raft_addr).await?;
-            let network = TcpNetwork::new(auth.clone());
-            let node = ReplicatedDb::open(id, dir, config, network).await?;
+            let node = ReplicatedDb::open(id, dir, config, network.clone()).await?;
             let server = RaftServer::serve(listener, node.clone(), auth.clone())?;
             if init {
                 let mut members: BTreeMap<NodeId, BasicNode> = peers
@@ -146,6 +155,8 @@ impl Cluster {
             closing,
             node,
             fwd: Forwarder::new(auth),
+            net: network,
+            tls,
             server: Some(server),
         })
     }
@@ -219,6 +230,7 @@ impl Cluster {
             self.node.state_machine().snapshots_installed(),
             self.node.snapshots_refused(),
         );
+        self.transport_info(&mut s);
         let voters: BTreeSet<NodeId> = m.membership_config.membership().voter_ids().collect();
         let _ = write!(s, "members:{}\r\n", members.len());
         if let Some(repl) = &m.replication {
@@ -239,6 +251,38 @@ impl Cluster {
             }
         }
         s
+    }
+
+    /// The raft transport's counters: the server's (connections and frames in), the calls
+    /// this node makes (to its peers, and forwarded to the leader).
+    fn transport_info(&self, s: &mut String) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let _ = write!(s, "raft_port_tls:{}\r\n", u8::from(self.tls));
+        if let Some(server) = &self.server {
+            let st = server.stats();
+            let _ = write!(
+                s,
+                "raft_port_accepted:{}\r\nraft_port_refused:{}\r\nraft_port_refused_handshakes:{}\r\nraft_port_bad_frames:{}\r\nraft_port_frames_in:{}\r\nraft_port_frames_out:{}\r\n",
+                st.accepted.load(Relaxed),
+                st.refused.load(Relaxed),
+                st.refused_handshakes.load(Relaxed),
+                st.bad_frames.load(Relaxed),
+                st.frames_in.load(Relaxed),
+                st.frames_out.load(Relaxed),
+            );
+        }
+        for (name, st) in [
+            ("raft_calls", self.net.stats()),
+            ("raft_forwarded", self.fwd.stats()),
+        ] {
+            let _ = write!(
+                s,
+                "{name}_frames_out:{}\r\n{name}_frames_in:{}\r\n{name}_failed:{}\r\n",
+                st.frames_out.load(Relaxed),
+                st.frames_in.load(Relaxed),
+                st.failed.load(Relaxed),
+            );
+        }
     }
 
     /// `CLUSTER INFO | ADD-LEARNER id raft-addr | VOTERS id... | REMOVE id` (membership

@@ -194,6 +194,12 @@ pub enum Error {
     Timeout(std::time::Duration),
     /// The node is shutting down, or openraft refused the call (the message says which).
     Raft(String),
+    /// The leader could not be reached to forward a call to it (refused, reset, timed out,
+    /// a failed handshake): the cluster may be electing a new one. Nothing was applied.
+    Unreachable(String),
+    /// A call forwarded to the leader broke off after it was sent (a reset, no answer in
+    /// time): a write may or may not have been applied.
+    Interrupted(String),
 }
 
 impl fmt::Display for Error {
@@ -208,6 +214,8 @@ impl fmt::Display for Error {
             }
             Error::Timeout(d) => write!(f, "no answer within {d:?} (no quorum reachable?)"),
             Error::Raft(m) => write!(f, "raft: {m}"),
+            Error::Unreachable(m) => write!(f, "the leader is unreachable: {m}"),
+            Error::Interrupted(m) => write!(f, "the call to the leader broke off: {m}"),
         }
     }
 }
@@ -233,6 +241,8 @@ pub(crate) fn copy_err(e: &Error) -> Error {
         Error::Timeout(d) => Error::Timeout(*d),
         Error::Store(e) => Error::Raft(e.to_string()),
         Error::Raft(m) => Error::Raft(m.clone()),
+        Error::Unreachable(m) => Error::Unreachable(m.clone()),
+        Error::Interrupted(m) => Error::Interrupted(m.clone()),
     }
 }
 

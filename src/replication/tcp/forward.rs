@@ -154,10 +154,13 @@ impl Forwarder {
             stream: idle,
             stats: Arc::clone(&self.stats),
         };
+        // A call that failed may have reached the leader (a write may be applied); one that
+        // could not connect did not.
         let r = link.call(payload, ttl).await.map_err(|e| match e {
-            CallError::Unreachable(e) | CallError::Network(e) => {
-                Error::Raft(format!("forwarding to the leader at {addr}: {e}"))
+            CallError::Unreachable(e) => {
+                Error::Unreachable(format!("node {target} at {addr}: {e}"))
             }
+            CallError::Network(e) => Error::Interrupted(format!("node {target} at {addr}: {e}")),
         })?;
         if let Some(conn) = link.stream.take() {
             let mut pool = self.idle.lock().await;
