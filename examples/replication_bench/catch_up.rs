@@ -13,7 +13,7 @@ use lsm_bloom::replication::tcp::{PeerAuth, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{ReplicatedDb, ReplicationConfig};
 
 /// `VmRSS` or `VmHWM` of this process, in MiB (Linux).
-fn status_mib(field: &str) -> f64 {
+pub fn status_mib(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()

@@ -13,8 +13,10 @@
 //! - gets of present keys, and of absent keys, on the leader: local reads of the state
 //!   machine, linearizable ones (under the leader's lease) and read index ones (a round per
 //!   batch of readers), with the data-block reads per absent get of each;
-//! - once, after the rounds: a fourth node in a process of its own catches up by a snapshot
-//!   of `--catch-up-mib` MiB (`catch_up.rs`), its peak resident memory printed.
+//! - once, after the rounds: write latency with `--held-connections` unauthenticated
+//!   connections held against the leader's raft port (`held.rs`); and a fourth node in a
+//!   process of its own catches up by a snapshot of `--catch-up-mib` MiB (`catch_up.rs`), its
+//!   peak resident memory printed.
 //!
 //! Prints each figure's median over the rounds and the ratios. The three nodes and the
 //! clients share this machine's cores, so a replicated write here pays three nodes' work on
@@ -35,6 +37,7 @@ mod catch_up;
     reason = "shared with the tests, which use the PEM files too"
 )]
 mod certs;
+mod held;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 use lsm_bloom::{Db, Options};
@@ -53,6 +56,10 @@ struct Args {
     /// Rounds (medians are printed).
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Unauthenticated connections held against the leader's raft port in the last phase
+    /// (0: no such phase).
+    #[arg(long, default_value_t = 1000)]
+    held_connections: usize,
     /// MiB a new node receives by snapshot in the catch-up phase (0: no such phase).
     #[arg(long, default_value_t = 256)]
     catch_up_mib: u64,
@@ -437,6 +444,9 @@ async fn main() {
                 g[2] / g[0],
             );
         }
+    }
+    if args.held_connections > 0 {
+        held::run(&ca, args.writes, args.held_connections, args.rounds).await;
     }
     if args.catch_up_mib > 0 {
         catch_up::run(args.catch_up_mib).await;
