@@ -54,6 +54,18 @@ fn set_within(c: &Cluster, i: usize, key: &[u8], value: &[u8], within: Duration)
     );
 }
 
+/// Three nodes started with `extra` arguments, a leader elected and one write committed;
+/// returns the cluster and the leader's index.
+fn running_cluster(root: &std::path::Path, extra: &[&str]) -> (Cluster, usize) {
+    let c = Cluster::new(root);
+    for i in 0..3 {
+        c.start_with(i, i == 0, extra);
+    }
+    let leader = c.wait_for_leader();
+    set_within(&c, leader, b"before", b"1", Duration::from_secs(20));
+    (c, leader)
+}
+
 fn running(c: &Cluster, i: usize) -> bool {
     let mut n = c.nodes[i].lock().unwrap();
     n.child
@@ -70,12 +82,7 @@ fn running(c: &Cluster, i: usize) -> bool {
 #[test]
 fn a_forged_append_with_the_largest_term_is_refused() {
     let root = tempfile::tempdir().unwrap();
-    let c = Cluster::new(root.path());
-    for i in 0..3 {
-        c.start(i, i == 0);
-    }
-    let leader = c.wait_for_leader();
-    set_within(&c, leader, b"before", b"1", Duration::from_secs(20));
+    let (c, leader) = running_cluster(root.path(), &[]);
     let term_before = c.info_field(leader, "current_term").unwrap();
     let follower = (leader + 1) % 3;
     let raft = c.nodes[follower].lock().unwrap().raft.clone();
@@ -131,12 +138,7 @@ fn a_forged_append_with_the_largest_term_is_refused() {
 #[test]
 fn a_value_near_the_size_limit_replicates() {
     let root = tempfile::tempdir().unwrap();
-    let c = Cluster::new(root.path());
-    for i in 0..3 {
-        c.start_with(i, i == 0, &["--max-request-mib", "80"]);
-    }
-    let leader = c.wait_for_leader();
-    set_within(&c, leader, b"before", b"1", Duration::from_secs(20));
+    let (c, leader) = running_cluster(root.path(), &["--max-request-mib", "80"]);
     let big: Vec<u8> = (0..(63 << 20) - 1024)
         .map(|i: u32| (i % 251) as u8)
         .collect();
@@ -199,12 +201,7 @@ fn a_value_near_the_size_limit_replicates() {
 #[test]
 fn writes_while_the_leader_is_down_answer_clusterdown() {
     let root = tempfile::tempdir().unwrap();
-    let c = Cluster::new(root.path());
-    for i in 0..3 {
-        c.start(i, i == 0);
-    }
-    let leader = c.wait_for_leader();
-    set_within(&c, leader, b"before", b"1", Duration::from_secs(20));
+    let (c, leader) = running_cluster(root.path(), &[]);
     let follower = (leader + 1) % 3;
     c.kill(leader);
     let mut s = TcpStream::connect(("127.0.0.1", c.ports()[follower])).unwrap();

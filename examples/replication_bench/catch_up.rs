@@ -50,16 +50,7 @@ pub async fn learner(dir: &Path, target: u64) {
 /// The parent's side (module comment).
 pub async fn run(mib: u64) {
     let root = tempfile::tempdir().unwrap();
-    let (nodes, _servers) = super::cluster(
-        root.path(),
-        super::Transport::Plain,
-        |id, dir, net| async move {
-            ReplicatedDb::open(id, dir, ReplicationConfig::default(), net)
-                .await
-                .unwrap()
-        },
-    )
-    .await;
+    let (nodes, _servers) = super::lsm_cluster(root.path(), super::Transport::Plain).await;
     let leader = nodes[0].clone();
     // 64 KiB values, 8 writers.
     let writes = mib * 16;

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lsm_bloom::replication::{ReplicatedDb, ReplicationConfig};
+use lsm_bloom::replication::ReplicatedDb;
 
 use super::catch_up::status_mib;
 
@@ -92,16 +92,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Runs the phase (module comment): `rounds` rounds of an idle and a held measurement.
 pub async fn run(ca: &super::certs::Ca, writes: u64, conns: usize, rounds: usize) {
     let root = tempfile::tempdir().unwrap();
-    let (nodes, servers) = super::cluster(
-        root.path(),
-        super::Transport::Tls(ca),
-        |id, dir, net| async move {
-            ReplicatedDb::open(id, dir, ReplicationConfig::default(), net)
-                .await
-                .unwrap()
-        },
-    )
-    .await;
+    let (nodes, servers) = super::lsm_cluster(root.path(), super::Transport::Tls(ca)).await;
     let leader = nodes[0].clone();
     let addr = servers[0].local_addr();
     p99(&leader, writes / 4, "warm").await;

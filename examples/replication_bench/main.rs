@@ -169,6 +169,19 @@ where
     (nodes, servers)
 }
 
+/// Three lsm-bloom nodes at their defaults (`cluster`).
+async fn lsm_cluster(
+    root: &std::path::Path,
+    transport: Transport<'_>,
+) -> (Vec<ReplicatedDb>, Vec<RaftServer>) {
+    cluster(root, transport, |id, dir, net| async move {
+        ReplicatedDb::open(id, dir, ReplicationConfig::default(), net)
+            .await
+            .unwrap()
+    })
+    .await
+}
+
 /// Runs `clients` tasks that share `n` operations; returns operations per second.
 async fn timed<F, Fut>(n: u64, clients: u64, op: F) -> f64
 where
@@ -291,16 +304,8 @@ async fn main() {
 
             // lsm-bloom's cluster with TLS between the nodes: writes only.
             {
-                let (nodes, _servers) = cluster(
-                    &root.path().join("tls"),
-                    Transport::Tls(&ca),
-                    |id, dir, net| async move {
-                        ReplicatedDb::open(id, dir, ReplicationConfig::default(), net)
-                            .await
-                            .unwrap()
-                    },
-                )
-                .await;
+                let (nodes, _servers) =
+                    lsm_cluster(&root.path().join("tls"), Transport::Tls(&ca)).await;
                 let l = nodes[0].clone();
                 let ops = timed(args.writes, clients, move |i| {
                     let l = l.clone();
@@ -313,13 +318,7 @@ async fn main() {
                 }
             }
 
-            let (nodes, _servers) =
-                cluster(root.path(), Transport::Plain, |id, dir, net| async move {
-                    ReplicatedDb::open(id, dir, ReplicationConfig::default(), net)
-                        .await
-                        .unwrap()
-                })
-                .await;
+            let (nodes, _servers) = lsm_cluster(root.path(), Transport::Plain).await;
             let leader = nodes[0].clone();
             let l = leader.clone();
             let ops = timed(args.writes, clients, move |i| {
