@@ -532,8 +532,8 @@ fn compressed_block_target() -> Target {
     }
 }
 
-/// The replication layer's encodings (FORMAT.md §7): log entries, votes, memberships, and
-/// a snapshot pack's header.
+/// The replication layer's encodings (FORMAT.md §7, §8): log entries, votes, memberships,
+/// RPC messages, the handshake's hello, and a snapshot pack's header.
 #[cfg(feature = "replication")]
 fn replication_targets() -> Vec<Target> {
     use crate::replication::fuzz_seeds as r;
@@ -566,6 +566,15 @@ fn replication_targets() -> Vec<Target> {
             decode: |b| {
                 crate::replication::wire::decode_request(b).is_ok()
                     | crate::replication::wire::decode_response(b).is_ok()
+            },
+        },
+        Target {
+            name: "raft handshake hello",
+            seeds: r::hellos(),
+            reseal: |_| {},
+            decode: |b| {
+                use crate::replication::tcp::hello::{decode, Side};
+                decode(b, Side::Caller, "prod").is_ok() | decode(b, Side::Server, "prod").is_ok()
             },
         },
         Target {

@@ -81,6 +81,21 @@ pub(crate) fn memberships() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Hello payloads (FORMAT.md §8, the handshake), both sides, short and long cluster ids.
+pub(crate) fn hellos() -> Vec<Vec<u8>> {
+    use super::tcp::hello::{encode, Side};
+    let mut out = Vec::new();
+    for (side, cluster, node) in [
+        (Side::Caller, "prod", 1),
+        (Side::Server, "prod", 3),
+        (Side::Caller, "p", u64::MAX),
+        (Side::Server, &"x".repeat(64)[..], 7),
+    ] {
+        out.push(encode(side, cluster, node)[wire::FRAME_HEADER..].to_vec());
+    }
+    out
+}
+
 pub(crate) fn pack_headers() -> Vec<Vec<u8>> {
     (1..3)
         .map(|n| {

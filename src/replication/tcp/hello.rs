@@ -21,7 +21,7 @@ const MAX_HELLO: usize = 1 + 4 + 8 + 4 + MAX_CLUSTER_ID;
 
 /// Which side sent a hello.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Side {
+pub(crate) enum Side {
     /// The side that connected.
     Caller,
     /// The side that accepted.
@@ -48,7 +48,7 @@ pub(crate) fn check_cluster_id(id: &str) -> Result<(), String> {
 }
 
 /// The frame of a hello from `side`.
-pub(super) fn encode(side: Side, cluster: &str, node: NodeId) -> Vec<u8> {
+pub(crate) fn encode(side: Side, cluster: &str, node: NodeId) -> Vec<u8> {
     let mut p = vec![side.tag()];
     p.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
     p.extend_from_slice(&node.to_le_bytes());
@@ -63,7 +63,7 @@ pub(super) fn encode(side: Side, cluster: &str, node: NodeId) -> Vec<u8> {
 
 /// Decodes a hello payload from `side`: its node id, once the version and the cluster id
 /// are checked against ours.
-fn decode(p: &[u8], side: Side, cluster: &str) -> Result<NodeId, String> {
+pub(crate) fn decode(p: &[u8], side: Side, cluster: &str) -> Result<NodeId, String> {
     let mut c = Cursor::new(p);
     let tag = c.u8()?;
     if tag != side.tag() {

@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 
 mod auth;
 mod forward;
-mod hello;
+pub(crate) mod hello;
 mod limits;
 mod link;
 mod pipeline;
