@@ -58,6 +58,10 @@ mod fuzz_tests;
 #[cfg(test)]
 mod test_counts;
 
+/// The rustls this crate is built with (feature `tls`), for its TLS configurations.
+#[cfg(feature = "tls")]
+pub use rustls;
+
 pub use db::stats::DbStats;
 pub use db::{
     Allocation, CheckpointReport, Compressions, Db, DbIter, FilterBudget, FilterMemory, Filters,

@@ -25,6 +25,64 @@ use std::time::{Duration, Instant};
 use super::commands::Server;
 use super::resp::{Limits, Out, Parsed, Parser, Proto, ProtocolError, Reply, UNAUTHENTICATED};
 
+/// A client's connection: plain TCP, or TLS over it (`--tls-port`, `tls.rs`). The TLS
+/// handshake runs as the first reads and writes go.
+pub enum Stream {
+    Plain(TcpStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<lsm_bloom::rustls::StreamOwned<lsm_bloom::rustls::ServerConnection, TcpStream>>),
+}
+
+impl Stream {
+    /// Sends `reply` on a plain connection being turned away (a TLS one is just closed: its
+    /// handshake has not run).
+    pub fn refuse(self, reply: &[u8]) {
+        match self {
+            Stream::Plain(mut s) => {
+                let _ = s.write_all(reply);
+            }
+            #[cfg(feature = "tls")]
+            Stream::Tls(_) => {}
+        }
+    }
+
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => &s.sock,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.write(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.flush(),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.flush(),
+        }
+    }
+}
+
 /// Reply bytes gathered before they are written: a pipeline's replies go out as they are
 /// made, so a connection holds at most this plus the reply being made.
 const OUT_FLUSH: usize = 64 * 1024;
@@ -107,7 +165,7 @@ const SET_RUN_BYTES: usize = 1 << 20;
 
 /// Replies on their way to the client (see the module docs).
 struct Output<'a> {
-    stream: TcpStream,
+    stream: Stream,
     /// The stream's write timeout (asking the socket costs a system call per write).
     timeout: Duration,
     buf: Vec<u8>,
@@ -232,6 +290,8 @@ impl Output<'_> {
                 }
             }
         }
+        // TLS holds written bytes until a flush; plain TCP has none to hold.
+        self.stream.flush()?;
         self.buf.clear();
         self.buf.shrink_to(OUT_FLUSH);
         self.charge.set(0);
@@ -240,17 +300,17 @@ impl Output<'_> {
 }
 
 pub fn serve(
-    stream: TcpStream,
+    stream: Stream,
     server: &Server,
     stop: &AtomicBool,
     config: Config,
     budget: &Budget,
     output_budget: &Budget,
 ) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
-    stream.set_write_timeout(Some(config.write_timeout))?;
-    let mut reader = stream.try_clone()?;
+    let tcp = stream.tcp();
+    tcp.set_nodelay(true)?;
+    tcp.set_read_timeout(Some(Duration::from_millis(200)))?;
+    tcp.set_write_timeout(Some(config.write_timeout))?;
     let mut out = Output {
         stream,
         timeout: config.write_timeout,
@@ -344,7 +404,7 @@ pub fn serve(
         }
         let at = buf.len();
         buf.resize(at + READ_CHUNK, 0);
-        let read = reader.read(&mut buf[at..]);
+        let read = out.stream.read(&mut buf[at..]);
         buf.truncate(at + *read.as_ref().unwrap_or(&0));
         match read {
             Ok(0) => return Ok(()), // client closed (possibly mid-request: nothing was applied)

@@ -29,6 +29,8 @@ mod info;
 mod resp;
 mod scan;
 mod store;
+#[cfg(feature = "tls")]
+mod tls;
 mod values;
 
 use std::io::Write;
@@ -55,6 +57,22 @@ struct Args {
     /// TCP port.
     #[arg(long, default_value_t = 6380)]
     port: u16,
+    /// TLS port for Redis clients (feature `tls`), beside `--port`.
+    #[arg(long, requires_all = ["tls_cert_file", "tls_key_file"])]
+    tls_port: Option<u16>,
+    /// The server's certificate (PEM) on `--tls-port`.
+    #[arg(long, requires = "tls_port")]
+    tls_cert_file: Option<PathBuf>,
+    /// The server's private key (PEM).
+    #[arg(long, requires = "tls_port")]
+    tls_key_file: Option<PathBuf>,
+    /// CA certificate(s) (PEM) that sign clients' certificates.
+    #[arg(long, requires = "tls_port")]
+    tls_ca_cert_file: Option<PathBuf>,
+    /// Whether clients must present a certificate the CA signed: `yes` (Redis's default),
+    /// `optional`, `no`.
+    #[arg(long, default_value = "yes", value_parser = ["yes", "optional", "no"])]
+    tls_auth_clients: String,
     /// Address to bind (loopback by default).
     #[arg(long, default_value = "127.0.0.1")]
     bind: String,
@@ -192,6 +210,103 @@ fn password(args: &Args) -> Result<Option<Vec<u8>>, String> {
     Ok(Some(p))
 }
 
+/// A connection accepted on `listener` (non-blocking), made blocking and wrapped by `wrap`;
+/// `None` when none is waiting (or accepting failed, which is reported).
+fn accept(
+    listener: &TcpListener,
+    wrap: impl FnOnce(std::net::TcpStream) -> conn::Stream,
+) -> Option<conn::Stream> {
+    match listener.accept() {
+        Ok((s, _)) => match s.set_nonblocking(false) {
+            Ok(()) => Some(wrap(s)),
+            Err(e) => {
+                eprintln!("accept failed: {e}");
+                None
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+        Err(e) => {
+            eprintln!("accept failed: {e}");
+            None
+        }
+    }
+}
+
+/// `--tls-port`'s listener and its TLS configuration.
+#[cfg(feature = "tls")]
+struct TlsListener {
+    listener: TcpListener,
+    config: Arc<lsm_bloom::rustls::ServerConfig>,
+}
+
+#[cfg(feature = "tls")]
+impl TlsListener {
+    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// A waiting TLS client, its handshake still to run (as its first reads and writes go).
+    fn accept(&self) -> Option<conn::Stream> {
+        let config = Arc::clone(&self.config);
+        let conn = lsm_bloom::rustls::ServerConnection::new(config);
+        let conn = match conn {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("TLS: {e}");
+                return None;
+            }
+        };
+        accept(&self.listener, |s| {
+            conn::Stream::Tls(Box::new(lsm_bloom::rustls::StreamOwned::new(conn, s)))
+        })
+    }
+}
+
+/// Binds `--tls-port` on `--bind`, with its configuration from the TLS flags.
+#[cfg(feature = "tls")]
+fn tls_listener(args: &Args) -> Result<Option<TlsListener>, Box<dyn std::error::Error>> {
+    let (Some(port), Some(cert), Some(key)) =
+        (args.tls_port, &args.tls_cert_file, &args.tls_key_file)
+    else {
+        return Ok(None);
+    };
+    let config = tls::server_config(
+        cert,
+        key,
+        args.tls_ca_cert_file.as_deref(),
+        &args.tls_auth_clients,
+    )?;
+    let addrs: Vec<_> = (args.bind.as_str(), port).to_socket_addrs()?.collect();
+    let listener = TcpListener::bind(&addrs[..])?;
+    listener.set_nonblocking(true)?;
+    Ok(Some(TlsListener { listener, config }))
+}
+
+/// Without the `tls` feature, `--tls-port` is refused with what to build instead.
+#[cfg(not(feature = "tls"))]
+struct TlsListener;
+
+#[cfg(not(feature = "tls"))]
+impl TlsListener {
+    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        Err(std::io::ErrorKind::Unsupported.into())
+    }
+
+    fn accept(&self) -> Option<conn::Stream> {
+        None
+    }
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_listener(args: &Args) -> Result<Option<TlsListener>, Box<dyn std::error::Error>> {
+    match args.tls_port {
+        Some(_) => Err("--tls-port needs a build with the tls feature: \
+             cargo run --release --features tls --example kv_server -- ..."
+            .into()),
+        None => Ok(None),
+    }
+}
+
 /// The store: one `Db`, or with `--node-id` a node of a replicated cluster.
 fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::Error>> {
     match (args.node_id, &args.raft_addr) {
@@ -275,6 +390,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let server = Arc::new(server);
     let listener = TcpListener::bind(&addrs[..])?;
     listener.set_nonblocking(true)?;
+    let tls = tls_listener(&args)?;
     let stop = Arc::new(AtomicBool::new(false));
     {
         let stop = stop.clone();
@@ -290,50 +406,55 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         write_timeout: Duration::from_secs(args.write_timeout_secs.max(1)),
     };
     println!(
-        "lsm-bloom kv_server listening on {} (database {}{})",
+        "lsm-bloom kv_server listening on {} (database {}{}){}",
         listener.local_addr()?,
         args.dir.display(),
         if password.is_some() {
             ", password required"
         } else {
             ""
+        },
+        match &tls {
+            Some(t) => format!(", TLS on {}", t.local_addr()?),
+            None => String::new(),
         }
     );
     std::io::stdout().flush()?;
     let active = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::SeqCst) {
-        match listener.accept() {
-            Ok((mut stream, _)) => {
-                if active.load(Ordering::SeqCst) >= args.max_clients {
-                    let _ = stream.write_all(b"-ERR max number of clients reached\r\n");
-                    continue;
-                }
-                stream.set_nonblocking(false)?;
-                active.fetch_add(1, Ordering::SeqCst);
-                let (server, stop, active) = (server.clone(), stop.clone(), active.clone());
-                let (budget, output_budget) = (budget.clone(), output_budget.clone());
-                std::thread::spawn(move || {
-                    if let Err(e) =
-                        conn::serve(stream, &server, &stop, config, &budget, &output_budget)
-                    {
-                        if !matches!(
-                            e.kind(),
-                            std::io::ErrorKind::BrokenPipe
-                                | std::io::ErrorKind::ConnectionReset
-                                | std::io::ErrorKind::WouldBlock
-                                | std::io::ErrorKind::TimedOut
-                        ) {
-                            eprintln!("connection error: {e}");
-                        }
-                    }
-                    active.fetch_sub(1, Ordering::SeqCst);
-                });
+        let mut accepted = accept(&listener, conn::Stream::Plain);
+        if accepted.is_none() {
+            if let Some(t) = &tls {
+                accepted = t.accept();
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5))
-            }
-            Err(e) => eprintln!("accept failed: {e}"),
         }
+        let Some(stream) = accepted else {
+            std::thread::sleep(Duration::from_millis(5));
+            continue;
+        };
+        if active.load(Ordering::SeqCst) >= args.max_clients {
+            stream.refuse(b"-ERR max number of clients reached\r\n");
+            continue;
+        }
+        active.fetch_add(1, Ordering::SeqCst);
+        let (server, stop, active) = (server.clone(), stop.clone(), active.clone());
+        let (budget, output_budget) = (budget.clone(), output_budget.clone());
+        std::thread::spawn(move || {
+            if let Err(e) = conn::serve(stream, &server, &stop, config, &budget, &output_budget) {
+                if !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::BrokenPipe
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::UnexpectedEof
+                        | std::io::ErrorKind::InvalidData
+                ) {
+                    eprintln!("connection error: {e}");
+                }
+            }
+            active.fetch_sub(1, Ordering::SeqCst);
+        });
     }
     // The terminal or pipe may be gone by now: status lines are best effort.
     let _ = writeln!(

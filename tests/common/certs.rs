@@ -1,13 +1,18 @@
-//! A cluster CA and node certificates made in memory with rcgen, for the tests and
-//! benchmarks that run nodes over mutual TLS: each node's certificate names it as the URI
-//! subject alternative name `lsm-bloom://node/<id>`, for both server and client use.
+//! A CA and certificates made in memory with rcgen, for the tests and benchmarks that run
+//! nodes over mutual TLS (each node's certificate names it as the URI subject alternative
+//! name `lsm-bloom://node/<id>`, for both server and client use) or serve Redis clients
+//! over TLS (a server certificate for 127.0.0.1).
 
 use std::path::{Path, PathBuf};
 
-use lsm_bloom::replication::tcp::rustls::pki_types::{
-    CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer,
-};
-use lsm_bloom::replication::tcp::{PeerAuth, NODE_URI};
+use lsm_bloom::rustls::pki_types::CertificateDer;
+#[cfg(feature = "replication")]
+use lsm_bloom::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// The URI alternative name prefix that binds a certificate to a node (FORMAT.md §8).
+const NODE_URI: &str = "lsm-bloom://node/";
+#[cfg(feature = "replication")]
+use lsm_bloom::replication::tcp::PeerAuth;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, SanType,
@@ -38,11 +43,22 @@ impl Ca {
 
     /// A certificate naming each URI of `uris` (usually one, `lsm-bloom://node/<id>`).
     pub fn cert_naming(&self, uris: &[String]) -> NodeCert {
+        self.cert_with(
+            uris.iter()
+                .map(|u| SanType::URI(u.as_str().try_into().unwrap()))
+                .collect(),
+        )
+    }
+
+    /// A certificate for the address 127.0.0.1 (a server on loopback).
+    pub fn loopback_server(&self) -> NodeCert {
+        self.cert_with(vec![SanType::IpAddress([127, 0, 0, 1].into())])
+    }
+
+    /// A certificate with these subject alternative names, for server and client use.
+    fn cert_with(&self, names: Vec<SanType>) -> NodeCert {
         let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.subject_alt_names = uris
-            .iter()
-            .map(|u| SanType::URI(u.as_str().try_into().unwrap()))
-            .collect();
+        p.subject_alt_names = names;
         p.extended_key_usages = vec![
             ExtendedKeyUsagePurpose::ServerAuth,
             ExtendedKeyUsagePurpose::ClientAuth,
@@ -73,12 +89,14 @@ impl Ca {
     }
 
     /// The `PeerAuth` of node `id` of cluster `cluster`, with `cert` as its certificate.
+    #[cfg(feature = "replication")]
     pub fn auth_with(&self, cluster: &str, id: u64, cert: &NodeCert) -> PeerAuth {
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(cert.key.clone()));
         PeerAuth::tls_from_der(cluster, id, vec![cert.cert.clone()], key, vec![self.der()]).unwrap()
     }
 
     /// The `PeerAuth` of node `id` of cluster `cluster`, with a new certificate naming it.
+    #[cfg(feature = "replication")]
     pub fn auth(&self, cluster: &str, id: u64) -> PeerAuth {
         self.auth_with(cluster, id, &self.node(id))
     }

@@ -1,7 +1,7 @@
 //! Helpers shared by the store's integration tests.
 #![allow(dead_code)]
 
-#[cfg(feature = "replication")]
+#[cfg(feature = "tls")]
 pub mod certs;
 #[cfg(feature = "replication")]
 pub mod cluster;
@@ -55,6 +55,9 @@ pub fn example(name: &str) -> PathBuf {
         let mut features = Vec::new();
         if cfg!(feature = "replication") {
             features.push("--features=replication");
+        }
+        if cfg!(feature = "tls") {
+            features.push("--features=tls");
         }
         if cfg!(feature = "zstd") {
             features.push("--features=zstd");
