@@ -9,6 +9,7 @@ mod fixtures;
 mod lease;
 mod linearizable;
 mod log_trim;
+mod port_fuzz;
 mod power_loss;
 mod tcp;
 mod tls;
@@ -328,6 +329,12 @@ async fn a_few_connections_do_not_starve_a_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_streams_are_held_to_their_leader_and_limits() {
     bad_input::snapshot_streams_are_held_to_their_leader_and_limits().await;
+}
+
+/// Forged frames of every kind from peers that never authenticate change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forged_frames_before_authentication_change_nothing() {
+    port_fuzz::forged_frames_before_authentication_change_nothing().await;
 }
 
 /// A damaged or truncated snapshot sent to a follower installs nothing.
