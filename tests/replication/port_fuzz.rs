@@ -168,7 +168,7 @@ pub async fn forged_frames_before_authentication_change_nothing() {
     assert_eq!(c.leader().unwrap().id(), leader);
     let refused_after: u64 = (1..=3).map(refused).sum();
     assert!(
-        refused_after - refused_before >= (plain_frames / 8 * 8 + tls_frames) as u64,
+        refused_after - refused_before >= plain_frames / 8 * 8 + tls_frames,
         "every connection refused: {} of {}",
         refused_after - refused_before,
         plain_frames + tls_frames
