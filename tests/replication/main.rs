@@ -337,6 +337,12 @@ async fn forged_frames_before_authentication_change_nothing() {
     port_fuzz::forged_frames_before_authentication_change_nothing().await;
 }
 
+/// A forwarded write after the leader closed the pooled connection goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_forwarders_pool_drops_closed_connections() {
+    tcp::the_forwarders_pool_drops_closed_connections().await;
+}
+
 /// A damaged or truncated snapshot sent to a follower installs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn damaged_snapshots_install_nothing() {

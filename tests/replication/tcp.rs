@@ -324,3 +324,41 @@ pub async fn a_stalled_append_stream_ends() {
         &m.last_applied
     );
 }
+
+/// The Forwarder's pool never hands out a connection the leader closed: after the leader's
+/// raft server restarts on its address (closing every connection, as its idle limit would),
+/// the next forwarded write goes through on a fresh connection. It used to fail on the dead
+/// pooled one (`early eof`).
+pub async fn the_forwarders_pool_drops_closed_connections() {
+    use lsm_bloom::replication::tcp::Forwarder;
+    use lsm_bloom::replication::{Op, Request};
+    let c = TcpCluster::start(3, fast_config()).await;
+    c.put("warm".into(), "up".into()).await;
+    let leader = c.leader().unwrap().id();
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+    let fwd = Forwarder::new(c.auth(follower));
+    let req = |k: &str| Request {
+        ops: vec![Op::Put {
+            key: k.into(),
+            value: b"v".to_vec(),
+        }],
+    };
+    let node = c.db(follower).unwrap();
+    fwd.write(&node, req("before")).await.unwrap();
+    // Restart the leader's raft server on the same address: its connections close.
+    let addr = c.addrs[&leader].clone();
+    let db = c.db(leader).unwrap();
+    {
+        let mut nodes = c.nodes.lock().unwrap();
+        nodes.get_mut(&leader).unwrap().server.stop();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let server = RaftServer::bind(&addr, db, c.auth(leader)).await.unwrap();
+    c.nodes.lock().unwrap().get_mut(&leader).unwrap().server = server;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    fwd.write(&node, req("after")).await.unwrap();
+    assert_eq!(
+        c.db(leader).unwrap().state_machine().get(b"after").unwrap(),
+        Some(b"v".to_vec())
+    );
+}

@@ -427,3 +427,27 @@ impl AsyncWrite for Conn {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer that accepts and then says nothing (as a dropped or stopped one would) is given
+    /// up on after `HANDSHAKE`, not waited on for as long as TCP retries.
+    #[tokio::test]
+    async fn a_silent_peer_fails_the_handshake_within_its_deadline() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let held = tokio::spawn(async move {
+            let (conn, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(HANDSHAKE * 3).await;
+            drop(conn);
+        });
+        let auth = PeerAuth::plain_loopback("c", 1).unwrap();
+        let started = std::time::Instant::now();
+        let e = auth.connect(&addr, 2).await.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(started.elapsed() < HANDSHAKE * 2, "{:?}", started.elapsed());
+        held.abort();
+    }
+}
