@@ -446,12 +446,6 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         let mut mark = WriteBatch::new();
         mark.put(PURGED, codec::encode_opt_log_id(Some(&log_id)));
         self.tail().purge(log_id.index);
-        self.update(|s| {
-            s.last_purged_log_id = Some(log_id);
-            if s.last_log_id < Some(log_id) {
-                s.last_log_id = Some(log_id);
-            }
-        });
         log_trim::delete_entries(
             &self.shared.db,
             from,
@@ -461,6 +455,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             false,
         )
         .map_err(write_err)?;
+        self.update(|s| {
+            s.last_purged_log_id = Some(log_id);
+            if s.last_log_id < Some(log_id) {
+                s.last_log_id = Some(log_id);
+            }
+        });
         Ok(())
     }
 }

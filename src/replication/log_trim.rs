@@ -52,28 +52,18 @@ fn present(db: &Db, lo: u64, hi: u64, max: usize, from: From) -> crate::Result<V
         Bound::Included(entry_key(hi)),
     );
     let iter = db.scan::<[u8; 9], _>(range)?;
+    let iter: Box<dyn Iterator<Item = _>> = match from {
+        From::Low => Box::new(iter),
+        From::High => Box::new(iter.rev()),
+    };
     let mut out = Vec::new();
-    let mut take = |kv: crate::Result<(Vec<u8>, Vec<u8>)>| -> crate::Result<bool> {
+    for kv in iter {
+        if out.len() >= max {
+            break;
+        }
         let (k, _) = kv?;
         if let Some(i) = index_of(&k) {
             out.push(i);
-        }
-        Ok(out.len() < max)
-    };
-    match from {
-        From::Low => {
-            for kv in iter {
-                if !take(kv)? {
-                    break;
-                }
-            }
-        }
-        From::High => {
-            for kv in iter.rev() {
-                if !take(kv)? {
-                    break;
-                }
-            }
         }
     }
     Ok(out)
