@@ -77,3 +77,8 @@ pub use table::Compression;
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// docs/options.md's example, compiled and run as a doctest.
+#[doc = include_str!("../docs/options.md")]
+#[cfg(doctest)]
+pub struct OptionsDoctests;
