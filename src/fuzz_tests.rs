@@ -533,7 +533,7 @@ fn compressed_block_target() -> Target {
 }
 
 /// The replication layer's encodings (FORMAT.md §7, §8): log entries, votes, memberships,
-/// RPC messages, the handshake's hello, and a snapshot pack's header.
+/// RPC messages, the handshake's hello, a write session, and a snapshot pack's header.
 #[cfg(feature = "replication")]
 fn replication_targets() -> Vec<Target> {
     use crate::replication::fuzz_seeds as r;
@@ -576,6 +576,12 @@ fn replication_targets() -> Vec<Target> {
                 use crate::replication::tcp::hello::{decode, Side};
                 decode(b, Side::Caller, "prod").is_ok() | decode(b, Side::Server, "prod").is_ok()
             },
+        },
+        Target {
+            name: "state machine write session",
+            seeds: crate::replication::state_machine::sessions::seed_records(),
+            reseal: |_| {},
+            decode: |b| crate::replication::state_machine::sessions::decode(b).is_ok(),
         },
         Target {
             name: "snapshot pack header",

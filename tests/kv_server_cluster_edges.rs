@@ -106,6 +106,35 @@ fn a_forged_append_with_the_largest_term_is_refused() {
     // INFO counts them, on a TLS port.
     assert_eq!(c.info_field(follower, "raft_port_tls"), Some(1));
     assert!(c.info_field(follower, "raft_port_bad_frames").unwrap() >= 3);
+    // Per peer: the forger (node 9) is named with its connections and malformed frames,
+    // and the leader's line shows the appends it sends.
+    let peer_line = |prefix: &str| -> Vec<(String, u64)> {
+        let lines = c.info_lines(follower, prefix);
+        assert_eq!(lines.len(), 1, "{prefix}: {lines:?}");
+        let (_, fields) = lines[0].split_once(':').unwrap();
+        fields
+            .split(',')
+            .map(|f| {
+                let (k, v) = f.split_once('=').unwrap();
+                (k.to_string(), v.trim().parse().unwrap())
+            })
+            .collect()
+    };
+    let field = |fields: &[(String, u64)], name: &str| {
+        fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+    };
+    let forger = peer_line("raft_port_peer9:");
+    assert_eq!(field(&forger, "connections"), Some(3), "{forger:?}");
+    assert_eq!(field(&forger, "bad_frames"), Some(3), "{forger:?}");
+    assert_eq!(field(&forger, "frames_in"), Some(0), "{forger:?}");
+    let from_leader = peer_line(&format!("raft_port_peer{}:", leader + 1));
+    assert!(
+        field(&from_leader, "frames_in").unwrap() > 0,
+        "{from_leader:?}"
+    );
+    assert!(
+        field(&from_leader, "bytes_in").unwrap() > field(&from_leader, "frames_in").unwrap() * 8
+    );
     // The panic came within a few election timeouts (400–800 ms) on the old build.
     std::thread::sleep(Duration::from_secs(4));
     for i in 0..3 {

@@ -48,12 +48,10 @@ fn an_append_larger_than_a_batch_reads_back_whole() {
     rt.block_on(async {
         let entry = |i: u64| Entry {
             log_id: LogId::new(LeaderId::new(1, 1), i),
-            payload: EntryPayload::Normal(Request {
-                ops: vec![Op::Put {
-                    key: vec![i as u8],
-                    value: vec![i as u8; 30 << 20],
-                }],
-            }),
+            payload: EntryPayload::Normal(Request::new(vec![Op::Put {
+                key: vec![i as u8],
+                value: vec![i as u8; 30 << 20],
+            }])),
         };
         {
             let mut log = LogStore::open(dir.path()).unwrap();

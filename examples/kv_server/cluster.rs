@@ -20,7 +20,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use lsm_bloom::replication::tcp::{Forwarder, PeerAuth, RaftServer, TcpNetwork};
+use lsm_bloom::replication::tcp::{Forwarder, PeerAuth, PeerKey, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{
     BasicNode, Error, NodeId, ReplicatedDb, ReplicationConfig, Request, Scan,
 };
@@ -54,18 +54,18 @@ fn fail(e: Error) -> Reply {
 }
 
 /// Parses `--peers`: `ID=HOST:PORT` pairs, comma-separated.
-pub fn parse_peers(s: &str) -> Result<BTreeMap<NodeId, String>, String> {
+pub fn parse_peers(s: &str, flag: &str) -> Result<BTreeMap<NodeId, String>, String> {
     let mut out = BTreeMap::new();
     for part in s.split(',').filter(|p| !p.is_empty()) {
         let (id, addr) = part
             .split_once('=')
-            .ok_or_else(|| format!("--peers entry {part:?} is not ID=HOST:PORT"))?;
+            .ok_or_else(|| format!("{flag} entry {part:?} is not ID=HOST:PORT"))?;
         let id: NodeId = id
             .trim()
             .parse()
-            .map_err(|_| format!("--peers entry {part:?}: {id:?} is not a node id"))?;
+            .map_err(|_| format!("{flag} entry {part:?}: {id:?} is not a node id"))?;
         if out.insert(id, addr.trim().to_owned()).is_some() {
-            return Err(format!("--peers names node {id} twice"));
+            return Err(format!("{flag} names node {id} twice"));
         }
     }
     Ok(out)
@@ -254,34 +254,56 @@ impl Cluster {
     }
 
     /// The raft transport's counters: the server's (connections and frames in), the calls
-    /// this node makes (to its peers, and forwarded to the leader).
+    /// this node makes (to its peers, and forwarded to the leader); totals, then one line per
+    /// peer node (`<prefix>_peer<id>:connections=…,frames_in=…,…`, as Redis lists replicas).
     fn transport_info(&self, s: &mut String) {
         use std::sync::atomic::Ordering::Relaxed;
         let _ = write!(s, "raft_port_tls:{}\r\n", u8::from(self.tls));
+        let mut sources = vec![
+            ("raft_calls", self.net.stats()),
+            ("raft_forwarded", self.fwd.stats()),
+        ];
         if let Some(server) = &self.server {
             let st = server.stats();
             let _ = write!(
                 s,
-                "raft_port_accepted:{}\r\nraft_port_refused:{}\r\nraft_port_refused_handshakes:{}\r\nraft_port_bad_frames:{}\r\nraft_port_frames_in:{}\r\nraft_port_frames_out:{}\r\n",
+                "raft_port_accepted:{}\r\nraft_port_refused:{}\r\nraft_port_refused_handshakes:{}\r\n",
                 st.accepted.load(Relaxed),
                 st.refused.load(Relaxed),
                 st.refused_handshakes.load(Relaxed),
-                st.bad_frames.load(Relaxed),
-                st.frames_in.load(Relaxed),
-                st.frames_out.load(Relaxed),
             );
+            sources.insert(0, ("raft_port", st));
         }
-        for (name, st) in [
-            ("raft_calls", self.net.stats()),
-            ("raft_forwarded", self.fwd.stats()),
-        ] {
+        for (name, st) in &sources {
             let _ = write!(
                 s,
-                "{name}_frames_out:{}\r\n{name}_frames_in:{}\r\n{name}_failed:{}\r\n",
+                "{name}_frames_out:{}\r\n{name}_frames_in:{}\r\n{name}_bytes_out:{}\r\n{name}_bytes_in:{}\r\n{name}_failed:{}\r\n{name}_bad_frames:{}\r\n",
                 st.frames_out.load(Relaxed),
                 st.frames_in.load(Relaxed),
+                st.bytes_out.load(Relaxed),
+                st.bytes_in.load(Relaxed),
                 st.failed.load(Relaxed),
+                st.bad_frames.load(Relaxed),
             );
+        }
+        for (name, st) in &sources {
+            for (peer, p) in st.peers() {
+                let peer = match peer {
+                    PeerKey::Node(id) => id.to_string(),
+                    PeerKey::Other => "_other".into(),
+                };
+                let _ = write!(
+                    s,
+                    "{name}_peer{peer}:connections={},frames_out={},frames_in={},bytes_out={},bytes_in={},failed={},bad_frames={}\r\n",
+                    p.connections.load(Relaxed),
+                    p.frames_out.load(Relaxed),
+                    p.frames_in.load(Relaxed),
+                    p.bytes_out.load(Relaxed),
+                    p.bytes_in.load(Relaxed),
+                    p.failed.load(Relaxed),
+                    p.bad_frames.load(Relaxed),
+                );
+            }
         }
     }
 

@@ -137,6 +137,11 @@ struct Args {
     /// Cluster mode: the other nodes, `ID=HOST:PORT,...` (their raft addresses).
     #[arg(long, default_value = "", requires = "node_id")]
     peers: String,
+    /// Cluster mode: dial these nodes at other addresses than their raft addresses,
+    /// `ID=HOST:PORT,...` (a proxy, a tunnel, a translated address). The node reached must
+    /// still prove its id.
+    #[arg(long, default_value = "", requires = "node_id")]
+    peer_routes: String,
     /// Cluster mode: make a new cluster of this node and `--peers`. Give it on one node,
     /// once; on a node that already belongs to a cluster it changes nothing.
     #[arg(long, requires = "node_id")]
@@ -313,7 +318,7 @@ fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::E
         (None, _) => Ok(Store::Local(Db::open(&args.dir, opts)?)),
         #[cfg(feature = "replication")]
         (Some(id), Some(raft_addr)) => {
-            let peers = cluster::parse_peers(&args.peers)?;
+            let peers = cluster::parse_peers(&args.peers, "--peers")?;
             let tls = match (
                 &args.cluster_tls_cert,
                 &args.cluster_tls_key,
@@ -322,7 +327,11 @@ fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::E
                 (Some(c), Some(k), Some(a)) => Some((c.as_path(), k.as_path(), a.as_path())),
                 _ => None,
             };
-            let auth = cluster::peer_auth(id, &args.cluster_id, tls, args.cluster_plain_loopback)?;
+            let mut auth =
+                cluster::peer_auth(id, &args.cluster_id, tls, args.cluster_plain_loopback)?;
+            for (node, addr) in cluster::parse_peers(&args.peer_routes, "--peer-routes")? {
+                auth = auth.with_route(node, addr);
+            }
             Ok(Store::Cluster(Box::new(cluster::Cluster::open(
                 auth,
                 id,

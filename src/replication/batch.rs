@@ -25,12 +25,14 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::{copy_err, raft_err, Error, Raft, Request, Result, MAX_REQUEST_SIZE};
+use super::{copy_err, raft_err, Error, Part, Raft, Request, Result, WriteId, MAX_REQUEST_SIZE};
 
 /// Entries of merged writes being replicated at once.
 const MAX_IN_FLIGHT: usize = 1;
 
 type Waiter = (Request, oneshot::Sender<Result<()>>);
+/// A merged write's waiter: its ids, and where to send its outcome.
+type Answer = (Vec<WriteId>, oneshot::Sender<Result<()>>);
 
 /// How a write goes: at once from its caller's task, or queued for a batch (and whether its
 /// caller starts the batch task).
@@ -86,7 +88,9 @@ impl Batcher {
                     raft,
                     timeout,
                 };
-                submit(raft, request, timeout).await
+                let ids = ids_of(&request);
+                let late = submit(raft, request, timeout).await?;
+                outcome(&ids, &late)
             }
             Turn::Queued { start, rx } => {
                 if start {
@@ -121,9 +125,9 @@ impl Batcher {
             };
             let (merged, waiters) = merge(batch);
             let result = submit(&raft, merged, timeout).await;
-            for w in waiters {
+            for (ids, w) in waiters {
                 let _ = w.send(match &result {
-                    Ok(()) => Ok(()),
+                    Ok(late) => outcome(&ids, late),
                     Err(e) => Err(copy_err(e)),
                 });
             }
@@ -155,15 +159,32 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// One entry through `raft`: done once committed and applied here.
-async fn submit(raft: &Raft, request: Request, timeout: Duration) -> Result<()> {
+/// One entry through `raft`: done once committed and applied here. Answers the ids of its
+/// writes skipped as late copies (`Response::late`).
+async fn submit(raft: &Raft, request: Request, timeout: Duration) -> Result<Vec<WriteId>> {
     match tokio::time::timeout(timeout, raft.client_write(request)).await {
         Err(_) => Err(Error::Timeout(timeout)),
         Ok(Err(e)) => Err(raft_err(e)),
         Ok(Ok(resp)) => match resp.data.refused {
-            None => Ok(()),
+            None => Ok(resp.data.late),
             Some(m) => Err(Error::Store(crate::Error::InvalidArgument(m))),
         },
+    }
+}
+
+fn ids_of(r: &Request) -> Vec<WriteId> {
+    r.parts.iter().filter_map(|p| p.id).collect()
+}
+
+/// A write's outcome, once the entry holding it was applied: done, unless one of its ids
+/// was skipped as a late copy.
+fn outcome(ids: &[WriteId], late: &[WriteId]) -> Result<()> {
+    match ids.iter().find(|id| late.contains(id)) {
+        None => Ok(()),
+        Some(id) => Err(Error::Raft(format!(
+            "write {id} was not applied: it came after its sender settled it \
+             (a late copy), or after the state machine's window for its session"
+        ))),
     }
 }
 
@@ -184,14 +205,28 @@ fn take_batch(waiting: &mut Vec<Waiter>) -> Vec<Waiter> {
 }
 
 /// One request holding every operation of `batch`, in order, and the waiters to answer.
-fn merge(batch: Vec<Waiter>) -> (Request, Vec<oneshot::Sender<Result<()>>>) {
-    let mut ops = Vec::new();
+/// When any write has an id, the request keeps each write's part; when none has, it is one
+/// write (which of them an operation came from matters to no one).
+fn merge(batch: Vec<Waiter>) -> (Request, Vec<Answer>) {
+    let with_ids = batch.iter().any(|(r, _)| !r.parts.is_empty());
+    let mut merged = Request::default();
     let mut waiters = Vec::with_capacity(batch.len());
     for (r, w) in batch {
-        ops.extend(r.ops);
-        waiters.push(w);
+        let ids = ids_of(&r);
+        if with_ids {
+            if r.parts.is_empty() {
+                merged.parts.push(Part {
+                    id: None,
+                    ops: u32::try_from(r.ops.len()).unwrap_or(u32::MAX),
+                });
+            } else {
+                merged.parts.extend_from_slice(&r.parts);
+            }
+        }
+        merged.ops.extend(r.ops);
+        waiters.push((ids, w));
     }
-    (Request { ops }, waiters)
+    (merged, waiters)
 }
 
 #[cfg(test)]
@@ -200,12 +235,10 @@ mod tests {
     use crate::replication::Op;
 
     fn put(n: usize) -> Request {
-        Request {
-            ops: vec![Op::Put {
-                key: b"k".to_vec(),
-                value: vec![0; n],
-            }],
-        }
+        Request::new(vec![Op::Put {
+            key: b"k".to_vec(),
+            value: vec![0; n],
+        }])
     }
 
     #[test]
@@ -227,5 +260,46 @@ mod tests {
         // before it is queued; this only must not loop).
         let mut one = vec![(put(MAX_REQUEST_SIZE), oneshot::channel().0)];
         assert_eq!(take_batch(&mut one).len(), 1);
+    }
+
+    /// A merged entry keeps each write's part once any has an id, so the state machine can
+    /// skip one copy without its neighbours; without ids it stays one plain write.
+    #[test]
+    fn merged_writes_keep_their_ids() {
+        let id = WriteId {
+            session: 3,
+            seq: 1,
+            settled_below: 0,
+        };
+        let mut tagged = put(5);
+        tagged.ops.push(Op::Delete { key: b"x".to_vec() });
+        tagged.parts = vec![Part {
+            id: Some(id),
+            ops: 2,
+        }];
+        let (merged, answers) = merge(vec![
+            (put(1), oneshot::channel().0),
+            (tagged, oneshot::channel().0),
+        ]);
+        assert_eq!(
+            merged.parts,
+            [
+                Part { id: None, ops: 1 },
+                Part {
+                    id: Some(id),
+                    ops: 2
+                }
+            ]
+        );
+        assert!(merged.validate().is_ok());
+        assert_eq!(answers[1].0, [id]);
+        assert!(outcome(&answers[1].0, &[id]).is_err());
+        assert!(outcome(&answers[0].0, &[id]).is_ok());
+        let (plain, _) = merge(vec![
+            (put(1), oneshot::channel().0),
+            (put(2), oneshot::channel().0),
+        ]);
+        assert!(plain.parts.is_empty());
+        assert_eq!(plain.ops.len(), 2);
     }
 }

@@ -14,13 +14,17 @@ use std::collections::{BTreeMap, BTreeSet};
 use openraft::vote::RaftLeaderId;
 use openraft::{BasicNode, EntryPayload};
 
-use super::{CommittedLeaderId, Entry, LogId, Membership, Op, Request, StoredMembership, Vote};
+use super::{
+    CommittedLeaderId, Entry, LogId, Membership, Op, Part, Request, StoredMembership, Vote, WriteId,
+};
 use crate::coding::Cursor;
 
 /// Payload tags of an entry (FORMAT.md §7.4).
 const BLANK: u8 = 0;
 const NORMAL: u8 = 1;
 const MEMBERSHIP: u8 = 2;
+/// A request with parts (merged or forwarded writes, with ids); layout version 2.
+const PARTS: u8 = 3;
 /// Operation tags of a request.
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
@@ -42,6 +46,32 @@ fn check_term(term: u64, what: &str) -> DecodeResult<u64> {
         return Err(format!("{what} term {term} (at most 2^48)"));
     }
     Ok(term)
+}
+
+/// The layout version of a node's two stores (FORMAT.md §7): 2 added entries with parts
+/// (payload tag 3) and the state machine's write sessions; a store of version 1 is read as
+/// it is, and marked 2 when opened, as this build may add both.
+pub(crate) const LAYOUT_VERSION: u32 = 2;
+/// The key each store keeps its layout version under.
+const LAYOUT_KEY: &[u8] = b"m/format";
+
+/// Checks a store's layout version (`what` names the store in an error), and writes this
+/// build's (synced) into a new store or one of version 1.
+pub(crate) fn check_layout(db: &crate::Db, what: &str) -> crate::Result<()> {
+    let v = db.get(LAYOUT_KEY)?;
+    let current = LAYOUT_VERSION.to_le_bytes();
+    match v.as_deref() {
+        Some(v) if v == current => Ok(()),
+        None | Some([1, 0, 0, 0]) => {
+            let mut b = crate::WriteBatch::new();
+            b.put(LAYOUT_KEY, current);
+            db.write_opt(b, crate::WriteOptions { sync: true })
+        }
+        Some(v) => Err(crate::Error::Corruption {
+            path: db.path().to_path_buf(),
+            reason: format!("{what} layout version {v:?} (this build reads 1 and 2)"),
+        }),
+    }
 }
 
 /// A decode failure: what was being decoded and what was wrong.
@@ -235,7 +265,55 @@ pub(crate) fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
             t => return Err(format!("operation {i} has tag {t} (not put 1 or delete 2)")),
         });
     }
-    Ok(Request { ops })
+    Ok(Request::new(ops))
+}
+
+/// A request with its parts: u32 count, each part u8 `0` or `1` + a write id, then u32 ops;
+/// then the request.
+pub(crate) fn put_parted(out: &mut Vec<u8>, r: &Request) {
+    put_u32(out, r.parts.len());
+    for p in &r.parts {
+        match &p.id {
+            None => out.push(0),
+            Some(id) => {
+                out.push(1);
+                out.extend_from_slice(&id.session.to_le_bytes());
+                out.extend_from_slice(&id.seq.to_le_bytes());
+                out.extend_from_slice(&id.settled_below.to_le_bytes());
+            }
+        }
+        out.extend_from_slice(&p.ops.to_le_bytes());
+    }
+    put_request(out, r);
+}
+
+pub(crate) fn get_parted(c: &mut Cursor<'_>) -> DecodeResult<Request> {
+    let n = c.u32()?;
+    let mut parts = Vec::new();
+    for i in 0..n {
+        let id = match c.u8()? {
+            0 => None,
+            1 => Some(WriteId {
+                session: c.u64()?,
+                seq: c.u64()?,
+                settled_below: c.u64()?,
+            }),
+            t => return Err(format!("part {i} has id flag {t} (not 0 or 1)")),
+        };
+        parts.push(Part { id, ops: c.u32()? });
+    }
+    let mut r = get_request(c)?;
+    let counted = parts
+        .iter()
+        .fold(0usize, |n, p| n.saturating_add(p.ops as usize));
+    if counted != r.ops.len() {
+        return Err(format!(
+            "request of {} operations whose parts count {counted}",
+            r.ops.len()
+        ));
+    }
+    r.parts = parts;
+    Ok(r)
 }
 
 /// A log entry: its log id, a payload tag, the payload.
@@ -244,9 +322,13 @@ pub(crate) fn encode_entry(e: &Entry) -> Vec<u8> {
     put_log_id(&mut out, &e.log_id);
     match &e.payload {
         EntryPayload::Blank => out.push(BLANK),
-        EntryPayload::Normal(r) => {
+        EntryPayload::Normal(r) if r.parts.is_empty() => {
             out.push(NORMAL);
             put_request(&mut out, r);
+        }
+        EntryPayload::Normal(r) => {
+            out.push(PARTS);
+            put_parted(&mut out, r);
         }
         EntryPayload::Membership(m) => {
             out.push(MEMBERSHIP);
@@ -263,7 +345,8 @@ pub(crate) fn decode_entry(b: &[u8]) -> DecodeResult<Entry> {
         BLANK => EntryPayload::Blank,
         NORMAL => EntryPayload::Normal(get_request(&mut c)?),
         MEMBERSHIP => EntryPayload::Membership(get_membership(&mut c)?),
-        t => return Err(format!("entry payload tag {t} (not 0, 1 or 2)")),
+        PARTS => EntryPayload::Normal(get_parted(&mut c)?),
+        t => return Err(format!("entry payload tag {t} (not 0 to 3)")),
     };
     finish(&c, "entry")?;
     Ok(Entry { log_id, payload })
@@ -311,21 +394,67 @@ mod tests {
             },
             Entry {
                 log_id: id(2),
-                payload: EntryPayload::Normal(Request {
-                    ops: vec![
-                        Op::Put {
-                            key: b"k".to_vec(),
-                            value: vec![7; 300],
-                        },
-                        Op::Delete { key: vec![] },
-                    ],
-                }),
+                payload: EntryPayload::Normal(Request::new(vec![
+                    Op::Put {
+                        key: b"k".to_vec(),
+                        value: vec![7; 300],
+                    },
+                    Op::Delete { key: vec![] },
+                ])),
             },
             Entry {
                 log_id: id(3),
                 payload: EntryPayload::Membership(membership()),
             },
+            Entry {
+                log_id: id(4),
+                payload: EntryPayload::Normal(parted()),
+            },
         ]
+    }
+
+    /// Two merged writes, the second forwarded with an id.
+    fn parted() -> Request {
+        Request {
+            ops: vec![
+                Op::Delete { key: b"a".to_vec() },
+                Op::Put {
+                    key: b"b".to_vec(),
+                    value: b"v".to_vec(),
+                },
+                Op::Delete { key: b"c".to_vec() },
+            ],
+            parts: vec![
+                Part { id: None, ops: 1 },
+                Part {
+                    id: Some(WriteId {
+                        session: 0xfeed,
+                        seq: 9,
+                        settled_below: 4,
+                    }),
+                    ops: 2,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn parts_must_count_the_operations() {
+        let mut r = parted();
+        r.parts[1].ops = 3;
+        let mut b = Vec::new();
+        put_parted(&mut b, &r);
+        let err = get_parted(&mut Cursor::new(&b)).unwrap_err();
+        assert!(err.contains("parts count 4"), "{err}");
+        assert!(r.validate().unwrap_err().contains("parts count 4"));
+        r.parts[1].ops = 2;
+        assert!(r.validate().is_ok());
+        let ws: Vec<_> = r
+            .writes()
+            .map(|(id, ops)| (id.map(|i| i.seq), ops.len()))
+            .collect();
+        assert_eq!(ws, [(None, 1), (Some(9), 2)]);
+        assert_eq!(Request::new(r.ops.clone()).writes().count(), 1);
     }
 
     #[test]

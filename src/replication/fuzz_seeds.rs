@@ -9,8 +9,8 @@ use openraft::EntryPayload;
 
 use super::wire::{self, Response, Segment, SnapshotChunk};
 use super::{
-    codec, snapshot, BasicNode, CommittedLeaderId, Entry, LogId, Membership, Op, Request,
-    StoredMembership, Vote,
+    codec, snapshot, BasicNode, CommittedLeaderId, Entry, LogId, Membership, Op, Part, Request,
+    StoredMembership, Vote, WriteId,
 };
 
 fn membership(n: u64) -> Membership {
@@ -50,6 +50,22 @@ pub(crate) fn entries() -> Vec<Vec<u8>> {
                         }
                     })
                     .collect(),
+                // The second has parts: a write without an id, then a forwarded one.
+                parts: if i == 2 {
+                    vec![
+                        Part { id: None, ops: 2 },
+                        Part {
+                            id: Some(WriteId {
+                                session: 77,
+                                seq: 5,
+                                settled_below: 3,
+                            }),
+                            ops: 4,
+                        },
+                    ]
+                } else {
+                    Vec::new()
+                },
             }),
             _ => EntryPayload::Membership(membership(3)),
         };
@@ -173,6 +189,14 @@ pub(crate) fn wire_messages() -> Vec<Vec<u8>> {
             },
             Op::Delete { key: b"d".to_vec() },
         ],
+        parts: vec![Part {
+            id: Some(WriteId {
+                session: 1,
+                seq: 2,
+                settled_below: 0,
+            }),
+            ops: 2,
+        }],
     }));
     out.push(wire::encode_read_index());
     out.push(wire::encode_stream());

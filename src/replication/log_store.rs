@@ -38,12 +38,9 @@ use crate::db::{Db, Filters, Options, WriteBatch, WriteOptions};
 const VOTE: &[u8] = b"m/vote";
 const COMMITTED: &[u8] = b"m/committed";
 const PURGED: &[u8] = b"m/purged";
-const FORMAT: &[u8] = b"m/format";
 /// An append is written in batches of about this many bytes (one batch must stay under the
 /// store's `MAX_BATCH_SIZE` however many large entries openraft appends at once).
 const APPEND_BATCH_BYTES: usize = 64 << 20;
-/// The layout's version (FORMAT.md §7.1).
-const FORMAT_VERSION: u32 = 1;
 
 type StorageResult<T> = Result<T, std::io::Error>;
 
@@ -96,20 +93,7 @@ impl LogStore {
             ..Options::default()
         };
         let db = Arc::new(Db::open(dir.as_ref(), opts)?);
-        match db.get(FORMAT)? {
-            None => {
-                let mut b = WriteBatch::new();
-                b.put(FORMAT, FORMAT_VERSION.to_le_bytes());
-                db.write_opt(b, WriteOptions { sync: true })?;
-            }
-            Some(v) if v == FORMAT_VERSION.to_le_bytes() => {}
-            Some(v) => {
-                return Err(crate::Error::Corruption {
-                    path: dir.as_ref().to_path_buf(),
-                    reason: format!("raft log layout version {v:?} (this build reads 1)"),
-                })
-            }
-        }
+        codec::check_layout(&db, "raft log")?;
         let last_purged_log_id = match db.get(PURGED)? {
             None => None,
             Some(b) => {

@@ -32,7 +32,7 @@ mod send;
 mod service;
 pub(crate) mod snapshot;
 mod stalled;
-mod state_machine;
+pub(crate) mod state_machine;
 pub mod tcp;
 pub(crate) mod wire;
 
@@ -90,11 +90,48 @@ pub type StoredMembership = openraft::alias::StoredMembershipOf<TypeConfig>;
 /// The leader id a log id carries.
 pub type CommittedLeaderId = openraft::alias::CommittedLeaderIdOf<TypeConfig>;
 
-/// One replicated write: operations applied together, atomically, in order.
+/// One replicated write: operations applied together, atomically, in order. On the leader,
+/// writes that arrive together are merged into one request; `parts` then says which
+/// operations were whose.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
     /// The operations.
     pub ops: Vec<Op>,
+    /// The writes this request holds, in order, each a run of `ops` and the id its forwarder
+    /// gave it, if any. Empty: the whole request is one write without an id. A write with an
+    /// id is applied at most once, however often it reaches the log (`WriteId`).
+    pub parts: Vec<Part>,
+}
+
+/// One write of a merged [`Request`]: the next `ops` operations, and its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    /// The write's id, when its sender may send it again (a forwarded write).
+    pub id: Option<WriteId>,
+    /// How many of the request's operations, after the previous part's, are this write's.
+    pub ops: u32,
+}
+
+/// The id a forwarder gives a write, so that the state machine applies it at most once
+/// however many times it is sent (a retry after the leader changed, say): every node keeps,
+/// per session, the sequence numbers applied at or above the session's `settled_below`, and
+/// skips a write whose number it holds (FORMAT.md §7.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct WriteId {
+    /// The sender's session: a random number drawn once per `tcp::Forwarder`.
+    pub session: u64,
+    /// The write's number in its session, from 0.
+    pub seq: u64,
+    /// Every write of the session numbered below this has been answered to its caller, so
+    /// will never be sent again: the state machine forgets them, and refuses a late copy of
+    /// one (it is not applied).
+    pub settled_below: u64,
+}
+
+impl fmt::Display for WriteId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}/{}", self.session, self.seq)
+    }
 }
 
 /// One operation of a [`Request`].
@@ -123,6 +160,7 @@ impl fmt::Display for Request {
 impl From<crate::WriteBatch> for Request {
     fn from(b: crate::WriteBatch) -> Request {
         Request {
+            parts: Vec::new(),
             ops: b
                 .into_ops()
                 .into_iter()
@@ -136,6 +174,34 @@ impl From<crate::WriteBatch> for Request {
 }
 
 impl Request {
+    /// One write of `ops`, without an id.
+    pub fn new(ops: Vec<Op>) -> Request {
+        Request {
+            ops,
+            parts: Vec::new(),
+        }
+    }
+
+    /// The writes this request holds, each with its id and its operations, in order.
+    pub fn writes(&self) -> impl Iterator<Item = (Option<WriteId>, &[Op])> + '_ {
+        let whole = [Part {
+            id: None,
+            ops: u32::try_from(self.ops.len()).unwrap_or(u32::MAX),
+        }];
+        let parts = if self.parts.is_empty() {
+            whole.to_vec()
+        } else {
+            self.parts.clone()
+        };
+        let mut rest = &self.ops[..];
+        parts.into_iter().map(move |p| {
+            let n = (p.ops as usize).min(rest.len());
+            let (mine, tail) = rest.split_at(n);
+            rest = tail;
+            (p.id, mine)
+        })
+    }
+
     /// Checks the request against the replicated store's limits: every key at most
     /// [`MAX_REPLICATED_KEY_SIZE`], the whole at most [`MAX_REQUEST_SIZE`]. A request that
     /// fails is refused by `ReplicatedDb::write`, and skipped (on every node alike) if it
@@ -150,6 +216,18 @@ impl Request {
                 ));
             }
         }
+        if !self.parts.is_empty() {
+            let counted = self
+                .parts
+                .iter()
+                .fold(0usize, |n, p| n.saturating_add(p.ops as usize));
+            if counted != self.ops.len() {
+                return Err(format!(
+                    "request of {} operations whose parts count {counted}",
+                    self.ops.len()
+                ));
+            }
+        }
         let size = self.size();
         if size > MAX_REQUEST_SIZE {
             return Err(format!(
@@ -160,9 +238,10 @@ impl Request {
     }
 
     /// The size [`Request::validate`] holds to `MAX_REQUEST_SIZE`: each operation's key and
-    /// value, and 9 bytes of overhead.
+    /// value, and 9 bytes of overhead; 29 bytes per part.
     pub fn size(&self) -> usize {
-        self.ops.iter().fold(0usize, |size, op| {
+        let parts = self.parts.len().saturating_mul(PART_SIZE);
+        self.ops.iter().fold(parts, |size, op| {
             let n = match op {
                 Op::Put { key, value } => key.len() + value.len(),
                 Op::Delete { key } => key.len(),
@@ -172,11 +251,18 @@ impl Request {
     }
 }
 
+/// The encoded size of a part with an id (FORMAT.md §7.4).
+const PART_SIZE: usize = 29;
+
 /// What applying a [`Request`] answers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Response {
     /// Why the request was skipped rather than applied (it failed `Request::validate`).
     pub refused: Option<String>,
+    /// Writes of the request skipped as late copies: their number is below their session's
+    /// window (`WriteId::settled_below`, or the window's bound). A write skipped because it
+    /// was applied before is not listed: it is done.
+    pub late: Vec<WriteId>,
 }
 
 /// A failure of a replicated operation.

@@ -196,21 +196,17 @@ impl ReplicatedDb {
 
     /// Sets `key` to `value` (a one-operation [`ReplicatedDb::write`]).
     pub async fn put(&self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Result<()> {
-        self.write(Request {
-            ops: vec![Op::Put {
-                key: key.into(),
-                value: value.into(),
-            }],
-        })
+        self.write(Request::new(vec![Op::Put {
+            key: key.into(),
+            value: value.into(),
+        }]))
         .await
     }
 
     /// Removes `key` (a one-operation [`ReplicatedDb::write`]).
     pub async fn delete(&self, key: impl Into<Vec<u8>>) -> Result<()> {
-        self.write(Request {
-            ops: vec![Op::Delete { key: key.into() }],
-        })
-        .await
+        self.write(Request::new(vec![Op::Delete { key: key.into() }]))
+            .await
     }
 
     /// Waits until a read under `policy` may be served from the local store.

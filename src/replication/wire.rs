@@ -114,8 +114,8 @@ pub fn max_request(tag: u8) -> usize {
         VOTE => 1 + 17 + 25,
         // Tag, vote, meta (at most 1 MiB, §7.3), offset, data, done.
         SNAPSHOT => 1 + 17 + 4 + (1 << 20) + 8 + 4 + MAX_SNAPSHOT_CHUNK + 1,
-        // Tag and a request: its count and `Request::size` bytes.
-        FORWARD => 1 + 4 + super::MAX_REQUEST_SIZE,
+        // Tag and a request with parts: two counts and `Request::size` bytes.
+        FORWARD => 1 + 4 + 4 + super::MAX_REQUEST_SIZE,
         // Tag only; an unknown tag is refused when decoded.
         _ => 1,
     }
@@ -213,7 +213,7 @@ pub fn encode_snapshot(r: &SnapshotChunk) -> Vec<u8> {
 /// A forwarded write's payload.
 pub fn encode_forward(r: &super::Request) -> Vec<u8> {
     let mut out = vec![FORWARD];
-    codec::put_request(&mut out, r);
+    codec::put_parted(&mut out, r);
     out
 }
 
@@ -269,7 +269,7 @@ pub fn decode_request(b: &[u8]) -> DecodeResult<Request> {
                 done,
             })
         }
-        FORWARD => Request::Forward(codec::get_request(&mut c)?),
+        FORWARD => Request::Forward(codec::get_parted(&mut c)?),
         READ_INDEX => Request::ReadIndex,
         STREAM => Request::Stream,
         t => return Err(format!("request tag {t} (not 1 to 6)")),

@@ -1,8 +1,10 @@
-//! `fixtures/replication-v1/node/`: a one-node replicated store written by layout version 1
+//! `fixtures/replication-v<N>/node/`: a one-node replicated store written by layout version N
 //! (FORMAT.md §7) — a log with a purged prefix, a vote and a commit mark; a state machine
-//! with data, its applied position and membership; a snapshot pack. Frozen: this build must
-//! read it as written. Written once, when missing and `LSM_BLOOM_WRITE_MISSING_FIXTURES` is
-//! set (never overwritten).
+//! with data, its applied position and membership; a snapshot pack. Version 2 adds writes
+//! with ids: one applied, a plain write after it, and a copy of the first, skipped (entries
+//! with parts, and a write session). Frozen: this build must read each as written. Written
+//! once, when missing and `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwritten; this
+//! build cannot write version 1).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,9 @@ use std::path::{Path, PathBuf};
 use lsm_bloom::replication::network::Router;
 use lsm_bloom::replication::openraft::storage::{RaftLogStorage, RaftStateMachine};
 use lsm_bloom::replication::openraft::{RaftLogReader, SnapshotPolicy};
-use lsm_bloom::replication::{BasicNode, LogStore, ReadPolicy, ReplicatedDb, StateMachine};
+use lsm_bloom::replication::{
+    BasicNode, LogStore, Op, Part, ReadPolicy, ReplicatedDb, Request, StateMachine, WriteId,
+};
 use lsm_bloom::Options;
 
 use crate::cluster::fast_config;
@@ -18,13 +22,14 @@ use crate::cluster::fast_config;
 pub const WRITES: usize = 60;
 pub const DELETED: usize = 7;
 
-pub fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/replication-v1/node")
+pub fn dir(version: u32) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/replication-v{version}/node"))
 }
 
-/// The data the fixture holds: `k00`..`k59` = `v00`..`v59`, less `k07`.
-pub fn expected() -> Vec<(Vec<u8>, Vec<u8>)> {
-    (0..WRITES)
+/// The data the fixture holds: `k00`..`k59` = `v00`..`v59`, less `k07`; from version 2,
+/// `t0` = `second`.
+pub fn expected(version: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut data: Vec<_> = (0..WRITES)
         .filter(|&i| i != DELETED)
         .map(|i| {
             (
@@ -32,10 +37,33 @@ pub fn expected() -> Vec<(Vec<u8>, Vec<u8>)> {
                 format!("v{i:02}").into_bytes(),
             )
         })
-        .collect()
+        .collect();
+    if version >= 2 {
+        data.push((b"t0".to_vec(), b"second".to_vec()));
+    }
+    data
 }
 
-async fn write_fixture(to: &Path) {
+/// `t0` = `value`, as write 0 of session `0xf1` (a forwarded write's id).
+fn with_id(value: &str) -> Request {
+    Request {
+        ops: vec![Op::Put {
+            key: b"t0".to_vec(),
+            value: value.into(),
+        }],
+        parts: vec![Part {
+            id: Some(WriteId {
+                session: 0xf1,
+                seq: 0,
+                settled_below: 0,
+            }),
+            ops: 1,
+        }],
+    }
+}
+
+async fn write_fixture(to: &Path, version: u32) {
+    assert!(version >= 2, "this build writes layout version 2");
     let mut config = fast_config();
     config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(25);
     config.raft.max_in_snapshot_log_to_keep = 5;
@@ -61,6 +89,10 @@ async fn write_fixture(to: &Path) {
         }
     }
     node.delete(format!("k{DELETED:02}")).await.unwrap();
+    node.write(with_id("first")).await.unwrap();
+    node.put("t0", "second").await.unwrap();
+    // A copy of the first: skipped.
+    node.write(with_id("first")).await.unwrap();
     assert!(
         node.metrics().purged.is_some(),
         "the fixture needs a purged log"
@@ -82,15 +114,15 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// A fresh copy of the fixture (opening a store changes its directory).
-pub async fn copy() -> tempfile::TempDir {
-    let src = dir();
+pub async fn copy(version: u32) -> tempfile::TempDir {
+    let src = dir(version);
     if !src.exists() {
         assert!(
             std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some(),
             "missing fixture {}",
             src.display()
         );
-        write_fixture(&src).await;
+        write_fixture(&src, version).await;
     }
     let t = tempfile::tempdir().unwrap();
     copy_dir(&src, &t.path().join("node"));
@@ -99,8 +131,8 @@ pub async fn copy() -> tempfile::TempDir {
 
 /// The stores read the fixture as written, piece by piece, and a node opened on it serves
 /// its data.
-pub async fn check() {
-    let t = copy().await;
+pub async fn check(version: u32) {
+    let t = copy(version).await;
     let node_dir = t.path().join("node");
 
     let mut log = LogStore::open(node_dir.join("log")).unwrap();
@@ -129,7 +161,7 @@ pub async fn check() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(data, expected());
+    assert_eq!(data, expected(version));
     let snap = sm
         .get_current_snapshot()
         .await
@@ -155,7 +187,7 @@ pub async fn check() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    let all = expected();
+    let all = expected(version);
     assert!(data.len() > 30, "{} keys", data.len());
     assert!(
         data.iter().all(|kv| all.contains(kv) || kv.0 == b"k07"),
@@ -181,5 +213,11 @@ pub async fn check() {
         node.get("k07", ReadPolicy::Linearizable).await.unwrap(),
         None
     );
+    // Another copy of the id-carrying write: the session read back from the fixture skips
+    // it (version 2), or it is new (version 1).
+    node.write(with_id("first")).await.unwrap();
+    let t0 = node.get("t0", ReadPolicy::Linearizable).await.unwrap();
+    let want: &[u8] = if version >= 2 { b"second" } else { b"first" };
+    assert_eq!(t0.as_deref(), Some(want));
     node.shutdown().await.unwrap();
 }

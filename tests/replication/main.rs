@@ -5,6 +5,7 @@
 mod bad_input;
 mod checker;
 mod cluster;
+mod exactly_once;
 mod fixtures;
 mod lease;
 mod linearizable;
@@ -279,9 +280,15 @@ async fn a_power_loss_of_the_state_machine_loses_no_acknowledged_write() {
 }
 
 /// `fixtures/replication-v1/node/` (layout version 1) reads as written.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn layout_v1_fixture_still_reads() {
-    fixtures::check().await;
+    fixtures::check(1).await;
+}
+
+/// `fixtures/replication-v2/node/` (layout version 2: writes with ids) reads as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn layout_v2_fixture_still_reads() {
+    fixtures::check(2).await;
 }
 
 /// Over TCP on 127.0.0.1: leaders restarted, a node caught up by a snapshot in 4 KiB chunks;
@@ -341,6 +348,12 @@ async fn forged_frames_before_authentication_change_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_forwarders_pool_drops_closed_connections() {
     tcp::the_forwarders_pool_drops_closed_connections().await;
+}
+
+/// A forwarded write sent again after "not the leader" is applied once, on every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_forward_resent_to_the_new_leader_is_applied_once() {
+    exactly_once::a_forward_resent_to_the_new_leader_is_applied_once().await;
 }
 
 /// A damaged or truncated snapshot sent to a follower installs nothing.

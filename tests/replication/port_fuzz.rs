@@ -41,7 +41,7 @@ fn seeds() -> Vec<Vec<u8>> {
         r
     };
     let mut hello = vec![7u8];
-    hello.extend_from_slice(&2u32.to_le_bytes());
+    hello.extend_from_slice(&3u32.to_le_bytes());
     hello.extend_from_slice(&9u64.to_le_bytes());
     hello.extend_from_slice(&9u32.to_le_bytes());
     hello.extend_from_slice(b"tcp-tests");
@@ -60,7 +60,8 @@ fn seeds() -> Vec<Vec<u8>> {
             &[1],
         ]
         .concat(),
-        [&[4u8][..], &put].concat(),
+        // A forwarded write: no parts, then the request.
+        [&[4u8][..], &0u32.to_le_bytes(), &put].concat(),
         vec![5],
         vec![6],
         hello,

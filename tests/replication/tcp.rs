@@ -242,12 +242,10 @@ pub async fn followers_forward_writes_and_read_linearizably() {
         let writer = c.db(followers[(i % 2) as usize]).unwrap();
         let reader = c.db(followers[((i + 1) % 2) as usize]).unwrap();
         let key = format!("f{i}").into_bytes();
-        let req = Request {
-            ops: vec![Op::Put {
-                key: key.clone(),
-                value: i.to_le_bytes().to_vec(),
-            }],
-        };
+        let req = Request::new(vec![Op::Put {
+            key: key.clone(),
+            value: i.to_le_bytes().to_vec(),
+        }]);
         fwd.write(&writer, req).await.unwrap();
         fwd.read_barrier(&reader).await.unwrap();
         assert_eq!(
@@ -337,11 +335,11 @@ pub async fn the_forwarders_pool_drops_closed_connections() {
     let leader = c.leader().unwrap().id();
     let follower = (1..=3).find(|&id| id != leader).unwrap();
     let fwd = Forwarder::new(c.auth(follower));
-    let req = |k: &str| Request {
-        ops: vec![Op::Put {
+    let req = |k: &str| {
+        Request::new(vec![Op::Put {
             key: k.into(),
             value: b"v".to_vec(),
-        }],
+        }])
     };
     let node = c.db(follower).unwrap();
     fwd.write(&node, req("before")).await.unwrap();

@@ -27,14 +27,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use openraft::storage::{EntryResponder, RaftStateMachine, Snapshot};
-use openraft::EntryPayload;
 
 use super::snapshot::{self, Meta, RaftMeta};
-use super::{codec, LogId, Op, Response, StoredMembership, TypeConfig};
-use crate::db::{Db, DbIter, Options, WriteBatch};
+use super::{codec, LogId, StoredMembership, TypeConfig};
+use crate::db::{Db, DbIter, Options};
 
+mod apply;
+pub(crate) mod sessions;
 mod snapshots;
 
 pub use snapshots::SnapshotBuilder;
@@ -42,11 +43,6 @@ pub use snapshots::SnapshotBuilder;
 const DATA: u8 = b'd';
 const APPLIED: &[u8] = b"m/applied";
 const MEMBERSHIP: &[u8] = b"m/membership";
-const FORMAT: &[u8] = b"m/format";
-/// The layout's version (FORMAT.md §7.2).
-const FORMAT_VERSION: u32 = 1;
-/// Batches an apply is split into, by their log record size.
-const APPLY_BATCH_BYTES: usize = 32 << 20;
 
 type StorageResult<T> = Result<T, std::io::Error>;
 
@@ -97,6 +93,8 @@ struct Shared {
     state: Mutex<State>,
     next_temp: AtomicU64,
     installed: AtomicU64,
+    /// The write sessions of the live store (`sessions.rs`).
+    sessions: Mutex<sessions::Sessions>,
 }
 
 struct State {
@@ -151,8 +149,9 @@ impl StateMachine {
             }
         }
         let db = Db::open(dir.join(&live), opts.clone())?;
-        check_format(&db)?;
+        codec::check_layout(&db, "state machine")?;
         let applied = read_applied(&db)?;
+        let sessions = sessions::Sessions::load(&db)?;
         // The newest readable snapshot at or before the applied position is kept.
         let mut current: Option<(Meta, PathBuf)> = None;
         for e in fs::read_dir(&snaps).map_err(io_err(format!("listing {}", snaps.display())))? {
@@ -192,6 +191,7 @@ impl StateMachine {
                 }),
                 next_temp: AtomicU64::new(0),
                 installed: AtomicU64::new(0),
+                sessions: Mutex::new(sessions),
             }),
         })
     }
@@ -288,22 +288,6 @@ fn corrupt(db: &Db, what: &str, reason: String) -> crate::Error {
     }
 }
 
-/// Checks the store's layout version, writing it into a store that has none (a new one).
-fn check_format(db: &Db) -> crate::Result<()> {
-    match db.get(FORMAT)? {
-        None => {
-            let mut b = WriteBatch::new();
-            b.put(FORMAT, FORMAT_VERSION.to_le_bytes());
-            db.write(b)
-        }
-        Some(v) if v == FORMAT_VERSION.to_le_bytes() => Ok(()),
-        Some(v) => Err(crate::Error::Corruption {
-            path: db.path().to_path_buf(),
-            reason: format!("state machine layout version {v:?} (this build reads 1)"),
-        }),
-    }
-}
-
 fn read_applied(db: &Db) -> crate::Result<Option<LogId>> {
     match db.get(APPLIED)? {
         None => Ok(None),
@@ -373,70 +357,12 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         self.applied().map_err(|e| sm_err(ErrorVerb::Read, e))
     }
 
-    /// Applies `entries` in order: each one's operations and its log id (and membership)
-    /// in one batch, not synced (module comment). Each entry's responder is answered once
-    /// the batch holding it is written.
+    /// Applies `entries` in order (`apply.rs`).
     async fn apply<Strm>(&mut self, entries: Strm) -> StorageResult<()>
     where
         Strm: Stream<Item = Result<EntryResponder<TypeConfig>, std::io::Error>> + Unpin + Send,
     {
-        let db = self.shared.db.load_full();
-        let mut entries = entries;
-        let mut answers = Vec::new();
-        let mut batch = WriteBatch::new();
-        let write = |batch: WriteBatch, answers: &mut Vec<_>| -> StorageResult<()> {
-            db.write(batch)
-                .map_err(|err| sm_err(ErrorVerb::Write, err))?;
-            for (responder, response) in answers.drain(..) {
-                if let Some(r) = responder {
-                    openraft::storage::ApplyResponder::send(r, response);
-                }
-            }
-            Ok(())
-        };
-        // Entries openraft has at hand are taken without waiting and written as one batch;
-        // the stream waits only when none is ready.
-        loop {
-            let next = match futures_util::FutureExt::now_or_never(entries.next()) {
-                Some(next) => next,
-                None => {
-                    if !batch.is_empty() {
-                        write(std::mem::take(&mut batch), &mut answers)?;
-                    }
-                    entries.next().await
-                }
-            };
-            let Some(item) = next else { break };
-            let (e, responder) = item?;
-            let mut response = Response::default();
-            match e.payload {
-                EntryPayload::Blank => {}
-                EntryPayload::Normal(req) => match req.validate() {
-                    Err(m) => response.refused = Some(m),
-                    Ok(()) => {
-                        for op in req.ops {
-                            match op {
-                                Op::Put { key, value } => batch.put(data_key(&key), value),
-                                Op::Delete { key } => batch.delete(data_key(&key)),
-                            };
-                        }
-                    }
-                },
-                EntryPayload::Membership(m) => {
-                    let stored = StoredMembership::new(Some(e.log_id), m);
-                    batch.put(MEMBERSHIP, codec::encode_stored_membership(&stored));
-                }
-            }
-            batch.put(APPLIED, codec::encode_opt_log_id(Some(&e.log_id)));
-            answers.push((responder, response));
-            if batch.encoded_len() >= APPLY_BATCH_BYTES {
-                write(std::mem::take(&mut batch), &mut answers)?;
-            }
-        }
-        if !batch.is_empty() || !answers.is_empty() {
-            write(batch, &mut answers)?;
-        }
-        Ok(())
+        self.apply_entries(entries).await
     }
 
     async fn get_snapshot_builder(&mut self) -> SnapshotBuilder {

@@ -11,11 +11,13 @@ use std::sync::Arc;
 use openraft::storage::Snapshot;
 use openraft::RaftSnapshotBuilder;
 
+use super::sessions::Sessions;
 use super::{
-    blocking, check_format, io_err, read_applied, read_applied_at, read_membership_at, remove_any,
-    snap_err, SnapshotFile, StateMachine, StorageResult,
+    blocking, io_err, read_applied, read_applied_at, read_membership_at, remove_any, snap_err,
+    SnapshotFile, StateMachine, StorageResult,
 };
 use crate::db::Db;
+use crate::replication::codec;
 use crate::replication::snapshot::{self, Meta, RaftMeta};
 use crate::replication::TypeConfig;
 
@@ -119,7 +121,7 @@ impl StateMachine {
                 return Err(e);
             }
         };
-        check_format(&db)?;
+        codec::check_layout(&db, "state machine")?;
         let applied = read_applied(&db)?;
         if applied != meta.last_log_id {
             drop(db);
@@ -132,6 +134,14 @@ impl StateMachine {
                 ),
             });
         }
+        let sessions = match Sessions::load(&db) {
+            Ok(s) => s,
+            Err(e) => {
+                drop(db);
+                remove_any(&live);
+                return Err(e);
+            }
+        };
         // The commit point: from here a crash reopens the new store.
         crate::fs::write_atomic(
             &crate::fs::StdFs,
@@ -140,7 +150,16 @@ impl StateMachine {
             "CURRENT",
             format!("data-{generation}\n").as_bytes(),
         )?;
-        let old = self.shared.db.swap(Arc::new(db));
+        let old = {
+            // Swapped under the sessions' lock: an apply sees the new store with its table.
+            let mut table = self
+                .shared
+                .sessions
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            *table = sessions;
+            self.shared.db.swap(Arc::new(db))
+        };
         let old_dir = dir.join(format!("data-{}", generation - 1));
         {
             let mut st = self.lock();

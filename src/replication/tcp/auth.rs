@@ -13,6 +13,7 @@
 //! [`PeerAuth::plain_loopback`] skips TLS and authenticates nothing, so it serves and calls
 //! loopback addresses only: tests, benchmarks and single-machine clusters ask for it by name.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 use std::pin::Pin;
@@ -54,6 +55,8 @@ pub struct PeerAuth {
     cluster: Arc<str>,
     node: NodeId,
     mode: Mode,
+    /// Nodes dialled at another address than the one they are called at (`with_route`).
+    routes: Arc<BTreeMap<NodeId, String>>,
 }
 
 fn invalid(m: String) -> io::Error {
@@ -75,6 +78,7 @@ impl PeerAuth {
         Ok(PeerAuth {
             cluster: cluster.into(),
             node,
+            routes: Arc::default(),
             mode: Mode::Tls {
                 acceptor: TlsAcceptor::from(server),
                 connector: TlsConnector::from(client),
@@ -178,6 +182,7 @@ impl PeerAuth {
         Ok(PeerAuth {
             cluster: cluster.into(),
             node,
+            routes: Arc::default(),
             mode: Mode::PlainLoopback,
         })
     }
@@ -192,14 +197,24 @@ impl PeerAuth {
         &self.cluster
     }
 
+    /// Dials node `node` at `addr` from now on, whatever address it is called at (its
+    /// address in the membership, a leader's address in a redirect): a proxy, a tunnel, or
+    /// an address translated on the way. The peer must still prove it is `node`.
+    #[must_use]
+    pub fn with_route(mut self, node: NodeId, addr: impl Into<String>) -> PeerAuth {
+        Arc::make_mut(&mut self.routes).insert(node, addr.into());
+        self
+    }
+
     /// Whether connections are TLS.
     pub fn is_tls(&self) -> bool {
         matches!(self.mode, Mode::Tls { .. })
     }
 
     /// Authenticates an accepted connection: TLS (when on) and the hellos. Returns the
-    /// connection and the caller's node id.
-    pub(super) async fn accept(&self, tcp: TcpStream) -> Result<(Conn, NodeId), String> {
+    /// connection and the caller's node id. The server side of `connect`, for tools and
+    /// tests that answer frames themselves; `RaftServer` bounds its time (`HANDSHAKE`).
+    pub async fn accept(&self, tcp: TcpStream) -> Result<(Conn, NodeId), String> {
         let _ = tcp.set_nodelay(true);
         let (mut conn, cert_id) = match &self.mode {
             Mode::PlainLoopback => {
@@ -249,6 +264,7 @@ impl PeerAuth {
     }
 
     async fn connect_now(&self, addr: &str, target: NodeId) -> io::Result<Conn> {
+        let addr = self.routes.get(&target).map_or(addr, String::as_str);
         let tcp = TcpStream::connect(addr).await?;
         let _ = tcp.set_nodelay(true);
         let refused = |m: String| {

@@ -5,15 +5,26 @@
 //! Idle connections are pooled, one per leader, and reused only while fresh: one idle past
 //! `POOL_IDLE` (under the server's `IDLE`, after which it closes them), or one with anything
 //! to read (the server's close, say), is dropped instead of being handed out.
+//!
+//! **Exactly once.** Each forwarded write carries a [`WriteId`]: this forwarder's session
+//! (random), the write's number, and the lowest number still waiting for its answer. When
+//! the leader answers that another node leads now (openraft says so also for an entry it
+//! appended and may yet commit), or the call breaks off after it was sent, the write is sent
+//! again under the same id — to the new leader, or once more on a fresh connection — and
+//! the state machine applies whichever copy reaches the log first and skips the others
+//! (`state_machine/sessions.rs`).
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use futures_util::FutureExt;
 
 use super::{CallError, Conn, PeerAuth, TcpLink, TransportStats};
 use crate::replication::wire::{self, Response};
-use crate::replication::{Error, NodeId, ReplicatedDb, Request, Result};
+use crate::replication::{Error, NodeId, Part, ReplicatedDb, Request, Result, WriteId};
 
 /// Writes and linearizable reads from any node: a follower forwards a write to the leader
 /// over its raft port, and asks it for a read index before reading locally. Keeps idle
@@ -25,6 +36,58 @@ pub struct Forwarder {
     inflight: tokio::sync::Semaphore,
     idle: tokio::sync::Mutex<Vec<Pooled>>,
     stats: Arc<TransportStats>,
+    /// This forwarder's write session (`WriteId::session`).
+    session: u64,
+    next_seq: AtomicU64,
+    /// Numbers of the forwarded writes not answered to their callers yet.
+    unsettled: Mutex<BTreeSet<u64>>,
+}
+
+/// A write's number, unsettled until dropped (answered, or its caller gone).
+struct Unsettled<'a> {
+    fwd: &'a Forwarder,
+    seq: u64,
+}
+
+impl<'a> Unsettled<'a> {
+    fn new(fwd: &'a Forwarder) -> Unsettled<'a> {
+        let seq = fwd.next_seq.fetch_add(1, Ordering::Relaxed);
+        fwd.unsettled().insert(seq);
+        Unsettled { fwd, seq }
+    }
+
+    /// `request` as one write under this number's id.
+    fn tag(&self, request: &Request) -> Request {
+        let settled_below = self.fwd.unsettled().first().copied().unwrap_or(self.seq);
+        Request {
+            ops: request.ops.clone(),
+            parts: vec![Part {
+                id: Some(WriteId {
+                    session: self.fwd.session,
+                    seq: self.seq,
+                    settled_below,
+                }),
+                ops: u32::try_from(request.ops.len()).unwrap_or(u32::MAX),
+            }],
+        }
+    }
+}
+
+impl Drop for Unsettled<'_> {
+    fn drop(&mut self) {
+        self.fwd.unsettled().remove(&self.seq);
+    }
+}
+
+/// A session id no other forwarder draws: the process's random hash keys (std draws them
+/// from the OS), over the time, the process id and a counter.
+fn new_session() -> u64 {
+    static DRAWN: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    std::time::SystemTime::now().hash(&mut h);
+    std::process::id().hash(&mut h);
+    DRAWN.fetch_add(1, Ordering::Relaxed).hash(&mut h);
+    h.finish()
 }
 
 /// An idle connection to a leader, and since when it is idle.
@@ -69,7 +132,16 @@ impl Forwarder {
             inflight: tokio::sync::Semaphore::new(MAX_FORWARDS),
             idle: tokio::sync::Mutex::default(),
             stats: Arc::default(),
+            session: new_session(),
+            next_seq: AtomicU64::new(0),
+            unsettled: Mutex::default(),
         }
+    }
+
+    fn unsettled(&self) -> std::sync::MutexGuard<'_, BTreeSet<u64>> {
+        self.unsettled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Its counters.
@@ -77,33 +149,36 @@ impl Forwarder {
         &self.stats
     }
 
-    /// `node.write(request)`, forwarded to the leader when `node` is not it.
+    /// `node.write(request)`, forwarded to the leader when `node` is not it, under one
+    /// write id however often it is sent (module comment): sent again to the leader a
+    /// "not the leader" answer names (at most `MAX_HOPS` times), and once more on a fresh
+    /// connection when a call breaks off after it was sent.
     pub async fn write(&self, node: &ReplicatedDb, request: Request) -> Result<()> {
-        match node.write(request.clone()).await {
+        let (mut id, mut addr) = match node.write(request.clone()).await {
             Err(Error::NotLeader {
                 leader: Some((id, addr)),
-            }) => {
-                let (mut id, mut addr) = (id, addr);
-                for _ in 0..MAX_HOPS {
-                    match self
-                        .call(id, &addr, &wire::encode_forward(&request), node.timeout())
-                        .await?
-                    {
-                        Response::Forwarded => return Ok(()),
-                        Response::NotLeader(Some((i, a))) if a != addr => (id, addr) = (i, a),
-                        Response::NotLeader(leader) => return Err(Error::NotLeader { leader }),
-                        Response::Failed(m) => return Err(Error::Raft(m)),
-                        _ => {
-                            return Err(Error::Raft(format!(
-                                "{addr} answered a forwarded write wrongly"
-                            )))
-                        }
-                    }
+            }) => (id, addr),
+            r => return r,
+        };
+        let number = Unsettled::new(self);
+        let mut resent = false;
+        for _ in 0..MAX_HOPS {
+            let payload = wire::encode_forward(&number.tag(&request));
+            match self.call(id, &addr, &payload, node.timeout()).await {
+                Ok(Response::Forwarded) => return Ok(()),
+                Ok(Response::NotLeader(Some((i, a)))) if a != addr => (id, addr) = (i, a),
+                Ok(Response::NotLeader(leader)) => return Err(Error::NotLeader { leader }),
+                Ok(Response::Failed(m)) => return Err(Error::Raft(m)),
+                Ok(_) => {
+                    return Err(Error::Raft(format!(
+                        "{addr} answered a forwarded write wrongly"
+                    )))
                 }
-                Err(Error::NotLeader { leader: None })
+                Err(Error::Interrupted(_)) if !resent => resent = true,
+                Err(e) => return Err(e),
             }
-            r => r,
         }
+        Err(Error::NotLeader { leader: None })
     }
 
     /// Waits until a linearizable read may be served from `node`'s local state: the leader
@@ -152,7 +227,7 @@ impl Forwarder {
             addr: addr.to_owned(),
             auth: self.auth.clone(),
             stream: idle,
-            stats: Arc::clone(&self.stats),
+            tally: self.stats.tally(target),
         };
         // A call that failed may have reached the leader (a write may be applied); one that
         // could not connect did not.

@@ -17,7 +17,9 @@ use openraft::raft::{
 use openraft::{RaftNetworkFactory, RaftNetworkV2};
 use tokio::io::AsyncReadExt;
 
-use super::{allowance, bump, pipeline, read_payload, write_frame, Conn, PeerAuth, TransportStats};
+use super::{
+    allowance, pipeline, read_payload, write_frame, Conn, PeerAuth, Tally, TransportStats,
+};
 use crate::replication::receive::ChunkAnswer;
 use crate::replication::send::send_snapshot;
 use crate::replication::stalled::end_when_stalled;
@@ -58,7 +60,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
             addr: node.addr.clone(),
             auth: self.auth.clone(),
             stream: None,
-            stats: Arc::clone(&self.stats),
+            tally: self.stats.tally(target),
         }
     }
 }
@@ -69,7 +71,7 @@ pub struct TcpLink {
     pub(super) addr: String,
     pub(super) auth: PeerAuth,
     pub(super) stream: Option<Conn>,
-    pub(super) stats: Arc<TransportStats>,
+    pub(super) tally: Tally,
 }
 
 /// Why a call failed: the peer could not be reached, or the exchange broke off.
@@ -108,7 +110,7 @@ impl TcpLink {
             ))),
         };
         if result.is_err() {
-            bump(&self.stats.failed);
+            self.tally.failed();
         }
         result
     }
@@ -120,16 +122,21 @@ impl TcpLink {
     async fn exchange(&mut self, payload: &[u8]) -> Result<Response, CallError> {
         let mut stream = match self.stream.take() {
             Some(s) => s,
-            None => self
-                .auth
-                .connect(&self.addr, self.target)
-                .await
-                .map_err(CallError::Unreachable)?,
+            None => {
+                let s = self
+                    .auth
+                    .connect(&self.addr, self.target)
+                    .await
+                    .map_err(CallError::Unreachable)?;
+                self.tally.connected();
+                s
+            }
         };
-        write_frame(&mut stream, &wire::frame(payload))
+        let frame = wire::frame(payload);
+        write_frame(&mut stream, &frame)
             .await
             .map_err(CallError::Network)?;
-        bump(&self.stats.frames_out);
+        self.tally.frame_out(frame.len());
         let mut header = [0u8; FRAME_HEADER];
         stream
             .read_exact(&mut header)
@@ -141,10 +148,10 @@ impl TcpLink {
             .await
             .map_err(|_| bad(format!("a malformed frame from node {}", self.target)))?;
         let r = wire::decode_response(&body).map_err(|m| {
-            bump(&self.stats.bad_frames);
+            self.tally.bad_frame();
             bad(format!("node {} answered: {m}", self.target))
         })?;
-        bump(&self.stats.frames_in);
+        self.tally.frame_in(FRAME_HEADER + body.len());
         self.stream = Some(stream);
         Ok(r)
     }

@@ -20,7 +20,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,10 +34,13 @@ pub(crate) mod hello;
 mod limits;
 mod link;
 mod pipeline;
+mod stats;
 
 pub use auth::{node_of, Conn, PeerAuth, HANDSHAKE, NODE_URI};
 pub use forward::Forwarder;
 pub use link::{TcpLink, TcpNetwork};
+use stats::{bump, Tally};
+pub use stats::{PeerKey, PeerStats, TransportStats, MAX_PEERS};
 
 pub use hello::{MAX_CLUSTER_ID, PROTOCOL_VERSION};
 use link::CallError;
@@ -79,31 +81,6 @@ pub const SLOWEST_RATE: u64 = 8 << 20;
 /// The time `bytes` take at `SLOWEST_RATE`.
 pub(crate) fn allowance(bytes: usize) -> Duration {
     Duration::from_micros((bytes as u64).saturating_mul(1_000_000) / SLOWEST_RATE)
-}
-
-/// What a transport end counted.
-#[derive(Debug, Default)]
-pub struct TransportStats {
-    /// Frames received whole and decoded.
-    pub frames_in: AtomicU64,
-    /// Frames sent.
-    pub frames_out: AtomicU64,
-    /// Connections closed for a malformed frame or message (length, checksum, decoding).
-    pub bad_frames: AtomicU64,
-    /// Connections refused (the server's connection limits: in all, still authenticating,
-    /// from one address, of one node).
-    pub refused: AtomicU64,
-    /// Connections closed for a failed handshake: TLS, a certificate naming no node or
-    /// another node, a hello of another cluster or version, or none within `HANDSHAKE`.
-    pub refused_handshakes: AtomicU64,
-    /// Calls that failed on a timeout or an I/O error.
-    pub failed: AtomicU64,
-    /// Connections accepted (the server side).
-    pub accepted: AtomicU64,
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
 }
 
 /// Serves a node's Raft on a TCP address. Stops when dropped.
@@ -205,8 +182,10 @@ async fn accept_loop(
                 bump(&stats.refused);
                 return;
             };
-            if serve(conn, &node, &stats, &budget).await == Closed::Bad {
-                bump(&stats.bad_frames);
+            let tally = stats.tally(peer);
+            tally.connected();
+            if serve(conn, &node, &tally, &budget).await == Closed::Bad {
+                tally.bad_frame();
             }
         });
     }
@@ -283,7 +262,7 @@ async fn read_request(
 async fn serve(
     mut stream: Conn,
     node: &impl RaftService,
-    stats: &Arc<TransportStats>,
+    tally: &Tally,
     budget: &Arc<Semaphore>,
 ) -> Closed {
     loop {
@@ -296,8 +275,8 @@ async fn serve(
         let Ok(request) = wire::decode_request(&payload) else {
             return Closed::Bad;
         };
+        tally.frame_in(FRAME_HEADER + payload.len());
         drop(payload);
-        bump(&stats.frames_in);
         let response = match request {
             Request::Append(r) => match node.append_entries(r).await {
                 Ok(a) => Response::Append(a),
@@ -318,7 +297,7 @@ async fn serve(
                 Ok(()) => Response::Forwarded,
                 Err(e) => error_response(e),
             },
-            Request::Stream => return pipeline::serve(stream, node, stats, budget).await,
+            Request::Stream => return pipeline::serve(stream, node, tally, budget).await,
             Request::ReadIndex => match node.read_index().await {
                 Ok(id) => Response::ReadIndex(id),
                 Err(e) => error_response(e),
@@ -326,7 +305,7 @@ async fn serve(
         };
         let out = wire::frame(&wire::encode_response(&response));
         match tokio::time::timeout(TRANSFER, write_frame(&mut stream, &out)).await {
-            Ok(Ok(())) => bump(&stats.frames_out),
+            Ok(Ok(())) => tally.frame_out(out.len()),
             _ => return Closed::Quietly,
         }
     }

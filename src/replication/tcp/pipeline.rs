@@ -23,8 +23,8 @@ use tokio::io::{AsyncReadExt, ReadHalf, WriteHalf};
 use tokio::sync::Semaphore;
 
 use super::{
-    allowance, bump, read_payload, read_request, write_frame, Closed, Conn, PeerAuth, TcpLink,
-    TransportStats, TRANSFER,
+    allowance, read_payload, read_request, write_frame, Closed, Conn, PeerAuth, Tally, TcpLink,
+    TRANSFER,
 };
 use crate::replication::service::RaftService;
 use crate::replication::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
@@ -66,7 +66,7 @@ pub(super) async fn open<S>(
     auth: &PeerAuth,
     addr: String,
     target: NodeId,
-    stats: Arc<TransportStats>,
+    tally: Tally,
     input: S,
     ttl: Duration,
     idle: Duration,
@@ -78,19 +78,20 @@ where
         .connect(&addr, target)
         .await
         .map_err(|e| RPCError::from(super::CallError::Unreachable(e)))?;
+    tally.connected();
     let (rd, mut wr) = tokio::io::split(conn);
     write_frame(&mut wr, &wire::frame(&wire::encode_stream()))
         .await
         .map_err(|e| RPCError::from(super::CallError::Network(e)))?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Sent>(PIPELINE);
-    let writer = tokio::spawn(write_appends(input, wr, tx, Arc::clone(&stats)));
+    let writer = tokio::spawn(write_appends(input, wr, tx, tally.clone()));
     let state = Reader {
         rd,
         rx,
         _writer: AbortOnDrop(writer),
         ttl,
         target,
-        stats,
+        tally,
     };
     Ok(futures_util::stream::unfold(
         Some(state),
@@ -136,7 +137,7 @@ where
         &link.auth,
         link.addr.clone(),
         link.target,
-        Arc::clone(&link.stats),
+        link.tally.clone(),
         input,
         option.hard_ttl(),
         STREAM_IDLE,
@@ -176,7 +177,7 @@ async fn write_appends<S>(
     mut input: S,
     mut wr: WriteHalf<Conn>,
     tx: tokio::sync::mpsc::Sender<Sent>,
-    stats: Arc<TransportStats>,
+    tally: Tally,
 ) where
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
 {
@@ -193,12 +194,11 @@ async fn write_appends<S>(
             whole,
             bytes: payload.len(),
         };
-        if tx.send(sent).await.is_err()
-            || write_frame(&mut wr, &wire::frame(&payload)).await.is_err()
-        {
+        let frame = wire::frame(&payload);
+        if tx.send(sent).await.is_err() || write_frame(&mut wr, &frame).await.is_err() {
             return;
         }
-        bump(&stats.frames_out);
+        tally.frame_out(frame.len());
         if !whole {
             return;
         }
@@ -212,7 +212,7 @@ struct Reader {
     _writer: AbortOnDrop,
     ttl: Duration,
     target: NodeId,
-    stats: Arc<TransportStats>,
+    tally: Tally,
 }
 
 impl Reader {
@@ -233,23 +233,25 @@ impl Reader {
             let (body, _) = read_payload(rd, &header, None)
                 .await
                 .map_err(|_| "a malformed frame".to_string())?;
-            wire::decode_response(&body)
+            wire::decode_response(&body).map(|r| (r, FRAME_HEADER + body.len()))
         };
         // The clock starts once the answer before is read; this request may still be on its
         // way (the writer does not wait), so its bytes are allowed for too.
         let ttl = self.ttl + allowance(sent.bytes);
         let response = match tokio::time::timeout(ttl, read).await {
-            Ok(Ok(r)) => r,
+            Ok(Ok((r, bytes))) => {
+                self.tally.frame_in(bytes);
+                r
+            }
             Ok(Err(m)) => {
-                bump(&self.stats.failed);
+                self.tally.failed();
                 return (Err(net(m)), false);
             }
             Err(_) => {
-                bump(&self.stats.failed);
+                self.tally.failed();
                 return (Err(net(format!("no answer within {ttl:?}"))), false);
             }
         };
-        bump(&self.stats.frames_in);
         let result = match response {
             Response::Append(AppendEntriesResponse::Success) => Ok(sent.last),
             Response::Append(AppendEntriesResponse::PartialSuccess(id)) => {
@@ -278,7 +280,7 @@ impl Reader {
 pub(super) async fn serve(
     stream: Conn,
     node: &impl RaftService,
-    stats: &Arc<TransportStats>,
+    tally: &Tally,
     budget: &Arc<Semaphore>,
 ) -> Closed {
     let (rd, mut wr) = tokio::io::split(stream);
@@ -289,7 +291,7 @@ pub(super) async fn serve(
         rd,
         stop,
         budget: Arc::clone(budget),
-        stats: Arc::clone(stats),
+        tally: tally.clone(),
         bad: Arc::clone(&bad),
     };
     let input = futures_util::stream::unfold(input, |mut input| async move {
@@ -312,7 +314,7 @@ pub(super) async fn serve(
         };
         let out = wire::frame(&wire::encode_response(&response));
         match tokio::time::timeout(TRANSFER, write_frame(&mut wr, &out)).await {
-            Ok(Ok(())) => bump(&stats.frames_out),
+            Ok(Ok(())) => tally.frame_out(out.len()),
             _ => return Closed::Quietly,
         }
     }
@@ -329,7 +331,7 @@ struct Input {
     /// Resolves when `serve` returns.
     stop: tokio::sync::oneshot::Receiver<()>,
     budget: Arc<Semaphore>,
-    stats: Arc<TransportStats>,
+    tally: Tally,
     /// Set when the stream ended on something that is not an append.
     bad: Arc<AtomicBool>,
 }
@@ -354,7 +356,7 @@ impl Input {
             self.bad.store(true, Ordering::Relaxed);
             return None;
         };
-        bump(&self.stats.frames_in);
+        self.tally.frame_in(FRAME_HEADER + payload.len());
         Some(r)
     }
 }
@@ -384,9 +386,17 @@ mod tests {
         let started = std::time::Instant::now();
         let auth = PeerAuth::plain_loopback("c", 1).unwrap();
         let ttl = Duration::from_secs(1);
-        let answers = open(&auth, addr, 2, Arc::default(), input, ttl, idle)
-            .await
-            .unwrap();
+        let answers = open(
+            &auth,
+            addr,
+            2,
+            Arc::<crate::replication::tcp::TransportStats>::default().tally(2),
+            input,
+            ttl,
+            idle,
+        )
+        .await
+        .unwrap();
         let mut answers = std::pin::pin!(answers);
         let end = tokio::time::timeout(Duration::from_secs(10), answers.next()).await;
         assert!(
