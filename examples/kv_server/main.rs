@@ -169,6 +169,10 @@ struct Args {
     /// only on loopback addresses (a cluster on one machine).
     #[arg(long, conflicts_with = "cluster_tls_cert", requires = "node_id")]
     cluster_plain_loopback: bool,
+    /// For fault tests: every fsync of this server's files (the store's, or a node's log
+    /// and state machine) first waits this many milliseconds, as on a slow disk. 0: off.
+    #[arg(long, default_value_t = 0)]
+    debug_sync_delay_ms: u64,
 }
 
 /// The prefix rule the flags ask for.
@@ -374,6 +378,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
         compression: args.compression.map(Compressions::from),
         ..Options::default()
+    };
+    let opts = if args.debug_sync_delay_ms > 0 {
+        let slow = lsm_bloom::fs::FaultyFs::new();
+        slow.delay_syncs(std::time::Duration::from_millis(args.debug_sync_delay_ms));
+        Options {
+            fs: std::sync::Arc::new(slow),
+            ..opts
+        }
+    } else {
+        opts
     };
     let db = open_store(&args, opts)?;
     let config = vec![

@@ -58,6 +58,8 @@ struct FaultState {
     read_faults: Vec<(u64, ReadFault)>,
     /// Reads that failed.
     reads_failed: u64,
+    /// How long each sync (of a file or a directory) waits before it runs: a slow disk.
+    sync_delay: std::time::Duration,
 }
 
 /// What a failing read does.
@@ -95,6 +97,19 @@ impl FaultyFs {
 
     fn lock(&self) -> MutexGuard<'_, FaultState> {
         self.state.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every sync of a file or a directory from now on waits `delay` first (a slow disk);
+    /// zero stops it.
+    pub fn delay_syncs(&self, delay: std::time::Duration) {
+        self.lock().sync_delay = delay;
+    }
+
+    fn sync_delay(&self) {
+        let d = self.lock().sync_delay;
+        if !d.is_zero() {
+            std::thread::sleep(d);
+        }
     }
 
     /// Operations counted so far.
@@ -249,6 +264,7 @@ impl WritableFile for FaultyFile {
     }
     fn sync(&mut self) -> io::Result<()> {
         self.fs.check(FsOp::Sync)?;
+        self.fs.sync_delay();
         self.inner.sync()
     }
     fn truncate(&mut self, len: u64) -> io::Result<()> {
@@ -285,6 +301,7 @@ impl FileSystem for FaultyFs {
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.check(FsOp::SyncDir)?;
+        self.sync_delay();
         StdFs.sync_dir(dir)
     }
     fn open_read(&self, path: &Path) -> io::Result<Box<dyn RandomAccessFile>> {
@@ -310,6 +327,23 @@ impl FileSystem for FaultyFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delayed_syncs_wait_and_stop_waiting_when_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = FaultyFs::new();
+        let mut f = fs.create(&dir.path().join("f"), CreateMode::New).unwrap();
+        let delay = std::time::Duration::from_millis(300);
+        fs.delay_syncs(delay);
+        let t = std::time::Instant::now();
+        f.sync().unwrap();
+        fs.sync_dir(dir.path()).unwrap();
+        assert!(t.elapsed() >= 2 * delay);
+        fs.delay_syncs(std::time::Duration::ZERO);
+        let t = std::time::Instant::now();
+        f.sync().unwrap();
+        assert!(t.elapsed() < delay, "a sync still waited");
+    }
 
     #[test]
     fn faulty_fs_fails_exactly_the_operations_it_is_told_to() {

@@ -87,9 +87,19 @@ impl Drop for Shared {
 impl LogStore {
     /// Opens (or creates) the log in `dir`.
     pub fn open(dir: impl AsRef<Path>) -> crate::Result<LogStore> {
+        Self::open_on(dir, Arc::new(crate::fs::StdFs))
+    }
+
+    /// Opens (or creates) the log in `dir`, its files through `fs` (a node's
+    /// `ReplicationConfig::db.fs`, so a fault-injecting file system covers both its stores).
+    pub fn open_on(
+        dir: impl AsRef<Path>,
+        fs: Arc<dyn crate::fs::FileSystem>,
+    ) -> crate::Result<LogStore> {
         let opts = Options {
             // Entries are read by index range (a scan), never probed one by one.
             filters: Some(Filters::None),
+            fs,
             ..Options::default()
         };
         let db = Arc::new(Db::open(dir.as_ref(), opts)?);

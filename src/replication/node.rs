@@ -55,7 +55,8 @@ pub enum ReadPolicy {
 pub struct ReplicationConfig {
     /// openraft's config (heartbeats, election timeouts, snapshot policy, chunk size).
     pub raft: Config,
-    /// Options of the state machine's store (filters, compression, cache).
+    /// Options of the state machine's store (filters, compression, cache); its `fs` serves the
+    /// log's store too.
     pub db: Options,
     /// How long a write or a linearizable read waits for a quorum before it fails with
     /// `Error::Timeout`.
@@ -131,7 +132,7 @@ impl ReplicatedDb {
             + openraft::network::NetSnapshot<TypeConfig, SnapshotData = tokio::fs::File>,
     {
         let dir = dir.as_ref();
-        let log = LogStore::open(dir.join("log"))?;
+        let log = LogStore::open_on(dir.join("log"), Arc::clone(&config.db.fs))?;
         let sm = StateMachine::open(dir.join("sm"), config.db.clone())?;
         let raft_config = Arc::new(
             config

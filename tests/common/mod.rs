@@ -6,6 +6,8 @@ pub mod certs;
 #[cfg(feature = "replication")]
 pub mod cluster;
 pub mod kv;
+#[cfg(feature = "replication")]
+pub mod proxy;
 mod rng;
 pub mod workload;
 
