@@ -318,24 +318,38 @@ pub(crate) fn get_parted(c: &mut Cursor<'_>) -> DecodeResult<Request> {
 
 /// A log entry: its log id, a payload tag, the payload.
 pub(crate) fn encode_entry(e: &Entry) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64);
-    put_log_id(&mut out, &e.log_id);
+    let mut out = Vec::with_capacity(size_hint(e));
+    put_entry(&mut out, e);
+    out
+}
+
+/// `encode_entry` appended to `out` (no buffer of its own: an entry may hold 63 MiB).
+pub(crate) fn put_entry(out: &mut Vec<u8>, e: &Entry) {
+    put_log_id(out, &e.log_id);
     match &e.payload {
         EntryPayload::Blank => out.push(BLANK),
         EntryPayload::Normal(r) if r.parts.is_empty() => {
             out.push(NORMAL);
-            put_request(&mut out, r);
+            put_request(out, r);
         }
         EntryPayload::Normal(r) => {
             out.push(PARTS);
-            put_parted(&mut out, r);
+            put_parted(out, r);
         }
         EntryPayload::Membership(m) => {
             out.push(MEMBERSHIP);
-            put_membership(&mut out, m);
+            put_membership(out, m);
         }
     }
-    out
+}
+
+/// About the encoded size of `e`: exact for requests, a guess for memberships.
+pub(crate) fn size_hint(e: &Entry) -> usize {
+    25 + match &e.payload {
+        EntryPayload::Blank => 0,
+        EntryPayload::Normal(r) => 8 + r.size(),
+        EntryPayload::Membership(_) => 256,
+    }
 }
 
 pub(crate) fn decode_entry(b: &[u8]) -> DecodeResult<Entry> {

@@ -399,6 +399,13 @@ impl ReplicatedDb {
         self.raft.metrics().borrow_watched().current_leader
     }
 
+    /// The leader this node knows of and its raft address, as its membership names it.
+    pub fn leader_addr(&self) -> Option<(NodeId, String)> {
+        let id = self.leader()?;
+        let addr = self.membership().membership().get_node(&id)?.addr.clone();
+        Some((id, addr))
+    }
+
     /// The underlying `Raft`, for what this type does not wrap (and for the network's server
     /// side: incoming RPCs are handed to it).
     pub fn raft(&self) -> &Raft {

@@ -57,17 +57,18 @@ impl<'a> Unsettled<'a> {
     }
 
     /// `request` as one write under this number's id.
-    fn tag(&self, request: &Request) -> Request {
+    fn tag(&self, request: Request) -> Request {
         let settled_below = self.fwd.unsettled().first().copied().unwrap_or(self.seq);
+        let ops = u32::try_from(request.ops.len()).unwrap_or(u32::MAX);
         Request {
-            ops: request.ops.clone(),
+            ops: request.ops,
             parts: vec![Part {
                 id: Some(WriteId {
                     session: self.fwd.session,
                     seq: self.seq,
                     settled_below,
                 }),
-                ops: u32::try_from(request.ops.len()).unwrap_or(u32::MAX),
+                ops,
             }],
         }
     }
@@ -150,21 +151,31 @@ impl Forwarder {
     }
 
     /// `node.write(request)`, forwarded to the leader when `node` is not it, under one
-    /// write id however often it is sent (module comment): sent again to the leader a
-    /// "not the leader" answer names (at most `MAX_HOPS` times), and once more on a fresh
-    /// connection when a call breaks off after it was sent.
+    /// write id however often it is sent (module comment): tried here when `node` leads (or
+    /// knows no leader), then sent to the leader a "not the leader" answer names (at most
+    /// `MAX_HOPS` times), and once more on a fresh connection when a call breaks off after it
+    /// was sent. The local try carries the id too: a leader that appended the write and then
+    /// lost the leadership answers "not the leader", and its entry may still commit.
+    ///
+    /// Memory: on a follower the request is encoded once, straight into its frame (no copy
+    /// for a local try); a leader copies it once for the try.
     pub async fn write(&self, node: &ReplicatedDb, request: Request) -> Result<()> {
-        let (mut id, mut addr) = match node.write(request.clone()).await {
-            Err(Error::NotLeader {
-                leader: Some((id, addr)),
-            }) => (id, addr),
-            r => return r,
-        };
         let number = Unsettled::new(self);
+        let tagged = number.tag(request);
+        let (mut id, mut addr) = match node.leader_addr() {
+            Some((id, addr)) if id != node.id() => (id, addr),
+            _ => match node.write(tagged.clone()).await {
+                Err(Error::NotLeader {
+                    leader: Some((id, addr)),
+                }) => (id, addr),
+                r => return r,
+            },
+        };
+        let frame = wire::forward_frame(&tagged);
+        drop(tagged);
         let mut resent = false;
         for _ in 0..MAX_HOPS {
-            let payload = wire::encode_forward(&number.tag(&request));
-            match self.call(id, &addr, &payload, node.timeout()).await {
+            match self.call(id, &addr, &frame, node.timeout()).await {
                 Ok(Response::Forwarded) => return Ok(()),
                 Ok(Response::NotLeader(Some((i, a)))) if a != addr => (id, addr) = (i, a),
                 Ok(Response::NotLeader(leader)) => return Err(Error::NotLeader { leader }),
@@ -190,7 +201,12 @@ impl Forwarder {
             Err(Error::NotLeader {
                 leader: Some((id, addr)),
             }) => match self
-                .call(id, &addr, &wire::encode_read_index(), node.timeout())
+                .call(
+                    id,
+                    &addr,
+                    &wire::frame(&wire::encode_read_index()),
+                    node.timeout(),
+                )
                 .await?
             {
                 Response::ReadIndex(id) => node.wait_applied(id.map(|i| i.index)).await,
@@ -204,11 +220,12 @@ impl Forwarder {
         }
     }
 
+    /// One call of the request `frame` (`wire::frame`) to `target` at `addr`.
     async fn call(
         &self,
         target: NodeId,
         addr: &str,
-        payload: &[u8],
+        frame: &[u8],
         ttl: Duration,
     ) -> Result<Response> {
         let _turn = tokio::time::timeout(ttl, self.inflight.acquire())
@@ -231,7 +248,7 @@ impl Forwarder {
         };
         // A call that failed may have reached the leader (a write may be applied); one that
         // could not connect did not.
-        let r = link.call(payload, ttl).await.map_err(|e| match e {
+        let r = link.call_framed(frame, ttl).await.map_err(|e| match e {
             CallError::Unreachable(e) => {
                 Error::Unreachable(format!("node {target} at {addr}: {e}"))
             }

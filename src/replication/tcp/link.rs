@@ -97,8 +97,17 @@ impl TcpLink {
         payload: &[u8],
         ttl: Duration,
     ) -> Result<Response, CallError> {
-        let ttl = ttl + allowance(payload.len());
-        let result = tokio::time::timeout(ttl, self.exchange(payload)).await;
+        self.call_framed(&wire::frame(payload), ttl).await
+    }
+
+    /// `call` with the request already framed (`wire::frame`).
+    pub(super) async fn call_framed(
+        &mut self,
+        frame: &[u8],
+        ttl: Duration,
+    ) -> Result<Response, CallError> {
+        let ttl = ttl + allowance(frame.len());
+        let result = tokio::time::timeout(ttl, self.exchange(frame)).await;
         let result = match result {
             Ok(r) => r,
             Err(_) => Err(CallError::Network(io::Error::new(
@@ -119,7 +128,7 @@ impl TcpLink {
     /// exchange and put back only once the answer is read whole: a call dropped midway (openraft
     /// cancels calls, and times heartbeats out) closes the connection rather than leave an
     /// answer unread on it for the next call to take as its own.
-    async fn exchange(&mut self, payload: &[u8]) -> Result<Response, CallError> {
+    async fn exchange(&mut self, frame: &[u8]) -> Result<Response, CallError> {
         let mut stream = match self.stream.take() {
             Some(s) => s,
             None => {
@@ -132,8 +141,7 @@ impl TcpLink {
                 s
             }
         };
-        let frame = wire::frame(payload);
-        write_frame(&mut stream, &frame)
+        write_frame(&mut stream, frame)
             .await
             .map_err(CallError::Network)?;
         self.tally.frame_out(frame.len());
@@ -190,8 +198,8 @@ impl RaftNetworkV2<TypeConfig> for TcpLink {
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<TypeConfig>, RPCError<TypeConfig>> {
-        let (payload, sent) = wire::encode_append(&rpc, MAX_FRAME);
-        match self.call(&payload, option.hard_ttl()).await? {
+        let (frame, sent) = wire::append_frame(&rpc, MAX_FRAME);
+        match self.call_framed(&frame, option.hard_ttl()).await? {
             Response::Append(AppendEntriesResponse::Success) if sent < rpc.entries.len() => {
                 Ok(AppendEntriesResponse::PartialSuccess(
                     rpc.entries.get(sent.wrapping_sub(1)).map(|e| e.log_id),

@@ -182,7 +182,7 @@ async fn write_appends<S>(
     S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + Unpin + 'static,
 {
     while let Some(req) = input.next().await {
-        let (payload, n) = wire::encode_append(&req, MAX_FRAME);
+        let (frame, n) = wire::append_frame(&req, MAX_FRAME);
         let last = match n.checked_sub(1) {
             Some(i) => req.entries.get(i).map(|e| e.log_id),
             None => req.prev_log_id,
@@ -192,9 +192,8 @@ async fn write_appends<S>(
             prev: req.prev_log_id,
             last,
             whole,
-            bytes: payload.len(),
+            bytes: frame.len(),
         };
-        let frame = wire::frame(&payload);
         if tx.send(sent).await.is_err() || write_frame(&mut wr, &frame).await.is_err() {
             return;
         }
