@@ -275,16 +275,9 @@ impl Cluster {
             sources.insert(0, ("raft_port", st));
         }
         for (name, st) in &sources {
-            let _ = write!(
-                s,
-                "{name}_frames_out:{}\r\n{name}_frames_in:{}\r\n{name}_bytes_out:{}\r\n{name}_bytes_in:{}\r\n{name}_failed:{}\r\n{name}_bad_frames:{}\r\n",
-                st.frames_out.load(Relaxed),
-                st.frames_in.load(Relaxed),
-                st.bytes_out.load(Relaxed),
-                st.bytes_in.load(Relaxed),
-                st.failed.load(Relaxed),
-                st.bad_frames.load(Relaxed),
-            );
+            for (field, v) in st.traffic.counts() {
+                let _ = write!(s, "{name}_{field}:{v}\r\n");
+            }
         }
         for (name, st) in &sources {
             for (peer, p) in st.peers() {
@@ -292,17 +285,9 @@ impl Cluster {
                     PeerKey::Node(id) => id.to_string(),
                     PeerKey::Other => "_other".into(),
                 };
-                let _ = write!(
-                    s,
-                    "{name}_peer{peer}:connections={},frames_out={},frames_in={},bytes_out={},bytes_in={},failed={},bad_frames={}\r\n",
-                    p.connections.load(Relaxed),
-                    p.frames_out.load(Relaxed),
-                    p.frames_in.load(Relaxed),
-                    p.bytes_out.load(Relaxed),
-                    p.bytes_in.load(Relaxed),
-                    p.failed.load(Relaxed),
-                    p.bad_frames.load(Relaxed),
-                );
+                let mut fields = vec![format!("connections={}", p.connections.load(Relaxed))];
+                fields.extend(p.traffic.counts().iter().map(|(k, v)| format!("{k}={v}")));
+                let _ = write!(s, "{name}_peer{peer}:{}\r\n", fields.join(","));
             }
         }
     }

@@ -428,7 +428,7 @@ impl RocksNode {
     pub async fn put(&self, key: Vec<u8>, value: Vec<u8>) {
         let ops = vec![Op::Put { key, value }];
         self.raft
-            .client_write(Request { ops })
+            .client_write(Request::new(ops))
             .await
             .expect("a write on the leader");
     }

@@ -303,16 +303,8 @@ pub(crate) fn get_parted(c: &mut Cursor<'_>) -> DecodeResult<Request> {
         parts.push(Part { id, ops: c.u32()? });
     }
     let mut r = get_request(c)?;
-    let counted = parts
-        .iter()
-        .fold(0usize, |n, p| n.saturating_add(p.ops as usize));
-    if counted != r.ops.len() {
-        return Err(format!(
-            "request of {} operations whose parts count {counted}",
-            r.ops.len()
-        ));
-    }
     r.parts = parts;
+    r.check_parts()?;
     Ok(r)
 }
 

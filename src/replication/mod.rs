@@ -216,18 +216,7 @@ impl Request {
                 ));
             }
         }
-        if !self.parts.is_empty() {
-            let counted = self
-                .parts
-                .iter()
-                .fold(0usize, |n, p| n.saturating_add(p.ops as usize));
-            if counted != self.ops.len() {
-                return Err(format!(
-                    "request of {} operations whose parts count {counted}",
-                    self.ops.len()
-                ));
-            }
-        }
+        self.check_parts()?;
         let size = self.size();
         if size > MAX_REQUEST_SIZE {
             return Err(format!(
@@ -235,6 +224,21 @@ impl Request {
             ));
         }
         Ok(())
+    }
+
+    /// Whether `parts` (when there are any) count exactly the request's operations.
+    pub(crate) fn check_parts(&self) -> std::result::Result<(), String> {
+        let counted = self
+            .parts
+            .iter()
+            .fold(0usize, |n, p| n.saturating_add(p.ops as usize));
+        if self.parts.is_empty() || counted == self.ops.len() {
+            return Ok(());
+        }
+        Err(format!(
+            "request of {} operations whose parts count {counted}",
+            self.ops.len()
+        ))
     }
 
     /// The size [`Request::validate`] holds to `MAX_REQUEST_SIZE`: each operation's key and

@@ -49,7 +49,7 @@ pub async fn garbage_on_the_raft_port() {
     let count = |f: fn(&lsm_bloom::replication::tcp::TransportStats) -> u64| {
         f(c.nodes.lock().unwrap()[&target].server.stats())
     };
-    let bad_frames = || count(|s| s.bad_frames.load(Ordering::Relaxed));
+    let bad_frames = || count(|s| s.traffic.bad_frames.load(Ordering::Relaxed));
     let refused = || count(|s| s.refused_handshakes.load(Ordering::Relaxed));
     let (bad_before, refused_before) = (bad_frames(), refused());
     let mut rng = crate::common::Rng::new(7);
@@ -384,7 +384,7 @@ pub async fn a_few_connections_do_not_starve_a_node() {
         let s = n[&id].server.stats();
         (
             s.refused.load(Ordering::Relaxed),
-            s.bad_frames.load(Ordering::Relaxed),
+            s.traffic.bad_frames.load(Ordering::Relaxed),
         )
     };
     let started = std::time::Instant::now();

@@ -223,7 +223,7 @@ pub async fn replicate_with_restarts(restarts: u32) -> (usize, u64, u64) {
         .lock()
         .unwrap()
         .values()
-        .map(|n| n.server.stats().frames_in.load(Ordering::Relaxed))
+        .map(|n| n.server.stats().traffic.frames_in.load(Ordering::Relaxed))
         .sum();
     (written, installed, frames)
 }

@@ -14,9 +14,9 @@
 //! decoded and no budget is held before a peer authenticates (`auth.rs`). Frame payloads are
 //! read against one shared budget of `READ_BUDGET` bytes, reserved `READ_CHUNK` bytes at a
 //! time as they arrive, and refused from their first bytes when longer than their message
-//! ever is (`wire::max_request`); a request's share of the budget is released only when the
-//! server is done with it (answered, or handed on by a pipelined stream), so requests
-//! waiting to be handled are bounded by it too.
+//! ever is (`wire::max_request`); a request's share of the budget is released only when it
+//! is answered (a pipelined append's too), so requests waiting or being handled are bounded
+//! by it as well.
 
 use std::io;
 use std::net::SocketAddr;
@@ -40,7 +40,7 @@ pub use auth::{node_of, Conn, PeerAuth, HANDSHAKE, NODE_URI};
 pub use forward::Forwarder;
 pub use link::{TcpLink, TcpNetwork};
 use stats::{bump, Tally};
-pub use stats::{PeerKey, PeerStats, TransportStats, MAX_PEERS};
+pub use stats::{PeerKey, PeerStats, Traffic, TransportStats, MAX_PEERS};
 
 pub use hello::{MAX_CLUSTER_ID, PROTOCOL_VERSION};
 use link::CallError;
@@ -63,6 +63,10 @@ pub const MAX_HANDSHAKING_PER_IP: usize = 16;
 pub const MAX_PER_PEER: usize = 64;
 /// Bytes of the read budget reserved at a time as a payload arrives.
 pub const READ_CHUNK: usize = 64 << 10;
+/// Payloads up to this size are read without the read budget: a heartbeat or a vote never
+/// waits behind large frames. Bounded all the same: one frame per connection being read, and
+/// up to 64 appends taken on a pipelined stream (256 connections: 64 MiB at the very most).
+const SMALL_FRAME: usize = 4 << 10;
 /// Bytes of frame payloads all of a server's connections may hold at once.
 pub const READ_BUDGET: usize = 2 * MAX_FRAME;
 /// How long a server waits for the next frame on an idle connection.
@@ -217,6 +221,10 @@ async fn read_payload(
     let deadline = tokio::time::Instant::now() + TRANSFER + allowance(len);
     let mut permit: Permit = None;
     let mut buf = Vec::new();
+    // A small frame (a heartbeat, a vote, a read index) takes no share: it never waits behind
+    // large ones, and all connections together hold at most MAX_CONNECTIONS of them.
+    let server = budget.is_some();
+    let budget = budget.filter(|_| len > SMALL_FRAME);
     while buf.len() < len {
         let n = (len - buf.len()).min(READ_CHUNK);
         if let Some(b) = budget {
@@ -236,7 +244,7 @@ async fn read_payload(
             Ok(Ok(_)) => {}
             _ => return Err(Closed::Quietly),
         }
-        if budget.is_some() && start == 0 && len > wire::max_request(buf[0]) {
+        if server && start == 0 && len > wire::max_request(buf[0]) {
             return Err(Closed::Bad);
         }
     }

@@ -8,9 +8,10 @@
 //! (openraft opens the next stream from where the follower stands); its connection closes
 //! with it, dropping answers to requests still in flight.
 
+use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::{FutureExt, Stream, StreamExt};
@@ -23,8 +24,8 @@ use tokio::io::{AsyncReadExt, ReadHalf, WriteHalf};
 use tokio::sync::Semaphore;
 
 use super::{
-    allowance, read_payload, read_request, write_frame, Closed, Conn, PeerAuth, Tally, TcpLink,
-    TRANSFER,
+    allowance, read_payload, read_request, write_frame, Closed, Conn, PeerAuth, Permit, Tally,
+    TcpLink, TRANSFER,
 };
 use crate::replication::service::RaftService;
 use crate::replication::wire::{self, Request, Response, FRAME_HEADER, MAX_FRAME};
@@ -284,6 +285,7 @@ pub(super) async fn serve(
 ) -> Closed {
     let (rd, mut wr) = tokio::io::split(stream);
     let bad = Arc::new(AtomicBool::new(false));
+    let held = Arc::new(Mutex::new(VecDeque::new()));
     // Dropped when this returns: the input ends even while openraft's task still polls it.
     let (_stop, stop) = tokio::sync::oneshot::channel::<()>();
     let input = Input {
@@ -292,6 +294,7 @@ pub(super) async fn serve(
         budget: Arc::clone(budget),
         tally: tally.clone(),
         bad: Arc::clone(&bad),
+        held: Arc::clone(&held),
     };
     let input = futures_util::stream::unfold(input, |mut input| async move {
         let request = input.next().await?;
@@ -316,6 +319,10 @@ pub(super) async fn serve(
             Ok(Ok(())) => tally.frame_out(out.len()),
             _ => return Closed::Quietly,
         }
+        // Answered: the oldest append's share of the read budget goes back.
+        held.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop_front();
     }
     if bad.load(Ordering::Relaxed) {
         Closed::Bad
@@ -333,14 +340,18 @@ struct Input {
     tally: Tally,
     /// Set when the stream ended on something that is not an append.
     bad: Arc<AtomicBool>,
+    /// The read budget's shares of the appends taken and not answered yet, oldest first:
+    /// an append costs the follower a few copies of its frame until it is durable and
+    /// answered, so its share is held that long (released by `serve` per answer written).
+    held: Arc<Mutex<VecDeque<Permit>>>,
 }
 
 impl Input {
     /// The next append; `None` once the leader closes, goes idle, sends something else, or
-    /// `serve` is gone. The frame's share of the read budget is held until the node takes
-    /// the append (it is decoded before this returns).
+    /// `serve` is gone. The frame's share of the read budget is held until the append is
+    /// answered (`held`).
     async fn next(&mut self) -> Option<AppendEntriesRequest<TypeConfig>> {
-        let (payload, _permit) = tokio::select! {
+        let (payload, permit) = tokio::select! {
             biased;
             _ = &mut self.stop => return None,
             read = read_request(&mut self.rd, &self.budget) => match read {
@@ -356,6 +367,10 @@ impl Input {
             return None;
         };
         self.tally.frame_in(FRAME_HEADER + payload.len());
+        self.held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push_back(permit);
         Some(r)
     }
 }
@@ -364,6 +379,134 @@ impl Input {
 mod tests {
     use super::super::hello::{self, Side};
     use super::*;
+    use crate::replication::receive::ChunkResult;
+    use crate::replication::service::RpcAnswer;
+    use crate::replication::{
+        CommittedLeaderId, Entry, Error, LogId, Op, Request as Write, Result, Vote,
+    };
+    use openraft::raft::{AppendEntriesResponse, StreamAppendResult, VoteRequest, VoteResponse};
+    use openraft::vote::RaftLeaderId;
+
+    /// A node that takes pipelined appends and answers each only once `gate` lets it.
+    #[derive(Clone)]
+    struct Gated {
+        gate: Arc<Semaphore>,
+        taken: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    impl RaftService for Gated {
+        async fn append_entries(
+            &self,
+            _: AppendEntriesRequest<TypeConfig>,
+        ) -> RpcAnswer<AppendEntriesResponse<TypeConfig>> {
+            Err("not here".into())
+        }
+        fn stream_append<S>(
+            &self,
+            input: S,
+        ) -> impl Stream<Item = RpcAnswer<StreamAppendResult<TypeConfig>>> + Send + 'static
+        where
+            S: Stream<Item = AppendEntriesRequest<TypeConfig>> + Send + 'static,
+        {
+            let (gate, taken) = (Arc::clone(&self.gate), Arc::clone(&self.taken));
+            // Takes appends as they come (as openraft does), answers them in order.
+            input
+                .map(move |req| {
+                    taken.fetch_add(1, Ordering::SeqCst);
+                    let gate = Arc::clone(&gate);
+                    async move {
+                        if let Ok(p) = gate.acquire().await {
+                            p.forget();
+                        }
+                        Ok(Ok(req.entries.last().map(|e| e.log_id)))
+                    }
+                })
+                .buffered(64)
+        }
+        async fn vote(&self, _: VoteRequest<TypeConfig>) -> RpcAnswer<VoteResponse<TypeConfig>> {
+            Err("not here".into())
+        }
+        async fn install_snapshot_chunk(
+            &self,
+            _: crate::replication::SnapshotChunk,
+        ) -> ChunkResult {
+            Err("not here".into())
+        }
+        async fn write(&self, _: Write) -> Result<()> {
+            Err(Error::Raft("not here".into()))
+        }
+        async fn read_index(&self) -> Result<Option<LogId>> {
+            Err(Error::Raft("not here".into()))
+        }
+    }
+
+    /// An append of one entry holding `n` bytes.
+    fn append(index: u64, n: usize) -> AppendEntriesRequest<TypeConfig> {
+        let mut vote = Vote::new(1, 1);
+        vote.committed = true;
+        AppendEntriesRequest {
+            vote,
+            prev_log_id: None,
+            leader_commit: None,
+            entries: vec![Entry {
+                log_id: LogId::new(CommittedLeaderId::new(1, 1), index),
+                payload: openraft::EntryPayload::Normal(Write::new(vec![Op::Put {
+                    key: b"k".to_vec(),
+                    value: vec![5; n],
+                }])),
+            }],
+        }
+    }
+
+    /// A pipelined append keeps its frame's share of the read budget until it is answered
+    /// (it costs the follower copies of itself until then); it used to give it back as soon
+    /// as the node took it, so appends in flight were not bounded by the budget.
+    #[tokio::test]
+    async fn pipelined_appends_hold_the_read_budget_until_answered() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut leader = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (follower, _) = listener.accept().await.unwrap();
+        let budget = Arc::new(Semaphore::new(4 << 20));
+        let node = Gated {
+            gate: Arc::new(Semaphore::new(0)),
+            taken: Arc::default(),
+        };
+        let tally = Arc::<crate::replication::tcp::TransportStats>::default().tally(1);
+        let served = {
+            let (node, budget) = (node.clone(), Arc::clone(&budget));
+            tokio::spawn(async move { serve(Conn::Plain(follower), &node, &tally, &budget).await })
+        };
+        for i in 1..=3 {
+            let (frame, _) = wire::append_frame(&append(i, 300 << 10), MAX_FRAME);
+            tokio::io::AsyncWriteExt::write_all(&mut leader, &frame)
+                .await
+                .unwrap();
+        }
+        while node.taken.load(Ordering::SeqCst) < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let held = (4 << 20) - budget.available_permits();
+        assert!(
+            held >= 3 * (300 << 10),
+            "only {held} bytes held for 3 unanswered appends"
+        );
+        // Answered: each share goes back.
+        node.gate.add_permits(3);
+        for _ in 0..3 {
+            let mut header = [0u8; FRAME_HEADER];
+            leader.read_exact(&mut header).await.unwrap();
+            let (body, _) = read_payload(&mut leader, &header, None).await.ok().unwrap();
+            assert!(matches!(
+                wire::decode_response(&body),
+                Ok(Response::Append(AppendEntriesResponse::Success))
+            ));
+        }
+        drop(leader);
+        let _ = served.await;
+        assert_eq!(budget.available_permits(), 4 << 20);
+    }
 
     /// A stream with nothing to send ends by itself, without an error, once `idle` passes —
     /// and only then: the follower saw the stream opened and nothing closed it before.

@@ -23,27 +23,60 @@ fn add(c: &AtomicU64, n: usize) {
     c.fetch_add(n as u64, Ordering::Relaxed);
 }
 
+/// Traffic counters, kept in all (`TransportStats::traffic`) and per peer node
+/// (`PeerStats::traffic`).
+#[derive(Debug, Default)]
+pub struct Traffic {
+    /// Frames sent.
+    pub frames_out: AtomicU64,
+    /// Frames received whole and decoded.
+    pub frames_in: AtomicU64,
+    /// Bytes of the frames sent (headers included).
+    pub bytes_out: AtomicU64,
+    /// Bytes of the frames received whole (headers included).
+    pub bytes_in: AtomicU64,
+    /// Calls that failed on a timeout or an I/O error.
+    pub failed: AtomicU64,
+    /// Connections closed for a malformed frame or message (length, checksum, decoding).
+    pub bad_frames: AtomicU64,
+}
+
+impl Traffic {
+    /// The counters by name, as kv_server's INFO prints them.
+    pub fn counts(&self) -> [(&'static str, u64); 6] {
+        let c = [
+            ("frames_out", &self.frames_out),
+            ("frames_in", &self.frames_in),
+            ("bytes_out", &self.bytes_out),
+            ("bytes_in", &self.bytes_in),
+            ("failed", &self.failed),
+            ("bad_frames", &self.bad_frames),
+        ];
+        c.map(|(name, n)| (name, n.load(Ordering::Relaxed)))
+    }
+
+    fn frame_in(&self, bytes: usize) {
+        bump(&self.frames_in);
+        add(&self.bytes_in, bytes);
+    }
+
+    fn frame_out(&self, bytes: usize) {
+        bump(&self.frames_out);
+        add(&self.bytes_out, bytes);
+    }
+}
+
 /// What a transport end counted.
 #[derive(Debug, Default)]
 pub struct TransportStats {
-    /// Frames received whole and decoded.
-    pub frames_in: AtomicU64,
-    /// Frames sent.
-    pub frames_out: AtomicU64,
-    /// Bytes of the frames received whole (headers included).
-    pub bytes_in: AtomicU64,
-    /// Bytes of the frames sent (headers included).
-    pub bytes_out: AtomicU64,
-    /// Connections closed for a malformed frame or message (length, checksum, decoding).
-    pub bad_frames: AtomicU64,
+    /// Frames, bytes and failures, over all peers.
+    pub traffic: Traffic,
     /// Connections refused (the server's connection limits: in all, still authenticating,
     /// from one address, of one node).
     pub refused: AtomicU64,
     /// Connections closed for a failed handshake: TLS, a certificate naming no node or
     /// another node, a hello of another cluster or version, or none within `HANDSHAKE`.
     pub refused_handshakes: AtomicU64,
-    /// Calls that failed on a timeout or an I/O error.
-    pub failed: AtomicU64,
     /// Connections accepted (the server side).
     pub accepted: AtomicU64,
     peers: Mutex<BTreeMap<PeerKey, Arc<PeerStats>>>,
@@ -63,18 +96,8 @@ pub enum PeerKey {
 pub struct PeerStats {
     /// Connections made to it, or accepted from it and authenticated.
     pub connections: AtomicU64,
-    /// Frames received whole from it.
-    pub frames_in: AtomicU64,
-    /// Frames sent to it.
-    pub frames_out: AtomicU64,
-    /// Bytes received from it, in whole frames.
-    pub bytes_in: AtomicU64,
-    /// Bytes sent to it.
-    pub bytes_out: AtomicU64,
-    /// Calls to it that failed (timeouts, I/O errors).
-    pub failed: AtomicU64,
-    /// Its connections closed for a malformed frame.
-    pub bad_frames: AtomicU64,
+    /// Frames, bytes and failures with it.
+    pub traffic: Traffic,
 }
 
 impl TransportStats {
@@ -115,28 +138,24 @@ impl Tally {
 
     /// A whole frame of `bytes` received (header included).
     pub(super) fn frame_in(&self, bytes: usize) {
-        bump(&self.total.frames_in);
-        bump(&self.peer.frames_in);
-        add(&self.total.bytes_in, bytes);
-        add(&self.peer.bytes_in, bytes);
+        self.total.traffic.frame_in(bytes);
+        self.peer.traffic.frame_in(bytes);
     }
 
     /// A frame of `bytes` sent.
     pub(super) fn frame_out(&self, bytes: usize) {
-        bump(&self.total.frames_out);
-        bump(&self.peer.frames_out);
-        add(&self.total.bytes_out, bytes);
-        add(&self.peer.bytes_out, bytes);
+        self.total.traffic.frame_out(bytes);
+        self.peer.traffic.frame_out(bytes);
     }
 
     pub(super) fn failed(&self) {
-        bump(&self.total.failed);
-        bump(&self.peer.failed);
+        bump(&self.total.traffic.failed);
+        bump(&self.peer.traffic.failed);
     }
 
     pub(super) fn bad_frame(&self) {
-        bump(&self.total.bad_frames);
-        bump(&self.peer.bad_frames);
+        bump(&self.total.traffic.bad_frames);
+        bump(&self.peer.traffic.bad_frames);
     }
 }
 
@@ -156,12 +175,12 @@ mod tests {
         assert_eq!(peers.len(), MAX_PEERS + 1);
         let (last, other) = peers.last().unwrap();
         assert_eq!(*last, PeerKey::Other);
-        assert_eq!(other.frames_in.load(Ordering::Relaxed), 10);
+        assert_eq!(other.traffic.frames_in.load(Ordering::Relaxed), 10);
         let three = &peers[3].1;
-        assert_eq!(three.bytes_in.load(Ordering::Relaxed), 10);
-        assert_eq!(three.bytes_out.load(Ordering::Relaxed), 7);
+        assert_eq!(three.traffic.bytes_in.load(Ordering::Relaxed), 10);
+        assert_eq!(three.traffic.bytes_out.load(Ordering::Relaxed), 7);
         assert_eq!(
-            stats.bytes_in.load(Ordering::Relaxed),
+            stats.traffic.bytes_in.load(Ordering::Relaxed),
             10 * (MAX_PEERS as u64 + 10)
         );
     }
