@@ -82,6 +82,16 @@ pub async fn a_forward_resent_to_the_new_leader_is_applied_once() {
         forwarded
     });
     let fwd = Forwarder::new(c.auth(follower));
+    // A write the leader would refuse is refused on the follower, naming what is wrong.
+    let too_long = Request::new(vec![Op::Delete {
+        key: vec![b'x'; lsm_bloom::replication::MAX_REPLICATED_KEY_SIZE + 1],
+    }]);
+    match fwd.write(&c.db(follower).unwrap(), too_long).await {
+        Err(lsm_bloom::replication::Error::Store(e)) => {
+            assert!(e.to_string().contains("key of"), "{e}")
+        }
+        r => panic!("an over-long key was not refused as bad input: {r:?}"),
+    }
     let put_a = Request::new(vec![Op::Put {
         key: b"k".to_vec(),
         value: b"a".to_vec(),

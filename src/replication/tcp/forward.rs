@@ -162,6 +162,10 @@ impl Forwarder {
     pub async fn write(&self, node: &ReplicatedDb, request: Request) -> Result<()> {
         let number = Unsettled::new(self);
         let tagged = number.tag(request);
+        // Refused here as the leader would refuse it (its id counts toward the size).
+        tagged
+            .validate()
+            .map_err(|m| Error::Store(crate::Error::InvalidArgument(m)))?;
         let (mut id, mut addr) = match node.leader_addr() {
             Some((id, addr)) if id != node.id() => (id, addr),
             _ => match node.write(tagged.clone()).await {
