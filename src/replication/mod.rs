@@ -184,17 +184,13 @@ impl Request {
 
     /// The writes this request holds, each with its id and its operations, in order.
     pub fn writes(&self) -> impl Iterator<Item = (Option<WriteId>, &[Op])> + '_ {
-        let whole = [Part {
+        // No parts: the whole request is one write without an id.
+        let whole = self.parts.is_empty().then(|| Part {
             id: None,
             ops: u32::try_from(self.ops.len()).unwrap_or(u32::MAX),
-        }];
-        let parts = if self.parts.is_empty() {
-            whole.to_vec()
-        } else {
-            self.parts.clone()
-        };
+        });
         let mut rest = &self.ops[..];
-        parts.into_iter().map(move |p| {
+        self.parts.iter().copied().chain(whole).map(move |p| {
             let n = (p.ops as usize).min(rest.len());
             let (mine, tail) = rest.split_at(n);
             rest = tail;
