@@ -11,7 +11,8 @@
 //! [--scale-keys 1000000,10000000,100000000]` (`scale.rs`); range scans forward and reverse:
 //! `... -- --workload scans [--defaults] [--scans S]` (`scans.rs`); empty short ranges with and
 //! without range filters: `... -- --workload ranges [--defaults] [--range-bits B]`
-//! (`ranges.rs`).
+//! (`ranges.rs`); the tail under a sustained write load: `... -- --workload latency
+//! [--latency-secs S]` (`latency.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -53,6 +54,7 @@ use serde::Serialize;
 
 mod engines;
 mod hold;
+mod latency;
 mod multi;
 mod phases;
 mod prefix;
@@ -151,9 +153,13 @@ struct Args {
     /// feature `rocksdb-plugin`) or `scale` (our absent lookups at `--scale-keys` sizes, in
     /// units of memory latency, `scale.rs`).
     /// `scans` (range scans forward and reverse, `scans.rs`), `ranges` (empty short ranges,
-    /// ours with and without range filters, `ranges.rs`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges"])]
+    /// ours with and without range filters, `ranges.rs`), `latency` (writes and gets timed
+    /// one by one under a sustained write load, every engine at its defaults, `latency.rs`).
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency"])]
     workload: String,
+    /// Latency workload: seconds of the timed phase per engine, round and thread count.
+    #[arg(long, default_value_t = 20.0)]
+    latency_secs: f64,
     /// Ranges workload: bits per key of ours' range filters.
     #[arg(long, default_value_t = 16.0)]
     range_bits: f64,
@@ -269,6 +275,9 @@ fn main() {
     }
     if args.workload == "ranges" {
         return ranges::run(&args);
+    }
+    if args.workload == "latency" {
+        return latency::run(&args);
     }
     if args.workload == "rocksdb-filters" {
         #[cfg(feature = "rocksdb-plugin")]

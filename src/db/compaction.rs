@@ -24,6 +24,7 @@ use super::files::table_path;
 use super::filters::TableFilters;
 use super::merge::Merge;
 use super::options::Options;
+use super::running::Running;
 use super::version::{Version, MAX_LEVELS};
 use crate::error::{Error, Result};
 use crate::table::{Direction, KeyRange, Table, TableBuilder, TableCursor};
@@ -58,45 +59,79 @@ fn finish_job(v: &Version, inputs: Vec<(usize, Arc<Table>)>, output_level: usize
     }
 }
 
-/// The most urgent compaction, if any level is over its limit. `cursors[l]` is the largest key
-/// of the last table compacted out of level `l` (round robin).
-pub(crate) fn pick(v: &Version, opts: &Options, cursors: &mut [Vec<u8>]) -> Option<Job> {
-    let l0_score = v.levels()[0].len() as f64 / opts.l0_compaction_trigger as f64;
-    let (level, score) = (1..MAX_LEVELS - 1)
-        .map(|l| (l, v.level_bytes(l) as f64 / opts.level_max_bytes(l)))
-        .fold(
-            (0, l0_score),
-            |best, cur| if cur.1 > best.1 { cur } else { best },
-        );
-    if score < 1.0 {
-        return None;
+/// Each level's urgency: level 0 its table count over `l0_compaction_trigger`, deeper levels
+/// their bytes over their limit; tables `busy` says are being compacted do not count.
+fn scores(v: &Version, opts: &Options, busy: &dyn Fn(u64) -> bool) -> Vec<(usize, f64)> {
+    let l0 = v.levels()[0].iter().filter(|t| !busy(t.id())).count();
+    let mut scored = vec![(0, l0 as f64 / opts.l0_compaction_trigger as f64)];
+    scored.extend((1..MAX_LEVELS - 1).map(|l| {
+        let bytes: u64 = v.levels()[l]
+            .iter()
+            .filter(|t| !busy(t.id()))
+            .map(|t| t.file_size())
+            .sum();
+        (l, bytes as f64 / opts.level_max_bytes(l))
+    }));
+    scored
+}
+
+/// True when some level is over its limit (whether or not a job could start now).
+pub(crate) fn needed(v: &Version, opts: &Options) -> bool {
+    scores(v, opts, &|_| false).iter().any(|(_, s)| *s >= 1.0)
+}
+
+/// The most urgent compaction that may run beside the `running` ones, if any level is over
+/// its limit. `cursors[l]` is the largest key of the last table compacted out of level `l`
+/// (round robin): a level's tables are tried from there on, skipping those that conflict.
+pub(crate) fn pick(
+    v: &Version,
+    opts: &Options,
+    cursors: &mut [Vec<u8>],
+    running: &Running,
+) -> Option<Job> {
+    let mut scored = scores(v, opts, &|id| running.is_busy(id));
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    for (level, _) in scored.into_iter().take_while(|(_, s)| *s >= 1.0) {
+        if level == 0 {
+            let l0 = v.levels()[0].clone();
+            let Some((min, max)) = key_range(&l0) else {
+                continue;
+            };
+            let mut inputs: Vec<(usize, Arc<Table>)> = l0.into_iter().map(|t| (0, t)).collect();
+            inputs.extend(
+                overlapping(&v.levels()[1], &min, &max)
+                    .into_iter()
+                    .map(|t| (1, t)),
+            );
+            let mut job = finish_job(v, inputs, 1);
+            if !running.conflicts(&job) {
+                running.adjust(&mut job);
+                return Some(job);
+            }
+            continue;
+        }
+        let tables = &v.levels()[level];
+        let start = tables
+            .iter()
+            .position(|t| t.min_key() > cursors[level].as_slice())
+            .unwrap_or(0);
+        for i in 0..tables.len() {
+            let t = &tables[(start + i) % tables.len()];
+            let mut inputs = vec![(level, t.clone())];
+            inputs.extend(
+                overlapping(&v.levels()[level + 1], t.min_key(), t.max_key())
+                    .into_iter()
+                    .map(|x| (level + 1, x)),
+            );
+            let mut job = finish_job(v, inputs, level + 1);
+            if !running.conflicts(&job) {
+                cursors[level] = t.max_key().to_vec();
+                running.adjust(&mut job);
+                return Some(job);
+            }
+        }
     }
-    if level == 0 {
-        let l0 = v.levels()[0].clone();
-        let (min, max) = key_range(&l0)?;
-        let mut inputs: Vec<(usize, Arc<Table>)> = l0.into_iter().map(|t| (0, t)).collect();
-        inputs.extend(
-            overlapping(&v.levels()[1], &min, &max)
-                .into_iter()
-                .map(|t| (1, t)),
-        );
-        return Some(finish_job(v, inputs, 1));
-    }
-    let tables = &v.levels()[level];
-    let cursor = &cursors[level];
-    let t = tables
-        .iter()
-        .find(|t| t.min_key() > cursor.as_slice())
-        .or(tables.first())?
-        .clone();
-    cursors[level] = t.max_key().to_vec();
-    let mut inputs = vec![(level, t.clone())];
-    inputs.extend(
-        overlapping(&v.levels()[level + 1], t.min_key(), t.max_key())
-            .into_iter()
-            .map(|x| (level + 1, x)),
-    );
-    Some(finish_job(v, inputs, level + 1))
+    None
 }
 
 /// Every table into one level (the deepest in use, at least 1), tombstones dropped.

@@ -2,9 +2,10 @@
 //!
 //! Locks, in the order they may be taken: `queue` (writes waiting for group commit; released
 //! before the leader takes `writer`) → `writer` (one writer appends to the WAL at a time)
-//! → `work` (one flush or compaction edits the table set at a time; every manifest write holds
-//! it) → `publish` (serialises replacing the published `State`, `version.rs`) → `signal`
-//! (worker wake-ups and progress). `get` and `scan` take no lock: they load the published
+//! → `throttle` (the write slowdown, `throttle.rs`) → `work` (the running jobs and the
+//! manifest: held to pick a job, number a table and install a result, never while a table is
+//! written; every manifest write holds it) → `publish` (serialises replacing the published
+//! `State`, `version.rs`) → `signal` (background wake-ups and progress). `get` and `scan` take no lock: they load the published
 //! `State` through an `ArcSwap` (arc-swap's thread-local debt slots: no write to memory
 //! another reader writes).
 
@@ -24,12 +25,13 @@ use super::version::{State, Version};
 use super::wal::WalWriter;
 use crate::error::{Error, Result};
 
+/// Guarded by `Inner::signal`: wake-ups of the background threads (`worker.rs`).
 #[derive(Default)]
 pub(super) struct Signal {
-    pub(super) pending: bool,
+    /// Raised by every wake-up: a thread that saw another value since it last looked for
+    /// work looks again before it waits.
+    pub(super) generation: u64,
     pub(super) shutdown: bool,
-    /// The worker is running jobs.
-    pub(super) busy: bool,
 }
 
 /// Guarded by `Inner::work`: what flushes and compactions need besides the table set.
@@ -38,6 +40,11 @@ pub(super) struct Work {
     pub(super) cursors: Vec<Vec<u8>>,
     /// `next_file` in the manifest on disk: table numbers below it are reserved.
     pub(super) reserved: u64,
+    /// The compactions running now.
+    pub(super) running: super::running::Running,
+    /// Manual compactions (`Db::compact`) waiting for the running jobs to end; no new
+    /// background compaction starts meanwhile.
+    pub(super) manual: usize,
 }
 
 /// Once set, every write fails with `Error::ReadOnly` carrying the first error; reads go on.
@@ -89,6 +96,8 @@ pub(super) struct Inner {
     /// holding it.
     pub(super) queue: Mutex<super::write_queue::WriteQueue>,
     pub(super) writer: Mutex<WalWriter>,
+    /// The write slowdown; taken by a group's leader under `writer`.
+    pub(super) throttle: Mutex<super::throttle::Throttle>,
     pub(super) work: Mutex<Work>,
     pub(super) signal: Mutex<Signal>,
     pub(super) wake_worker: Condvar,
@@ -130,10 +139,11 @@ impl Inner {
         })
     }
 
-    /// Asks the worker to look for work.
+    /// Asks every background thread to look for work, and tells waiters progress was made.
     pub(super) fn wake(&self) {
-        lock(&self.signal).pending = true;
+        lock(&self.signal).generation += 1;
         self.wake_worker.notify_all();
+        self.progress.notify_all();
     }
 
     /// Best-effort removal of a file the manifest no longer needs: one left behind is proven

@@ -45,10 +45,12 @@ mod options;
 mod read;
 mod recovery;
 mod report;
+mod running;
 mod snapshot;
 mod snapshot_list;
 pub mod stats;
 pub(crate) mod stored_options;
+mod throttle;
 pub(crate) mod version;
 pub(crate) mod wal;
 mod worker;
@@ -92,7 +94,8 @@ pub use write::{WriteBatch, WriteOptions};
 /// ```
 pub struct Db {
     inner: Arc<Inner>,
-    worker: Option<JoinHandle<()>>,
+    /// The flush thread and the compaction threads (`worker.rs`).
+    workers: Vec<JoinHandle<()>>,
 }
 
 impl Db {
@@ -106,15 +109,25 @@ impl Db {
     /// damaged manifest, table footer, index or properties block, or (`TornTailOnly`) log.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> Result<Db> {
         let inner = Arc::new(recovery::open(dir.as_ref(), opts)?);
-        let bg = Arc::clone(&inner);
-        let worker = std::thread::Builder::new()
-            .name("lsm-bloom-compaction".into())
-            .spawn(move || bg.background_loop())
-            .map_err(|e| Error::io("starting the compaction thread", e))?;
-        Ok(Db {
+        let mut db = Db {
             inner,
-            worker: Some(worker),
-        })
+            workers: Vec::new(),
+        };
+        let roles = std::iter::once(("lsm-bloom-flush", worker::Role::Flush)).chain(
+            std::iter::repeat_n(
+                ("lsm-bloom-compact", worker::Role::Compact),
+                db.inner.opts.background_threads,
+            ),
+        );
+        for (name, role) in roles {
+            let bg = Arc::clone(&db.inner);
+            let thread = std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || bg.background_loop(role))
+                .map_err(|e| Error::io("starting a background thread", e))?;
+            db.workers.push(thread);
+        }
+        Ok(db)
     }
 
     /// What the last open found and did: logs replayed, damage and bytes dropped, files removed.
@@ -316,6 +329,7 @@ impl Db {
         let Some(target) = target else {
             return Ok(());
         };
+        inner.wake();
         let mut sig = lock(&inner.signal);
         loop {
             if !inner
@@ -327,8 +341,6 @@ impl Db {
                 return Ok(());
             }
             inner.errors.check()?;
-            sig.pending = true;
-            inner.wake_worker.notify_all();
             sig = inner.wait_progress(sig, Duration::from_millis(50));
         }
     }
@@ -337,15 +349,13 @@ impl Db {
     /// the compaction policy wants (benchmarks call this after a bulk load).
     pub fn wait_for_compactions(&self) -> Result<()> {
         let inner = &self.inner;
-        let mut sig = lock(&inner.signal);
-        sig.pending = true;
-        inner.wake_worker.notify_all();
+        inner.wake();
         loop {
             inner.errors.check()?;
-            if !sig.pending && !sig.busy {
+            if inner.settled() {
                 return Ok(());
             }
-            sig = inner.wait_progress(sig, Duration::from_millis(50));
+            drop(inner.wait_progress(lock(&inner.signal), Duration::from_millis(50)));
         }
     }
 
@@ -355,15 +365,14 @@ impl Db {
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
         let inner = &self.inner;
-        let mut work = inner.lock_checked(&inner.work);
-        inner.errors.check()?;
-        let version = inner.version();
-        let Some(job) = compaction::full(&version) else {
+        let Some((job, ticket)) = inner.start_manual_compaction()? else {
             return Ok(());
         };
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            inner.run_compaction(&mut work, &job)
-        })) {
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            inner.run_compaction(&job)
+        }));
+        inner.end_manual_compaction(ticket);
+        match run {
             Ok(result) => result.map_err(|e| inner.errors.set(e)),
             Err(panic) => {
                 inner.errors.set(Error::Panicked {
@@ -395,6 +404,7 @@ impl Db {
         });
         s.read_only_error = self.inner.errors.check().err().map(|e| e.to_string());
         s.immutable_memtables = self.inner.read_state().imm.len() as u64;
+        s.compactions_running = self.inner.compactions_running();
         (s.live_snapshots, s.oldest_snapshot_age) = self.inner.snapshots.summary();
         if let Some(c) = &self.inner.cache {
             s.block_cache_bytes = c.bytes();
@@ -420,7 +430,7 @@ impl Db {
             sig.shutdown = true;
             self.inner.wake_worker.notify_all();
         }
-        if let Some(w) = self.worker.take() {
+        for w in self.workers.drain(..) {
             let _ = w.join();
         }
         let synced = lock(&self.inner.writer).sync();

@@ -107,8 +107,21 @@ pub struct Options {
     pub level1_max_bytes: u64,
     /// Level-0 table count that triggers a compaction (default 4).
     pub l0_compaction_trigger: usize,
-    /// Level-0 table count at which writes wait for compaction (default 12).
+    /// Level-0 table count at which writes start being slowed down (default 12): each group
+    /// commit then waits in proportion to its bytes at a rate that starts at
+    /// `delayed_write_rate` and falls by a fifth with each further level-0 table, so that
+    /// writers ease off before they meet the stop (RocksDB's `level0_slowdown_writes_trigger`).
+    /// At or above `l0_stop_writes_trigger`: no slowdown, only the stop.
+    pub l0_slowdown_writes_trigger: usize,
+    /// Level-0 table count at which writes wait for compaction (default 20).
     pub l0_stop_writes_trigger: usize,
+    /// Bytes per second writes may go at once level 0 reaches `l0_slowdown_writes_trigger`
+    /// (default 16 MiB/s, RocksDB's `delayed_write_rate`); lower still as level 0 grows.
+    pub delayed_write_rate: u64,
+    /// Threads that run compactions (default 2; at least 1). Flushes have a thread of their
+    /// own besides, so a memtable is written out while compactions run; compactions of
+    /// disjoint key ranges, or of different levels, run at once (`running.rs`).
+    pub background_threads: usize,
     /// Target size of compaction output tables (default 8 MiB).
     pub target_file_size: u64,
     /// Immutable memtables waiting for flush before writes wait (default 2).
@@ -161,7 +174,10 @@ impl Default for Options {
             size_ratio: 10,
             level1_max_bytes: 64 << 20,
             l0_compaction_trigger: 4,
-            l0_stop_writes_trigger: 12,
+            l0_slowdown_writes_trigger: 12,
+            l0_stop_writes_trigger: 20,
+            delayed_write_rate: 16 << 20,
+            background_threads: 2,
             target_file_size: 8 << 20,
             max_immutable_memtables: 2,
             block_cache_bytes: 32 << 20,
@@ -280,6 +296,12 @@ impl Options {
             || self.l0_stop_writes_trigger <= self.l0_compaction_trigger
         {
             return bad("need 0 < l0_compaction_trigger < l0_stop_writes_trigger");
+        }
+        if self.delayed_write_rate < 1024 {
+            return bad("delayed_write_rate must be at least 1024 bytes per second");
+        }
+        if !(1..=64).contains(&self.background_threads) {
+            return bad("background_threads must be between 1 and 64");
         }
         if self.max_immutable_memtables == 0
             || self.target_file_size < 1024

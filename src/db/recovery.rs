@@ -334,6 +334,8 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
     let mut work = Work {
         cursors: vec![Vec::new(); MAX_LEVELS],
         reserved: next_file.load(Ordering::SeqCst) + ID_RESERVATION,
+        running: Default::default(),
+        manual: 0,
     };
     let logs: Vec<(u64, u64)> = inv
         .logs
@@ -385,12 +387,9 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         cache: crate::table::BlockCache::new(opts.block_cache_bytes).map(Arc::new),
         queue: Mutex::default(),
         writer: Mutex::new(writer),
+        throttle: Mutex::default(),
         work: Mutex::new(work),
-        signal: Mutex::new(Signal {
-            pending: true,
-            shutdown: false,
-            busy: false,
-        }),
+        signal: Mutex::new(Signal::default()),
         wake_worker: Condvar::new(),
         progress: Condvar::new(),
         counters: Arc::new(counters),

@@ -81,7 +81,13 @@ pub(crate) struct Counters {
     pub(crate) filter_validation_failures: AtomicU64,
     pub(crate) wal_bytes_dropped: AtomicU64,
     pub(crate) write_stalls: AtomicU64,
+    pub(crate) write_stall_micros: AtomicU64,
+    pub(crate) longest_write_stall_micros: AtomicU64,
+    pub(crate) write_slowdowns: AtomicU64,
+    pub(crate) write_slowdown_micros: AtomicU64,
+    pub(crate) longest_write_slowdown_micros: AtomicU64,
     pub(crate) writes_grouped: AtomicU64,
+    pub(crate) most_compactions_running: AtomicU64,
 }
 
 impl Counters {
@@ -94,6 +100,17 @@ impl Counters {
 /// Adds to a shared counter.
 pub(crate) fn add(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Relaxed);
+}
+
+/// Counts one wait of `d` in `count`, `total` and `longest` (microseconds).
+pub(crate) fn add_wait(
+    (count, total, longest): (&AtomicU64, &AtomicU64, &AtomicU64),
+    d: std::time::Duration,
+) {
+    let micros = d.as_micros().min(u64::MAX as u128) as u64;
+    count.fetch_add(1, Relaxed);
+    total.fetch_add(micros, Relaxed);
+    longest.fetch_max(micros, Relaxed);
 }
 
 /// Adds to a counter of this thread's `ReadCounters`: only this thread writes it, so a plain
@@ -292,8 +309,24 @@ pub struct DbStats {
     pub filter_validation_failures: u64,
     /// Log bytes not replayed at open (`Db::recovery()` says where and why).
     pub wal_bytes_dropped: u64,
-    /// Writes that waited for a flush or compaction to catch up.
+    /// Writes stopped until a flush or compaction caught up (level 0 at
+    /// `Options::l0_stop_writes_trigger`, or `max_immutable_memtables` waiting for a flush).
     pub write_stalls: u64,
+    /// Microseconds writes spent stopped, in all.
+    pub write_stall_micros: u64,
+    /// The longest single stop, in microseconds.
+    pub longest_write_stall_micros: u64,
+    /// Group commits slowed down (level 0 at `Options::l0_slowdown_writes_trigger` or more,
+    /// `throttle.rs`).
+    pub write_slowdowns: u64,
+    /// Microseconds group commits slept to slow writes down, in all.
+    pub write_slowdown_micros: u64,
+    /// The longest single slowdown sleep, in microseconds.
+    pub longest_write_slowdown_micros: u64,
+    /// Compactions running now (`Options::background_threads` at most, or a manual one).
+    pub compactions_running: u64,
+    /// The most compactions that ran at once since the store was opened.
+    pub most_compactions_running: u64,
     /// Write batches committed by another thread's group commit (appended to the log in the
     /// same write as the leader's own batch; RocksDB's `WRITE_DONE_BY_OTHER`).
     pub writes_grouped: u64,
@@ -330,7 +363,13 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
         filter_validation_failures: load(&c.filter_validation_failures),
         wal_bytes_dropped: load(&c.wal_bytes_dropped),
         write_stalls: load(&c.write_stalls),
+        write_stall_micros: load(&c.write_stall_micros),
+        longest_write_stall_micros: load(&c.longest_write_stall_micros),
+        write_slowdowns: load(&c.write_slowdowns),
+        write_slowdown_micros: load(&c.write_slowdown_micros),
+        longest_write_slowdown_micros: load(&c.longest_write_slowdown_micros),
         writes_grouped: load(&c.writes_grouped),
+        most_compactions_running: load(&c.most_compactions_running),
         ..DbStats::default()
     };
     let mut per_level: [LevelStats; MAX_LEVELS] = Default::default();

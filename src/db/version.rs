@@ -178,10 +178,6 @@ impl Version {
         self.levels[level].get(i).filter(|t| t.covers(key))
     }
 
-    pub(crate) fn level_bytes(&self, level: usize) -> u64 {
-        self.levels[level].iter().map(|t| t.file_size()).sum()
-    }
-
     /// Deepest level holding any table.
     pub(crate) fn deepest_nonempty(&self) -> Option<usize> {
         (0..MAX_LEVELS).rev().find(|&l| !self.levels[l].is_empty())

@@ -1,8 +1,11 @@
-//! The background thread: flushes immutable memtables to level-0 tables and runs compactions,
-//! one job at a time under the `work` lock. Every change to the table set is committed the
-//! same way: new table files synced, their directory entries synced, then the manifest
-//! rewritten (`manifest.rs`), then the new version published to readers, and only then are
-//! files the new manifest no longer names removed.
+//! The background threads: one flushes immutable memtables to level-0 tables, oldest first;
+//! `Options::background_threads` run compactions, several at once where their tables and key
+//! spans allow (`running.rs`). A flush never waits for a compaction: the two meet only on the
+//! `work` lock, held to number a table and to install a result, never while a table is
+//! written. Every change to the table set is committed the same way: new table files synced,
+//! their directory entries synced, then, under the `work` lock, the change applied to the
+//! current version, the manifest rewritten (`manifest.rs`) and the new version published to
+//! readers; only then are files the new manifest no longer names removed.
 //!
 //! A job that fails, or panics, puts the store in the read-only error state (`inner.rs`): the
 //! worker then runs no more jobs, and writers and `flush` waiting on it see the error instead
@@ -15,6 +18,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::budget::{self, Change, Outlook};
 use super::compaction::{self, Job};
@@ -114,19 +118,32 @@ pub(super) fn manifest_data(v: &Version, next_file: u64, log_number: u64) -> Man
     }
 }
 
-fn panic_message(p: &(dyn Any + Send)) -> String {
+pub(super) fn panic_message(p: &(dyn Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".into())
 }
 
+/// What one pass of a background thread looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Writes immutable memtables to level 0, oldest first (one thread).
+    Flush,
+    /// Runs compactions (`Options::background_threads` of them).
+    Compact,
+}
+
 impl Inner {
-    pub(super) fn background_loop(&self) {
+    /// A background thread: runs jobs of its `role` until none is left, then waits for a
+    /// wake-up (`Inner::wake`). Any wake-up since it last looked makes it look again, so
+    /// none is lost between finding nothing and waiting.
+    pub(super) fn background_loop(&self, role: Role) {
+        let mut seen = None;
         loop {
             {
                 let mut sig = lock(&self.signal);
-                while !sig.pending && !sig.shutdown {
+                while seen == Some(sig.generation) && !sig.shutdown {
                     sig = self
                         .wake_worker
                         .wait(sig)
@@ -135,57 +152,98 @@ impl Inner {
                 if sig.shutdown {
                     return;
                 }
-                sig.pending = false;
-                sig.busy = true;
+                seen = Some(sig.generation);
             }
             while !self.errors.is_set() {
-                match catch_unwind(AssertUnwindSafe(|| self.one_job())) {
-                    Ok(Ok(true)) => self.progress.notify_all(),
+                let job = || match role {
+                    Role::Flush => self.one_flush(),
+                    Role::Compact => self.one_compaction(),
+                };
+                match catch_unwind(AssertUnwindSafe(job)) {
+                    // A job done may give the other threads work (a flush fills level 0, a
+                    // compaction frees tables another job waited for).
+                    Ok(Ok(true)) => self.wake(),
                     Ok(Ok(false)) => break,
                     Ok(Err(e)) => {
+                        tracing::error!(job = ?role, error = %e, "background job failed: the store is read-only");
                         self.errors.set(e);
                     }
                     Err(p) => {
-                        self.errors.set(Error::Panicked {
-                            message: panic_message(p.as_ref()),
-                        });
+                        let message = panic_message(p.as_ref());
+                        tracing::error!(job = ?role, %message, "background job panicked: the store is read-only");
+                        self.errors.set(Error::Panicked { message });
                     }
                 }
                 if lock(&self.signal).shutdown {
                     return;
                 }
             }
-            lock(&self.signal).busy = false;
             self.progress.notify_all();
         }
     }
 
-    /// Runs one flush or compaction; false when there was nothing to do.
-    fn one_job(&self) -> Result<bool> {
-        let mut work = self.lock_checked(&self.work);
+    /// Flushes the oldest immutable memtable; false when there is none.
+    fn one_flush(&self) -> Result<bool> {
         self.errors.check()?;
-        let state = self.state.load_full();
-        if let Some(mem) = state.imm.first() {
-            self.flush_memtable(&mut work, mem)?;
-            return Ok(true);
-        }
-        match compaction::pick(&state.version, &self.opts, &mut work.cursors) {
-            Some(job) => {
-                self.run_compaction(&mut work, &job)?;
-                Ok(true)
+        let Some(mem) = self.read_state().imm.first().cloned() else {
+            return Ok(false);
+        };
+        self.flush_memtable(&mem)?;
+        Ok(true)
+    }
+
+    /// Picks and runs one compaction that may run beside the others; false when there is
+    /// none (nothing over its limit, everything over it already being compacted, or a manual
+    /// compaction waiting to start).
+    fn one_compaction(&self) -> Result<bool> {
+        self.errors.check()?;
+        let (job, ticket) = {
+            let mut work = self.lock_checked(&self.work);
+            if work.manual > 0 {
+                return Ok(false);
             }
-            None => Ok(false),
-        }
+            let version = self.version();
+            let Work {
+                cursors, running, ..
+            } = &mut *work;
+            let Some(job) = compaction::pick(&version, &self.opts, cursors, running) else {
+                return Ok(false);
+            };
+            let ticket = running.register(&job);
+            self.counters
+                .most_compactions_running
+                .fetch_max(running.len() as u64, Ordering::Relaxed);
+            (job, ticket)
+        };
+        let done = self.run_compaction(&job);
+        self.lock_checked(&self.work).running.release(ticket);
+        done.map(|()| true)
+    }
+
+    /// Compactions running now.
+    pub(super) fn compactions_running(&self) -> u64 {
+        self.lock_checked(&self.work).running.len() as u64
+    }
+
+    /// True when nothing is left to do: no immutable memtable, no compaction running, no
+    /// level over its limit (`Db::wait_for_compactions`).
+    pub(super) fn settled(&self) -> bool {
+        let work = self.lock_checked(&self.work);
+        let state = self.read_state();
+        state.imm.is_empty()
+            && work.running.len() == 0
+            && !compaction::needed(&state.version, &self.opts)
     }
 
     /// A file number for a new table, below the manifest's `next_file` (extended first if
     /// needed).
-    pub(super) fn new_table_id(&self, work: &mut Work) -> Result<u64> {
+    pub(super) fn new_table_id(&self) -> Result<u64> {
         let id = self.next_file.fetch_add(1, Ordering::SeqCst);
+        let mut work = self.lock_checked(&self.work);
         if id >= work.reserved {
             work.reserved = id + 1 + ID_RESERVATION;
             let version = self.version();
-            self.write_manifest(work, &version, self.log_number_after(None))?;
+            self.write_manifest(&mut work, &version, self.log_number_after(None))?;
         }
         Ok(id)
     }
@@ -197,16 +255,20 @@ impl Inner {
         manifest::write(&*self.opts.fs, &self.dir, &data)
     }
 
-    /// Makes `version` durable and visible: table directory entries synced, manifest written,
-    /// then published (with `also`, applied under the same state lock).
+    /// Applies `edit` to the current table set and makes the result durable and visible:
+    /// manifest written, then published (with `also`, applied under the same state lock).
+    /// The new tables' directory entries must be synced already. Called with the work lock
+    /// held, which every change to the table set takes: the version edited is the latest,
+    /// whatever other jobs installed while this one ran.
     fn commit(
         &self,
         work: &mut Work,
-        version: Version,
+        edit: impl FnOnce(&mut [Vec<Arc<Table>>]),
         log_number: u64,
         also: impl FnOnce(&mut super::version::State),
     ) -> Result<()> {
-        crate::fs::sync_dir(&*self.opts.fs, &self.dir)?;
+        let mut version = (*self.version()).clone();
+        version.edit(edit);
         self.write_manifest(work, &version, log_number)?;
         self.update_state(|s| {
             also(s);
@@ -227,11 +289,14 @@ impl Inner {
             .unwrap_or(s.mem.wal_id)
     }
 
-    fn flush_memtable(&self, work: &mut Work, mem: &Arc<Memtable>) -> Result<()> {
-        let mut version = (*self.version()).clone();
-        if !mem.is_empty() {
-            let id = self.new_table_id(work)?;
-            let filters = l0_filter(&self.opts, &version, mem, id);
+    /// Writes `mem` to a level-0 table and installs it; runs on the flush thread only, so
+    /// memtables reach level 0 in the order they were retired.
+    fn flush_memtable(&self, mem: &Arc<Memtable>) -> Result<()> {
+        let table = if mem.is_empty() {
+            None
+        } else {
+            let id = self.new_table_id()?;
+            let filters = l0_filter(&self.opts, &self.version(), mem, id);
             let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filters, mem, id)?;
             // Read back through the file system: a filter that fails its check then is
             // counted like one found damaged at open.
@@ -239,41 +304,51 @@ impl Inner {
                 &self.counters.filter_validation_failures,
                 t.rejected_filters(),
             );
-            version.edit(|levels| levels[0].push(Arc::new(t)));
-        }
+            crate::fs::sync_dir(&*self.opts.fs, &self.dir)?;
+            Some(Arc::new(t))
+        };
+        let mut work = self.lock_checked(&self.work);
+        self.errors.check()?;
         let log_number = self.log_number_after(Some(mem));
-        self.commit(work, version, log_number, |s| {
+        let edit = |levels: &mut [Vec<Arc<Table>>]| levels[0].extend(table);
+        self.commit(&mut work, edit, log_number, |s| {
             s.imm.retain(|m| !Arc::ptr_eq(m, mem));
         })?;
+        drop(work);
         self.remove_obsolete(&wal::wal_path(&self.dir, mem.wal_id));
         add(&self.counters.flushes, 1);
         Ok(())
     }
 
-    /// Runs `job` and installs its output. Called with the work lock held.
-    pub(super) fn run_compaction(&self, work: &mut Work, job: &Job) -> Result<()> {
+    /// Runs `job` and installs its output. The caller has registered it as running
+    /// (`running.rs`), so no other job touches its tables meanwhile; the work lock is taken
+    /// only to number new tables and to install the result.
+    pub(super) fn run_compaction(&self, job: &Job) -> Result<()> {
         let filters = compaction_filter(&self.opts, &self.version(), job);
         let out = compaction::run(job, &self.dir, &self.opts, filters, &mut || {
-            self.new_table_id(work)
+            self.new_table_id()
         })?;
-        let mut version = (*self.version()).clone();
-        let gone: std::collections::HashSet<u64> = job.inputs.iter().map(|(_, t)| t.id()).collect();
         for t in &out.tables {
             add(
                 &self.counters.filter_validation_failures,
                 t.rejected_filters(),
             );
         }
-        version.edit(|levels| {
+        crate::fs::sync_dir(&*self.opts.fs, &self.dir)?;
+        let gone: std::collections::HashSet<u64> = job.inputs.iter().map(|(_, t)| t.id()).collect();
+        let mut work = self.lock_checked(&self.work);
+        self.errors.check()?;
+        let log_number = self.log_number_after(None);
+        let edit = |levels: &mut [Vec<Arc<Table>>]| {
             for tables in levels.iter_mut() {
                 tables.retain(|t| !gone.contains(&t.id()));
             }
             let level = &mut levels[job.output_level];
             level.extend(out.tables.iter().cloned());
             level.sort_by(|a, b| a.min_key().cmp(b.min_key()));
-        });
-        let log_number = self.log_number_after(None);
-        self.commit(work, version, log_number, |_| {})?;
+        };
+        self.commit(&mut work, edit, log_number, |_| {})?;
+        drop(work);
         for (_, t) in &job.inputs {
             self.remove_obsolete(t.path()); // open handles keep serving readers that hold it
         }
@@ -281,5 +356,45 @@ impl Inner {
         add(&self.counters.compaction_bytes_read, out.bytes_read);
         add(&self.counters.compaction_bytes_written, out.bytes_written);
         Ok(())
+    }
+}
+
+/// Manual compactions (`Db::compact`): they wait for the running jobs, holding new ones off,
+/// then compact every table at once.
+impl Inner {
+    /// Registers a compaction of every table once no other compaction runs; `None` when the
+    /// store holds no table. Pair with `end_manual_compaction`.
+    pub(super) fn start_manual_compaction(&self) -> Result<Option<(Job, u64)>> {
+        self.lock_checked(&self.work).manual += 1;
+        loop {
+            let mut work = self.lock_checked(&self.work);
+            let ready = self.errors.check().map(|()| work.running.len() == 0);
+            match ready {
+                Ok(true) => {
+                    let Some(job) = compaction::full(&self.version()) else {
+                        work.manual -= 1;
+                        return Ok(None);
+                    };
+                    let ticket = work.running.register(&job);
+                    return Ok(Some((job, ticket)));
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    work.manual -= 1;
+                    return Err(e);
+                }
+            }
+            drop(work);
+            drop(self.wait_progress(lock(&self.signal), Duration::from_millis(10)));
+        }
+    }
+
+    /// Releases the manual compaction of `ticket` and lets background compactions start again.
+    pub(super) fn end_manual_compaction(&self, ticket: u64) {
+        let mut work = self.lock_checked(&self.work);
+        work.running.release(ticket);
+        work.manual -= 1;
+        drop(work);
+        self.wake();
     }
 }

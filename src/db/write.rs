@@ -19,7 +19,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::inner::{lock, Inner};
 use super::limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
@@ -206,6 +206,7 @@ impl Inner {
             self.rotate(&mut writer)?;
             mem = self.read_state().mem.clone();
         }
+        self.slow_down(group.iter().map(|w| w.record.len()).sum());
         // One sync for the group when any of its writes asks for one.
         let sync = self.opts.sync_writes || group.iter().any(|w| w.sync);
         let appended = match group.as_slice() {
@@ -226,6 +227,38 @@ impl Inner {
         Ok(())
     }
 
+    /// Sleeps as the write slowdown says for a group of `bytes` (`throttle.rs`). Called by the
+    /// group's leader with the writer lock held, so the writes queued behind it wait too.
+    fn slow_down(&self, bytes: usize) {
+        let l0 = self.read_state().version.levels()[0].len();
+        let from = self.opts.l0_slowdown_writes_trigger;
+        if l0 < from.min(self.opts.l0_stop_writes_trigger) {
+            let mut t = lock(&self.throttle);
+            if t.active() {
+                t.reset();
+                tracing::info!(level0_tables = l0, "write slowdown ends");
+            }
+            return;
+        }
+        let wait = {
+            let mut t = lock(&self.throttle);
+            if !t.active() {
+                tracing::info!(level0_tables = l0, "write slowdown begins");
+            }
+            t.delay(bytes, l0, from, self.opts.delayed_write_rate)
+        };
+        if let Some(wait) = wait {
+            std::thread::sleep(wait);
+            let c = &self.counters;
+            let counters = (
+                &c.write_slowdowns,
+                &c.write_slowdown_micros,
+                &c.longest_write_slowdown_micros,
+            );
+            super::stats::add_wait(counters, wait);
+        }
+    }
+
     /// Makes every write acknowledged so far durable (`Db::sync_wal`): under the writer lock,
     /// every committed group's records are in the current log, and earlier logs were synced
     /// when they were retired. A failed sync puts the store in the error state, as a failed
@@ -241,24 +274,36 @@ impl Inner {
     /// before the new one takes writes, so a power loss cannot keep a newer log's records
     /// while losing an older one's. Called with the writer lock held.
     pub(super) fn rotate(&self, writer: &mut WalWriter) -> Result<Arc<Memtable>> {
-        let mut stalled = false;
+        let mut stalled: Option<(Instant, &str)> = None;
         loop {
-            self.errors.check()?;
             let behind = {
                 let s = self.read_state();
-                s.imm.len() >= self.opts.max_immutable_memtables
-                    || s.version.levels()[0].len() >= self.opts.l0_stop_writes_trigger
+                if s.imm.len() >= self.opts.max_immutable_memtables {
+                    Some("immutable memtables waiting for a flush")
+                } else if s.version.levels()[0].len() >= self.opts.l0_stop_writes_trigger {
+                    Some("level 0 at l0_stop_writes_trigger")
+                } else {
+                    None
+                }
             };
-            if !behind {
+            let (Some(why), Ok(())) = (behind, self.errors.check()) else {
                 break;
-            }
-            if !stalled {
-                super::stats::add(&self.counters.write_stalls, 1);
-                stalled = true;
+            };
+            if stalled.is_none() {
+                stalled = Some((Instant::now(), why));
             }
             self.wake();
+            // Flushes and compactions notify `progress` as each one is installed.
             drop(self.wait_progress(lock(&self.signal), Duration::from_millis(20)));
         }
+        if let Some((since, why)) = stalled {
+            let c = &self.counters;
+            let waited = since.elapsed();
+            let counters = (&c.write_stalls, &c.write_stall_micros, &c.longest_write_stall_micros);
+            super::stats::add_wait(counters, waited);
+            tracing::warn!(reason = why, waited_ms = waited.as_millis() as u64, "writes stopped");
+        }
+        self.errors.check()?;
         writer.sync().map_err(|e| self.errors.set(e))?;
         let id = self.next_file.fetch_add(1, Ordering::SeqCst);
         *writer =

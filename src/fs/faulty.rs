@@ -60,6 +60,7 @@ struct FaultState {
     reads_failed: u64,
     /// How long each sync (of a file or a directory) waits before it runs: a slow disk.
     sync_delay: std::time::Duration,
+    read_delay: std::time::Duration,
 }
 
 /// What a failing read does.
@@ -103,6 +104,13 @@ impl FaultyFs {
     /// zero stops it.
     pub fn delay_syncs(&self, delay: std::time::Duration) {
         self.lock().sync_delay = delay;
+    }
+
+    /// Every read of a table file from now on waits `delay` first (a slow disk: a compaction,
+    /// which reads its inputs block by block, takes long; a flush, which reads only its new
+    /// table's footer, index and filter, little); zero stops it.
+    pub fn delay_reads(&self, delay: std::time::Duration) {
+        self.lock().read_delay = delay;
     }
 
     fn sync_delay(&self) {
@@ -155,6 +163,10 @@ impl FaultyFs {
 
     /// Counts one read and says whether (and how) it fails.
     fn step_read(&self) -> Option<ReadFault> {
+        let delay = self.lock().read_delay;
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
         let mut s = self.lock();
         s.reads += 1;
         let n = s.reads;

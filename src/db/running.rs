@@ -1,0 +1,184 @@
+//! The compactions running now, so that others can run beside them safely (`compaction::pick`
+//! asks; `worker.rs` registers a job before it starts and releases it once installed or
+//! failed). Kept under `Inner::work` with the manifest's state.
+//!
+//! Two jobs may run at once when neither can change what the other reads or writes:
+//! - no table is the input of two jobs;
+//! - a job's output key span at its output level does not overlap another's at that level
+//!   (two sets of new tables in one level must stay disjoint when both are installed);
+//! - a job reads no table of a level whose key span another job is still writing into (the
+//!   other job's output would land among tables this one replaces);
+//! - at most one job reads level 0 (level-0 tables overlap, so two such jobs would write
+//!   overlapping tables into level 1).
+//!
+//! A job picked while a deeper job runs whose output span overlaps its own keeps its
+//! tombstones (`adjust`): the deeper job's output may hold an older version of a key.
+
+use std::collections::HashSet;
+
+use super::compaction::Job;
+
+/// One running job's footprint.
+struct Claim {
+    ticket: u64,
+    inputs: Vec<u64>,
+    reads_l0: bool,
+    output_level: usize,
+    /// Smallest and largest key of all its inputs: its output lies within.
+    span: (Vec<u8>, Vec<u8>),
+}
+
+/// The running jobs.
+#[derive(Default)]
+pub(super) struct Running {
+    busy: HashSet<u64>,
+    claims: Vec<Claim>,
+    next_ticket: u64,
+}
+
+/// Smallest and largest key of `job`'s inputs.
+pub(super) fn span(job: &Job) -> Option<(Vec<u8>, Vec<u8>)> {
+    let min = job.inputs.iter().map(|(_, t)| t.min_key()).min()?;
+    let max = job.inputs.iter().map(|(_, t)| t.max_key()).max()?;
+    Some((min.to_vec(), max.to_vec()))
+}
+
+fn overlaps(a: &(Vec<u8>, Vec<u8>), b: &(Vec<u8>, Vec<u8>)) -> bool {
+    a.0 <= b.1 && b.0 <= a.1
+}
+
+impl Running {
+    /// True when table `id` is an input of a running job.
+    pub(super) fn is_busy(&self, id: u64) -> bool {
+        self.busy.contains(&id)
+    }
+
+    /// True when a running job reads level 0.
+    pub(super) fn reads_l0(&self) -> bool {
+        self.claims.iter().any(|c| c.reads_l0)
+    }
+
+    /// Jobs running.
+    pub(super) fn len(&self) -> usize {
+        self.claims.len()
+    }
+
+    /// True when `job` may not run beside the running jobs (the module comment's rules).
+    pub(super) fn conflicts(&self, job: &Job) -> bool {
+        let Some(span) = span(job) else {
+            return false;
+        };
+        if job.inputs.iter().any(|(_, t)| self.busy.contains(&t.id())) {
+            return true;
+        }
+        if job.inputs.iter().any(|(l, _)| *l == 0) && self.reads_l0() {
+            return true;
+        }
+        let input_levels: HashSet<usize> = job.inputs.iter().map(|(l, _)| *l).collect();
+        self.claims.iter().any(|c| {
+            let writes_where_job_reads_or_writes =
+                c.output_level == job.output_level || input_levels.contains(&c.output_level);
+            writes_where_job_reads_or_writes && overlaps(&c.span, &span)
+        })
+    }
+
+    /// Keeps `job`'s tombstones when a running job writes an overlapping span deeper down.
+    pub(super) fn adjust(&self, job: &mut Job) {
+        let Some(span) = span(job) else {
+            return;
+        };
+        if self
+            .claims
+            .iter()
+            .any(|c| c.output_level > job.output_level && overlaps(&c.span, &span))
+        {
+            job.drop_tombstones = false;
+        }
+    }
+
+    /// Records `job` as running; the ticket releases it.
+    pub(super) fn register(&mut self, job: &Job) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        let inputs: Vec<u64> = job.inputs.iter().map(|(_, t)| t.id()).collect();
+        self.busy.extend(inputs.iter().copied());
+        self.claims.push(Claim {
+            ticket,
+            inputs,
+            reads_l0: job.inputs.iter().any(|(l, _)| *l == 0),
+            output_level: job.output_level,
+            span: span(job).unwrap_or_default(),
+        });
+        ticket
+    }
+
+    /// Forgets the job of `ticket` (installed, or failed).
+    pub(super) fn release(&mut self, ticket: u64) {
+        if let Some(i) = self.claims.iter().position(|c| c.ticket == ticket) {
+            let c = self.claims.swap_remove(i);
+            for id in c.inputs {
+                self.busy.remove(&id);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{Table, TableBuilder, TableBuilderOptions};
+    use std::path::Path;
+    use std::sync::Arc;
+
+    fn table(dir: &Path, id: u64, from: u32, to: u32) -> Arc<Table> {
+        let path = dir.join(format!("{id}.sst"));
+        let mut b = TableBuilder::create(&path, TableBuilderOptions::default()).unwrap();
+        for k in from..=to {
+            b.add(format!("k{k:04}").as_bytes(), Some(b"v")).unwrap();
+        }
+        b.finish().unwrap();
+        Arc::new(Table::open(&path, id).unwrap())
+    }
+
+    fn job(inputs: Vec<(usize, Arc<Table>)>, output_level: usize) -> Job {
+        Job {
+            inputs,
+            output_level,
+            drop_tombstones: true,
+        }
+    }
+
+    #[test]
+    fn jobs_that_share_a_table_a_span_or_level_0_conflict_and_disjoint_ones_do_not() {
+        let d = tempfile::tempdir().unwrap();
+        let t = |id, a, b| table(d.path(), id, a, b);
+        let mut r = Running::default();
+        // Level 2 → 3 over keys 100..200.
+        let deep = job(vec![(2, t(1, 100, 150)), (3, t(2, 120, 200))], 3);
+        assert!(!r.conflicts(&deep));
+        let ticket = r.register(&deep);
+        // Same table: conflict.
+        assert!(r.conflicts(&job(vec![(2, deep.inputs[0].1.clone())], 3)));
+        // Disjoint keys into the same level: no conflict.
+        assert!(!r.conflicts(&job(vec![(2, t(3, 300, 400))], 3)));
+        // Overlapping output span in level 3: conflict.
+        assert!(r.conflicts(&job(vec![(2, t(4, 190, 250))], 3)));
+        // Reading level 3 where the job is still writing: conflict.
+        assert!(r.conflicts(&job(vec![(3, t(5, 180, 190))], 4)));
+        // Level 1 → 2 over the same keys: reads and writes other levels, no conflict — but it
+        // keeps its tombstones, since the deeper job may carry older versions.
+        let mut above = job(vec![(1, t(6, 100, 110))], 2);
+        assert!(!r.conflicts(&above));
+        r.adjust(&mut above);
+        assert!(!above.drop_tombstones);
+        // One level-0 reader at a time.
+        let l0 = job(vec![(0, t(7, 0, 10))], 1);
+        let t0 = r.register(&l0);
+        assert!(r.conflicts(&job(vec![(0, t(8, 500, 600))], 1)));
+        r.release(t0);
+        assert!(!r.conflicts(&job(vec![(0, t(8, 500, 600))], 1)));
+        r.release(ticket);
+        assert!(!r.conflicts(&deep));
+        assert_eq!(r.len(), 0);
+    }
+}

@@ -1,0 +1,227 @@
+//! Background work beside writes: a flush is not held up by a compaction, compactions run side
+//! by side, and writes that must wait are slowed or stopped — counted in `DbStats` and logged.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::tiny_options;
+use lsm_bloom::fs::FaultyFs;
+use lsm_bloom::{Db, Options};
+
+/// Values of `n` keys `{tag}{i}`, each about 100 bytes.
+fn fill(db: &Db, tag: &str, n: usize) {
+    for i in 0..n {
+        db.put(format!("{tag}{i:06}"), [b'v'; 100]).unwrap();
+    }
+}
+
+fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// With the disk slow to read, a compaction of two level-0 tables takes seconds; a memtable
+/// flushed meanwhile reaches level 0 while it still runs. (With one background thread doing
+/// both, the flush waited for the whole compaction.)
+#[test]
+fn a_flush_completes_while_a_long_compaction_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultyFs::new();
+    let opts = Options {
+        l0_compaction_trigger: 2,
+        fs: Arc::new(fs.clone()),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    fill(&db, "a", 2_000);
+    db.flush().unwrap();
+    // Each block read of the compaction's inputs now waits 20 ms: ~100 blocks, seconds.
+    fs.delay_reads(Duration::from_millis(20));
+    fill(&db, "b", 2_000);
+    db.flush().unwrap();
+    wait_until("the compaction starts", Duration::from_secs(10), || {
+        db.stats().compactions_running == 1
+    });
+    fill(&db, "c", 100);
+    let t = Instant::now();
+    db.flush().unwrap();
+    let took = t.elapsed();
+    let s = db.stats();
+    assert_eq!(
+        (s.compactions, s.compactions_running),
+        (0, 1),
+        "the flush returned after {took:?}, when the compaction had ended"
+    );
+    assert_eq!(s.levels[0].tables, 3, "the new table is not in level 0");
+    assert_eq!(db.get("c000007").unwrap().as_deref(), Some(&[b'v'; 100][..]));
+    fs.delay_reads(Duration::ZERO);
+    db.wait_for_compactions().unwrap();
+    assert!(db.stats().compactions >= 1);
+    for tag in ["a", "b", "c"] {
+        assert!(db.get(format!("{tag}000042")).unwrap().is_some(), "{tag}");
+    }
+}
+
+/// Many small jobs on a slow disk with four compaction threads: jobs overlap in many orders,
+/// and at least two compactions ran at once. Every key written is read back with its last
+/// value, after a reopen too.
+#[test]
+fn compactions_run_side_by_side_and_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultyFs::new();
+    fs.delay_syncs(Duration::from_millis(2));
+    fs.delay_reads(Duration::from_micros(200));
+    let opts = Options {
+        background_threads: 4,
+        fs: Arc::new(fs.clone()),
+        ..tiny_options()
+    };
+    let db = Db::open(dir.path(), opts.clone()).unwrap();
+    let keys = 6_000u32;
+    for round in 0..3u32 {
+        for i in 0..keys {
+            let k = (u64::from(i) * 7_919 % u64::from(keys)) as usize; // 7,919 is prime: every key once
+            db.put(format!("k{k:06}"), format!("{round}:{k}")).unwrap();
+        }
+    }
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert!(
+        s.most_compactions_running >= 2,
+        "never more than {} compaction at once ({} compactions)",
+        s.most_compactions_running,
+        s.compactions
+    );
+    let check = |db: &Db, when: &str| {
+        for k in 0..keys as usize {
+            let v = db.get(format!("k{k:06}")).unwrap();
+            assert_eq!(v.as_deref(), Some(format!("2:{k}").as_bytes()), "k{k:06} {when}");
+        }
+        assert_eq!(db.scan::<&[u8], _>(..).unwrap().count(), keys as usize);
+    };
+    check(&db, "before the reopen");
+    db.close().unwrap();
+    let db = Db::open(dir.path(), opts).unwrap();
+    check(&db, "after the reopen");
+}
+
+/// Events logged through `tracing`, captured on this thread.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<String>>>);
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={value:?} ", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Captured {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut f = Fields(format!("{} ", event.metadata().level()));
+        event.record(&mut f);
+        self.0.lock().unwrap().push(f.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+impl Captured {
+    fn any(&self, words: &[&str]) -> bool {
+        let lines = self.0.lock().unwrap();
+        lines.iter().any(|l| words.iter().all(|w| l.contains(w)))
+    }
+}
+
+/// Level 0 at the slowdown trigger: writes go at `delayed_write_rate`, each group sleeping
+/// its share, counted and logged; below it again, full speed and "ends" logged.
+#[test]
+fn slowdowns_are_counted_and_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let rate = 256 * 1024;
+    let opts = Options {
+        l0_compaction_trigger: 10,
+        l0_slowdown_writes_trigger: 2,
+        l0_stop_writes_trigger: 20,
+        delayed_write_rate: rate,
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let log = Captured::default();
+    tracing::subscriber::with_default(log.clone(), || {
+        fill(&db, "a", 100);
+        db.flush().unwrap();
+        assert_eq!(db.stats().write_slowdowns, 0, "slowed below the trigger");
+        fill(&db, "b", 100);
+        db.flush().unwrap();
+        // Two level-0 tables: ~64 KiB of records at 256 KiB/s, about a quarter of a second.
+        let t = Instant::now();
+        fill(&db, "c", 500);
+        let took = t.elapsed();
+        let s = db.stats();
+        assert!(s.write_slowdowns > 0, "{s:?}");
+        let expected = Duration::from_secs_f64(500.0 * 120.0 / rate as f64);
+        assert!(
+            took >= expected.mul_f64(0.8),
+            "500 writes took {took:?}, the rate allows {expected:?}"
+        );
+        assert!(s.write_slowdown_micros >= expected.as_micros() as u64 * 8 / 10);
+        assert!(s.longest_write_slowdown_micros >= 1_000, "{s:?}");
+        assert!(log.any(&["INFO", "write slowdown begins", "level0_tables=2"]));
+        db.compact().unwrap();
+        fill(&db, "d", 10);
+        assert!(log.any(&["write slowdown ends"]), "{:?}", log.0);
+    });
+}
+
+/// Flushes held back (table files cannot be created): once `max_immutable_memtables` are
+/// waiting, a write stops until they are flushed; the stop is counted with its length and
+/// logged as a warning naming why.
+#[test]
+fn stalls_are_counted_with_their_length_and_logged() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultyFs::new();
+    let opts = Options {
+        memtable_size: 16 * 1024,
+        max_immutable_memtables: 1,
+        fs: Arc::new(fs.clone()),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let log = Captured::default();
+    fs.hold_table_creates(true);
+    let release = {
+        let fs = fs.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            fs.hold_table_creates(false);
+        })
+    };
+    tracing::subscriber::with_default(log.clone(), || fill(&db, "a", 1_000));
+    release.join().unwrap();
+    let s = db.stats();
+    assert!(s.write_stalls >= 1, "{s:?}");
+    assert!(
+        s.longest_write_stall_micros >= 200_000 && s.write_stall_micros >= s.longest_write_stall_micros,
+        "{s:?}"
+    );
+    assert!(
+        log.any(&["WARN", "writes stopped", "immutable memtables waiting for a flush"]),
+        "{:?}",
+        log.0
+    );
+}
