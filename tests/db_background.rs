@@ -34,6 +34,7 @@ fn a_flush_completes_while_a_long_compaction_runs() {
     let fs = FaultyFs::new();
     let opts = Options {
         l0_compaction_trigger: 2,
+        idle_compaction_after: None, // level 0 keeps its tables while idle
         fs: Arc::new(fs.clone()),
         ..Options::default()
     };
@@ -155,6 +156,7 @@ fn slowdowns_are_counted_and_logged() {
     let rate = 256 * 1024;
     let opts = Options {
         l0_compaction_trigger: 10,
+        idle_compaction_after: None, // level 0 keeps its tables while idle
         l0_slowdown_writes_trigger: 2,
         l0_stop_writes_trigger: 20,
         delayed_write_rate: rate,
@@ -224,4 +226,43 @@ fn stalls_are_counted_with_their_length_and_logged() {
         "{:?}",
         log.0
     );
+}
+
+/// Writes stop: level 0 is compacted away by itself once `idle_compaction_after` has passed,
+/// though it holds fewer tables than the trigger; `wait_for_compactions` does it at once.
+#[test]
+fn an_idle_store_compacts_level_0_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        l0_compaction_trigger: 8,
+        idle_compaction_after: Some(Duration::from_millis(300)),
+        ..Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    for t in 0..3 {
+        fill(&db, &format!("t{t}-"), 500);
+        db.flush().unwrap();
+    }
+    let l0 = |db: &Db| db.stats().levels[0].tables;
+    assert_eq!(l0(&db), 3, "compacted while writes were still coming");
+    wait_until("level 0 is empty", Duration::from_secs(10), || l0(&db) == 0);
+    assert_eq!(db.stats().compactions, 1);
+    assert_eq!(db.get("t1-000123").unwrap().as_deref(), Some(&[b'v'; 100][..]));
+
+    // Without the idle rule, level 0 stays; wait_for_compactions with it: empty on return.
+    for (idle, left) in [(None, 2), (Some(Duration::from_secs(3600)), 0)] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            l0_compaction_trigger: 8,
+            idle_compaction_after: idle,
+            ..Options::default()
+        };
+        let db = Db::open(dir.path(), opts).unwrap();
+        for t in 0..2 {
+            fill(&db, &format!("t{t}-"), 500);
+            db.flush().unwrap();
+        }
+        db.wait_for_compactions().unwrap();
+        assert_eq!(l0(&db), left, "idle rule {idle:?}");
+    }
 }

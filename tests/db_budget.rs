@@ -299,6 +299,7 @@ fn a_budget_smaller_than_the_filters_held_reports_what_new_tables_get() {
     let dir = tempfile::tempdir().unwrap();
     let opts = |bits: f64| Options {
         l0_compaction_trigger: 8, // the flushes below stay in level 0, one table each
+        idle_compaction_after: None, // level 0 keeps its tables while idle
         memtable_size: 1 << 20,
         ..options(FilterBudget::bits_per_key(bits))
     };
@@ -344,6 +345,7 @@ fn a_budget_larger_than_the_filters_held_reports_the_shares() {
     let dir = tempfile::tempdir().unwrap();
     let opts = |bits: f64| Options {
         l0_compaction_trigger: 4,
+        idle_compaction_after: None, // level 0 keeps its tables while idle
         memtable_size: 1 << 20,
         level1_max_bytes: 64 << 20, // the first four flushes' keys stay in level 1
         ..options(FilterBudget::bits_per_key(bits))

@@ -122,6 +122,7 @@ fn tables_of_every_format_read_and_compact_together() {
                 table_format_version: version,
                 compression: Some(codec.into()),
                 l0_compaction_trigger: 8,
+                idle_compaction_after: None, // level 0 keeps its tables while idle
                 l0_stop_writes_trigger: 20,
                 ..Options::default()
             },

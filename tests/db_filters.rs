@@ -161,6 +161,7 @@ fn sum_of_expected_fprs_bounds_reads_across_all_l0_tables() {
     let opts = Options {
         memtable_size: 64 * 1024,
         l0_compaction_trigger: 50,
+        idle_compaction_after: None, // level 0 keeps its tables while idle
         l0_stop_writes_trigger: 60,
         filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
             FilterKind::Blocked,

@@ -62,6 +62,7 @@ fn fill(db: &Db, seed: u64) -> Model {
 fn options() -> Options {
     Options {
         l0_compaction_trigger: 4,
+        idle_compaction_after: None, // level 0 keeps its tables while idle
         memtable_size: 64 * 1024,
         ..tiny_options()
     }

@@ -264,6 +264,7 @@ fn big_options(rule: Option<PrefixExtractor>) -> Options {
 fn big_options_with(rule: Option<PrefixExtractor>, whole_key: bool) -> Options {
     Options {
         l0_compaction_trigger: 100,
+        idle_compaction_after: None, // level 0 keeps its tables while idle
         l0_stop_writes_trigger: 200,
         block_cache_bytes: 0,
         ..prefix_filters(rule, whole_key)

@@ -2,9 +2,11 @@
 //! each hold tables with disjoint ranges, sorted by key, and level n may hold
 //! `level1_max_bytes * size_ratio^(n-1)` bytes.
 //!
-//! `pick` chooses the most urgent job: all of L0 (plus the overlapping L1 tables) once L0 has
-//! `l0_compaction_trigger` tables, otherwise one table of the fullest over-size level (round
-//! robin by key) plus the tables it overlaps one level down. `run` merges the inputs
+//! `pick` chooses the most urgent job that may run beside the running ones (`running.rs`):
+//! all of L0 (plus the overlapping L1 tables) once L0 has `l0_compaction_trigger` tables,
+//! otherwise one table of the fullest over-size level (round robin by key, skipping tables
+//! other jobs hold) plus the tables it overlaps one level down. A store idle for
+//! `Options::idle_compaction_after` gets the L0 job whatever its count (`level0`). `run` merges the inputs
 //! (newest version of each key wins) into new tables of about `target_file_size`, each with a
 //! freshly built filter for the output level. That rebuild is how deleted keys leave filters:
 //! a key's bit pattern stays in a table's filter until the table is rewritten, and a tombstone
@@ -93,19 +95,7 @@ pub(crate) fn pick(
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (level, _) in scored.into_iter().take_while(|(_, s)| *s >= 1.0) {
         if level == 0 {
-            let l0 = v.levels()[0].clone();
-            let Some((min, max)) = key_range(&l0) else {
-                continue;
-            };
-            let mut inputs: Vec<(usize, Arc<Table>)> = l0.into_iter().map(|t| (0, t)).collect();
-            inputs.extend(
-                overlapping(&v.levels()[1], &min, &max)
-                    .into_iter()
-                    .map(|t| (1, t)),
-            );
-            let mut job = finish_job(v, inputs, 1);
-            if !running.conflicts(&job) {
-                running.adjust(&mut job);
+            if let Some(job) = level0(v, running) {
                 return Some(job);
             }
             continue;
@@ -132,6 +122,25 @@ pub(crate) fn pick(
         }
     }
     None
+}
+
+/// All of level 0 and the level-1 tables it overlaps, into level 1, if level 0 holds any
+/// table and the job may run beside the `running` ones.
+pub(crate) fn level0(v: &Version, running: &Running) -> Option<Job> {
+    let l0 = v.levels()[0].clone();
+    let (min, max) = key_range(&l0)?;
+    let mut inputs: Vec<(usize, Arc<Table>)> = l0.into_iter().map(|t| (0, t)).collect();
+    inputs.extend(
+        overlapping(&v.levels()[1], &min, &max)
+            .into_iter()
+            .map(|t| (1, t)),
+    );
+    let mut job = finish_job(v, inputs, 1);
+    if running.conflicts(&job) {
+        return None;
+    }
+    running.adjust(&mut job);
+    Some(job)
 }
 
 /// Every table into one level (the deepest in use, at least 1), tombstones dropped.

@@ -105,6 +105,13 @@ pub(super) struct Inner {
     /// Shared with scan iterators, which count their reads after the call returns (an
     /// iterator must not keep the whole store, and its directory lock, alive).
     pub(super) counters: Arc<Counters>,
+    /// When the store was opened: `last_write` counts from here.
+    pub(super) opened: std::time::Instant,
+    /// Milliseconds from `opened` to the last group commit (`Options::idle_compaction_after`).
+    pub(super) last_write: AtomicU64,
+    /// Callers of `Db::wait_for_compactions` waiting now: while any is, level 0 is compacted
+    /// away as if the store were idle.
+    pub(super) settling: AtomicU64,
     /// The next file number to hand out (tables and logs share one sequence).
     pub(super) next_file: AtomicU64,
     pub(super) errors: ErrorState,
@@ -115,6 +122,25 @@ pub(super) struct Inner {
 }
 
 impl Inner {
+    /// True when no write came for `Options::idle_compaction_after`, or a caller waits for the
+    /// store to settle.
+    pub(super) fn idle(&self) -> bool {
+        let Some(after) = self.opts.idle_compaction_after else {
+            return false;
+        };
+        if self.settling.load(Ordering::Relaxed) > 0 {
+            return true;
+        }
+        let now = self.opened.elapsed().as_millis() as u64;
+        now.saturating_sub(self.last_write.load(Ordering::Relaxed)) >= after.as_millis() as u64
+    }
+
+    /// Notes a write now (group commits call it).
+    pub(super) fn note_write(&self) {
+        let now = self.opened.elapsed().as_millis() as u64;
+        self.last_write.store(now, Ordering::Relaxed);
+    }
+
     /// Waits on `progress` for at most `timeout` (flushes and compactions notify it).
     pub(super) fn wait_progress<'a>(
         &self,

@@ -118,6 +118,12 @@ pub struct Options {
     /// Bytes per second writes may go at once level 0 reaches `l0_slowdown_writes_trigger`
     /// (default 16 MiB/s, RocksDB's `delayed_write_rate`); lower still as level 0 grows.
     pub delayed_write_rate: u64,
+    /// Once no write has come for this long, level 0 is compacted into level 1 whatever its
+    /// table count, and `Db::wait_for_compactions` waits for that too (default 1 s; `None`:
+    /// level 0 waits for `l0_compaction_trigger`). Every level-0 table costs each absent get a
+    /// filter probe and each short scan a block; a store that has stopped taking writes should
+    /// not keep paying for them.
+    pub idle_compaction_after: Option<std::time::Duration>,
     /// Threads that run compactions (default 2; at least 1). Flushes have a thread of their
     /// own besides, so a memtable is written out while compactions run; compactions of
     /// disjoint key ranges, or of different levels, run at once (`running.rs`).
@@ -178,6 +184,7 @@ impl Default for Options {
             l0_stop_writes_trigger: 20,
             delayed_write_rate: 16 << 20,
             background_threads: 2,
+            idle_compaction_after: Some(std::time::Duration::from_secs(1)),
             target_file_size: 8 << 20,
             max_immutable_memtables: 2,
             block_cache_bytes: 32 << 20,

@@ -143,11 +143,28 @@ impl Inner {
         loop {
             {
                 let mut sig = lock(&self.signal);
+                // Compaction threads also look by themselves now and then, to notice that
+                // writes stopped (`Options::idle_compaction_after`).
+                let every = match role {
+                    Role::Compact => self.opts.idle_compaction_after,
+                    Role::Flush => None,
+                };
                 while seen == Some(sig.generation) && !sig.shutdown {
-                    sig = self
+                    let Some(every) = every else {
+                        sig = self
+                            .wake_worker
+                            .wait(sig)
+                            .unwrap_or_else(|p| p.into_inner());
+                        continue;
+                    };
+                    let (s, waited) = self
                         .wake_worker
-                        .wait(sig)
+                        .wait_timeout(sig, every)
                         .unwrap_or_else(|p| p.into_inner());
+                    sig = s;
+                    if waited.timed_out() {
+                        break;
+                    }
                 }
                 if sig.shutdown {
                     return;
@@ -206,7 +223,13 @@ impl Inner {
             let Work {
                 cursors, running, ..
             } = &mut *work;
-            let Some(job) = compaction::pick(&version, &self.opts, cursors, running) else {
+            let picked = compaction::pick(&version, &self.opts, cursors, running);
+            // Idle (or asked to settle): level 0 away once nothing else is left to do.
+            let idle = || {
+                running.len() == 0 && self.read_state().imm.is_empty() && self.idle()
+            };
+            let Some(job) = picked.or_else(|| idle().then(|| compaction::level0(&version, running)).flatten())
+            else {
                 return Ok(false);
             };
             let ticket = running.register(&job);
@@ -226,13 +249,15 @@ impl Inner {
     }
 
     /// True when nothing is left to do: no immutable memtable, no compaction running, no
-    /// level over its limit (`Db::wait_for_compactions`).
+    /// level over its limit, and (with `Options::idle_compaction_after`) level 0 empty
+    /// (`Db::wait_for_compactions`).
     pub(super) fn settled(&self) -> bool {
         let work = self.lock_checked(&self.work);
         let state = self.read_state();
         state.imm.is_empty()
             && work.running.len() == 0
             && !compaction::needed(&state.version, &self.opts)
+            && (self.opts.idle_compaction_after.is_none() || state.version.levels()[0].is_empty())
     }
 
     /// A file number for a new table, below the manifest's `next_file` (extended first if

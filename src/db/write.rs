@@ -220,6 +220,7 @@ impl Inner {
             }
         };
         appended.map_err(|e| self.errors.set(e))?;
+        self.note_write();
         super::stats::add(&self.counters.writes_grouped, group.len() as u64 - 1);
         for w in group {
             mem.apply(w.ops);
