@@ -2,7 +2,7 @@
 //!
 //! Locks, in the order they may be taken: `queue` (writes waiting for group commit; released
 //! before the leader takes `writer`) → `writer` (one writer appends to the WAL at a time)
-//! → `throttle` (the write slowdown, `throttle.rs`) → `work` (the running jobs and the
+//! → `spare_wal`, `throttle` (the next log, the write slowdown, `throttle.rs`) → `work` (the running jobs and the
 //! manifest: held to pick a job, number a table and install a result, never while a table is
 //! written; every manifest write holds it) → `publish` (serialises replacing the published
 //! `State`, `version.rs`) → `signal` (background wake-ups and progress). `get` and `scan` take no lock: they load the published
@@ -96,6 +96,9 @@ pub(super) struct Inner {
     /// holding it.
     pub(super) queue: Mutex<super::write_queue::WriteQueue>,
     pub(super) writer: Mutex<WalWriter>,
+    /// An empty log created ahead by the flush thread for the next memtable rotation; taken
+    /// under `writer`.
+    pub(super) spare_wal: Mutex<Option<WalWriter>>,
     /// The write slowdown; taken by a group's leader under `writer`.
     pub(super) throttle: Mutex<super::throttle::Throttle>,
     pub(super) work: Mutex<Work>,
@@ -112,6 +115,8 @@ pub(super) struct Inner {
     /// Callers of `Db::wait_for_compactions` waiting now: while any is, level 0 is compacted
     /// away as if the store were idle.
     pub(super) settling: AtomicU64,
+    /// Replaced tables and memtables, dropped by background threads (`graveyard.rs`).
+    pub(super) graveyard: super::graveyard::Graveyard,
     /// The next file number to hand out (tables and logs share one sequence).
     pub(super) next_file: AtomicU64,
     pub(super) errors: ErrorState,

@@ -32,6 +32,7 @@ mod compaction;
 mod exists;
 mod files;
 mod filters;
+mod graveyard;
 mod inner;
 mod iter;
 mod level_cursor;

@@ -38,7 +38,19 @@ pub(crate) struct WalWriter {
     path: PathBuf,
     /// Bytes of whole records written (where a failed append is cut back to).
     len: u64,
+    /// Where the last writeback hint ended (`WRITEBACK_STEP`).
+    hinted: u64,
+    /// The log's file number.
+    id: u64,
 }
+
+/// Every this many bytes appended, the log asks the device to start writing them
+/// (`WritableFile::start_writeback`; RocksDB's `wal_bytes_per_sync`), so that the sync a
+/// memtable rotation makes of the retired log waits for at most this much more. Measured
+/// under a sustained write load (`db_bench --workload latency`, `perf record -e
+/// sched:sched_switch`): the writer spent up to 15 ms in that sync when the whole 8 MiB log
+/// was still dirty.
+const WRITEBACK_STEP: u64 = 1 << 20;
 
 pub(crate) fn wal_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:06}.wal"))
@@ -247,7 +259,13 @@ impl WalWriter {
             .create(&path, CreateMode::New)
             .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
         crate::fs::sync_dir(fs, dir)?;
-        Ok(WalWriter { file, path, len: 0 })
+        Ok(WalWriter {
+            file,
+            path,
+            len: 0,
+            hinted: 0,
+            id,
+        })
     }
 
     /// Appends one encoded record (from `encode_batch`); with `sync`, waits for the disk. On
@@ -262,6 +280,10 @@ impl WalWriter {
         match result {
             Ok(()) => {
                 self.len += record.len() as u64;
+                if self.len - self.hinted >= WRITEBACK_STEP {
+                    self.file.start_writeback(self.hinted, self.len - self.hinted);
+                    self.hinted = self.len;
+                }
                 Ok(())
             }
             Err(e) => {
@@ -269,6 +291,11 @@ impl WalWriter {
                 Err(e)
             }
         }
+    }
+
+    /// The log's file number.
+    pub(crate) fn id(&self) -> u64 {
+        self.id
     }
 
     /// Makes every appended record durable.

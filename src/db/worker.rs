@@ -171,6 +171,11 @@ impl Inner {
                 }
                 seen = Some(sig.generation);
             }
+            // Drops replaced tables no reader holds, on a compaction thread: closing one
+            // may wait for the device (`graveyard.rs`), which the flush thread must not.
+            if role == Role::Compact {
+                self.graveyard.sweep();
+            }
             while !self.errors.is_set() {
                 let job = || match role {
                     Role::Flush => self.one_flush(),
@@ -179,7 +184,12 @@ impl Inner {
                 match catch_unwind(AssertUnwindSafe(job)) {
                     // A job done may give the other threads work (a flush fills level 0, a
                     // compaction frees tables another job waited for).
-                    Ok(Ok(true)) => self.wake(),
+                    Ok(Ok(true)) => {
+                        if role == Role::Compact {
+                            self.graveyard.sweep();
+                        }
+                        self.wake();
+                    }
                     Ok(Ok(false)) => break,
                     Ok(Err(e)) => {
                         tracing::error!(job = ?role, error = %e, "background job failed: the store is read-only");
@@ -206,6 +216,7 @@ impl Inner {
             return Ok(false);
         };
         self.flush_memtable(&mem)?;
+        self.prepare_spare_wal()?;
         Ok(true)
     }
 
@@ -340,6 +351,7 @@ impl Inner {
             s.imm.retain(|m| !Arc::ptr_eq(m, mem));
         })?;
         drop(work);
+        self.graveyard.bury_memtable(Arc::clone(mem));
         self.remove_obsolete(&wal::wal_path(&self.dir, mem.wal_id));
         add(&self.counters.flushes, 1);
         Ok(())
@@ -377,6 +389,8 @@ impl Inner {
         for (_, t) in &job.inputs {
             self.remove_obsolete(t.path()); // open handles keep serving readers that hold it
         }
+        self.graveyard
+            .bury_tables(job.inputs.iter().map(|(_, t)| Arc::clone(t)));
         add(&self.counters.compactions, 1);
         add(&self.counters.compaction_bytes_read, out.bytes_read);
         add(&self.counters.compaction_bytes_written, out.bytes_written);

@@ -35,6 +35,10 @@ pub trait WritableFile: Send {
     fn sync(&mut self) -> io::Result<()>;
     /// Cuts the file back to `len` bytes.
     fn truncate(&mut self, len: u64) -> io::Result<()>;
+    /// Starts writing `len` bytes at `offset` out to the device without waiting for them
+    /// (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that a later `sync` has little
+    /// left to wait for. A hint: it makes nothing durable, and a file system may ignore it.
+    fn start_writeback(&mut self, _offset: u64, _len: u64) {}
 }
 
 /// How `FileSystem::create` opens a file.
@@ -171,6 +175,18 @@ impl WritableFile for StdFile {
     }
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
+    }
+    #[cfg(target_os = "linux")]
+    fn start_writeback(&mut self, offset: u64, len: u64) {
+        use std::os::fd::AsRawFd;
+        let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return;
+        };
+        // SAFETY: a plain system call on a descriptor this file owns; no memory is passed.
+        // A failure is ignored: the next `sync` reports any error the device had.
+        unsafe {
+            libc::sync_file_range(self.0.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
+        }
     }
 }
 
