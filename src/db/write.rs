@@ -290,6 +290,10 @@ impl Inner {
     pub(super) fn rotate(&self, writer: &mut WalWriter) -> Result<Arc<Memtable>> {
         let mut stalled: Option<(Instant, &str)> = None;
         loop {
+            // Checked under the signal lock: a flush or compaction installed after the check
+            // notifies only once this thread waits (checking first and locking after lost that
+            // wake-up, and a stall then lasted the whole 20 ms timeout).
+            let sig = lock(&self.signal);
             let behind = {
                 let s = self.read_state();
                 if s.imm.len() >= self.opts.max_immutable_memtables {
@@ -305,10 +309,12 @@ impl Inner {
             };
             if stalled.is_none() {
                 stalled = Some((Instant::now(), why));
+                drop(sig);
+                self.wake();
+                continue;
             }
-            self.wake();
             // Flushes and compactions notify `progress` as each one is installed.
-            drop(self.wait_progress(lock(&self.signal), Duration::from_millis(20)));
+            drop(self.wait_progress(sig, Duration::from_millis(20)));
         }
         if let Some((since, why)) = stalled {
             let c = &self.counters;
