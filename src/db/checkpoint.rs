@@ -8,7 +8,7 @@
 //! key with deletions kept, so the copy's first open replays them into a level-0 table exactly
 //! as recovery does after a crash. Then the manifest naming those tables and that log, and the
 //! options record (FORMAT.md §4, §2, §6). No lock is held while any of this runs: the snapshot
-//! pins what it copies, so writers and the background thread are never held up.
+//! pins what it copies, so writers and the background threads are never held up.
 //!
 //! The copy is built in `<dir>.checkpoint-tmp`, every file synced, and renamed to `<dir>` once
 //! complete (the parent directory synced): a crash leaves no half-written `<dir>`, only the

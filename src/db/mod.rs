@@ -11,8 +11,11 @@
 //! - `options.rs`: `Options`, `WalRecovery`.
 //! - `recovery.rs`: `open` — lock, manifest, which files are obsolete, log replay rules.
 //! - `write.rs`: `WriteBatch`, WAL append, memtable rotation, the read-only error state.
-//! - `worker.rs`: the background flush and compaction thread, and how a change to the table
-//!   set is committed (table synced → directory synced → manifest → published → old removed).
+//! - `worker.rs`: the background threads (one flushing, `Options::background_threads`
+//!   compacting), and how a change to the table set is committed (table synced → directory
+//!   synced → manifest → published → old removed). `running.rs`: which compactions may run
+//!   side by side. `throttle.rs`: the write slowdown. `graveyard.rs`: replaced tables and
+//!   memtables dropped off the read path.
 //! - `read.rs`: `get`. `iter.rs`: `scan`. `snapshot.rs`: `Snapshot`; `checkpoint.rs`: a
 //!   snapshot written out as a store. `inner.rs`: shared state and lock order.
 //! - `stored_options.rs`: the `OPTIONS` record and how it merges with the options passed.
@@ -20,7 +23,7 @@
 //!
 //! Guarantees (README "What survives what"): a write that returned `Ok` survives a process
 //! crash, and with `sync_writes` a power loss; after any write-path I/O error (full disk,
-//! failed sync) or a failure or panic in the background thread the store turns read-only —
+//! failed sync) or a failure or panic in a background thread the store turns read-only —
 //! reads go on, writes fail with `Error::ReadOnly`, reopening recovers — so it never
 //! acknowledges a write that recovery would drop. Open never deletes a file the manifest does
 //! not prove obsolete.
@@ -424,7 +427,7 @@ impl Db {
         &self.inner.dir
     }
 
-    /// Stops the background thread and syncs the WAL, reporting any error, including the one
+    /// Stops the background threads and syncs the WAL, reporting any error, including the one
     /// that made the store read-only (drop does the same, silently).
     pub fn close(mut self) -> Result<()> {
         self.shutdown()
