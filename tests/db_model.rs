@@ -239,6 +239,24 @@ fn model_range_filters() {
     }
 }
 
+/// Parallel background jobs on a slow disk: syncs and table reads wait, so flushes and
+/// compactions overlap in many orders while the model's reads, scans, manual compactions and
+/// reopens go on.
+#[test]
+fn model_parallel_jobs_on_a_slow_disk() {
+    let fs = lsm_bloom::fs::FaultyFs::new();
+    fs.delay_syncs(std::time::Duration::from_micros(500));
+    fs.delay_reads(std::time::Duration::from_micros(50));
+    let opts = Options {
+        background_threads: 4,
+        fs: std::sync::Arc::new(fs),
+        ..tiny_options()
+    };
+    for seed in 400..=402 {
+        run(seed, 2500, opts.clone());
+    }
+}
+
 #[test]
 fn model_without_filters() {
     let mut opts = tiny_options();

@@ -78,7 +78,8 @@ pub fn example(name: &str) -> PathBuf {
     bin
 }
 
-/// Options with tiny sizes so a few thousand operations flush and compact many times.
+/// Options with tiny sizes so a few thousand operations flush and compact many times, with
+/// several compaction threads.
 pub fn tiny_options() -> Options {
     Options {
         memtable_size: 4 * 1024,
@@ -88,6 +89,9 @@ pub fn tiny_options() -> Options {
         size_ratio: 4,
         l0_compaction_trigger: 2,
         l0_stop_writes_trigger: 6,
+        // More compaction threads than the default gives a 2-core machine, so that the tests
+        // built on these options see compactions run side by side beside the flush thread.
+        background_threads: 3,
         ..Options::default()
     }
 }
