@@ -52,13 +52,24 @@ fn key_range(tables: &[Arc<Table>]) -> Option<(Vec<u8>, Vec<u8>)> {
     Some((min, max))
 }
 
-fn finish_job(v: &Version, inputs: Vec<(usize, Arc<Table>)>, output_level: usize) -> Job {
-    let drop_tombstones = v.levels()[output_level + 1..].iter().all(Vec::is_empty);
-    Job {
+/// The job of `inputs` into `output_level`, if it may run beside the `running` ones. It drops
+/// tombstones when no deeper level holds data and no running job writes deeper over its keys.
+fn finish_job(
+    v: &Version,
+    inputs: Vec<(usize, Arc<Table>)>,
+    output_level: usize,
+    running: &Running,
+) -> Option<Job> {
+    if running.conflicts(&inputs, output_level) {
+        return None;
+    }
+    let drop_tombstones = v.levels()[output_level + 1..].iter().all(Vec::is_empty)
+        && !running.keeps_tombstones(&inputs, output_level);
+    Some(Job {
         inputs,
         output_level,
         drop_tombstones,
-    }
+    })
 }
 
 /// Each level's urgency: level 0 its table count over `l0_compaction_trigger`, deeper levels
@@ -113,10 +124,8 @@ pub(crate) fn pick(
                     .into_iter()
                     .map(|x| (level + 1, x)),
             );
-            let mut job = finish_job(v, inputs, level + 1);
-            if !running.conflicts(&job) {
+            if let Some(job) = finish_job(v, inputs, level + 1, running) {
                 cursors[level] = t.max_key().to_vec();
-                running.adjust(&mut job);
                 return Some(job);
             }
         }
@@ -135,12 +144,7 @@ pub(crate) fn level0(v: &Version, running: &Running) -> Option<Job> {
             .into_iter()
             .map(|t| (1, t)),
     );
-    let mut job = finish_job(v, inputs, 1);
-    if running.conflicts(&job) {
-        return None;
-    }
-    running.adjust(&mut job);
-    Some(job)
+    finish_job(v, inputs, 1, running)
 }
 
 /// Every table into one level (the deepest in use, at least 1), tombstones dropped.

@@ -12,11 +12,18 @@
 //!   overlapping tables into level 1).
 //!
 //! A job picked while a deeper job runs whose output span overlaps its own keeps its
-//! tombstones (`adjust`): the deeper job's output may hold an older version of a key.
+//! tombstones (`keeps_tombstones`): the deeper job's output may hold an older version of a key.
+//!
+//! A job is described here by its inputs (level, table) and output level, as
+//! `compaction::Job` holds them; this module knows nothing else of compaction.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
-use super::compaction::Job;
+use crate::table::Table;
+
+/// A job's input tables, each with its level.
+pub(super) type Inputs = [(usize, Arc<Table>)];
 
 /// One running job's footprint.
 struct Claim {
@@ -36,10 +43,10 @@ pub(super) struct Running {
     next_ticket: u64,
 }
 
-/// Smallest and largest key of `job`'s inputs.
-pub(super) fn span(job: &Job) -> Option<(Vec<u8>, Vec<u8>)> {
-    let min = job.inputs.iter().map(|(_, t)| t.min_key()).min()?;
-    let max = job.inputs.iter().map(|(_, t)| t.max_key()).max()?;
+/// Smallest and largest key of `inputs`.
+fn span(inputs: &Inputs) -> Option<(Vec<u8>, Vec<u8>)> {
+    let min = inputs.iter().map(|(_, t)| t.min_key()).min()?;
+    let max = inputs.iter().map(|(_, t)| t.max_key()).max()?;
     Some((min.to_vec(), max.to_vec()))
 }
 
@@ -63,51 +70,49 @@ impl Running {
         self.claims.len()
     }
 
-    /// True when `job` may not run beside the running jobs (the module comment's rules).
-    pub(super) fn conflicts(&self, job: &Job) -> bool {
-        let Some(span) = span(job) else {
+    /// True when a job of `inputs` into `output_level` may not run beside the running jobs
+    /// (the module comment's rules).
+    pub(super) fn conflicts(&self, inputs: &Inputs, output_level: usize) -> bool {
+        let Some(span) = span(inputs) else {
             return false;
         };
-        if job.inputs.iter().any(|(_, t)| self.busy.contains(&t.id())) {
+        if inputs.iter().any(|(_, t)| self.busy.contains(&t.id())) {
             return true;
         }
-        if job.inputs.iter().any(|(l, _)| *l == 0) && self.reads_l0() {
+        if inputs.iter().any(|(l, _)| *l == 0) && self.reads_l0() {
             return true;
         }
-        let input_levels: HashSet<usize> = job.inputs.iter().map(|(l, _)| *l).collect();
+        let input_levels: HashSet<usize> = inputs.iter().map(|(l, _)| *l).collect();
         self.claims.iter().any(|c| {
             let writes_where_job_reads_or_writes =
-                c.output_level == job.output_level || input_levels.contains(&c.output_level);
+                c.output_level == output_level || input_levels.contains(&c.output_level);
             writes_where_job_reads_or_writes && overlaps(&c.span, &span)
         })
     }
 
-    /// Keeps `job`'s tombstones when a running job writes an overlapping span deeper down.
-    pub(super) fn adjust(&self, job: &mut Job) {
-        let Some(span) = span(job) else {
-            return;
+    /// True when a job of `inputs` into `output_level` must keep its tombstones: a running
+    /// job writes an overlapping span deeper down.
+    pub(super) fn keeps_tombstones(&self, inputs: &Inputs, output_level: usize) -> bool {
+        let Some(span) = span(inputs) else {
+            return false;
         };
-        if self
-            .claims
+        self.claims
             .iter()
-            .any(|c| c.output_level > job.output_level && overlaps(&c.span, &span))
-        {
-            job.drop_tombstones = false;
-        }
+            .any(|c| c.output_level > output_level && overlaps(&c.span, &span))
     }
 
-    /// Records `job` as running; the ticket releases it.
-    pub(super) fn register(&mut self, job: &Job) -> u64 {
+    /// Records a job of `inputs` into `output_level` as running; the ticket releases it.
+    pub(super) fn register(&mut self, inputs: &Inputs, output_level: usize) -> u64 {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        let inputs: Vec<u64> = job.inputs.iter().map(|(_, t)| t.id()).collect();
-        self.busy.extend(inputs.iter().copied());
+        let ids: Vec<u64> = inputs.iter().map(|(_, t)| t.id()).collect();
+        self.busy.extend(ids.iter().copied());
         self.claims.push(Claim {
             ticket,
-            inputs,
-            reads_l0: job.inputs.iter().any(|(l, _)| *l == 0),
-            output_level: job.output_level,
-            span: span(job).unwrap_or_default(),
+            inputs: ids,
+            reads_l0: inputs.iter().any(|(l, _)| *l == 0),
+            output_level,
+            span: span(inputs).unwrap_or_default(),
         });
         ticket
     }
@@ -126,9 +131,8 @@ impl Running {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{Table, TableBuilder, TableBuilderOptions};
+    use crate::table::{TableBuilder, TableBuilderOptions};
     use std::path::Path;
-    use std::sync::Arc;
 
     fn table(dir: &Path, id: u64, from: u32, to: u32) -> Arc<Table> {
         let path = dir.join(format!("{id}.sst"));
@@ -140,11 +144,19 @@ mod tests {
         Arc::new(Table::open(&path, id).unwrap())
     }
 
+    /// A job: its inputs and output level.
+    struct Job(Vec<(usize, Arc<Table>)>, usize);
+
     fn job(inputs: Vec<(usize, Arc<Table>)>, output_level: usize) -> Job {
-        Job {
-            inputs,
-            output_level,
-            drop_tombstones: true,
+        Job(inputs, output_level)
+    }
+
+    impl Running {
+        fn conflicts_with(&self, j: &Job) -> bool {
+            self.conflicts(&j.0, j.1)
+        }
+        fn add(&mut self, j: &Job) -> u64 {
+            self.register(&j.0, j.1)
         }
     }
 
@@ -155,30 +167,30 @@ mod tests {
         let mut r = Running::default();
         // Level 2 → 3 over keys 100..200.
         let deep = job(vec![(2, t(1, 100, 150)), (3, t(2, 120, 200))], 3);
-        assert!(!r.conflicts(&deep));
-        let ticket = r.register(&deep);
+        assert!(!r.conflicts_with(&deep));
+        let ticket = r.add(&deep);
         // Same table: conflict.
-        assert!(r.conflicts(&job(vec![(2, deep.inputs[0].1.clone())], 3)));
+        assert!(r.conflicts_with(&job(vec![(2, deep.0[0].1.clone())], 3)));
         // Disjoint keys into the same level: no conflict.
-        assert!(!r.conflicts(&job(vec![(2, t(3, 300, 400))], 3)));
+        assert!(!r.conflicts_with(&job(vec![(2, t(3, 300, 400))], 3)));
         // Overlapping output span in level 3: conflict.
-        assert!(r.conflicts(&job(vec![(2, t(4, 190, 250))], 3)));
+        assert!(r.conflicts_with(&job(vec![(2, t(4, 190, 250))], 3)));
         // Reading level 3 where the job is still writing: conflict.
-        assert!(r.conflicts(&job(vec![(3, t(5, 180, 190))], 4)));
+        assert!(r.conflicts_with(&job(vec![(3, t(5, 180, 190))], 4)));
         // Level 1 → 2 over the same keys: reads and writes other levels, no conflict — but it
         // keeps its tombstones, since the deeper job may carry older versions.
-        let mut above = job(vec![(1, t(6, 100, 110))], 2);
-        assert!(!r.conflicts(&above));
-        r.adjust(&mut above);
-        assert!(!above.drop_tombstones);
+        let above = job(vec![(1, t(6, 100, 110))], 2);
+        assert!(!r.conflicts_with(&above));
+        assert!(r.keeps_tombstones(&above.0, above.1));
+        assert!(!r.keeps_tombstones(&deep.0, deep.1));
         // One level-0 reader at a time.
         let l0 = job(vec![(0, t(7, 0, 10))], 1);
-        let t0 = r.register(&l0);
-        assert!(r.conflicts(&job(vec![(0, t(8, 500, 600))], 1)));
+        let t0 = r.add(&l0);
+        assert!(r.conflicts_with(&job(vec![(0, t(8, 500, 600))], 1)));
         r.release(t0);
-        assert!(!r.conflicts(&job(vec![(0, t(8, 500, 600))], 1)));
+        assert!(!r.conflicts_with(&job(vec![(0, t(8, 500, 600))], 1)));
         r.release(ticket);
-        assert!(!r.conflicts(&deep));
+        assert!(!r.conflicts_with(&deep));
         assert_eq!(r.len(), 0);
     }
 }

@@ -243,7 +243,7 @@ impl Inner {
             else {
                 return Ok(false);
             };
-            let ticket = running.register(&job);
+            let ticket = running.register(&job.inputs, job.output_level);
             self.counters
                 .most_compactions_running
                 .fetch_max(running.len() as u64, Ordering::Relaxed);
@@ -414,7 +414,7 @@ impl Inner {
                         work.manual -= 1;
                         return Ok(None);
                     };
-                    let ticket = work.running.register(&job);
+                    let ticket = work.running.register(&job.inputs, job.output_level);
                     return Ok(Some((job, ticket)));
                 }
                 Ok(false) => {}
