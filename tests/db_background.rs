@@ -59,7 +59,10 @@ fn a_flush_completes_while_a_long_compaction_runs() {
         "the flush returned after {took:?}, when the compaction had ended"
     );
     assert_eq!(s.levels[0].tables, 3, "the new table is not in level 0");
-    assert_eq!(db.get("c000007").unwrap().as_deref(), Some(&[b'v'; 100][..]));
+    assert_eq!(
+        db.get("c000007").unwrap().as_deref(),
+        Some(&[b'v'; 100][..])
+    );
     fs.delay_reads(Duration::ZERO);
     db.wait_for_compactions().unwrap();
     assert!(db.stats().compactions >= 1);
@@ -101,7 +104,11 @@ fn compactions_run_side_by_side_and_lose_nothing() {
     let check = |db: &Db, when: &str| {
         for k in 0..keys as usize {
             let v = db.get(format!("k{k:06}")).unwrap();
-            assert_eq!(v.as_deref(), Some(format!("2:{k}").as_bytes()), "k{k:06} {when}");
+            assert_eq!(
+                v.as_deref(),
+                Some(format!("2:{k}").as_bytes()),
+                "k{k:06} {when}"
+            );
         }
         assert_eq!(db.scan::<&[u8], _>(..).unwrap().count(), keys as usize);
     };
@@ -218,11 +225,16 @@ fn stalls_are_counted_with_their_length_and_logged() {
     let s = db.stats();
     assert!(s.write_stalls >= 1, "{s:?}");
     assert!(
-        s.longest_write_stall_micros >= 200_000 && s.write_stall_micros >= s.longest_write_stall_micros,
+        s.longest_write_stall_micros >= 200_000
+            && s.write_stall_micros >= s.longest_write_stall_micros,
         "{s:?}"
     );
     assert!(
-        log.any(&["WARN", "writes stopped", "immutable memtables waiting for a flush"]),
+        log.any(&[
+            "WARN",
+            "writes stopped",
+            "immutable memtables waiting for a flush"
+        ]),
         "{:?}",
         log.0
     );
@@ -247,7 +259,10 @@ fn an_idle_store_compacts_level_0_away() {
     assert_eq!(l0(&db), 3, "compacted while writes were still coming");
     wait_until("level 0 is empty", Duration::from_secs(10), || l0(&db) == 0);
     assert_eq!(db.stats().compactions, 1);
-    assert_eq!(db.get("t1-000123").unwrap().as_deref(), Some(&[b'v'; 100][..]));
+    assert_eq!(
+        db.get("t1-000123").unwrap().as_deref(),
+        Some(&[b'v'; 100][..])
+    );
 
     // Without the idle rule, level 0 stays; wait_for_compactions with it: empty on return.
     for (idle, left) in [(None, 2), (Some(Duration::from_secs(3600)), 0)] {

@@ -14,7 +14,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::{key, load, median, mix, open_fjall, open_ours, open_rocks, value, Args, Engine, ABSENT};
+use crate::{
+    key, load, median, mix, open_fjall, open_ours, open_rocks, value, Args, Engine, ABSENT,
+};
 
 /// One engine's figures from one round.
 #[derive(Clone, Default)]
@@ -35,8 +37,10 @@ fn written_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/io")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("wchar: ").and_then(|v| v.trim().parse().ok()))
+            s.lines().find_map(|l| {
+                l.strip_prefix("wchar: ")
+                    .and_then(|v| v.trim().parse().ok())
+            })
         })
         .unwrap_or(0)
 }
@@ -142,7 +146,9 @@ fn run_one(name: &str, args: &Args, threads: usize, secs: f64) -> Round {
             r.stalls = Some((
                 after.write_stalls - before.write_stalls,
                 after.write_slowdowns - before.write_slowdowns,
-                after.longest_write_stall_micros.max(after.longest_write_slowdown_micros) as f64
+                after
+                    .longest_write_stall_micros
+                    .max(after.longest_write_slowdown_micros) as f64
                     / 1e3,
             ));
             r

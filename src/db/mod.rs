@@ -117,12 +117,11 @@ impl Db {
             inner,
             workers: Vec::new(),
         };
-        let roles = std::iter::once(("lsm-bloom-flush", worker::Role::Flush)).chain(
-            std::iter::repeat_n(
+        let roles =
+            std::iter::once(("lsm-bloom-flush", worker::Role::Flush)).chain(std::iter::repeat_n(
                 ("lsm-bloom-compact", worker::Role::Compact),
                 db.inner.opts.background_threads,
-            ),
-        );
+            ));
         for (name, role) in roles {
             let bg = Arc::clone(&db.inner);
             let thread = std::thread::Builder::new()
@@ -355,7 +354,9 @@ impl Db {
     /// load. Writes made meanwhile are fine; it returns once they too have settled.
     pub fn wait_for_compactions(&self) -> Result<()> {
         let inner = &self.inner;
-        inner.settling.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        inner
+            .settling
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let settled = (|| loop {
             inner.wake();
             inner.errors.check()?;
@@ -364,7 +365,9 @@ impl Db {
             }
             drop(inner.wait_progress(lock(&inner.signal), Duration::from_millis(50)));
         })();
-        inner.settling.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        inner
+            .settling
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         settled
     }
 
@@ -377,9 +380,8 @@ impl Db {
         let Some((job, ticket)) = inner.start_manual_compaction()? else {
             return Ok(());
         };
-        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            inner.run_compaction(&job)
-        }));
+        let run =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.run_compaction(&job)));
         inner.end_manual_compaction(ticket);
         match run {
             Ok(result) => result.map_err(|e| inner.errors.set(e)),

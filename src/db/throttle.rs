@@ -42,7 +42,13 @@ impl Throttle {
     /// How long a group of `bytes` should wait with `l0` level-0 tables, given the slowdown
     /// trigger `from` and the configured `base` rate; `None` when writes go at full speed or the
     /// wait owed is still under a millisecond.
-    pub(super) fn delay(&mut self, bytes: usize, l0: usize, from: usize, base: u64) -> Option<Duration> {
+    pub(super) fn delay(
+        &mut self,
+        bytes: usize,
+        l0: usize,
+        from: usize,
+        base: u64,
+    ) -> Option<Duration> {
         if l0 < from {
             *self = Throttle::default();
             return None;
@@ -86,7 +92,10 @@ mod tests {
         t.delay(0, 5, 4, base);
         t.delay(0, 6, 4, base);
         let slower = t.delay(1 << 20, 6, 4, base).unwrap();
-        assert!((slower.as_secs_f64() - 1.0 / 0.64).abs() < 1e-3, "{slower:?}");
+        assert!(
+            (slower.as_secs_f64() - 1.0 / 0.64).abs() < 1e-3,
+            "{slower:?}"
+        );
         // One table compacted away: faster again, capped at the configured rate.
         let eased = t.delay(1 << 20, 5, 4, base).unwrap();
         assert!(eased < slower);

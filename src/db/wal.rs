@@ -281,7 +281,8 @@ impl WalWriter {
             Ok(()) => {
                 self.len += record.len() as u64;
                 if self.len - self.hinted >= WRITEBACK_STEP {
-                    self.file.start_writeback(self.hinted, self.len - self.hinted);
+                    self.file
+                        .start_writeback(self.hinted, self.len - self.hinted);
                     self.hinted = self.len;
                 }
                 Ok(())

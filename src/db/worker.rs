@@ -236,11 +236,12 @@ impl Inner {
             } = &mut *work;
             let picked = compaction::pick(&version, &self.opts, cursors, running);
             // Idle (or asked to settle): level 0 away once nothing else is left to do.
-            let idle = || {
-                running.len() == 0 && self.read_state().imm.is_empty() && self.idle()
-            };
-            let Some(job) = picked.or_else(|| idle().then(|| compaction::level0(&version, running)).flatten())
-            else {
+            let idle = || running.len() == 0 && self.read_state().imm.is_empty() && self.idle();
+            let Some(job) = picked.or_else(|| {
+                idle()
+                    .then(|| compaction::level0(&version, running))
+                    .flatten()
+            }) else {
                 return Ok(false);
             };
             let ticket = running.register(&job.inputs, job.output_level);

@@ -319,9 +319,17 @@ impl Inner {
         if let Some((since, why)) = stalled {
             let c = &self.counters;
             let waited = since.elapsed();
-            let counters = (&c.write_stalls, &c.write_stall_micros, &c.longest_write_stall_micros);
+            let counters = (
+                &c.write_stalls,
+                &c.write_stall_micros,
+                &c.longest_write_stall_micros,
+            );
             super::stats::add_wait(counters, waited);
-            tracing::warn!(reason = why, waited_ms = waited.as_millis() as u64, "writes stopped");
+            tracing::warn!(
+                reason = why,
+                waited_ms = waited.as_millis() as u64,
+                "writes stopped"
+            );
         }
         self.errors.check()?;
         writer.sync().map_err(|e| self.errors.set(e))?;
