@@ -118,7 +118,7 @@ pub(super) fn manifest_data(v: &Version, next_file: u64, log_number: u64) -> Man
     }
 }
 
-pub(super) fn panic_message(p: &(dyn Any + Send)) -> String {
+fn panic_message(p: &(dyn Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())

@@ -244,21 +244,28 @@ impl Inner {
     /// group's leader with the writer lock held, so the writes queued behind it wait too.
     fn slow_down(&self, bytes: usize) {
         let l0 = self.read_state().version.levels()[0].len();
-        let from = self.opts.l0_slowdown_writes_trigger;
-        if l0 < from.min(self.opts.l0_stop_writes_trigger) {
-            let mut t = lock(&self.throttle);
-            if t.active() {
-                t.reset();
-                tracing::info!(level0_tables = l0, "write slowdown ends");
-            }
-            return;
-        }
+        let (from, stop) = (
+            self.opts.l0_slowdown_writes_trigger,
+            self.opts.l0_stop_writes_trigger,
+        );
+        // A trigger at or above the stop means no slowdown, only the stop (`Options`).
+        let slowing = from < stop && l0 >= from;
         let wait = {
             let mut t = lock(&self.throttle);
-            if !t.active() {
-                tracing::info!(level0_tables = l0, "write slowdown begins");
+            match (slowing, t.active()) {
+                (false, false) => return,
+                (false, true) => {
+                    t.reset();
+                    tracing::info!(level0_tables = l0, "write slowdown ends");
+                    return;
+                }
+                (true, active) => {
+                    if !active {
+                        tracing::info!(level0_tables = l0, "write slowdown begins");
+                    }
+                    t.delay(bytes, l0, from, self.opts.delayed_write_rate)
+                }
             }
-            t.delay(bytes, l0, from, self.opts.delayed_write_rate)
         };
         if let Some(wait) = wait {
             std::thread::sleep(wait);
