@@ -6,8 +6,8 @@
 //! all of L0 (plus the overlapping L1 tables) once L0 has `l0_compaction_trigger` tables,
 //! otherwise one table of the fullest over-size level (round robin by key, skipping tables
 //! other jobs hold) plus the tables it overlaps one level down. A store idle for
-//! `Options::idle_compaction_after` gets the L0 job whatever its count (`level0`). `run` merges the inputs
-//! (newest version of each key wins) into new tables of about `target_file_size`, each with a
+//! `Options::idle_compaction_after` gets the L0 job whatever its count (`level0`). `run`
+//! merges the inputs (newest version of each key wins) into new tables of about `target_file_size`, each with a
 //! freshly built filter for the output level. That rebuild is how deleted keys leave filters:
 //! a key's bit pattern stays in a table's filter until the table is rewritten, and a tombstone
 //! is dropped only when no deeper level holds data, i.e. nothing older can reappear.

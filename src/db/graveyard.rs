@@ -10,8 +10,7 @@
 //! longest gets of the run. Dropping a flushed memtable likewise frees tens of thousands of
 //! allocations. So a background thread that replaces either keeps a reference here, and
 //! `sweep` (run by the compaction threads after each job and when they wake, at least every
-//! `Options::idle_compaction_after`) drops those no
-//! one else holds any more.
+//! `Options::idle_compaction_after`) drops those no one else holds any more.
 
 use std::sync::{Arc, Mutex};
 

@@ -2,11 +2,11 @@
 //!
 //! Locks, in the order they may be taken: `queue` (writes waiting for group commit; released
 //! before the leader takes `writer`) → `writer` (one writer appends to the WAL at a time)
-//! → `spare_wal`, `throttle` (the next log, the write slowdown, `throttle.rs`) → `work` (the running jobs and the
-//! manifest: held to pick a job, number a table and install a result, never while a table is
-//! written; every manifest write holds it) → `publish` (serialises replacing the published
-//! `State`, `version.rs`) → `signal` (background wake-ups and progress). `get` and `scan` take no lock: they load the published
-//! `State` through an `ArcSwap` (arc-swap's thread-local debt slots: no write to memory
+//! → `spare_wal`, `throttle` (the next log, the write slowdown, `throttle.rs`) → `work` (the
+//! running jobs and the manifest: held to pick a job, number a table and install a result,
+//! never while a table is written; every manifest write holds it) → `publish` (serialises
+//! replacing the published `State`, `version.rs`) → `signal` (background wake-ups and
+//! progress). `get` and `scan` take no lock: they load the published `State` through an `ArcSwap` (arc-swap's thread-local debt slots: no write to memory
 //! another reader writes).
 
 use std::fs::File;

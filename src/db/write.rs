@@ -291,9 +291,10 @@ impl Inner {
 
     /// Makes the memtable immutable and starts a new one with a new WAL (the empty one the
     /// flush thread created ahead, when there is one: creating a log and syncing its directory
-    /// took the writer up to 18 ms under load); returns the retired memtable. Waits first while flushes or level 0 are behind. The retired log is synced
-    /// before the new one takes writes, so a power loss cannot keep a newer log's records
-    /// while losing an older one's. Called with the writer lock held.
+    /// took the writer up to 18 ms under load); returns the retired memtable. Waits first
+    /// while flushes or level 0 are behind. The retired log is synced before the new one takes
+    /// writes, so a power loss cannot keep a newer log's records while losing an older one's.
+    /// Called with the writer lock held.
     pub(super) fn rotate(&self, writer: &mut WalWriter) -> Result<Arc<Memtable>> {
         let mut stalled: Option<(Instant, &str)> = None;
         loop {
