@@ -3,9 +3,10 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::captured::Captured;
 use common::tiny_options;
 use lsm_bloom::fs::FaultyFs;
 use lsm_bloom::{Db, Options};
@@ -116,43 +117,6 @@ fn compactions_run_side_by_side_and_lose_nothing() {
     db.close().unwrap();
     let db = Db::open(dir.path(), opts).unwrap();
     check(&db, "after the reopen");
-}
-
-/// Events logged through `tracing`, captured on this thread.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<String>>>);
-
-struct Fields(String);
-
-impl tracing::field::Visit for Fields {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        self.0.push_str(&format!("{}={value:?} ", field.name()));
-    }
-}
-
-impl tracing::Subscriber for Captured {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let mut f = Fields(format!("{} ", event.metadata().level()));
-        event.record(&mut f);
-        self.0.lock().unwrap().push(f.0);
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
-
-impl Captured {
-    fn any(&self, words: &[&str]) -> bool {
-        let lines = self.0.lock().unwrap();
-        lines.iter().any(|l| words.iter().all(|w| l.contains(w)))
-    }
 }
 
 /// Level 0 at the slowdown trigger: writes go at `delayed_write_rate`, each group sleeping

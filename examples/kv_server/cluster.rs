@@ -146,7 +146,7 @@ impl Cluster {
         rt.spawn(async move {
             let why = watched.stopped().await;
             if !expected.load(Ordering::SeqCst) {
-                eprintln!("kv_server: node {id}: the Raft core stopped ({why}); exiting");
+                tracing::error!(node = id, reason = %why, "the Raft core stopped; exiting");
                 std::process::exit(70);
             }
         });

@@ -193,8 +193,21 @@ fn prefix_rule(args: &Args) -> Result<Option<PrefixExtractor>, String> {
     }
 }
 
+/// Logs go to stderr through `tracing`: the store's events (the open and what recovery
+/// decided, write stalls, background errors; flushes and compactions at DEBUG), openraft's in
+/// a cluster, and the server's own, filtered by `RUST_LOG` (default `info,openraft=warn`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 fn main() {
     let args = Args::parse();
+    init_logging();
     if let Err(e) = run(args) {
         eprintln!("error: {e}");
         std::process::exit(1);
@@ -229,13 +242,13 @@ fn accept(
         Ok((s, _)) => match s.set_nonblocking(false) {
             Ok(()) => Some(wrap(s)),
             Err(e) => {
-                eprintln!("accept failed: {e}");
+                tracing::warn!(error = %e, "accept failed");
                 None
             }
         },
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
         Err(e) => {
-            eprintln!("accept failed: {e}");
+            tracing::warn!(error = %e, "accept failed");
             None
         }
     }
@@ -261,7 +274,7 @@ impl TlsListener {
         let conn = match conn {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("TLS: {e}");
+                tracing::warn!(error = %e, "TLS session not created");
                 return None;
             }
         };
@@ -473,7 +486,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                         | std::io::ErrorKind::UnexpectedEof
                         | std::io::ErrorKind::InvalidData
                 ) {
-                    eprintln!("connection error: {e}");
+                    tracing::info!(error = %e, "connection error");
                 }
             }
             active.fetch_sub(1, Ordering::SeqCst);
@@ -492,7 +505,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     match Arc::try_unwrap(server) {
         Ok(server) => server.db.close()?,
         Err(_) => {
-            eprintln!("connections still open after 5 s; the WAL holds every acknowledged write")
+            tracing::warn!(
+                "connections still open after 5 s; the WAL holds every acknowledged write"
+            )
         }
     }
     let _ = writeln!(std::io::stdout(), "closed");

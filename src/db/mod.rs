@@ -453,7 +453,17 @@ impl Db {
 impl Drop for Db {
     fn drop(&mut self) {
         // A panic here (from a `FileSystem` implementation) must not abort a thread that is
-        // already unwinding; what matters is on disk already.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.shutdown()));
+        // already unwinding; what matters is on disk already. An error has nobody to return
+        // to: it is logged (`close` returns it).
+        let closed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.shutdown()));
+        match closed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(dir = %self.inner.dir.display(), error = %e, "store dropped with an error (Db::close returns it)");
+            }
+            Err(_) => {
+                tracing::error!(dir = %self.inner.dir.display(), "store dropped: closing panicked");
+            }
+        }
     }
 }

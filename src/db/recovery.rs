@@ -376,6 +376,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         report.filters_rejected,
     );
     add(&counters.wal_bytes_dropped, report.wal_bytes_dropped);
+    report.log(dir, version.levels().iter().map(Vec::len).sum());
     Ok(Inner {
         dir: dir.to_path_buf(),
         state: arc_swap::ArcSwap::from_pointee(State {

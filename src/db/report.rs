@@ -66,3 +66,48 @@ pub struct OptionsReport {
     /// Recorded settings the options passed replaced.
     pub changed: Vec<OptionChange>,
 }
+
+impl RecoveryReport {
+    /// Logs what the open found and decided through `tracing`: one INFO event for the open,
+    /// a WARN for each thing a user should look at (WAL damage and what it dropped, tables
+    /// no manifest names, filters that failed their check, settings the options record
+    /// changed or kept against the defaults given).
+    pub(super) fn log(&self, dir: &std::path::Path, tables: usize) {
+        tracing::info!(
+            dir = %dir.display(),
+            tables,
+            logs_replayed = self.logs_replayed,
+            batches_replayed = self.batches_replayed,
+            obsolete_files_removed = self.obsolete_files_removed,
+            "store opened"
+        );
+        if let Some(d) = &self.wal_damage {
+            tracing::warn!(
+                log = %d.log.display(),
+                offset = d.offset,
+                reason = %d.reason,
+                torn_tail = d.torn_tail,
+                bytes_dropped = self.wal_bytes_dropped,
+                "write-ahead log damaged: recovered up to the damage, the rest dropped"
+            );
+        }
+        for t in &self.unexplained_tables {
+            tracing::warn!(
+                table = %t.display(),
+                "table file the manifest neither names nor proves obsolete: left in place, unused"
+            );
+        }
+        if self.filters_rejected > 0 {
+            tracing::warn!(
+                filters = self.filters_rejected,
+                "filters failed their check: those tables are read without them"
+            );
+        }
+        for c in &self.options.changed {
+            tracing::info!(setting = %c.setting, was = %c.was, now = %c.now, "stored option changed");
+        }
+        for (setting, value) in &self.options.kept {
+            tracing::debug!(%setting, %value, "stored option kept");
+        }
+    }
+}

@@ -64,7 +64,22 @@ pub(super) fn l0_filter(
     });
     debug_assert!(counted.is_ok());
     let change = Change::Flush { keys, prefixes };
-    budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(id)
+    planned(
+        0,
+        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(id),
+    )
+}
+
+/// `filters`, the budget's plan for a new table of `level`, logged (DEBUG).
+fn planned(level: usize, filters: TableFilters) -> TableFilters {
+    tracing::debug!(
+        level,
+        key = ?filters.key,
+        prefix = ?filters.prefix,
+        range = ?filters.range,
+        "filter budget planned a new table's filters"
+    );
+    filters
 }
 
 /// The filters for tables `job` writes: the options' policy for its output level, or what the
@@ -79,7 +94,10 @@ pub(super) fn compaction_filter(opts: &Options, version: &Version, job: &Job) ->
         target_file_size: opts.target_file_size,
     };
     let salt = job.inputs.first().map_or(0, |(_, t)| t.id());
-    budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(salt)
+    planned(
+        job.output_level,
+        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(salt),
+    )
 }
 
 /// Writes `mem` to a new level-0 table `id` with `filters` and opens it.
@@ -329,6 +347,7 @@ impl Inner {
     /// Writes `mem` to a level-0 table and installs it; runs on the flush thread only, so
     /// memtables reach level 0 in the order they were retired.
     fn flush_memtable(&self, mem: &Arc<Memtable>) -> Result<()> {
+        let began = std::time::Instant::now();
         let table = if mem.is_empty() {
             None
         } else {
@@ -347,7 +366,7 @@ impl Inner {
         let mut work = self.lock_checked(&self.work);
         self.errors.check()?;
         let log_number = self.log_number_after(Some(mem));
-        let edit = |levels: &mut [Vec<Arc<Table>>]| levels[0].extend(table);
+        let edit = |levels: &mut [Vec<Arc<Table>>]| levels[0].extend(table.clone());
         self.commit(&mut work, edit, log_number, |s| {
             s.imm.retain(|m| !Arc::ptr_eq(m, mem));
         })?;
@@ -355,6 +374,17 @@ impl Inner {
         self.graveyard.bury_memtable(Arc::clone(mem));
         self.remove_obsolete(&wal::wal_path(&self.dir, mem.wal_id));
         add(&self.counters.flushes, 1);
+        match &table {
+            Some(t) => tracing::debug!(
+                wal = mem.wal_id,
+                table = t.id(),
+                entries = t.properties().entries,
+                bytes = t.file_size(),
+                millis = began.elapsed().as_millis() as u64,
+                "flush: memtable written to level 0"
+            ),
+            None => tracing::debug!(wal = mem.wal_id, "flush: empty memtable retired"),
+        }
         Ok(())
     }
 
@@ -362,6 +392,7 @@ impl Inner {
     /// (`running.rs`), so no other job touches its tables meanwhile; the work lock is taken
     /// only to number new tables and to install the result.
     pub(super) fn run_compaction(&self, job: &Job) -> Result<()> {
+        let began = std::time::Instant::now();
         let filters = compaction_filter(&self.opts, &self.version(), job);
         let out = compaction::run(job, &self.dir, &self.opts, filters, &mut || {
             self.new_table_id()
@@ -395,6 +426,15 @@ impl Inner {
         add(&self.counters.compactions, 1);
         add(&self.counters.compaction_bytes_read, out.bytes_read);
         add(&self.counters.compaction_bytes_written, out.bytes_written);
+        tracing::debug!(
+            inputs = ?job.inputs.iter().map(|(l, t)| (*l, t.id())).collect::<Vec<_>>(),
+            output_level = job.output_level,
+            outputs = ?out.tables.iter().map(|t| t.id()).collect::<Vec<_>>(),
+            bytes_read = out.bytes_read,
+            bytes_written = out.bytes_written,
+            millis = began.elapsed().as_millis() as u64,
+            "compaction"
+        );
         Ok(())
     }
 }

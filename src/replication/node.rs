@@ -286,24 +286,25 @@ impl ReplicatedDb {
         self.timeout
     }
 
-    /// `key`'s value under `policy`.
+    /// `key`'s value under `policy`. The read itself may wait on the disk, so it runs on
+    /// tokio's blocking pool (`spawn_blocking`), never on the executor's threads.
     pub async fn get(&self, key: impl AsRef<[u8]>, policy: ReadPolicy) -> Result<Option<Vec<u8>>> {
         self.read_barrier(policy).await?;
-        Ok(self.sm.get(key.as_ref())?)
+        let (sm, key) = (self.sm.clone(), key.as_ref().to_vec());
+        off_executor(move || sm.get(&key)).await
     }
 
-    /// The values of `keys` under `policy`, all read after one barrier.
+    /// The values of `keys` under `policy`, all read after one barrier, on the blocking pool
+    /// as `get`'s.
     pub async fn multi_get<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
         policy: ReadPolicy,
     ) -> Result<Vec<Option<Vec<u8>>>> {
         self.read_barrier(policy).await?;
-        let mut out = Vec::with_capacity(keys.len());
-        for k in keys {
-            out.push(self.sm.get(k.as_ref())?);
-        }
-        Ok(out)
+        let sm = self.sm.clone();
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.as_ref().to_vec()).collect();
+        off_executor(move || keys.iter().map(|k| sm.get(k)).collect()).await
     }
 
     /// Live keys in `range` with their values, in key order, under `policy` (the barrier is
@@ -454,5 +455,18 @@ impl ReplicatedDb {
             .shutdown()
             .await
             .map_err(|e| Error::Raft(format!("shutting down: {e}")))
+    }
+}
+
+/// Runs the store read `read` on tokio's blocking pool: a read may wait on the disk, which
+/// would hold an executor thread (and every task queued on it) meanwhile.
+async fn off_executor<T: Send + 'static>(
+    read: impl FnOnce() -> crate::Result<T> + Send + 'static,
+) -> Result<T> {
+    match tokio::task::spawn_blocking(read).await {
+        Ok(r) => Ok(r?),
+        // A panic in the read is the caller's, as if it had run here.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(Error::Raft("the runtime is shutting down".into())),
     }
 }

@@ -36,6 +36,7 @@ pub fn start_with(dir: &Path, port: u16, extra: &[&str]) -> Server {
     let mut child = Command::new(super::example("kv_server"))
         .args(["--dir", dir.to_str().unwrap(), "--port", &port.to_string()])
         .args(extra)
+        .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -1,6 +1,7 @@
 //! Helpers shared by the store's integration tests.
 #![allow(dead_code)]
 
+pub mod captured;
 #[cfg(feature = "tls")]
 pub mod certs;
 #[cfg(feature = "replication")]

@@ -178,6 +178,8 @@ async fn accept_loop(
             let (conn, peer) = match accepted {
                 Ok(Ok(c)) => c,
                 _ => {
+                    // DEBUG, not WARN: anyone who reaches the port can cause one.
+                    tracing::debug!(%from, "raft connection refused: its handshake failed or timed out");
                     bump(&stats.refused_handshakes);
                     return;
                 }
@@ -189,6 +191,7 @@ async fn accept_loop(
             let tally = stats.tally(peer);
             tally.connected();
             if serve(conn, &node, &tally, &budget).await == Closed::Bad {
+                tracing::warn!(peer, %from, "malformed frame from an authenticated peer: connection closed");
                 tally.bad_frame();
             }
         });
