@@ -64,9 +64,9 @@ pub use rustls;
 
 pub use db::stats::DbStats;
 pub use db::{
-    Allocation, CheckpointReport, Compressions, Db, DbIter, FilterBudget, FilterMemory, Filters,
-    HugePages, LevelAllocation, OptionChange, Options, OptionsReport, PrefixFilters, RangeFilters,
-    RecoveryReport, Snapshot, WalRecovery, WriteBatch, WriteOptions,
+    Allocation, CheckpointReport, Compressions, Db, DbCursor, DbIter, FilterBudget, FilterMemory,
+    Filters, HugePages, LevelAllocation, OptionChange, Options, OptionsReport, PrefixFilters,
+    RangeFilters, RecoveryReport, Snapshot, WalRecovery, WriteBatch, WriteOptions,
 };
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy, RangePolicy};

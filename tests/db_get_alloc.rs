@@ -1,6 +1,7 @@
-//! What a point lookup allocates, counted by a global allocator that counts this thread's
-//! allocations and bytes around each call: an absent-key `get` that every filter answers
-//! allocates nothing, and `get_with` lends a present value without copying it.
+//! What a point lookup and a cursor walk allocate, counted by a global allocator that counts
+//! this thread's allocations and bytes around each call: an absent-key `get` that every filter
+//! answers allocates nothing, `get_with` lends a present value without copying it, and a
+//! cursor's steps allocate nothing per entry.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -171,4 +172,74 @@ fn absent_gets_that_filters_answer_allocate_nothing() {
         zero_read_gets > 4_500,
         "only {zero_read_gets} gets answered by filters ({reads} read)"
     );
+}
+
+/// A cursor walk, forward then backward, over memtable and tables: the steps allocate nothing
+/// per entry, with blocks read into the thread's read buffers (no block cache) or lent by the
+/// block cache once it holds them. Besides the seek (which builds its merge), what a walk
+/// allocates is per table and backward only: where each entry of a block starts, a vector
+/// reused within the table (a few doublings to a block's entry count).
+#[test]
+fn cursor_steps_allocate_nothing_per_entry() {
+    for cache in [0, 32 << 20] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            memtable_size: 256 << 10,
+            target_file_size: 256 << 10,
+            block_cache_bytes: cache,
+            idle_compaction_after: None,
+            ..Options::default()
+        };
+        let db = Db::open(dir.path(), opts).unwrap();
+        let n = 20_000u32;
+        for i in 0..n {
+            db.put(format!("key{i:08}"), [b'v'; 100]).unwrap();
+            if i == n / 2 {
+                db.flush().unwrap();
+                db.compact().unwrap();
+            }
+        }
+        let tables: usize = db.levels().iter().map(Vec::len).sum();
+        assert!(
+            tables >= 4,
+            "{tables} tables: the walk should cross several"
+        );
+        let blocks_read = || -> u64 { db.stats().levels.iter().map(|l| l.scan_block_reads).sum() };
+        let walk = |forward: bool| {
+            let mut c = db.cursor();
+            let mut on = if forward {
+                c.seek_to_first()
+            } else {
+                c.seek_to_last()
+            }
+            .unwrap();
+            let (b0, a0, mut steps, mut bytes_seen) = (blocks_read(), allocs(), 0u32, 0usize);
+            while on {
+                bytes_seen += c.key().unwrap().len() + c.value().unwrap().len();
+                on = if forward { c.next() } else { c.prev() }.unwrap();
+                steps += 1;
+            }
+            assert_eq!(bytes_seen, n as usize * (11 + 100));
+            let allocated = allocs() - a0;
+            (steps, allocated, blocks_read() - b0)
+        };
+        for forward in [true, false, true, false] {
+            let (steps, allocated, read) = walk(forward);
+            println!(
+                "cache {cache}, forward {forward}: {steps} steps, {read} blocks read from the \
+                 file, {allocated} allocations"
+            );
+            assert_eq!(steps, n, "forward {forward}");
+            // A block read from the file that the cache admits is copied into it (two
+            // allocations, and now and then the cache's own tables grow); one read into a
+            // read buffer allocates nothing.
+            let admitted = if cache > 0 { 3 * read } else { 0 };
+            let per_table = if forward { 0 } else { 6 };
+            assert!(
+                allocated <= (tables * per_table) as u64 + admitted + 4,
+                "cache {cache}, forward {forward}: {allocated} allocations over {steps} steps, \
+                 {read} blocks read and {tables} tables"
+            );
+        }
+    }
 }

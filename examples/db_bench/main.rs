@@ -12,7 +12,8 @@
 //! `... -- --workload scans [--defaults] [--scans S]` (`scans.rs`); empty short ranges with and
 //! without range filters: `... -- --workload ranges [--defaults] [--range-bits B]`
 //! (`ranges.rs`); the tail under a sustained write load: `... -- --workload latency
-//! [--latency-secs S]` (`latency.rs`).
+//! [--latency-secs S]` (`latency.rs`); ours' scans through the iterator against `DbCursor`:
+//! `... -- --workload cursor [--defaults] [--scans S]` (`cursor.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -52,6 +53,7 @@ use engines::{
 };
 use serde::Serialize;
 
+mod cursor;
 mod engines;
 mod hold;
 mod latency;
@@ -154,8 +156,9 @@ struct Args {
     /// units of memory latency, `scale.rs`).
     /// `scans` (range scans forward and reverse, `scans.rs`), `ranges` (empty short ranges,
     /// ours with and without range filters, `ranges.rs`), `latency` (writes and gets timed
-    /// one by one under a sustained write load, every engine at its defaults, `latency.rs`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency"])]
+    /// one by one under a sustained write load, every engine at its defaults, `latency.rs`),
+    /// `cursor` (ours' scans through the iterator and through `DbCursor`, `cursor.rs`).
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency", "cursor"])]
     workload: String,
     /// Latency workload: seconds of the timed phase per engine, round and thread count.
     #[arg(long, default_value_t = 20.0)]
@@ -275,6 +278,9 @@ fn main() {
     }
     if args.workload == "ranges" {
         return ranges::run(&args);
+    }
+    if args.workload == "cursor" {
+        return cursor::run(&args);
     }
     if args.workload == "latency" {
         return latency::run(&args);

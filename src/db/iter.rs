@@ -74,8 +74,71 @@ pub(super) fn asks_prefix(
     rule.is_some_and(|r| range_prefix(r, start, end).is_some())
 }
 
+impl ScanSetup {
+    /// The setup of one scan of `range` (counted in `scans`, and in `prefix_scans` when
+    /// the range lies inside one prefix of `rule`).
+    pub(super) fn new(
+        shared: &Arc<Counters>,
+        rule: Option<PrefixExtractor>,
+        cache: Option<Arc<BlockCache>>,
+        range: KeyRange,
+    ) -> Arc<ScanSetup> {
+        let counters = shared.reader();
+        bump(&counters.scans, 1);
+        let prefix = rule.and_then(|rule| {
+            let q = range_prefix(rule, range.start(), range.end())?;
+            Some((rule, q.to_vec(), hash_key(q)))
+        });
+        if prefix.is_some() && !range_is_empty(range.start(), range.end()) {
+            bump(&counters.prefix_scans, 1);
+        }
+        Arc::new(ScanSetup {
+            ask_ranges: !matches!(range.start(), Bound::Unbounded)
+                && !matches!(range.end(), Bound::Unbounded),
+            range: Arc::new(range),
+            cache,
+            counters: Arc::clone(shared),
+            prefix,
+        })
+    }
+}
+
+/// The merge of every source of `state` (seeing `mem_seen` batches of its mutable memtable)
+/// in `scan`'s range walking in `dir`, each on its first entry: memtables newest first, the
+/// level-0 tables whose range meets the scan's, newest first, then one cursor per deeper level.
+pub(super) fn merge_of(
+    state: &State,
+    mem_seen: u64,
+    scan: &Arc<ScanSetup>,
+    dir: Direction,
+) -> Result<Merge<Source>> {
+    let range = &*scan.range;
+    let mut sources = Vec::with_capacity(2 + state.imm.len() + state.version.levels().len());
+    sources.push(Source::Mem(state.mem.cursor(range, dir, mem_seen)));
+    for m in state.imm.iter().rev() {
+        sources.push(Source::Mem(m.cursor(range, dir, m.visible())));
+    }
+    let version = &state.version;
+    let level0 = &version.levels()[0];
+    for i in (0..level0.len()).rev() {
+        let t = &level0[i];
+        if t.meets(range.start(), range.end()) {
+            let c = LevelCursor::over(scan, version, 0, i..i + 1, dir)?;
+            sources.push(Source::Level(c));
+        }
+    }
+    for level in 1..version.levels().len() {
+        if !version.levels()[level].is_empty() {
+            sources.push(Source::Level(LevelCursor::level(
+                scan, version, level, dir,
+            )?));
+        }
+    }
+    Ok(Merge::new(sources, dir))
+}
+
 /// One source of a scan's merge.
-enum Source {
+pub(super) enum Source {
     Mem(MemtableCursor),
     Level(LevelCursor),
 }
@@ -100,6 +163,13 @@ impl Cursor for Source {
         match self {
             Source::Mem(c) => c.step(),
             Source::Level(c) => c.step(),
+        }
+    }
+    #[inline]
+    fn entry(&self) -> Option<(&[u8], Option<&[u8]>)> {
+        match self {
+            Source::Mem(c) => c.entry(),
+            Source::Level(c) => c.entry(),
         }
     }
 }
@@ -140,28 +210,12 @@ impl DbIter {
         start: Bound<Vec<u8>>,
         end: Bound<Vec<u8>>,
     ) -> DbIter {
-        let counters = shared.reader();
-        bump(&counters.scans, 1);
         let range = KeyRange::new(start, end);
         let done = range_is_empty(range.start(), range.end());
-        let prefix = rule.and_then(|rule| {
-            let q = range_prefix(rule, range.start(), range.end())?;
-            Some((rule, q.to_vec(), hash_key(q)))
-        });
-        if prefix.is_some() && !done {
-            bump(&counters.prefix_scans, 1);
-        }
         DbIter {
             state: state.clone(),
             mem_seen,
-            scan: Arc::new(ScanSetup {
-                ask_ranges: !matches!(range.start(), Bound::Unbounded)
-                    && !matches!(range.end(), Bound::Unbounded),
-                range: Arc::new(range),
-                cache,
-                counters: Arc::clone(shared),
-                prefix,
-            }),
+            scan: ScanSetup::new(shared, rule, cache, range),
             front: Side::default(),
             back: Side::default(),
             done,
@@ -170,28 +224,7 @@ impl DbIter {
 
     /// The merge of every source walking in `dir`, each on its first entry.
     fn merge(&self, dir: Direction) -> Result<Merge<Source>> {
-        let (state, scan, range) = (&self.state, &self.scan, &*self.scan.range);
-        let mut sources = vec![Source::Mem(state.mem.cursor(range, dir, self.mem_seen))];
-        for m in state.imm.iter().rev() {
-            sources.push(Source::Mem(m.cursor(range, dir, m.visible())));
-        }
-        let version = &state.version;
-        let level0 = &version.levels()[0];
-        for i in (0..level0.len()).rev() {
-            let t = &level0[i];
-            if t.meets(range.start(), range.end()) {
-                let c = LevelCursor::over(scan, version, 0, i..i + 1, dir)?;
-                sources.push(Source::Level(c));
-            }
-        }
-        for level in 1..version.levels().len() {
-            if !version.levels()[level].is_empty() {
-                sources.push(Source::Level(LevelCursor::level(
-                    scan, version, level, dir,
-                )?));
-            }
-        }
-        Ok(Merge::new(sources, dir))
+        merge_of(&self.state, self.mem_seen, &self.scan, dir)
     }
 
     /// The next live entry in `dir`, or `None` where the two directions meet.
@@ -256,7 +289,7 @@ fn next_live(
         }
     }
     loop {
-        let key = merge.key()?;
+        let (key, value) = merge.entry()?;
         let met = stop.is_some_and(|s| match dir {
             Direction::Forward => key >= s,
             Direction::Backward => key <= s,
@@ -264,7 +297,7 @@ fn next_live(
         if met {
             return None;
         }
-        if let Some(v) = merge.value() {
+        if let Some(v) = value {
             let last = side.last.get_or_insert_with(Vec::new);
             last.clear();
             last.extend_from_slice(key);

@@ -199,6 +199,11 @@ impl Cursor for LevelCursor {
         self.table.as_ref()?.value()
     }
 
+    #[inline]
+    fn entry(&self) -> Option<(&[u8], Option<&[u8]>)> {
+        self.table.as_ref()?.entry()
+    }
+
     fn step(&mut self) -> Result<()> {
         let Some(t) = self.table.as_mut() else {
             return Ok(());

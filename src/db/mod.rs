@@ -16,7 +16,7 @@
 //!   synced → manifest → published → old removed). `running.rs`: which compactions may run
 //!   side by side. `throttle.rs`: the write slowdown. `graveyard.rs`: replaced tables and
 //!   memtables dropped off the read path.
-//! - `read.rs`: `get`. `iter.rs`: `scan`. `snapshot.rs`: `Snapshot`; `checkpoint.rs`: a
+//! - `read.rs`: `get`. `iter.rs`: `scan`. `cursor.rs`: `DbCursor`. `snapshot.rs`: `Snapshot`; `checkpoint.rs`: a
 //!   snapshot written out as a store. `inner.rs`: shared state and lock order.
 //! - `stored_options.rs`: the `OPTIONS` record and how it merges with the options passed.
 //! - `wal.rs`, `manifest.rs`, `memtable/` (log, hash index, sorted runs), `compaction.rs`, `merge.rs`, `stats.rs`.
@@ -32,6 +32,7 @@ mod allocation;
 pub(crate) mod budget;
 mod checkpoint;
 mod compaction;
+mod cursor;
 mod exists;
 mod files;
 mod filters;
@@ -61,7 +62,7 @@ mod worker;
 mod write;
 mod write_queue;
 
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -74,6 +75,7 @@ use crate::error::{Error, Result};
 
 pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use checkpoint::CheckpointReport;
+pub use cursor::DbCursor;
 pub(crate) use files::table_path;
 pub use filters::{Compressions, Filters, PrefixFilters, RangeFilters};
 pub use iter::DbIter;
@@ -246,6 +248,43 @@ impl Db {
             start,
             end,
         ))
+    }
+
+    /// Every live key and value in key order: `scan(..)`, with nothing to name and nothing to
+    /// handle before the first item (a failed read comes out as an item).
+    pub fn iter(&self) -> DbIter {
+        let state = self.inner.read_state();
+        DbIter::new(
+            &self.inner.counters,
+            self.inner.opts.prefix_rule(),
+            self.inner.cache.clone(),
+            &state,
+            state.mem.visible(),
+            Bound::Unbounded,
+            Bound::Unbounded,
+        )
+    }
+
+    /// A cursor over every live entry (`DbCursor`): seek, walk both ways, and read each entry
+    /// in place, copying nothing. It reads the store as of this call, as a scan does; it is
+    /// on nothing until its first seek.
+    pub fn cursor(&self) -> DbCursor {
+        self.cursor_in::<&[u8], _>(..)
+    }
+
+    /// A cursor that never leaves `range`: seeks and walks stop at its bounds, and with both
+    /// bounds set, tables whose range filter says the range is empty are passed over, as
+    /// `scan`'s are.
+    pub fn cursor_in<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbCursor {
+        let state = self.inner.read_state();
+        DbCursor::new(
+            &self.inner.counters,
+            self.inner.opts.prefix_rule(),
+            self.inner.cache.clone(),
+            &state,
+            state.mem.visible(),
+            range,
+        )
     }
 
     /// Whether any live key lies in `range`: the first entry of `scan(range)`, if any. With

@@ -21,11 +21,12 @@
 //! directory locked, and it reads on after `Db::close`. `snapshots` lists the live ones for
 //! `DbStats` (a mutex touched only when a snapshot is taken or dropped).
 
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::cursor::DbCursor;
 use super::inner::{lock, Inner};
 use super::iter::DbIter;
 use super::read::ReadPath;
@@ -157,6 +158,37 @@ impl Snapshot {
             start,
             end,
         ))
+    }
+
+    /// Every live key and value as of the snapshot, in key order (as `Db::iter`).
+    pub fn iter(&self) -> DbIter {
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        DbIter::new(
+            &self.counters,
+            self.rule,
+            self.cache.clone(),
+            &self.state,
+            self.mem_seen,
+            all.0,
+            all.1,
+        )
+    }
+
+    /// A cursor over every live entry as of the snapshot (as `Db::cursor`).
+    pub fn cursor(&self) -> DbCursor {
+        self.cursor_in::<&[u8], _>(..)
+    }
+
+    /// A cursor within `range` as of the snapshot (as `Db::cursor_in`).
+    pub fn cursor_in<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbCursor {
+        DbCursor::new(
+            &self.counters,
+            self.rule,
+            self.cache.clone(),
+            &self.state,
+            self.mem_seen,
+            range,
+        )
     }
 
     /// Whether any live key lay in `range` as of the snapshot (as `Db::contains_range`).

@@ -331,6 +331,17 @@ impl Cursor for TableCursor {
         self.payload().get(r)
     }
 
+    #[inline]
+    fn entry(&self) -> Option<(&[u8], Option<&[u8]>)> {
+        let c = self.current.as_ref()?;
+        let payload = self.payload();
+        let value = match &c.value {
+            Some(r) => Some(payload.get(r.clone())?),
+            None => None,
+        };
+        Some((payload.get(c.key.clone())?, value))
+    }
+
     fn step(&mut self) -> Result<()> {
         if self.current.is_none() {
             return Ok(());

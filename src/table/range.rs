@@ -111,4 +111,10 @@ pub(crate) trait Cursor {
     fn value(&self) -> Option<&[u8]>;
     /// Moves to the next entry in the cursor's direction. After an error the cursor is over.
     fn step(&mut self) -> Result<()>;
+    /// The current entry's key and value (`None` for a tombstone) in one call: a cursor
+    /// whose key and value are found the same way finds them once.
+    #[inline]
+    fn entry(&self) -> Option<(&[u8], Option<&[u8]>)> {
+        Some((self.key()?, self.value()))
+    }
 }
