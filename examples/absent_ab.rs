@@ -40,17 +40,15 @@ fn key(i: u64) -> [u8; 16] {
 const ABSENT: u64 = 1 << 40;
 
 fn options() -> Options {
-    Options {
-        filters: Some(Filters::Budget(FilterBudget::bits_per_key(10.0))),
-        memtable_size: 64 << 20,
-        block_size: 4096,
-        target_file_size: 64 << 20,
-        level1_max_bytes: 256 << 20,
-        size_ratio: 10,
-        l0_compaction_trigger: 4,
-        block_cache_bytes: 32 << 20,
-        ..Options::default()
-    }
+    Options::default()
+        .with_filters(Some(Filters::Budget(FilterBudget::bits_per_key(10.0))))
+        .with_memtable_size(64 << 20)
+        .with_block_size(4096)
+        .with_target_file_size(64 << 20)
+        .with_level1_max_bytes(256 << 20)
+        .with_size_ratio(10)
+        .with_l0_compaction_trigger(4)
+        .with_block_cache_bytes(32 << 20)
 }
 
 /// Nanoseconds per hop of a dependent random walk over 512 MiB (Sattolo's cycle).

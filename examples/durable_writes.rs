@@ -1,6 +1,6 @@
 //! Durable writes per second, at 1, 2 and 8 writer threads: a store with `sync_writes` on
 //! (every write synced), against a store with it off where each write asks for its own sync
-//! (`WriteOptions { sync: true }`), and one where half the writers ask and half do not. Writers
+//! (`WriteOptions::synced()`), and one where half the writers ask and half do not. Writers
 //! share syncs through group commit, so more writers should mean more batches per sync.
 //! Each figure is the median of `--rounds` interleaved rounds of `--secs` seconds.
 //!
@@ -17,7 +17,7 @@ use lsm_bloom::{Db, Options, WriteBatch, WriteOptions};
 enum Durability {
     /// `Options::sync_writes`, plain `write`.
     StoreWide,
-    /// `sync_writes` off, every write `WriteOptions { sync: true }`.
+    /// `sync_writes` off, every write `WriteOptions::synced()`.
     PerWrite,
     /// `sync_writes` off, writers 0, 2, 4… ask for a sync, the others do not.
     HalfPerWrite,
@@ -26,10 +26,7 @@ enum Durability {
 /// Batches per second (all writers) and synced batches per second, over `secs` seconds.
 fn run(durability: Durability, threads: usize, secs: f64) -> (f64, f64) {
     let dir = tempfile::tempdir().expect("temporary directory");
-    let opts = Options {
-        sync_writes: matches!(durability, Durability::StoreWide),
-        ..Options::default()
-    };
+    let opts = Options::default().with_sync_writes(matches!(durability, Durability::StoreWide));
     let db = Arc::new(Db::open(dir.path(), opts).expect("open"));
     let stop = Arc::new(AtomicBool::new(false));
     let (all, synced) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -49,7 +46,7 @@ fn run(durability: Durability, threads: usize, secs: f64) -> (f64, f64) {
                     b.put(format!("w{t}:{i:012}"), [7u8; 100]);
                     match durability {
                         Durability::StoreWide => db.write(b),
-                        _ => db.write_opt(b, WriteOptions { sync }),
+                        _ => db.write_opt(b, WriteOptions::default().with_sync(sync)),
                     }
                     .expect("write");
                     all.fetch_add(1, Ordering::Relaxed);

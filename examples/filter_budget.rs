@@ -87,12 +87,10 @@ struct Store {
 
 fn open(args: &Args, bits: f64, config: Config) -> lsm_bloom::Result<(Db, tempfile::TempDir)> {
     let dir = tempfile::tempdir().map_err(|e| lsm_bloom::Error::io("temp dir", e))?;
-    let mut opts = Options {
-        memtable_size: args.memtable_mib << 20,
-        level1_max_bytes: args.level1_mib << 20,
-        block_cache_bytes: 0,
-        ..Options::default()
-    };
+    let mut opts = Options::default()
+        .with_memtable_size(args.memtable_mib << 20)
+        .with_level1_max_bytes(args.level1_mib << 20)
+        .with_block_cache_bytes(0);
     match config {
         Config::Uniform => {
             opts.filters = Some(Filters::fixed(FilterPolicy::bits_per_key(

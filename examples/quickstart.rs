@@ -114,13 +114,11 @@ fn main() -> lsm_bloom::Result<()> {
             temp.path().to_path_buf()
         }
     };
-    let opts = Options {
-        memtable_size: 4 << 20,
-        target_file_size: 4 << 20,
-        level1_max_bytes: 16 << 20,
-        filters: Some(Filters::Budget(FilterBudget::bits_per_key(10.0))),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_memtable_size(4 << 20)
+        .with_target_file_size(4 << 20)
+        .with_level1_max_bytes(16 << 20)
+        .with_filters(Some(Filters::Budget(FilterBudget::bits_per_key(10.0))));
     println!("lsm-bloom quickstart: database in {}", path.display());
     println!(
         "filters: a budget of 10 bits per key on average, planned per level (blocked Bloom \

@@ -63,12 +63,10 @@ struct Store {
 impl Store {
     fn open(name: &'static str, filters: Filters, ranges: RangeFilters) -> lsm_bloom::Result<Self> {
         let dir = tempfile::tempdir().map_err(|e| lsm_bloom::Error::io("temp dir", e))?;
-        let opts = Options {
-            filters: Some(filters),
-            range_filters: Some(ranges),
-            block_cache_bytes: 0,
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .with_filters(Some(filters))
+            .with_range_filters(Some(ranges))
+            .with_block_cache_bytes(0);
         Ok(Store {
             name,
             db: Db::open(dir.path(), opts)?,

@@ -394,23 +394,18 @@ fn manifest_target() -> Target {
 fn options_target() -> Target {
     use crate::db::stored_options::{self, StoredOptions};
     use crate::filter::{FilterKind, FilterPolicy};
-    let per_level = crate::Options {
-        filters: Some(
+    let per_level = crate::Options::default()
+        .with_filters(Some(
             crate::Filters::fixed(FilterPolicy::default())
                 .without_on(0)
                 .with_level(2, Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01))),
-        ),
-        prefix_filters: Some(crate::PrefixFilters::with(
+        ))
+        .with_prefix_filters(Some(crate::PrefixFilters::with(
             crate::PrefixExtractor::delimiter(b':', 2),
-        )),
-        ..crate::Options::default()
-    };
-    let budget = crate::Options {
-        filters: Some(crate::Filters::Budget(crate::FilterBudget::total_bytes(
-            1 << 30,
-        ))),
-        ..crate::Options::default()
-    };
+        )));
+    let budget = crate::Options::default().with_filters(Some(crate::Filters::Budget(
+        crate::FilterBudget::total_bytes(1 << 30),
+    )));
     Target {
         name: "options record",
         seeds: [per_level, budget, crate::Options::default()]

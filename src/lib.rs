@@ -32,9 +32,13 @@
 //! assert_eq!(db.stats().total.data_block_reads, 1);
 //! # Ok::<(), lsm_bloom::Error>(())
 //! ```
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
+
+#[macro_use]
+mod setters;
 
 mod coding;
 pub mod db;
@@ -47,8 +51,10 @@ pub mod inspect;
 mod prefetch;
 pub mod prefix;
 #[cfg(feature = "replication")]
+#[cfg_attr(docsrs, doc(cfg(feature = "replication")))]
 pub mod replication;
 #[cfg(feature = "rocksdb-plugin")]
+#[cfg_attr(docsrs, doc(cfg(feature = "rocksdb-plugin")))]
 pub mod rocksdb;
 pub mod table;
 
@@ -60,6 +66,7 @@ mod test_counts;
 
 /// The rustls this crate is built with (feature `tls`), for its TLS configurations.
 #[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use rustls;
 
 pub use db::stats::DbStats;

@@ -16,7 +16,7 @@
 //! two rules hold it by construction, so a user-supplied closure (which could not be checked,
 //! and whose name would have to change with its code) is deliberately not offered.
 //!
-//! Use: `Options { prefix_filters: Some(PrefixFilters::with(PrefixExtractor::delimiter(b':', 1))), .. }`, then
+//! Use: `Options::default().with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::delimiter(b':', 1))))`, then
 //! `Db::scan_prefix(b"user:")`.
 
 /// A rule giving each key its prefix (or none).

@@ -33,12 +33,10 @@ fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
 fn a_flush_completes_while_a_long_compaction_runs() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultyFs::new();
-    let opts = Options {
-        l0_compaction_trigger: 2,
-        idle_compaction_after: None, // level 0 keeps its tables while idle
-        fs: Arc::new(fs.clone()),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_l0_compaction_trigger(2)
+        .with_idle_compaction_after(None)
+        .with_fs(Arc::new(fs.clone()));
     let db = Db::open(dir.path(), opts).unwrap();
     fill(&db, "a", 2_000);
     db.flush().unwrap();
@@ -81,11 +79,9 @@ fn compactions_run_side_by_side_and_lose_nothing() {
     let fs = FaultyFs::new();
     fs.delay_syncs(Duration::from_millis(2));
     fs.delay_reads(Duration::from_micros(200));
-    let opts = Options {
-        background_threads: 4,
-        fs: Arc::new(fs.clone()),
-        ..tiny_options()
-    };
+    let opts = tiny_options()
+        .with_background_threads(4)
+        .with_fs(Arc::new(fs.clone()));
     let db = Db::open(dir.path(), opts.clone()).unwrap();
     let keys = 6_000u32;
     for round in 0..3u32 {
@@ -125,14 +121,12 @@ fn compactions_run_side_by_side_and_lose_nothing() {
 fn slowdowns_are_counted_and_logged() {
     let dir = tempfile::tempdir().unwrap();
     let rate = 256 * 1024;
-    let opts = Options {
-        l0_compaction_trigger: 10,
-        idle_compaction_after: None, // level 0 keeps its tables while idle
-        l0_slowdown_writes_trigger: 2,
-        l0_stop_writes_trigger: 20,
-        delayed_write_rate: rate,
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_l0_compaction_trigger(10)
+        .with_idle_compaction_after(None)
+        .with_l0_slowdown_writes_trigger(2)
+        .with_l0_stop_writes_trigger(20)
+        .with_delayed_write_rate(rate);
     let db = Db::open(dir.path(), opts).unwrap();
     let log = Captured::default();
     tracing::subscriber::with_default(log.clone(), || {
@@ -168,12 +162,10 @@ fn slowdowns_are_counted_and_logged() {
 fn stalls_are_counted_with_their_length_and_logged() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultyFs::new();
-    let opts = Options {
-        memtable_size: 16 * 1024,
-        max_immutable_memtables: 1,
-        fs: Arc::new(fs.clone()),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_memtable_size(16 * 1024)
+        .with_max_immutable_memtables(1)
+        .with_fs(Arc::new(fs.clone()));
     let db = Db::open(dir.path(), opts).unwrap();
     let log = Captured::default();
     fs.hold_table_creates(true);
@@ -209,11 +201,9 @@ fn stalls_are_counted_with_their_length_and_logged() {
 #[test]
 fn an_idle_store_compacts_level_0_away() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        l0_compaction_trigger: 8,
-        idle_compaction_after: Some(Duration::from_millis(300)),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_l0_compaction_trigger(8)
+        .with_idle_compaction_after(Some(Duration::from_millis(300)));
     let db = Db::open(dir.path(), opts).unwrap();
     for t in 0..3 {
         fill(&db, &format!("t{t}-"), 500);
@@ -231,11 +221,9 @@ fn an_idle_store_compacts_level_0_away() {
     // Without the idle rule, level 0 stays; wait_for_compactions with it: empty on return.
     for (idle, left) in [(None, 2), (Some(Duration::from_secs(3600)), 0)] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            l0_compaction_trigger: 8,
-            idle_compaction_after: idle,
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .with_l0_compaction_trigger(8)
+            .with_idle_compaction_after(idle);
         let db = Db::open(dir.path(), opts).unwrap();
         for t in 0..2 {
             fill(&db, &format!("t{t}-"), 500);

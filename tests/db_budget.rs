@@ -12,15 +12,13 @@ use lsm_bloom::{
 };
 
 fn options(budget: FilterBudget) -> Options {
-    Options {
-        memtable_size: 64 * 1024,
-        target_file_size: 64 * 1024,
-        level1_max_bytes: 256 * 1024,
-        size_ratio: 4,
-        filters: Some(Filters::Budget(budget)),
-        block_cache_bytes: 0, // every block a get looks at is a counted file read
-        ..Options::default()
-    }
+    Options::default()
+        .with_memtable_size(64 * 1024)
+        .with_target_file_size(64 * 1024)
+        .with_level1_max_bytes(256 * 1024)
+        .with_size_ratio(4)
+        .with_filters(Some(Filters::Budget(budget)))
+        .with_block_cache_bytes(0)
 }
 
 fn key(i: u64) -> String {
@@ -182,13 +180,11 @@ fn budget_plans_prefix_filters_as_runs_of_their_own() {
     const PER_PREFIX: u64 = 15;
     for whole_keys in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            prefix_filters: Some(PrefixFilters::On {
+        let opts =
+            options(FilterBudget::bits_per_key(6.0)).with_prefix_filters(Some(PrefixFilters::On {
                 rule: PrefixExtractor::delimiter(b':', 1),
                 whole_key_filters: whole_keys,
-            }),
-            ..options(FilterBudget::bits_per_key(6.0))
-        };
+            }));
         let db = Db::open(dir.path(), opts).unwrap();
         for i in 0..PER_PREFIX {
             for p in 0..PREFIXES {
@@ -297,11 +293,11 @@ impl Flushes {
 #[test]
 fn a_budget_smaller_than_the_filters_held_reports_what_new_tables_get() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = |bits: f64| Options {
-        l0_compaction_trigger: 8, // the flushes below stay in level 0, one table each
-        idle_compaction_after: None, // level 0 keeps its tables while idle
-        memtable_size: 1 << 20,
-        ..options(FilterBudget::bits_per_key(bits))
+    let opts = |bits: f64| {
+        options(FilterBudget::bits_per_key(bits))
+            .with_l0_compaction_trigger(8)
+            .with_idle_compaction_after(None)
+            .with_memtable_size(1 << 20)
     };
     let mut keys = Flushes::default();
     {
@@ -343,12 +339,12 @@ fn a_budget_smaller_than_the_filters_held_reports_what_new_tables_get() {
 #[test]
 fn a_budget_larger_than_the_filters_held_reports_the_shares() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = |bits: f64| Options {
-        l0_compaction_trigger: 4,
-        idle_compaction_after: None, // level 0 keeps its tables while idle
-        memtable_size: 1 << 20,
-        level1_max_bytes: 64 << 20, // the first four flushes' keys stay in level 1
-        ..options(FilterBudget::bits_per_key(bits))
+    let opts = |bits: f64| {
+        options(FilterBudget::bits_per_key(bits))
+            .with_l0_compaction_trigger(4)
+            .with_idle_compaction_after(None)
+            .with_memtable_size(1 << 20)
+            .with_level1_max_bytes(64 << 20)
     };
     let mut keys = Flushes::default();
     {
@@ -391,13 +387,11 @@ fn a_budget_larger_than_the_filters_held_reports_the_shares() {
 #[test]
 fn small_tables_have_their_framing_counted_once() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        filters: Some(Filters::Budget(FilterBudget::bits_per_key(10.0))),
-        memtable_size: 24 * 1024,
-        target_file_size: 24 * 1024,
-        level1_max_bytes: 96 * 1024,
-        ..common::tiny_options()
-    };
+    let opts = common::tiny_options()
+        .with_filters(Some(Filters::Budget(FilterBudget::bits_per_key(10.0))))
+        .with_memtable_size(24 * 1024)
+        .with_target_file_size(24 * 1024)
+        .with_level1_max_bytes(96 * 1024);
     let db = Db::open(dir.path(), opts).unwrap();
     for i in 0..20_000u64 {
         db.put(key(i * 7919 % 20_000), format!("v{i:030}")).unwrap();
@@ -450,10 +444,8 @@ fn budget_plans_range_filters_as_runs_of_their_own() {
     let spread = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     for average in [20.0, 1.0] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            range_filters: Some(RangeFilters::InBudget { max_range: LEN }),
-            ..options(FilterBudget::bits_per_key(average))
-        };
+        let opts = options(FilterBudget::bits_per_key(average))
+            .with_range_filters(Some(RangeFilters::InBudget { max_range: LEN }));
         let db = Db::open(dir.path(), opts).unwrap();
         for i in 0..KEYS {
             db.put(point_key(spread(i)), format!("value-{i}-padding-padding"))
@@ -570,11 +562,9 @@ fn budget_plans_range_filters_as_runs_of_their_own() {
     let dir = tempfile::tempdir().unwrap();
     let e = Db::open(
         dir.path(),
-        Options {
-            filters: Some(Filters::fixed(lsm_bloom::FilterPolicy::default())),
-            range_filters: Some(RangeFilters::InBudget { max_range: 32 }),
-            ..Options::default()
-        },
+        Options::default()
+            .with_filters(Some(Filters::fixed(lsm_bloom::FilterPolicy::default())))
+            .with_range_filters(Some(RangeFilters::InBudget { max_range: 32 })),
     )
     .err()
     .unwrap()

@@ -90,10 +90,7 @@ fn checkpoints_under_a_concurrent_writer_hold_whole_acknowledged_batches() {
     let db = Arc::new(
         Db::open(
             root.path().join("src"),
-            Options {
-                memtable_size: 16 * 1024,
-                ..Options::default()
-            },
+            Options::default().with_memtable_size(16 * 1024),
         )
         .unwrap(),
     );
@@ -174,10 +171,7 @@ fn a_table_deleted_before_it_is_linked_is_copied_from_the_open_handle() {
     db.flush().unwrap();
     db.close().unwrap();
     // Reopened on the deleting file system: the tables are open before any is deleted.
-    let opts = Options {
-        fs: Arc::new(DELETED_BEFORE_LINK),
-        ..tiny_options()
-    };
+    let opts = tiny_options().with_fs(Arc::new(DELETED_BEFORE_LINK));
     let db = Db::open(root.path().join("src"), opts).unwrap();
     let dir = root.path().join("copy");
     let r = db.checkpoint(&dir).unwrap();
@@ -189,10 +183,7 @@ fn a_table_deleted_before_it_is_linked_is_copied_from_the_open_handle() {
 #[test]
 fn tables_are_copied_when_they_cannot_be_linked_and_bad_targets_are_refused() {
     let root = tempfile::tempdir().unwrap();
-    let opts = Options {
-        fs: Arc::new(NO_LINKS),
-        ..tiny_options()
-    };
+    let opts = tiny_options().with_fs(Arc::new(NO_LINKS));
     let db = Db::open(root.path().join("src"), opts).unwrap();
     let model = overwritten(&db);
     let dir = root.path().join("copy");

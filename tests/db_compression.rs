@@ -61,10 +61,7 @@ fn every_codec_matches_the_model_through_flushes_and_compactions() {
     for codec in codecs() {
         for seed in 1..=3u64 {
             let dir = tempfile::tempdir().unwrap();
-            let opts = || Options {
-                compression: Some(codec.into()),
-                ..tiny_options()
-            };
+            let opts = || tiny_options().with_compression(Some(codec.into()));
             let db = Db::open(dir.path(), opts()).unwrap();
             let mut model = Model::new();
             for (i, step) in workload(seed * 31, 2500).into_iter().enumerate() {
@@ -118,14 +115,12 @@ fn tables_of_every_format_read_and_compact_together() {
     for (version, codec) in written {
         let db = Db::open(
             dir.path(),
-            Options {
-                table_format_version: version,
-                compression: Some(codec.into()),
-                l0_compaction_trigger: 8,
-                idle_compaction_after: None, // level 0 keeps its tables while idle
-                l0_stop_writes_trigger: 20,
-                ..Options::default()
-            },
+            Options::default()
+                .with_table_format_version(version)
+                .with_compression(Some(codec.into()))
+                .with_l0_compaction_trigger(8)
+                .with_idle_compaction_after(None)
+                .with_l0_stop_writes_trigger(20),
         )
         .unwrap();
         for _ in 0..300 {
@@ -166,10 +161,9 @@ fn tables_of_every_format_read_and_compact_together() {
 #[test]
 fn compression_is_remembered_and_a_change_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let per_level = Options {
-        compression: Some(Compressions::from(Compression::Lz4).with_level(0, Compression::None)),
-        ..Options::default()
-    };
+    let per_level = Options::default().with_compression(Some(
+        Compressions::from(Compression::Lz4).with_level(0, Compression::None),
+    ));
     Db::open(dir.path(), per_level.clone())
         .unwrap()
         .close()
@@ -186,10 +180,7 @@ fn compression_is_remembered_and_a_change_is_reported() {
     db.close().unwrap();
     let db = Db::open(
         dir.path(),
-        Options {
-            compression: Some(Compression::Lz4.into()),
-            ..Options::default()
-        },
+        Options::default().with_compression(Some(Compression::Lz4.into())),
     )
     .unwrap();
     let r = &db.recovery().options;
@@ -203,30 +194,21 @@ fn compression_is_remembered_and_a_change_is_reported() {
 fn options_a_build_cannot_honour_are_refused_naming_them() {
     let dir = tempfile::tempdir().unwrap();
     let open = |o: Options| Db::open(dir.path(), o).map(|_| ()).unwrap_err().to_string();
-    let e = open(Options {
-        compression: Some(Compression::Lz4.into()),
-        table_format_version: 2,
-        ..Options::default()
-    });
+    let e = open(
+        Options::default()
+            .with_compression(Some(Compression::Lz4.into()))
+            .with_table_format_version(2),
+    );
     assert!(e.contains("table_format_version 3"), "{e}");
-    let e = open(Options {
-        table_format_version: TABLE_VERSION + 1,
-        ..Options::default()
-    });
+    let e = open(Options::default().with_table_format_version(TABLE_VERSION + 1));
     assert!(
         e.contains(&format!("table_format_version {}", TABLE_VERSION + 1)),
         "{e}"
     );
-    let e = open(Options {
-        compression: Some(Compression::Zstd(40).into()),
-        ..Options::default()
-    });
+    let e = open(Options::default().with_compression(Some(Compression::Zstd(40).into())));
     assert!(e.contains("zstd level 40"), "{e}");
     if !cfg!(feature = "zstd") {
-        let e = open(Options {
-            compression: Some(Compression::Zstd(3).into()),
-            ..Options::default()
-        });
+        let e = open(Options::default().with_compression(Some(Compression::Zstd(3).into())));
         assert!(e.contains("`zstd` feature"), "{e}");
     }
 }
@@ -241,11 +223,9 @@ fn a_damaged_compressed_block_is_corruption_not_a_panic() {
     let mut rng = Rng::new(3);
     let db = Db::open(
         dir.path(),
-        Options {
-            compression: Some(Compression::Lz4.into()),
-            block_cache_bytes: 0,
-            ..Options::default()
-        },
+        Options::default()
+            .with_compression(Some(Compression::Lz4.into()))
+            .with_block_cache_bytes(0),
     )
     .unwrap();
     let mut model = Model::new();

@@ -115,10 +115,7 @@ fn db_is_send_and_sync() {
 fn gets_stay_right_while_flushes_and_compactions_swap_versions() {
     const STABLE: u64 = 2_000;
     let dir = tempfile::tempdir().unwrap();
-    let opts = lsm_bloom::Options {
-        block_cache_bytes: 64 << 10, // a few dozen blocks: hits, misses and evictions
-        ..tiny_options()
-    };
+    let opts = tiny_options().with_block_cache_bytes(64 << 10);
     let db = Arc::new(Db::open(dir.path(), opts).unwrap());
     let stable = |i: u64| format!("stable{i:05}").into_bytes();
     let stable_value = |i: u64| format!("value-of-{i}-{}", "s".repeat((i % 50) as usize));
@@ -191,11 +188,9 @@ fn concurrent_writers_are_grouped_and_lose_nothing_acknowledged() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         let fs = FaultyFs::new();
-        let opts = lsm_bloom::Options {
-            memtable_size: 256 << 10,
-            fs: Arc::new(fs.clone()),
-            ..tiny_options()
-        };
+        let opts = tiny_options()
+            .with_memtable_size(256 << 10)
+            .with_fs(Arc::new(fs.clone()));
         let db = Arc::new(Db::open(dir.path(), opts.clone()).unwrap());
         if let Some(n) = fail_at {
             fs.fail_from(fs.ops() + n, fault);
@@ -233,10 +228,7 @@ fn concurrent_writers_are_grouped_and_lose_nothing_acknowledged() {
             assert!(db.stats().writes_grouped > 0, "no write was ever grouped");
         }
         drop(db);
-        let fs_ok = lsm_bloom::Options {
-            fs: Arc::new(lsm_bloom::fs::StdFs),
-            ..opts
-        };
+        let fs_ok = opts.with_fs(Arc::new(lsm_bloom::fs::StdFs));
         let db = Db::open(dir.path(), fs_ok).unwrap();
         for (w, i) in &acked {
             for part in ["a", "b"] {

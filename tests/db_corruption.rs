@@ -9,10 +9,7 @@ use std::path::{Path, PathBuf};
 use lsm_bloom::{Db, Error, HugePages, Options};
 
 fn opts() -> Options {
-    Options {
-        memtable_size: 1 << 20,
-        ..Options::default()
-    }
+    Options::default().with_memtable_size(1 << 20)
 }
 
 fn key(i: u32) -> String {
@@ -68,10 +65,7 @@ fn corrupt_filter_block_never_hides_a_key() {
     // Damage the bit array, the header and the CRC, each in turn; with the filter loaded on
     // the heap and into huge-page memory (`Options::filter_huge_pages`).
     for huge in [HugePages::Never, HugePages::Always] {
-        let opts = || Options {
-            filter_huge_pages: huge,
-            ..opts()
-        };
+        let opts = || opts().with_filter_huge_pages(huge);
         for at in [off + size / 2, off + 4, off + size - 1] {
             flip(&sst, at);
             let db = Db::open(dir.path(), opts()).unwrap();
@@ -101,14 +95,7 @@ fn corrupt_data_block_fails_that_lookup_only() {
         let dir = tempfile::tempdir().unwrap();
         let sst = one_table(dir.path(), 5000);
         flip(&sst, 10); // inside the first data block, which holds key(0)
-        let db = Db::open(
-            dir.path(),
-            Options {
-                mmap_reads,
-                ..opts()
-            },
-        )
-        .unwrap();
+        let db = Db::open(dir.path(), opts().with_mmap_reads(mmap_reads)).unwrap();
         match db.get(key(0)) {
             Err(Error::Corruption { reason, .. }) => {
                 assert!(reason.contains("checksum"), "{reason}")
@@ -136,14 +123,7 @@ fn corrupt_data_block_fails_that_lookup_only() {
 fn damage_under_a_live_map_is_caught_on_the_next_read() {
     let dir = tempfile::tempdir().unwrap();
     let sst = one_table(dir.path(), 5000);
-    let db = Db::open(
-        dir.path(),
-        Options {
-            mmap_reads: true,
-            ..opts()
-        },
-    )
-    .unwrap();
+    let db = Db::open(dir.path(), opts().with_mmap_reads(true)).unwrap();
     assert_eq!(db.get(key(0)).unwrap(), Some(b"value0".to_vec()));
     flip(&sst, 10);
     match db.get(key(0)) {

@@ -23,10 +23,7 @@ fn cycles() -> u64 {
 }
 
 fn options(sync_writes: bool) -> Options {
-    Options {
-        sync_writes,
-        ..tiny_options()
-    }
+    tiny_options().with_sync_writes(sync_writes)
 }
 
 fn value_for(key: &str) -> Vec<u8> {

@@ -155,10 +155,7 @@ fn cursor_moves_match_a_model() {
     for seed in 0..seeds {
         let mut rng = Rng::new(seed);
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            idle_compaction_after: None,
-            ..tiny_options()
-        };
+        let opts = tiny_options().with_idle_compaction_after(None);
         let db = Db::open(dir.path(), opts).unwrap();
         let keys = 400;
         let mut m = Model::new();
@@ -214,11 +211,9 @@ fn cursor_moves_match_a_model() {
 fn a_damaged_block_ends_the_walk_with_its_error() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultyFs::new();
-    let opts = Options {
-        block_cache_bytes: 0,
-        fs: Arc::new(fs.clone()),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_block_cache_bytes(0)
+        .with_fs(Arc::new(fs.clone()));
     let db = Db::open(dir.path(), opts).unwrap();
     for i in 0..5_000 {
         db.put(key(i), [b'v'; 100]).unwrap();
@@ -238,5 +233,5 @@ fn a_damaged_block_ends_the_walk_with_its_error() {
     assert!(walked < 5_000, "{walked}");
     assert!(!c.valid());
     assert!(failed.to_string().contains("data block"), "{failed}");
-    assert_eq!(c.next().unwrap(), false);
+    assert!(!c.next().unwrap());
 }

@@ -29,11 +29,9 @@ fn outcome(r: &std::thread::Result<lsm_bloom::Result<()>>) -> String {
 }
 
 fn options(fs: &FaultyFs, sync_writes: bool) -> Options {
-    Options {
-        sync_writes,
-        fs: Arc::new(fs.clone()),
-        ..tiny_options()
-    }
+    tiny_options()
+        .with_sync_writes(sync_writes)
+        .with_fs(Arc::new(fs.clone()))
 }
 
 /// What a run under faults left: the acknowledged state, and the write that failed with its

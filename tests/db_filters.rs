@@ -10,14 +10,12 @@ use lsm_bloom::table::{FilterBytes, FilterState};
 use lsm_bloom::{Db, FilterKind, FilterPolicy, Filters, HugePages, Options};
 
 fn loaded(dir: &std::path::Path, policy: FilterPolicy, keys: u64) -> Db {
-    let opts = Options {
-        memtable_size: 256 * 1024,
-        target_file_size: 256 * 1024,
-        level1_max_bytes: 1 << 20,
-        filters: Some(Filters::fixed(policy)),
-        block_cache_bytes: 0, // every block a get looks at is a counted file read
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_memtable_size(256 * 1024)
+        .with_target_file_size(256 * 1024)
+        .with_level1_max_bytes(1 << 20)
+        .with_filters(Some(Filters::fixed(policy)))
+        .with_block_cache_bytes(0);
     let db = Db::open(dir, opts).unwrap();
     let mut rng = Rng::new(42);
     for i in 0..keys {
@@ -158,18 +156,16 @@ fn absent_lookups_read_at_most_1_5x_expected_fpr_ribbon() {
 fn sum_of_expected_fprs_bounds_reads_across_all_l0_tables() {
     // Overlapping L0 tables only (no compaction): every absent key probes every table.
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        memtable_size: 64 * 1024,
-        l0_compaction_trigger: 50,
-        idle_compaction_after: None, // level 0 keeps its tables while idle
-        l0_stop_writes_trigger: 60,
-        filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
+    let opts = Options::default()
+        .with_memtable_size(64 * 1024)
+        .with_l0_compaction_trigger(50)
+        .with_idle_compaction_after(None)
+        .with_l0_stop_writes_trigger(60)
+        .with_filters(Some(Filters::fixed(FilterPolicy::bits_per_key(
             FilterKind::Blocked,
             10.0,
-        ))),
-        block_cache_bytes: 0, // every block a get looks at is a counted file read
-        ..Options::default()
-    };
+        ))))
+        .with_block_cache_bytes(0);
     let db = Db::open(dir.path(), opts).unwrap();
     for t in 0..8u64 {
         for i in 0..2_000u64 {
@@ -208,10 +204,10 @@ fn sum_of_expected_fprs_bounds_reads_across_all_l0_tables() {
 #[test]
 fn filters_in_huge_page_memory_answer_as_the_model() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = || Options {
-        filter_huge_pages: HugePages::Always,
-        block_cache_bytes: 0,
-        ..tiny_options()
+    let opts = || {
+        tiny_options()
+            .with_filter_huge_pages(HugePages::Always)
+            .with_block_cache_bytes(0)
     };
     let db = Db::open(dir.path(), opts()).unwrap();
     let mut model = Model::new();
@@ -283,10 +279,10 @@ fn huge_pages_levels_from_places_only_large_levels_in_the_arena() {
     let base = tiny_options();
     // Level 2's limit: levels 2 and deeper qualify, levels 0 and 1 do not.
     let level2 = base.level1_max_bytes * base.size_ratio as u64;
-    let opts = || Options {
-        filter_huge_pages: HugePages::LevelsFrom(level2),
-        block_cache_bytes: 0,
-        ..tiny_options()
+    let opts = || {
+        tiny_options()
+            .with_filter_huge_pages(HugePages::LevelsFrom(level2))
+            .with_block_cache_bytes(0)
     };
     let db = Db::open(dir.path(), opts()).unwrap();
     let mut model = Model::new();

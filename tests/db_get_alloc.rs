@@ -65,21 +65,9 @@ fn get_with_lends_a_value_where_it_lies() {
     // blocks the block cache holds (read twice: the cache's doorkeeper admits on the second
     // miss); a table read without either, whose block is read for the lookup.
     let places: [(&str, Options); 3] = [
-        (
-            "mapped",
-            Options {
-                mmap_reads: true,
-                ..Options::default()
-            },
-        ),
+        ("mapped", Options::default().with_mmap_reads(true)),
         ("cached", Options::default()),
-        (
-            "read",
-            Options {
-                block_cache_bytes: 0,
-                ..Options::default()
-            },
-        ),
+        ("read", Options::default().with_block_cache_bytes(0)),
     ];
     for (place, opts) in places {
         let dir = tempfile::tempdir().unwrap();
@@ -119,14 +107,7 @@ fn get_with_lends_a_value_where_it_lies() {
 #[test]
 fn absent_gets_that_filters_answer_allocate_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(
-        dir.path(),
-        Options {
-            memtable_size: 1 << 20,
-            ..Options::default()
-        },
-    )
-    .unwrap();
+    let db = Db::open(dir.path(), Options::default().with_memtable_size(1 << 20)).unwrap();
     // Tables on two levels and in level 0, an immutable-free but non-empty memtable.
     for round in 0..3u32 {
         for i in 0..3_000u32 {
@@ -183,13 +164,11 @@ fn absent_gets_that_filters_answer_allocate_nothing() {
 fn cursor_steps_allocate_nothing_per_entry() {
     for cache in [0, 32 << 20] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            memtable_size: 256 << 10,
-            target_file_size: 256 << 10,
-            block_cache_bytes: cache,
-            idle_compaction_after: None,
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .with_memtable_size(256 << 10)
+            .with_target_file_size(256 << 10)
+            .with_block_cache_bytes(cache)
+            .with_idle_compaction_after(None);
         let db = Db::open(dir.path(), opts).unwrap();
         let n = 20_000u32;
         for i in 0..n {

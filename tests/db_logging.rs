@@ -53,11 +53,11 @@ fn wal_files(dir: &Path) -> Vec<PathBuf> {
 fn the_store_logs_what_a_service_needs_to_see() {
     let log = log();
     let dir = tempfile::tempdir().unwrap();
-    let opts = || Options {
-        memtable_size: 64 * 1024,
-        l0_compaction_trigger: 2,
-        idle_compaction_after: None,
-        ..Options::default()
+    let opts = || {
+        Options::default()
+            .with_memtable_size(64 * 1024)
+            .with_l0_compaction_trigger(2)
+            .with_idle_compaction_after(None)
     };
 
     // The open, a flush, a compaction and the filter budget's plan for each new table.
@@ -107,12 +107,10 @@ fn the_store_logs_what_a_service_needs_to_see() {
     let stalled = tempfile::tempdir().unwrap();
     let db = Db::open(
         stalled.path(),
-        Options {
-            memtable_size: 16 * 1024,
-            max_immutable_memtables: 1,
-            fs: Arc::new(fs.clone()),
-            ..Options::default()
-        },
+        Options::default()
+            .with_memtable_size(16 * 1024)
+            .with_max_immutable_memtables(1)
+            .with_fs(Arc::new(fs.clone())),
     )
     .unwrap();
     fs.hold_table_creates(true);

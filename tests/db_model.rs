@@ -181,10 +181,7 @@ fn run(seed: u64, steps: usize, opts: Options) {
 
 #[test]
 fn model_blocked_filters() {
-    let opts = Options {
-        filters: Some(Filters::fixed(FilterPolicy::default())), // blocked Bloom, 10 bits/key
-        ..tiny_options()
-    };
+    let opts = tiny_options().with_filters(Some(Filters::fixed(FilterPolicy::default())));
     for seed in 1..=6 {
         run(seed, 2500, opts.clone());
     }
@@ -247,11 +244,9 @@ fn model_parallel_jobs_on_a_slow_disk() {
     let fs = lsm_bloom::fs::FaultyFs::new();
     fs.delay_syncs(std::time::Duration::from_micros(500));
     fs.delay_reads(std::time::Duration::from_micros(50));
-    let opts = Options {
-        background_threads: 4,
-        fs: std::sync::Arc::new(fs),
-        ..tiny_options()
-    };
+    let opts = tiny_options()
+        .with_background_threads(4)
+        .with_fs(std::sync::Arc::new(fs));
     for seed in 400..=402 {
         run(seed, 2500, opts.clone());
     }
@@ -303,23 +298,13 @@ fn second_open_of_the_same_directory_is_refused() {
 #[test]
 fn bad_options_are_rejected_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Db::open(
-        dir.path(),
-        Options {
-            block_size: 1,
-            ..Options::default()
-        },
-    )
-    .err()
-    .unwrap();
+    let e = Db::open(dir.path(), Options::default().with_block_size(1))
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("block_size"), "{e}");
-    let bad_filter = Options {
-        filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
-            FilterKind::Blocked,
-            -1.0,
-        ))),
-        ..Options::default()
-    };
+    let bad_filter = Options::default().with_filters(Some(Filters::fixed(
+        FilterPolicy::bits_per_key(FilterKind::Blocked, -1.0),
+    )));
     assert!(Db::open(dir.path(), bad_filter)
         .err()
         .unwrap()

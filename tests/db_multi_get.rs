@@ -60,12 +60,10 @@ fn fill(db: &Db, seed: u64) -> Model {
 /// `tiny_options`' 4 KiB memtable, each tail round flushed two or three tables on its own, level
 /// 0 reached the trigger, and whether the compaction had run by the shape check decided it.)
 fn options() -> Options {
-    Options {
-        l0_compaction_trigger: 4,
-        idle_compaction_after: None, // level 0 keeps its tables while idle
-        memtable_size: 64 * 1024,
-        ..tiny_options()
-    }
+    tiny_options()
+        .with_l0_compaction_trigger(4)
+        .with_idle_compaction_after(None)
+        .with_memtable_size(64 * 1024)
 }
 
 /// A random batch of 1 to 200 keys: present, deleted, never written and repeated ones.
@@ -155,59 +153,37 @@ fn check_batches(db: &Db, model: &Model, rng: &mut Rng, what: &str) -> (usize, u
 
 #[test]
 fn multi_get_answers_as_get_does_for_random_batches() {
-    let prefix_only = Options {
-        prefix_filters: Some(PrefixFilters::On {
-            rule: PrefixExtractor::delimiter(b':', 1),
-            whole_key_filters: false,
-        }),
-        ..options()
-    };
+    let prefix_only = options().with_prefix_filters(Some(PrefixFilters::On {
+        rule: PrefixExtractor::delimiter(b':', 1),
+        whole_key_filters: false,
+    }));
     let variants: Vec<(&str, Options)> = vec![
         ("blocked", options()),
         (
             "standard, cache",
-            Options {
-                filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
+            options()
+                .with_filters(Some(Filters::fixed(FilterPolicy::bits_per_key(
                     FilterKind::Standard,
                     10.0,
-                ))),
-                block_cache_bytes: 1 << 20,
-                ..options()
-            },
+                ))))
+                .with_block_cache_bytes(1 << 20),
         ),
         (
             "ribbon",
-            Options {
-                filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
-                    FilterKind::Ribbon,
-                    10.0,
-                ))),
-                ..options()
-            },
+            options().with_filters(Some(Filters::fixed(FilterPolicy::bits_per_key(
+                FilterKind::Ribbon,
+                10.0,
+            )))),
         ),
-        (
-            "no filters",
-            Options {
-                filters: Some(Filters::None),
-                ..options()
-            },
-        ),
+        ("no filters", options().with_filters(Some(Filters::None))),
         ("prefix filters only", prefix_only),
-        (
-            "mmap reads",
-            Options {
-                mmap_reads: true,
-                ..options()
-            },
-        ),
+        ("mmap reads", options().with_mmap_reads(true)),
         (
             "mmap reads, lz4, cache",
-            Options {
-                mmap_reads: true,
-                compression: Some(Compression::Lz4.into()),
-                block_cache_bytes: 1 << 20,
-                ..options()
-            },
+            options()
+                .with_mmap_reads(true)
+                .with_compression(Some(Compression::Lz4.into()))
+                .with_block_cache_bytes(1 << 20),
         ),
     ];
     for (seed, (what, opts)) in variants.into_iter().enumerate() {
@@ -269,11 +245,9 @@ fn an_empty_batch_and_an_empty_store_answer_nothing_and_none() {
 #[test]
 fn a_batch_reads_each_data_block_it_needs_once() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        block_size: 4096,
-        block_cache_bytes: 0, // every block looked at is a counted file read
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_block_size(4096)
+        .with_block_cache_bytes(0);
     let db = Db::open(dir.path(), opts).unwrap();
     for i in 0..2000u64 {
         db.put(format!("k{i:05}"), b"value").unwrap();
@@ -318,11 +292,9 @@ fn a_read_fault_fails_only_the_keys_that_needed_the_damaged_read() {
         m
     };
     let fs = FaultyFs::new();
-    let opts = Options {
-        fs: Arc::new(fs.clone()),
-        block_cache_bytes: 0,
-        ..tiny_options()
-    };
+    let opts = tiny_options()
+        .with_fs(Arc::new(fs.clone()))
+        .with_block_cache_bytes(0);
     let db = Db::open(dir.path(), opts).unwrap();
     // `fill` leaves level 0 over its trigger, so the reopened store compacts in the
     // background: its reads would race the fault's arming below (`reads() + k` already

@@ -53,10 +53,7 @@ fn contents(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 fn a_budget_is_kept_when_the_store_is_reopened_without_it() {
     let dir = tempfile::tempdir().unwrap();
     let budget = FilterBudget::bits_per_key(14.0).with_kind(FilterKind::Standard);
-    let opts = Options {
-        filters: Some(Filters::Budget(budget)),
-        ..tiny_options()
-    };
+    let opts = tiny_options().with_filters(Some(Filters::Budget(budget)));
     let db = Db::open(dir.path(), opts).unwrap();
     assert!(!db.recovery().options.record_found);
     fill(&db, "a", 500);
@@ -99,10 +96,7 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
     let colon = PrefixExtractor::delimiter(b':', 1);
     let db = Db::open(
         dir.path(),
-        Options {
-            prefix_filters: Some(PrefixFilters::with(colon)),
-            ..Options::default()
-        },
+        Options::default().with_prefix_filters(Some(PrefixFilters::with(colon))),
     )
     .unwrap();
     fill_around(&db, "a", "user", 50);
@@ -132,10 +126,8 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
     // A different rule: applied, reported as a change, and the next tables follow it.
     let db = Db::open(
         dir.path(),
-        Options {
-            prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(2))),
-            ..Options::default()
-        },
+        Options::default()
+            .with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::fixed(2)))),
     )
     .unwrap();
     let r = &db.recovery().options;
@@ -153,10 +145,7 @@ fn a_prefix_rule_is_kept_and_a_new_one_applies_and_is_reported() {
     // Back to no prefix filters on purpose.
     let db = Db::open(
         dir.path(),
-        Options {
-            prefix_filters: Some(PrefixFilters::None),
-            ..Options::default()
-        },
+        Options::default().with_prefix_filters(Some(PrefixFilters::None)),
     )
     .unwrap();
     let changed = &db.recovery().options.changed;
@@ -176,13 +165,10 @@ fn a_damaged_record_refuses_the_open_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(
         dir.path(),
-        Options {
-            filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
-                FilterKind::Ribbon,
-                8.0,
-            ))),
-            ..tiny_options()
-        },
+        tiny_options().with_filters(Some(Filters::fixed(FilterPolicy::bits_per_key(
+            FilterKind::Ribbon,
+            8.0,
+        )))),
     )
     .unwrap();
     fill(&db, "k", 300);
@@ -230,10 +216,8 @@ fn a_store_without_a_record_opens_as_before_and_gets_one() {
     db.close().unwrap();
     // As a store written by a build from before records.
     std::fs::remove_file(dir.path().join("OPTIONS")).unwrap();
-    let opts = Options {
-        prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(1))),
-        ..tiny_options()
-    };
+    let opts =
+        tiny_options().with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::fixed(1))));
     let db = Db::open(dir.path(), opts).unwrap();
     let r = &db.recovery().options;
     assert!(!r.record_found && r.kept.is_empty() && r.changed.is_empty());
@@ -253,10 +237,7 @@ fn dump_filter_plans_the_recorded_budget_by_itself() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(
         dir.path(),
-        Options {
-            filters: Some(Filters::Budget(FilterBudget::bits_per_key(9.0))),
-            ..tiny_options()
-        },
+        tiny_options().with_filters(Some(Filters::Budget(FilterBudget::bits_per_key(9.0)))),
     )
     .unwrap();
     fill(&db, "k", 2000);
@@ -291,65 +272,52 @@ fn dump_filter_plans_the_recorded_budget_by_itself() {
 /// default before the filter budget).
 fn fixture_options(version: u32) -> Vec<(&'static str, Options)> {
     if version == 4 {
-        let budgeted = Options {
-            filters: Some(Filters::Budget(FilterBudget::bits_per_key(26.0))),
-            range_filters: Some(RangeFilters::InBudget { max_range: 32 }),
-            ..Options::default()
-        };
-        let fixed = Options {
-            range_filters: Some(RangeFilters::On(
-                RangePolicy::bits_per_key(12.0, 64).unwrap(),
-            )),
-            ..Options::default()
-        };
+        let budgeted = Options::default()
+            .with_filters(Some(Filters::Budget(FilterBudget::bits_per_key(26.0))))
+            .with_range_filters(Some(RangeFilters::InBudget { max_range: 32 }));
+        let fixed = Options::default().with_range_filters(Some(RangeFilters::On(
+            RangePolicy::bits_per_key(12.0, 64).unwrap(),
+        )));
         return vec![
             ("range-in-budget-32", budgeted),
             ("range-fixed-12-64", fixed),
         ];
     }
     if version == 3 {
-        let range = Options {
-            range_filters: Some(RangeFilters::On(
+        let range = Options::default()
+            .with_range_filters(Some(RangeFilters::On(
                 RangePolicy::bits_per_key(16.0, 32).unwrap(),
-            )),
-            prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(4))),
-            ..Options::default()
-        };
+            )))
+            .with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::fixed(4))));
         return vec![("range-16-32", range)];
     }
     if version == 2 {
-        let lz4 = Options {
-            compression: Some(
+        let lz4 = Options::default()
+            .with_compression(Some(
                 Compressions::from(Compression::Lz4)
                     .with_level(0, Compression::None)
                     .with_level(1, Compression::None),
-            ),
-            prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(4))),
-            filters: Some(Filters::fixed(FilterPolicy::default())),
-            ..Options::default()
-        };
+            ))
+            .with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::fixed(4))))
+            .with_filters(Some(Filters::fixed(FilterPolicy::default())));
         return vec![("lz4-below-level-1", lz4)];
     }
-    let per_level = Options {
-        filters: Some(
+    let per_level = Options::default()
+        .with_filters(Some(
             Filters::fixed(FilterPolicy::bits_per_key(FilterKind::Blocked, 12.0))
                 .without_on(0)
                 .with_level(3, Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.005))),
-        ),
-        prefix_filters: Some(PrefixFilters::On {
+        ))
+        .with_prefix_filters(Some(PrefixFilters::On {
             rule: PrefixExtractor::delimiter(b':', 2),
             whole_key_filters: false,
-        }),
-        ..Options::default()
-    };
+        }));
     vec![
         (
             "budget",
-            Options {
-                filters: Some(Filters::Budget(FilterBudget::total_bytes(1 << 20))),
-                memtable_size: 1 << 20,
-                ..Options::default()
-            },
+            Options::default()
+                .with_filters(Some(Filters::Budget(FilterBudget::total_bytes(1 << 20))))
+                .with_memtable_size(1 << 20),
         ),
         ("per-level-and-prefix", per_level),
     ]

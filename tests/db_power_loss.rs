@@ -25,15 +25,13 @@ use lsm_bloom::{Db, Options};
 
 /// Tiny sizes; LZ4 below level 0, so cuts land in raw and compressed tables.
 fn options(fs: &PowerLossFs, sync_writes: bool) -> Options {
-    Options {
-        sync_writes,
-        fs: Arc::new(fs.clone()),
-        compression: Some(
+    tiny_options()
+        .with_sync_writes(sync_writes)
+        .with_fs(Arc::new(fs.clone()))
+        .with_compression(Some(
             lsm_bloom::Compressions::from(lsm_bloom::Compression::Lz4)
                 .with_level(0, lsm_bloom::Compression::None),
-        ),
-        ..tiny_options()
-    }
+        ))
 }
 
 /// What a run made before the power went.
@@ -233,7 +231,7 @@ fn power_loss_without_sync_recovers_a_point_in_time() {
     assert!(t.acked_lost_allowed > 0, "{t:?}");
 }
 
-/// Without `sync_writes`: a write made with `WriteOptions { sync: true }` is durable when it
+/// Without `sync_writes`: a write made with `WriteOptions::synced()` is durable when it
 /// returns, with every write acknowledged before it; `Db::sync_wal` makes every write so far
 /// durable; writes after the last sync may be lost. Each is checked on its own power loss,
 /// cut right after it, dropping every unsynced byte and again keeping random parts of them.
@@ -254,10 +252,7 @@ fn synced_writes_and_sync_wal_survive_a_power_loss_without_sync_writes() {
             let store = dir.path().join("db");
             let fs = PowerLossFs::new();
             // Default sizes: everything stays in the log, so only its syncs can save it.
-            let opts = Options {
-                fs: Arc::new(fs.clone()),
-                ..Options::default()
-            };
+            let opts = Options::default().with_fs(Arc::new(fs.clone()));
             let db = Db::open(&store, opts).unwrap();
             let put = |prefix: &str| {
                 for i in 0..50 {
@@ -271,7 +266,7 @@ fn synced_writes_and_sync_wal_survive_a_power_loss_without_sync_writes() {
             } else {
                 let mut synced = lsm_bloom::WriteBatch::new();
                 synced.put("b", "synced");
-                db.write_opt(synced, lsm_bloom::WriteOptions { sync: true })
+                db.write_opt(synced, lsm_bloom::WriteOptions::synced())
                     .unwrap();
             }
             put("c");

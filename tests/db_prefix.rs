@@ -78,26 +78,22 @@ fn queries() -> Vec<Vec<u8>> {
 /// Prefix filters under `rule` (none without one), the fixed default filter policy for keys
 /// and prefixes alike.
 fn prefix_filters(rule: Option<PrefixExtractor>, whole_key: bool) -> Options {
-    Options {
-        filters: Some(Filters::fixed(FilterPolicy::default())),
-        prefix_filters: Some(match rule {
+    Options::default()
+        .with_filters(Some(Filters::fixed(FilterPolicy::default())))
+        .with_prefix_filters(Some(match rule {
             None => PrefixFilters::None,
             Some(rule) => PrefixFilters::On {
                 rule,
                 whole_key_filters: whole_key,
             },
-        }),
-        ..Options::default()
-    }
+        }))
 }
 
 fn opts(rule: Option<PrefixExtractor>, whole_key: bool) -> Options {
     let p = prefix_filters(rule, whole_key);
-    Options {
-        filters: p.filters,
-        prefix_filters: p.prefix_filters,
-        ..tiny_options()
-    }
+    tiny_options()
+        .with_filters(p.filters)
+        .with_prefix_filters(p.prefix_filters)
 }
 
 fn apply(db: &Db, ops: &[Op]) {
@@ -262,13 +258,11 @@ fn big_options(rule: Option<PrefixExtractor>) -> Options {
 }
 
 fn big_options_with(rule: Option<PrefixExtractor>, whole_key: bool) -> Options {
-    Options {
-        l0_compaction_trigger: 100,
-        idle_compaction_after: None, // level 0 keeps its tables while idle
-        l0_stop_writes_trigger: 200,
-        block_cache_bytes: 0,
-        ..prefix_filters(rule, whole_key)
-    }
+    prefix_filters(rule, whole_key)
+        .with_l0_compaction_trigger(100)
+        .with_idle_compaction_after(None)
+        .with_l0_stop_writes_trigger(200)
+        .with_block_cache_bytes(0)
 }
 
 #[test]
@@ -430,25 +424,20 @@ fn bad_prefix_options_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         (
-            Options {
-                prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(0))),
-                ..Options::default()
-            },
+            Options::default()
+                .with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::fixed(0)))),
             "fixed prefix length",
         ),
         (
-            Options {
-                prefix_filters: Some(PrefixFilters::with(PrefixExtractor::delimiter(b'/', 0))),
-                ..Options::default()
-            },
+            Options::default().with_prefix_filters(Some(PrefixFilters::with(
+                PrefixExtractor::delimiter(b'/', 0),
+            ))),
             "delimiter count",
         ),
         (
-            Options {
-                prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(4))),
-                table_format_version: 1,
-                ..Options::default()
-            },
+            Options::default()
+                .with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::fixed(4))))
+                .with_table_format_version(1),
             "table_format_version",
         ),
     ];

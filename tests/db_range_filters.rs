@@ -22,10 +22,7 @@ fn key(point: u64) -> Vec<u8> {
 }
 
 fn options(range_filters: RangeFilters) -> Options {
-    Options {
-        range_filters: Some(range_filters),
-        ..tiny_options()
-    }
+    tiny_options().with_range_filters(Some(range_filters))
 }
 
 fn on(bits: f64, max_range: u64) -> RangeFilters {
@@ -284,11 +281,11 @@ fn the_setting_is_remembered_and_old_tables_keep_theirs() {
     db.flush().unwrap();
     db.close().unwrap();
     // Turned off: tables written before keep their filters and are still asked (and no
-    // idle compaction rewrites them while the test looks).
-    let off = Options {
-        idle_compaction_after: None,
-        ..options(RangeFilters::None)
-    };
+    // compaction rewrites them while the test looks: no level is over its limit, and an
+    // idle store keeps its level-0 table).
+    let off = options(RangeFilters::None)
+        .with_level1_max_bytes(1 << 30)
+        .with_idle_compaction_after(None);
     let db = Db::open(dir.path(), off).unwrap();
     assert_eq!(db.recovery().options.changed.len(), 1);
     let held = db.stats().total.range_filter_keys;
@@ -307,11 +304,9 @@ fn the_setting_is_remembered_and_old_tables_keep_theirs() {
     // Format 3 cannot hold them: refused by name.
     let e = Db::open(
         dir.path(),
-        Options {
-            table_format_version: 3,
-            range_filters: Some(RangeFilters::On(policy)),
-            ..Options::default()
-        },
+        Options::default()
+            .with_table_format_version(3)
+            .with_range_filters(Some(RangeFilters::On(policy))),
     )
     .map(|_| ())
     .unwrap_err()

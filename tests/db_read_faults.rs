@@ -23,11 +23,9 @@ fn key(i: u64) -> Vec<u8> {
 }
 
 fn options(fs: &FaultyFs, cache: bool) -> Options {
-    Options {
-        fs: Arc::new(fs.clone()),
-        block_cache_bytes: if cache { 1 << 20 } else { 0 },
-        ..tiny_options()
-    }
+    tiny_options()
+        .with_fs(Arc::new(fs.clone()))
+        .with_block_cache_bytes(if cache { 1 << 20 } else { 0 })
 }
 
 /// A settled store at `dir` whose keys were overwritten across several flushes (so a read that
@@ -306,10 +304,16 @@ fn read_faults_at_open_fail_typed_or_open_right() {
 fn a_filter_that_fails_its_check_after_a_flush_is_counted() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultyFs::new();
-    let db = Db::open(dir.path(), options(&fs, false)).unwrap();
+    // One memtable holds every key, and nothing compacts: the flush's read-back is the only
+    // reader when the fault is armed.
+    let opts = options(&fs, false)
+        .with_memtable_size(1 << 20)
+        .with_idle_compaction_after(None);
+    let db = Db::open(dir.path(), opts).unwrap();
     for i in 0..500 {
         db.put(key(i), b"v").unwrap();
     }
+    assert!(db.levels().iter().all(Vec::is_empty));
     // Reading the new table back: footer, properties, index, then the filter block.
     fs.fail_read(fs.reads() + 4, ReadFault::FlipBit(12_345));
     db.flush().unwrap();

@@ -78,10 +78,7 @@ fn defect_1_open_without_manifest_refuses_and_deletes_nothing() {
 fn create_if_missing_error_if_exists_and_the_lock() {
     let parent = tempfile::tempdir().unwrap();
     let missing = parent.path().join("db");
-    let no_create = Options {
-        create_if_missing: false,
-        ..Options::default()
-    };
+    let no_create = Options::default().with_create_if_missing(false);
     assert!(matches!(
         Db::open(&missing, no_create.clone()),
         Err(Error::NotFound { .. })
@@ -103,10 +100,7 @@ fn create_if_missing_error_if_exists_and_the_lock() {
         Err(Error::Locked { .. })
     ));
     drop(db);
-    let exclusive = Options {
-        error_if_exists: true,
-        ..Options::default()
-    };
+    let exclusive = Options::default().with_error_if_exists(true);
     assert!(matches!(
         Db::open(&missing, exclusive.clone()),
         Err(Error::AlreadyExists { .. })
@@ -120,11 +114,9 @@ fn defect_2_a_failed_append_stops_writes_and_loses_nothing_acknowledged() {
     for sync_writes in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let fs = FaultyFs::new();
-        let opts = Options {
-            sync_writes,
-            fs: Arc::new(fs.clone()),
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .with_sync_writes(sync_writes)
+            .with_fs(Arc::new(fs.clone()));
         let db = Db::open(dir.path(), opts).unwrap();
         for i in 0..10 {
             db.put(key(i), b"before").unwrap();
@@ -166,11 +158,9 @@ fn defect_2_a_failed_append_stops_writes_and_loses_nothing_acknowledged() {
 fn a_failed_sync_is_not_acknowledged_and_does_not_come_back() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultyFs::new();
-    let opts = Options {
-        sync_writes: true,
-        fs: Arc::new(fs.clone()),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_sync_writes(true)
+        .with_fs(Arc::new(fs.clone()));
     let db = Db::open(dir.path(), opts).unwrap();
     db.put(b"a", b"1").unwrap();
     fs.fail_once(fs.ops() + 2, Fault::Error); // the append's write succeeds, its sync fails
@@ -190,10 +180,7 @@ fn a_failed_sync_is_not_acknowledged_and_does_not_come_back() {
 fn a_panic_in_the_background_thread_surfaces_as_an_error_and_nothing_hangs() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultyFs::new();
-    let opts = Options {
-        fs: Arc::new(fs.clone()),
-        ..Options::default()
-    };
+    let opts = Options::default().with_fs(Arc::new(fs.clone()));
     let db = Db::open(dir.path(), opts).unwrap();
     db.put(b"k", b"v").unwrap();
     db.wait_for_compactions().unwrap();
@@ -318,10 +305,7 @@ fn replay_stops_at_the_first_damage_across_all_logs() {
 
     let strict = tempfile::tempdir().unwrap();
     copy_dir(a.path(), strict.path());
-    let opts = Options {
-        wal_recovery: WalRecovery::TornTailOnly,
-        ..Options::default()
-    };
+    let opts = Options::default().with_wal_recovery(WalRecovery::TornTailOnly);
     match Db::open(strict.path(), opts) {
         Err(Error::Corruption { reason, .. }) => assert!(reason.contains("middle"), "{reason}"),
         other => panic!(
@@ -368,10 +352,7 @@ fn damage_in_a_mid_log_record_header_is_not_a_torn_tail() {
             for mode in [WalRecovery::TornTailOnly, WalRecovery::PointInTime] {
                 let dir = tempfile::tempdir().unwrap();
                 copy_dir(a.path(), dir.path());
-                let opts = Options {
-                    wal_recovery: mode,
-                    ..Options::default()
-                };
+                let opts = Options::default().with_wal_recovery(mode);
                 match (mode, Db::open(dir.path(), opts)) {
                     (WalRecovery::TornTailOnly, Err(Error::Corruption { reason, .. })) => {
                         assert!(reason.contains("59 intact records"), "{what}: {reason}");
@@ -400,10 +381,7 @@ fn a_torn_tail_of_the_newest_log_is_tolerated_in_both_modes() {
         let log = db_with_log(a.path(), "a", 30);
         let bytes = std::fs::read(&log).unwrap();
         std::fs::write(&log, &bytes[..bytes.len() - 3]).unwrap(); // a crash mid-append
-        let opts = Options {
-            wal_recovery: mode,
-            ..Options::default()
-        };
+        let opts = Options::default().with_wal_recovery(mode);
         let db = Db::open(a.path(), opts).unwrap();
         assert_eq!(count_prefix(&db, "a"), 29, "{mode:?}");
         let damage = db.recovery().wal_damage.clone().unwrap();
@@ -417,10 +395,7 @@ fn a_torn_tail_of_the_newest_log_is_tolerated_in_both_modes() {
     std::fs::copy(db_with_log(b.path(), "b", 5), a.path().join("900000.wal")).unwrap();
     let bytes = std::fs::read(&log).unwrap();
     std::fs::write(&log, &bytes[..bytes.len() - 3]).unwrap();
-    let opts = Options {
-        wal_recovery: WalRecovery::TornTailOnly,
-        ..Options::default()
-    };
+    let opts = Options::default().with_wal_recovery(WalRecovery::TornTailOnly);
     match Db::open(a.path(), opts) {
         Err(Error::Corruption { reason, .. }) => assert!(reason.contains("later log"), "{reason}"),
         other => panic!("expected Corruption, got {:?}", other.err()),
@@ -492,10 +467,7 @@ fn a_filter_that_does_not_match_its_table_is_not_trusted() {
     let other_path = other.path().join("x.sst");
     let mut b = TableBuilder::create(
         &other_path,
-        TableBuilderOptions {
-            filter: Some(FilterPolicy::default()),
-            ..TableBuilderOptions::default()
-        },
+        TableBuilderOptions::default().with_filter(Some(FilterPolicy::default())),
     )
     .unwrap();
     for i in 0..50 {
@@ -554,11 +526,9 @@ fn only_tables_the_manifest_proves_obsolete_are_removed() {
 fn flush_waits_for_the_memtable_it_rotated_not_for_later_ones() {
     let dir = tempfile::tempdir().unwrap();
     let fs = FaultyFs::new();
-    let opts = Options {
-        fs: Arc::new(fs.clone()),
-        max_immutable_memtables: 4,
-        ..tiny_options()
-    };
+    let opts = tiny_options()
+        .with_fs(Arc::new(fs.clone()))
+        .with_max_immutable_memtables(4);
     let db = Arc::new(Db::open(dir.path(), opts).unwrap());
     fs.hold_table_creates(true);
     db.put(b"first", b"1").unwrap();

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use common::{tiny_options, Rng};
 use lsm_bloom::fs::FaultyFs;
-use lsm_bloom::{Db, Options};
+use lsm_bloom::Db;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -103,11 +103,9 @@ fn every_bound_combination_matches_the_model_in_every_place_data_lives() {
         let mut rng = Rng::new(seed);
         let dir = tempfile::tempdir().unwrap();
         let fs = FaultyFs::new();
-        let opts = Options {
-            fs: Arc::new(fs.clone()),
-            max_immutable_memtables: 4,
-            ..tiny_options()
-        };
+        let opts = tiny_options()
+            .with_fs(Arc::new(fs.clone()))
+            .with_max_immutable_memtables(4);
         let db = Db::open(dir.path(), opts).unwrap();
         let mut model = Model::new();
         // Tables on several levels.

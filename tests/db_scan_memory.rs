@@ -35,13 +35,13 @@ fn resident_now() -> u64 {
 #[ignore = "writes 1.2 GiB: run in release (.ci/run)"]
 fn a_scan_over_a_gibibyte_holds_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        memtable_size: 512 << 20,
-        block_cache_bytes: 8 << 20,
-        compression: Some(Compression::Lz4.into()),
-        filters: Some(lsm_bloom::Filters::fixed(lsm_bloom::FilterPolicy::default())),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_memtable_size(512 << 20)
+        .with_block_cache_bytes(8 << 20)
+        .with_compression(Some(Compression::Lz4.into()))
+        .with_filters(Some(lsm_bloom::Filters::fixed(
+            lsm_bloom::FilterPolicy::default(),
+        )));
     let db = Db::open(dir.path(), opts).unwrap();
     let value = |i: u64, round: u8| {
         let mut v = vec![round; VALUE];

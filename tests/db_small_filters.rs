@@ -12,14 +12,14 @@ const PER_TENANT: u32 = 2500;
 /// 40 tenants of 2,500 keys (`t017:000123`, ~30 bytes an entry), compacted into one level of
 /// tables of 256 KiB: three or four tenants a table.
 fn store(dir: &std::path::Path, filters: Filters) -> Db {
-    let opts = Options {
-        prefix_filters: Some(PrefixFilters::with(PrefixExtractor::delimiter(b':', 1))),
-        filters: Some(filters),
-        memtable_size: 256 * 1024,
-        target_file_size: 256 * 1024,
-        block_cache_bytes: 0,
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::delimiter(
+            b':', 1,
+        ))))
+        .with_filters(Some(filters))
+        .with_memtable_size(256 * 1024)
+        .with_target_file_size(256 * 1024)
+        .with_block_cache_bytes(0);
     let db = Db::open(dir, opts).unwrap();
     for t in 0..TENANTS {
         for i in 0..PER_TENANT {
@@ -95,8 +95,7 @@ fn budgeted_prefix_filters_of_a_few_tenants_keep_their_rate() {
     // The default kinds (blocked Bloom above the largest level, Ribbon on it).
     check(Filters::Budget(FilterBudget::bits_per_key(10.5)));
     // Ribbon everywhere.
-    check(Filters::Budget(FilterBudget {
-        upper_kind: FilterKind::Ribbon,
-        ..FilterBudget::bits_per_key(10.0)
-    }));
+    check(Filters::Budget(
+        FilterBudget::bits_per_key(10.0).with_upper_kind(FilterKind::Ribbon),
+    ));
 }

@@ -137,16 +137,8 @@ fn every_snapshot_read_equals_the_model_at_its_moment() {
 #[test]
 fn snapshots_see_whole_batches_and_every_acknowledged_write_under_concurrency() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(
-        Db::open(
-            dir.path(),
-            Options {
-                memtable_size: 8 * 1024,
-                ..Options::default()
-            },
-        )
-        .unwrap(),
-    );
+    let db =
+        Arc::new(Db::open(dir.path(), Options::default().with_memtable_size(8 * 1024)).unwrap());
     let writer = CounterWriter::start(db.clone());
     let readers: Vec<_> = (0..2)
         .map(|_| {

@@ -117,10 +117,7 @@ fn damaged_copies_exit_1_with_one_error_line() {
 }
 
 fn small_db(dir: &Path) {
-    let opts = lsm_bloom::Options {
-        memtable_size: 64 * 1024,
-        ..lsm_bloom::Options::default()
-    };
+    let opts = lsm_bloom::Options::default().with_memtable_size(64 * 1024);
     let db = lsm_bloom::Db::open(dir, opts).unwrap();
     for i in 0..20_000u32 {
         db.put(format!("key{i:08}"), b"value").unwrap();
@@ -235,15 +232,13 @@ fn damaged_filter_inside_a_database_is_reported_and_exits_1() {
 #[test]
 fn database_written_under_a_budget_shows_kinds_and_the_allocation() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = lsm_bloom::Options {
-        memtable_size: 64 * 1024,
-        target_file_size: 64 * 1024,
-        level1_max_bytes: 256 * 1024,
-        filters: Some(lsm_bloom::Filters::Budget(
+    let opts = lsm_bloom::Options::default()
+        .with_memtable_size(64 * 1024)
+        .with_target_file_size(64 * 1024)
+        .with_level1_max_bytes(256 * 1024)
+        .with_filters(Some(lsm_bloom::Filters::Budget(
             lsm_bloom::FilterBudget::bits_per_key(8.0),
-        )),
-        ..lsm_bloom::Options::default()
-    };
+        )));
     let db = lsm_bloom::Db::open(dir.path(), opts).unwrap();
     for i in 0..40_000u64 {
         db.put(

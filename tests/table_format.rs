@@ -39,10 +39,7 @@ fn entries() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
 /// Writes a missing fixture when `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwrites),
 /// in table format `version`.
 fn fixture_path(version: u32, name: &str, opts: TableBuilderOptions) -> PathBuf {
-    let opts = TableBuilderOptions {
-        format_version: version,
-        ..opts
-    };
+    let opts = opts.with_format_version(version);
     let path = fixture_dir(version).join(name);
     if !path.exists() {
         assert!(
@@ -61,12 +58,10 @@ fn fixture_path(version: u32, name: &str, opts: TableBuilderOptions) -> PathBuf 
 }
 
 fn options(filter: Option<FilterPolicy>) -> TableBuilderOptions {
-    TableBuilderOptions {
-        block_size: 512,
-        filter,
-        level: 1,
-        ..TableBuilderOptions::default()
-    }
+    TableBuilderOptions::default()
+        .with_block_size(512)
+        .with_filter(filter)
+        .with_level(1)
 }
 
 /// Opens `path` and checks every entry by point lookup and by a full scan.
@@ -159,10 +154,8 @@ fn table_v2_fixtures_read_with_their_prefix_filters() {
     let both = check_table(&fixture_path(
         2,
         "blocked-prefix-fixed7.sst",
-        TableBuilderOptions {
-            prefix_extractor: Some(fixed),
-            ..options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
-        },
+        options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
+            .with_prefix_extractor(Some(fixed)),
     ));
     check_prefix_table(&both, fixed, FilterKind::Blocked, 2);
     assert!(matches!(both.filter(), FilterState::Valid(_)));
@@ -172,11 +165,9 @@ fn table_v2_fixtures_read_with_their_prefix_filters() {
     let only = check_table(&fixture_path(
         2,
         "ribbon-prefix-only-delim2.sst",
-        TableBuilderOptions {
-            prefix_extractor: Some(delimiter),
-            whole_key_filter: false,
-            ..options(Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01)))
-        },
+        options(Some(FilterPolicy::target_fpr(FilterKind::Ribbon, 0.01)))
+            .with_prefix_extractor(Some(delimiter))
+            .with_whole_key_filter(false),
     ));
     check_prefix_table(&only, delimiter, FilterKind::Ribbon, 2);
     assert!(matches!(only.filter(), FilterState::None));
@@ -195,11 +186,9 @@ fn table_v3_fixtures_read_compressed_and_raw_blocks() {
     let lz4 = check_table(&fixture_path(
         3,
         "lz4-blocked-prefix-fixed7.sst",
-        TableBuilderOptions {
-            prefix_extractor: Some(PrefixExtractor::fixed(7)),
-            compression: Compression::Lz4,
-            ..options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
-        },
+        options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
+            .with_prefix_extractor(Some(PrefixExtractor::fixed(7)))
+            .with_compression(Compression::Lz4),
     ));
     check_prefix_table(&lz4, PrefixExtractor::fixed(7), FilterKind::Blocked, 3);
     let p = lz4.properties();
@@ -290,10 +279,8 @@ fn table_v4_fixtures_read_with_their_range_filters() {
     let blocked = check_table(&fixture_path(
         4,
         "blocked-range12.sst",
-        TableBuilderOptions {
-            range_filter: Some(r12),
-            ..options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
-        },
+        options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0)))
+            .with_range_filter(Some(r12)),
     ));
     check_range_table(&blocked, r12);
     assert!(matches!(blocked.filter(), FilterState::Valid(_)));
@@ -301,12 +288,10 @@ fn table_v4_fixtures_read_with_their_range_filters() {
     let lz4 = check_table(&fixture_path(
         4,
         "lz4-range16-prefix-fixed7.sst",
-        TableBuilderOptions {
-            prefix_extractor: Some(PrefixExtractor::fixed(7)),
-            compression: Compression::Lz4,
-            range_filter: Some(r16),
-            ..options(Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 10.0)))
-        },
+        options(Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 10.0)))
+            .with_prefix_extractor(Some(PrefixExtractor::fixed(7)))
+            .with_compression(Compression::Lz4)
+            .with_range_filter(Some(r16)),
     ));
     check_range_table(&lz4, r16);
     check_prefix_table(&lz4, PrefixExtractor::fixed(7), FilterKind::Ribbon, 4);
@@ -328,10 +313,7 @@ fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
         let path = dir.path().join(format!("v{version}.sst"));
         let mut b = TableBuilder::create(
             &path,
-            TableBuilderOptions {
-                format_version: version,
-                ..options(Some(FilterPolicy::default()))
-            },
+            options(Some(FilterPolicy::default())).with_format_version(version),
         )
         .unwrap();
         for (k, v) in entries() {
@@ -341,34 +323,20 @@ fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
         assert_eq!(check_table(&path).format_version(), version);
     }
     for (version, opts) in [
-        (
-            2,
-            TableBuilderOptions {
-                compression: Compression::Lz4,
-                ..options(None)
-            },
-        ),
+        (2, options(None).with_compression(Compression::Lz4)),
         (
             1,
-            TableBuilderOptions {
-                prefix_extractor: Some(PrefixExtractor::fixed(3)),
-                ..options(Some(FilterPolicy::default()))
-            },
+            options(Some(FilterPolicy::default()))
+                .with_prefix_extractor(Some(PrefixExtractor::fixed(3))),
         ),
         (
             3,
-            TableBuilderOptions {
-                range_filter: Some(RangePolicy::bits_per_key(12.0, 32).unwrap()),
-                ..options(None)
-            },
+            options(None).with_range_filter(Some(RangePolicy::bits_per_key(12.0, 32).unwrap())),
         ),
         (5, options(None)),
         (0, options(None)),
     ] {
-        let opts = TableBuilderOptions {
-            format_version: version,
-            ..opts
-        };
+        let opts = opts.with_format_version(version);
         let e = TableBuilder::create(&dir.path().join("x.sst"), opts)
             .map(|_| ())
             .unwrap_err();

@@ -246,36 +246,30 @@ pub(crate) fn ours_options(args: &Args) -> Options {
         }
     });
     if args.defaults {
-        return Options {
-            filters: budget.map(lsm_bloom::Filters::Budget),
-            mmap_reads: args.ours_mmap || args.mmap,
-            filter_huge_pages: huge_pages(args),
-            ..Options::default()
-        };
+        return Options::default()
+            .with_filters(budget.map(lsm_bloom::Filters::Budget))
+            .with_mmap_reads(args.ours_mmap || args.mmap)
+            .with_filter_huge_pages(huge_pages(args));
     }
-    Options {
-        // Configured alike: the fixed 10 bits/key blocked Bloom filter RocksDB and fjall get,
-        // unless a budget is asked for.
-        filters: Some(budget.map_or(
+    Options::default()
+        .with_filters(Some(budget.map_or(
             lsm_bloom::Filters::fixed(lsm_bloom::FilterPolicy::default()),
             lsm_bloom::Filters::Budget,
-        )),
-        memtable_size: (args.memtable_mib << 20) as usize,
-        block_size: 4096,
-        target_file_size: 64 << 20,
-        level1_max_bytes: 256 << 20,
-        size_ratio: 10,
-        l0_compaction_trigger: 4,
-        block_cache_bytes: args.block_cache_mib << 20,
-        compression: Some(if args.lz4() {
+        )))
+        .with_memtable_size((args.memtable_mib << 20) as usize)
+        .with_block_size(4096)
+        .with_target_file_size(64 << 20)
+        .with_level1_max_bytes(256 << 20)
+        .with_size_ratio(10)
+        .with_l0_compaction_trigger(4)
+        .with_block_cache_bytes(args.block_cache_mib << 20)
+        .with_compression(Some(if args.lz4() {
             lsm_bloom::Compression::Lz4.into()
         } else {
             lsm_bloom::Compressions::NONE
-        }),
-        mmap_reads: args.ours_mmap || args.mmap,
-        filter_huge_pages: huge_pages(args),
-        ..Options::default()
-    }
+        }))
+        .with_mmap_reads(args.ours_mmap || args.mmap)
+        .with_filter_huge_pages(huge_pages(args))
 }
 
 /// RocksDB as in the module docs; `tweak` may change the options before the open.

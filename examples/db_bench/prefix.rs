@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use lsm_bloom::{Db, Options, PrefixExtractor};
+use lsm_bloom::{Db, PrefixExtractor};
 use rocksdb::statistics::{StatsLevel, Ticker};
 
 use crate::{median, mix, timed_parallel, Args};
@@ -213,13 +213,10 @@ fn shape(tables: &[u64]) -> String {
 
 fn open_all(dirs: &[tempfile::TempDir], args: &Args) -> Vec<Box<dyn PrefixEngine>> {
     let ours = |dir: &Path, rule: Option<PrefixExtractor>| {
-        let opts = Options {
-            prefix_filters: Some(rule.map_or(
-                lsm_bloom::PrefixFilters::None,
-                lsm_bloom::PrefixFilters::with,
-            )),
-            ..crate::ours_options(args)
-        };
+        let opts = crate::ours_options(args).with_prefix_filters(Some(rule.map_or(
+            lsm_bloom::PrefixFilters::None,
+            lsm_bloom::PrefixFilters::with,
+        )));
         Db::open(dir, opts).expect("open lsm-bloom")
     };
     let with = ours(

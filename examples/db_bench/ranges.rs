@@ -153,10 +153,8 @@ pub fn run(args: &Args) {
         .collect();
     let policy = lsm_bloom::RangePolicy::bits_per_key(args.range_bits, MAX_RANGE)
         .expect("--range-bits: 3 to 50");
-    let ranged_opts = lsm_bloom::Options {
-        range_filters: Some(lsm_bloom::RangeFilters::On(policy)),
-        ..ours_options(args)
-    };
+    let ranged_opts =
+        ours_options(args).with_range_filters(Some(lsm_bloom::RangeFilters::On(policy)));
     let ranged = Ranged(Ours(
         lsm_bloom::Db::open(dirs[0].path(), ranged_opts).expect("open lsm-bloom"),
     ));

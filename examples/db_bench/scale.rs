@@ -30,7 +30,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use lsm_bloom::{Db, HugePages, Options};
+use lsm_bloom::{Db, HugePages};
 
 use crate::{
     bare_probes, load, median, mix, multi, open_ours, ours_options, phase_keys, read_phase, Args,
@@ -303,14 +303,11 @@ fn huge_pages_ab(ours: Ours, dir: &Path, args: &Args, unit: f64) -> AbLine {
         let keys = phase_keys(args, 100, 131 + round as u64);
         for (i, huge) in [false, true].into_iter().enumerate() {
             db.take().expect("open store").close().expect("close");
-            let opts = Options {
-                filter_huge_pages: if huge {
-                    HugePages::Always
-                } else {
-                    HugePages::Never
-                },
-                ..ours_options(args)
-            };
+            let opts = ours_options(args).with_filter_huge_pages(if huge {
+                HugePages::Always
+            } else {
+                HugePages::Never
+            });
             let reopened = Ours(Db::open(dir, opts).expect("reopen"));
             read_phase(&reopened, &phase_keys(args, 100, 531 + round as u64), 1);
             get[i].push(1e9 / read_phase(&reopened, &keys, 1).ops_per_sec);

@@ -116,10 +116,7 @@ impl Cluster {
             .worker_threads(2)
             .enable_all()
             .build()?;
-        let mut config = ReplicationConfig {
-            db,
-            ..ReplicationConfig::default()
-        };
+        let mut config = ReplicationConfig::default().with_db(db);
         config.raft.snapshot_policy =
             lsm_bloom::replication::openraft::SnapshotPolicy::LogsSinceLast(snapshot_logs.max(1));
         config.raft.max_in_snapshot_log_to_keep = snapshot_logs / 10;

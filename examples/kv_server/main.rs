@@ -384,21 +384,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             .into());
         }
     }
-    let opts = Options {
-        prefix_filters: match prefix_rule(&args)? {
+    let opts = Options::default()
+        .with_prefix_filters(match prefix_rule(&args)? {
             Some(rule) => Some(PrefixFilters::with(rule)),
             None => args.no_prefix_filters.then_some(PrefixFilters::None),
-        },
-        compression: args.compression.map(Compressions::from),
-        ..Options::default()
-    };
+        })
+        .with_compression(args.compression.map(Compressions::from));
     let opts = if args.debug_sync_delay_ms > 0 {
         let slow = lsm_bloom::fs::FaultyFs::new();
         slow.delay_syncs(std::time::Duration::from_millis(args.debug_sync_delay_ms));
-        Options {
-            fs: std::sync::Arc::new(slow),
-            ..opts
-        }
+        opts.with_fs(std::sync::Arc::new(slow))
     } else {
         opts
     };

@@ -251,10 +251,7 @@ async fn main() {
             let single = Arc::new(
                 Db::open(
                     root.path().join("single"),
-                    Options {
-                        sync_writes: true,
-                        ..Options::default()
-                    },
+                    Options::default().with_sync_writes(true),
                 )
                 .unwrap(),
             );

@@ -72,17 +72,15 @@ fn phase_options(seed: u64, power_loss: bool) -> (Options, String) {
         FilterKind::Blocked,
         FilterKind::Ribbon,
     ];
-    let mut o = Options {
-        memtable_size: (8 * 1024) << rng.below(4),
-        block_size: 256 << rng.below(4),
-        target_file_size: 32 * 1024,
-        level1_max_bytes: 128 * 1024,
-        size_ratio: 4,
-        l0_compaction_trigger: 2 + rng.below(3) as usize,
-        block_cache_bytes: if rng.chance(50) { 0 } else { 256 * 1024 },
-        sync_writes: power_loss || rng.chance(30),
-        ..Options::default()
-    };
+    let mut o = Options::default()
+        .with_memtable_size((8 * 1024) << rng.below(4))
+        .with_block_size(256 << rng.below(4))
+        .with_target_file_size(32 * 1024)
+        .with_level1_max_bytes(128 * 1024)
+        .with_size_ratio(4)
+        .with_l0_compaction_trigger(2 + rng.below(3) as usize)
+        .with_block_cache_bytes(if rng.chance(50) { 0 } else { 256 * 1024 })
+        .with_sync_writes(power_loss || rng.chance(30));
     let mut what = format!(
         "memtable {} KiB, blocks {} B, cache {}, sync {}",
         o.memtable_size / 1024,

@@ -21,6 +21,7 @@ pub enum FilterMemory {
 
 /// A filter memory budget, allocated per level to minimise expected wasted reads (Monkey).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FilterBudget {
     /// The memory to spend.
     pub memory: FilterMemory,
@@ -32,6 +33,12 @@ pub struct FilterBudget {
     /// most of the keys and its tables live longest).
     pub last_level_kind: FilterKind,
 }
+
+setters!(FilterBudget {
+    with_memory => memory: FilterMemory,
+    with_upper_kind => upper_kind: FilterKind,
+    with_last_level_kind => last_level_kind: FilterKind,
+});
 
 impl Default for FilterBudget {
     /// `Filters::default()`'s budget: 10 bits/key on average, the default kinds (blocked
@@ -86,6 +93,7 @@ impl FilterBudget {
 
 /// One level's share of the budget (in `DbStats::filter_budget`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct LevelAllocation {
     /// Level.
     pub level: usize,
@@ -124,6 +132,7 @@ pub struct LevelAllocation {
 
 /// The allocation for one shape of the store.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct Allocation {
     /// The budget in bytes for this shape (`BitsPerKey` × keys / 8, or `TotalBytes`).
     pub budget_bytes: u64,

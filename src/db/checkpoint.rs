@@ -34,6 +34,7 @@ const BATCH_BYTES: usize = 4 << 20;
 
 /// What `Db::checkpoint` wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct CheckpointReport {
     /// Tables given a second name (no bytes copied).
     pub tables_linked: u64,

@@ -317,13 +317,11 @@ mod tests {
             output_level: 1,
             drop_tombstones: true,
         };
-        let opts = Options {
-            target_file_size: 8 * 1024,
-            filters: Some(super::super::filters::Filters::fixed(
+        let opts = Options::default()
+            .with_target_file_size(8 * 1024)
+            .with_filters(Some(super::super::filters::Filters::fixed(
                 crate::filter::FilterPolicy::default(),
-            )),
-            ..Options::default()
-        };
+            )));
         let mut next = 10;
         let out = run(
             &job,

@@ -213,6 +213,11 @@ impl DbCursor {
 
     /// Moves to the next key. On nothing, it stays on nothing (seek first). Returns whether
     /// the cursor is on an entry.
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "a cursor lends its entry until the next move, which `Iterator` cannot express; \
+                  `DbIter` is the iterator"
+    )]
     pub fn next(&mut self) -> Result<bool> {
         self.step(Direction::Forward)
     }

@@ -171,11 +171,7 @@ impl PrefixFilters {
 /// // 16 bits per key in every table, on top of the point filters' budget.
 /// let fixed = RangeFilters::On(RangePolicy::bits_per_key(16.0, 32).unwrap());
 /// // Sized by the budget with the point filters: 26 bits per key for both kinds.
-/// let opts = Options {
-///     filters: Some(Filters::Budget(FilterBudget::bits_per_key(26.0))),
-///     range_filters: Some(RangeFilters::InBudget { max_range: 32 }),
-///     ..Options::default()
-/// };
+/// let opts = Options::default().with_filters(Some(Filters::Budget(FilterBudget::bits_per_key(26.0)))).with_range_filters(Some(RangeFilters::InBudget { max_range: 32 }));
 /// assert_eq!(fixed.max_range(), Some(32));
 /// assert_eq!(opts.range_filters().policy(), None);
 /// ```
@@ -224,6 +220,7 @@ impl RangeFilters {
 /// for levels 0 and 1, which are small and rewritten soon, LZ4 below). Filters, indexes and
 /// the block cache hold raw bytes, so absent-key gets and cache hits never decompress.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Compressions {
     /// The codec of every level without an override (default none).
     pub default: Compression,

@@ -159,7 +159,7 @@ impl Db {
         self.inner.write_batch(batch, false)
     }
 
-    /// Applies a batch atomically, as `opts` says: with `WriteOptions { sync: true }` it is
+    /// Applies a batch atomically, as `opts` says: with `WriteOptions::synced()` it is
     /// durable before this returns `Ok`, whatever `Options::sync_writes` says (RocksDB's
     /// `WriteOptions::sync`).
     ///
@@ -169,7 +169,7 @@ impl Db {
     /// let db = Db::open(dir.path(), Options::default())?; // sync_writes: false
     /// let mut batch = WriteBatch::new();
     /// batch.put("order:7", "paid");
-    /// db.write_opt(batch, WriteOptions { sync: true })?; // survives a power loss from here
+    /// db.write_opt(batch, WriteOptions::synced())?; // survives a power loss from here
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn write_opt(&self, batch: WriteBatch, opts: WriteOptions) -> Result<()> {

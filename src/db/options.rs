@@ -61,8 +61,21 @@ pub enum WalRecovery {
     TornTailOnly,
 }
 
-/// How the store behaves. `Options::default()` suits most services.
+/// How the store behaves. `Options::default()` suits most services; change what a service
+/// needs with the `with_*` setters (or by assigning the fields of a mutable value):
+///
+/// ```
+/// use lsm_bloom::Options;
+/// let opts = Options::default()
+///     .with_memtable_size(64 << 20)
+///     .with_sync_writes(true);
+/// # let _ = opts;
+/// ```
+///
+/// `#[non_exhaustive]`: a new option is not a breaking change, so the struct cannot be
+/// written as a literal outside this crate.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Options {
     /// Create the database if the directory holds none (default true).
     pub create_if_missing: bool,
@@ -201,6 +214,34 @@ impl Default for Options {
         }
     }
 }
+
+setters!(Options {
+    with_create_if_missing => create_if_missing: bool,
+    with_error_if_exists => error_if_exists: bool,
+    with_wal_recovery => wal_recovery: WalRecovery,
+    with_memtable_size => memtable_size: usize,
+    with_block_size => block_size: usize,
+    with_filters => filters: Option<Filters>,
+    with_prefix_filters => prefix_filters: Option<PrefixFilters>,
+    with_range_filters => range_filters: Option<RangeFilters>,
+    with_compression => compression: Option<Compressions>,
+    with_table_format_version => table_format_version: u32,
+    with_sync_writes => sync_writes: bool,
+    with_size_ratio => size_ratio: u32,
+    with_level1_max_bytes => level1_max_bytes: u64,
+    with_l0_compaction_trigger => l0_compaction_trigger: usize,
+    with_l0_slowdown_writes_trigger => l0_slowdown_writes_trigger: usize,
+    with_l0_stop_writes_trigger => l0_stop_writes_trigger: usize,
+    with_delayed_write_rate => delayed_write_rate: u64,
+    with_idle_compaction_after => idle_compaction_after: Option<std::time::Duration>,
+    with_background_threads => background_threads: usize,
+    with_target_file_size => target_file_size: u64,
+    with_max_immutable_memtables => max_immutable_memtables: usize,
+    with_block_cache_bytes => block_cache_bytes: u64,
+    with_mmap_reads => mmap_reads: bool,
+    with_filter_huge_pages => filter_huge_pages: HugePages,
+    with_fs => fs: Arc<dyn FileSystem>,
+});
 
 /// `Filters::default()`, for `Options::filters` to lend.
 static DEFAULT_FILTERS: Filters = Filters::DEFAULT;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// Where replay stopped early.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WalDamage {
     /// The log holding the first unusable record.
     pub log: PathBuf,
@@ -23,6 +24,7 @@ pub struct WalDamage {
 
 /// What `Db::open` found and did (`Db::recovery()`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Logs replayed.
     pub logs_replayed: u64,
@@ -45,6 +47,7 @@ pub struct RecoveryReport {
 
 /// A recorded setting the options passed to `Db::open` replaced.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OptionChange {
     /// `filter` or `prefix`.
     pub setting: String,
@@ -56,6 +59,7 @@ pub struct OptionChange {
 
 /// What `Db::open` did with the options record (`Options::filters`, FORMAT.md §6).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct OptionsReport {
     /// Whether the directory held a record (not for a new store, nor one written by a build
     /// from before records).

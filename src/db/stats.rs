@@ -121,6 +121,7 @@ pub(crate) fn bump(c: &AtomicU64, n: u64) {
 
 /// Read-path figures of one level (or of all levels, in `DbStats::total`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct LevelStats {
     /// Level number (`None` for the total).
     pub level: Option<usize>,
@@ -282,6 +283,7 @@ impl LevelStats {
 
 /// A snapshot of the store's counters (`Db::stats`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
 pub struct DbStats {
     /// One entry per level, 0 first.
     pub levels: Vec<LevelStats>,

@@ -334,13 +334,11 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
     let settings = data
         .settings()
         .map_err(|e| Error::corruption(path, format!("holds options that are not valid: {e}")))?;
-    let check = Options {
-        filters: Some(settings.filters),
-        prefix_filters: Some(settings.prefix),
-        compression: Some(settings.compression),
-        range_filters: Some(settings.range),
-        ..Options::default()
-    };
+    let check = Options::default()
+        .with_filters(Some(settings.filters))
+        .with_prefix_filters(Some(settings.prefix))
+        .with_compression(Some(settings.compression))
+        .with_range_filters(Some(settings.range));
     // A codec this build lacks (zstd without its feature) is not damage.
     let codecs = data.compression.per_level.values();
     let lacking = codecs.chain([&data.compression.default]).find(|c| {

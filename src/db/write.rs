@@ -137,8 +137,11 @@ impl Drop for Leader<'_> {
     }
 }
 
-/// How one write is made (`Db::write_opt`).
+/// How one write is made (`Db::write_opt`): `WriteOptions::default()`, or
+/// `WriteOptions::synced()` for a write that must survive a power loss. `#[non_exhaustive]`
+/// (see `Options`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WriteOptions {
     /// Make the batch durable (the log synced, `fdatasync`) before the write returns `Ok`,
     /// whatever `Options::sync_writes` says: it then survives a power loss, and so does every
@@ -147,6 +150,17 @@ pub struct WriteOptions {
     /// is synced with them.
     pub sync: bool,
 }
+
+impl WriteOptions {
+    /// A write made durable before it returns (`sync` set).
+    pub fn synced() -> Self {
+        WriteOptions { sync: true }
+    }
+}
+
+setters!(WriteOptions {
+    with_sync => sync: bool,
+});
 
 impl Inner {
     /// Commits `batch` (see the module comment): `Ok` once it is in the WAL and the memtable,

@@ -14,6 +14,7 @@ pub enum Sizing {
 
 /// What filter to build: kind, size, and optionally a fixed number of probes.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
 pub struct FilterPolicy {
     /// Filter kind.
     pub kind: FilterKind,

@@ -96,12 +96,9 @@ impl LogStore {
         dir: impl AsRef<Path>,
         fs: Arc<dyn crate::fs::FileSystem>,
     ) -> crate::Result<LogStore> {
-        let opts = Options {
-            // Entries are read by index range (a scan), never probed one by one.
-            filters: Some(Filters::None),
-            fs,
-            ..Options::default()
-        };
+        let opts = Options::default()
+            .with_filters(Some(Filters::None))
+            .with_fs(fs);
         let db = Arc::new(Db::open(dir.as_ref(), opts)?);
         codec::check_layout(&db, "raft log")?;
         let last_purged_log_id = match db.get(PURGED)? {

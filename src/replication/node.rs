@@ -51,7 +51,10 @@ pub enum ReadPolicy {
 }
 
 /// How a node runs: openraft's timing and snapshot policy, and the state machine's store.
+/// `ReplicationConfig::default()` and the `with_*` setters; `#[non_exhaustive]` (see
+/// `Options`).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ReplicationConfig {
     /// openraft's config (heartbeats, election timeouts, snapshot policy, chunk size).
     pub raft: Config,
@@ -101,6 +104,14 @@ impl Default for ReplicationConfig {
         }
     }
 }
+
+setters!(ReplicationConfig {
+    with_raft => raft: Config,
+    with_db => db: Options,
+    with_request_timeout => request_timeout: Duration,
+    with_read_lease => read_lease: Option<Duration>,
+    with_max_snapshot_bytes => max_snapshot_bytes: u64,
+});
 
 /// One node of a replicated lsm-bloom store (module comment).
 #[derive(Clone)]

@@ -37,6 +37,7 @@ impl Write for Sink {
 
 /// How to write a table.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct TableBuilderOptions {
     /// Target data block size in bytes. An uncompressed format 3 block is cut before an entry
     /// would take its stored size (trailer included) past this, so that it fits the pages it
@@ -83,6 +84,18 @@ impl Default for TableBuilderOptions {
         }
     }
 }
+
+setters!(TableBuilderOptions {
+    with_block_size => block_size: usize,
+    with_filter => filter: Option<FilterPolicy>,
+    with_level => level: u32,
+    with_prefix_extractor => prefix_extractor: Option<PrefixExtractor>,
+    with_prefix_filter_policy => prefix_filter_policy: Option<FilterPolicy>,
+    with_whole_key_filter => whole_key_filter: bool,
+    with_compression => compression: Compression,
+    with_range_filter => range_filter: Option<RangePolicy>,
+    with_format_version => format_version: u32,
+});
 
 /// The page size the data blocks of uncompressed tables are placed by (FORMAT.md §3): 4 KiB,
 /// the base page of Linux on x86-64 and of most systems' page caches.

@@ -82,19 +82,15 @@ pub fn example(name: &str) -> PathBuf {
 /// Options with tiny sizes so a few thousand operations flush and compact many times, with
 /// several compaction threads.
 pub fn tiny_options() -> Options {
-    Options {
-        memtable_size: 4 * 1024,
-        block_size: 256,
-        target_file_size: 8 * 1024,
-        level1_max_bytes: 16 * 1024,
-        size_ratio: 4,
-        l0_compaction_trigger: 2,
-        l0_stop_writes_trigger: 6,
-        // More compaction threads than the default gives a 2-core machine, so that the tests
-        // built on these options see compactions run side by side beside the flush thread.
-        background_threads: 3,
-        ..Options::default()
-    }
+    Options::default()
+        .with_memtable_size(4 * 1024)
+        .with_block_size(256)
+        .with_target_file_size(8 * 1024)
+        .with_level1_max_bytes(16 * 1024)
+        .with_size_ratio(4)
+        .with_l0_compaction_trigger(2)
+        .with_l0_stop_writes_trigger(6)
+        .with_background_threads(3)
 }
 
 /// A store at `dir` under the rule `delimiter(':', 1)`, with the fixed default filter policy, holding `tables` flushed tables, table
@@ -104,14 +100,13 @@ pub fn colon_prefix_store(
     tables: usize,
     keys: impl Fn(usize) -> Vec<String>,
 ) {
-    let opts = Options {
-        // 10 bits per key and per prefix, as the tests that read this store expect.
-        filters: Some(lsm_bloom::Filters::fixed(lsm_bloom::FilterPolicy::default())),
-        prefix_filters: Some(PrefixFilters::with(lsm_bloom::PrefixExtractor::delimiter(
-            b':', 1,
-        ))),
-        ..Options::default()
-    };
+    let opts = Options::default()
+        .with_filters(Some(lsm_bloom::Filters::fixed(
+            lsm_bloom::FilterPolicy::default(),
+        )))
+        .with_prefix_filters(Some(PrefixFilters::with(
+            lsm_bloom::PrefixExtractor::delimiter(b':', 1),
+        )));
     let db = lsm_bloom::Db::open(dir, opts).unwrap();
     for t in 0..tables {
         for k in keys(t) {

@@ -438,14 +438,9 @@ async fn held_tcp(held: &mut Vec<lsm_bloom::replication::tcp::Conn>, addr: &str)
 /// that is not a plain name is refused, and a stream past `max_snapshot_bytes` is dropped
 /// (counted).
 pub async fn snapshot_streams_are_held_to_their_leader_and_limits() {
-    use lsm_bloom::replication::{
-        ChunkAnswer, PackMeta, ReplicationConfig, SnapshotChunk, StoredMembership, Vote,
-    };
+    use lsm_bloom::replication::{ChunkAnswer, PackMeta, SnapshotChunk, StoredMembership, Vote};
     let t = tempfile::tempdir().unwrap();
-    let config = ReplicationConfig {
-        max_snapshot_bytes: 10_000,
-        ..fast_config()
-    };
+    let config = fast_config().with_max_snapshot_bytes(10_000);
     let auth = PeerAuth::plain_loopback("c", 9).unwrap();
     let node = ReplicatedDb::open(9, t.path().join("n9"), config, TcpNetwork::new(auth))
         .await

@@ -36,10 +36,7 @@ pub async fn round(writes: usize, tail: UnsyncedTail, seed: u64) -> usize {
     config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(100);
     config.raft.max_in_snapshot_log_to_keep = 0;
     config.raft.purge_batch_size = 1;
-    config.db = Options {
-        fs: Arc::new(fs.clone()),
-        ..Options::default()
-    };
+    config.db = Options::default().with_fs(Arc::new(fs.clone()));
     let router = Router::new();
     let node = open(&dir, config.clone(), &router).await;
     let members = BTreeMap::from([(1, BasicNode::new("node-1"))]);
@@ -82,10 +79,7 @@ pub async fn round(writes: usize, tail: UnsyncedTail, seed: u64) -> usize {
     std::fs::remove_dir_all(&live).unwrap();
     std::fs::rename(&image, &live).unwrap();
 
-    let config = ReplicationConfig {
-        db: Options::default(),
-        ..config
-    };
+    let config = config.with_db(Options::default());
     let node = open(&dir, config, &router).await;
     let mut lost = 0;
     for key in &acked {

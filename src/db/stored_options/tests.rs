@@ -4,28 +4,25 @@ use super::*;
 use crate::filter::FilterKind;
 
 fn budget_store() -> Options {
-    Options {
-        filters: Some(Filters::Budget(FilterBudget::bits_per_key(8.0))),
-        ..Options::default()
-    }
+    Options::default().with_filters(Some(Filters::Budget(FilterBudget::bits_per_key(8.0))))
 }
 
 fn prefixed() -> StoredOptions {
-    StoredOptions::of(&Options {
-        prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(3))),
-        ..Options::default()
-    })
+    StoredOptions::of(
+        &Options::default()
+            .with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::fixed(3)))),
+    )
 }
 
 #[test]
 fn records_round_trip_and_every_damage_is_refused() {
-    let o = Options {
-        filters: Some(
+    let o = Options::default()
+        .with_filters(Some(
             Filters::fixed(FilterPolicy::bits_per_key(FilterKind::Ribbon, 7.5)).without_on(0),
-        ),
-        prefix_filters: Some(PrefixFilters::only(PrefixExtractor::delimiter(b':', 2))),
-        ..Options::default()
-    };
+        ))
+        .with_prefix_filters(Some(PrefixFilters::only(PrefixExtractor::delimiter(
+            b':', 2,
+        ))));
     let data = StoredOptions::of(&o);
     let bytes = encode(&data).unwrap();
     let path = Path::new("OPTIONS");
@@ -50,13 +47,10 @@ fn records_round_trip_and_every_damage_is_refused() {
 
 #[test]
 fn a_record_holding_invalid_options_is_refused_naming_them() {
-    let o = Options {
-        filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
-            FilterKind::Blocked,
-            -3.0,
-        ))),
-        ..Options::default()
-    };
+    let o = Options::default().with_filters(Some(Filters::fixed(FilterPolicy::bits_per_key(
+        FilterKind::Blocked,
+        -3.0,
+    ))));
     let bytes = encode(&StoredOptions::of(&o)).unwrap();
     let e = decode(Path::new("d/OPTIONS"), &bytes)
         .unwrap_err()
@@ -141,13 +135,10 @@ fn a_setting_not_given_takes_the_record() {
 #[test]
 fn a_setting_given_replaces_the_record() {
     let stored = StoredOptions::of(&budget_store());
-    let given = Options {
-        filters: Some(Filters::fixed(FilterPolicy::bits_per_key(
-            FilterKind::Standard,
-            12.0,
-        ))),
-        ..Options::default()
-    };
+    let given = Options::default().with_filters(Some(Filters::fixed(FilterPolicy::bits_per_key(
+        FilterKind::Standard,
+        12.0,
+    ))));
     let (o, r) = resolve(given, Some(&stored));
     assert_eq!(o.filters().budget(), None);
     assert_eq!(r.changed.len(), 1);
@@ -159,10 +150,7 @@ fn a_setting_given_replaces_the_record() {
     let (_, r) = resolve(budget_store(), Some(&stored));
     assert!(r.kept.is_empty() && r.changed.is_empty(), "{r:?}");
     // No filters at all, given: none, whatever was recorded.
-    let none = Options {
-        filters: Some(Filters::None),
-        ..Options::default()
-    };
+    let none = Options::default().with_filters(Some(Filters::None));
     let (o, _) = resolve(none, Some(&stored));
     assert_eq!(o.filters, Some(Filters::None));
 }
@@ -170,25 +158,18 @@ fn a_setting_given_replaces_the_record() {
 /// Given as the default: the default, on purpose, whatever was recorded.
 #[test]
 fn a_setting_can_be_set_back_to_its_default() {
-    let lz4_budget = StoredOptions::of(&Options {
-        compression: Some(Compression::Lz4.into()),
-        ..budget_store()
-    });
-    let given = Options {
-        filters: Some(Filters::default()),
-        compression: Some(Compressions::default()),
-        ..Options::default()
-    };
+    let lz4_budget =
+        StoredOptions::of(&budget_store().with_compression(Some(Compression::Lz4.into())));
+    let given = Options::default()
+        .with_filters(Some(Filters::default()))
+        .with_compression(Some(Compressions::default()));
     let (o, r) = resolve(given, Some(&lz4_budget));
     assert_eq!(o.filters, Some(Filters::default()));
     assert_eq!(o.compression_for_level(3), Compression::None);
     let settings: Vec<&str> = r.changed.iter().map(|c| c.setting.as_str()).collect();
     assert_eq!(settings, ["filter", "compression"], "{r:?}");
     // And a prefix rule dropped on purpose.
-    let given = Options {
-        prefix_filters: Some(PrefixFilters::None),
-        ..Options::default()
-    };
+    let given = Options::default().with_prefix_filters(Some(PrefixFilters::None));
     let (o, r) = resolve(given, Some(&prefixed()));
     assert_eq!(o.prefix_filters, Some(PrefixFilters::None));
     assert_eq!(r.changed.len(), 1, "{r:?}");
@@ -199,15 +180,12 @@ fn a_setting_can_be_set_back_to_its_default() {
 #[test]
 fn a_conflicting_recorded_setting_gives_way_alone() {
     // Recorded LZ4, a budget and a prefix rule; table format 2 given now cannot hold LZ4.
-    let stored = StoredOptions::of(&Options {
-        compression: Some(Compression::Lz4.into()),
-        prefix_filters: Some(PrefixFilters::with(PrefixExtractor::fixed(3))),
-        ..budget_store()
-    });
-    let v2 = Options {
-        table_format_version: 2,
-        ..Options::default()
-    };
+    let stored = StoredOptions::of(
+        &budget_store()
+            .with_compression(Some(Compression::Lz4.into()))
+            .with_prefix_filters(Some(PrefixFilters::with(PrefixExtractor::fixed(3)))),
+    );
+    let v2 = Options::default().with_table_format_version(2);
     let (o, r) = resolve(v2, Some(&stored));
     assert!(o.validate().is_ok());
     assert_eq!(o.compression, Some(Compressions::NONE));
@@ -219,10 +197,7 @@ fn a_conflicting_recorded_setting_gives_way_alone() {
     assert!(r.changed[0].now.contains("cannot be combined"), "{r:?}");
     // Table format 1 cannot hold prefix filters either: the prefix rule gives way too,
     // and the budget is still kept.
-    let v1 = Options {
-        table_format_version: 1,
-        ..Options::default()
-    };
+    let v1 = Options::default().with_table_format_version(1);
     let (o, r) = resolve(v1, Some(&stored));
     assert!(o.validate().is_ok());
     assert_eq!(o.prefix_filters, Some(PrefixFilters::None));
@@ -235,10 +210,9 @@ fn a_conflicting_recorded_setting_gives_way_alone() {
 /// keeps it when reopened with nothing given.
 #[test]
 fn a_recorded_fixed_policy_is_kept() {
-    let old = StoredOptions::of(&Options {
-        filters: Some(Filters::fixed(FilterPolicy::default())),
-        ..Options::default()
-    });
+    let old = StoredOptions::of(
+        &Options::default().with_filters(Some(Filters::fixed(FilterPolicy::default()))),
+    );
     assert_eq!(old.filter.budget, None);
     let (o, r) = resolve(Options::default(), Some(&old));
     assert_eq!(o.filters, Some(Filters::fixed(FilterPolicy::default())));
@@ -256,10 +230,7 @@ fn a_recorded_fixed_policy_is_kept() {
 #[test]
 fn range_filters_are_recorded_and_merged_like_the_other_settings() {
     let policy = RangePolicy::bits_per_key(14.0, 64).unwrap();
-    let ranged = Options {
-        range_filters: Some(RangeFilters::On(policy)),
-        ..budget_store()
-    };
+    let ranged = budget_store().with_range_filters(Some(RangeFilters::On(policy)));
     let data = StoredOptions::of(&ranged);
     assert_eq!(
         data.range,
@@ -281,23 +252,14 @@ fn range_filters_are_recorded_and_merged_like_the_other_settings() {
         "{r:?}"
     );
     let (o, r) = resolve(
-        Options {
-            range_filters: Some(RangeFilters::None),
-            ..Options::default()
-        },
+        Options::default().with_range_filters(Some(RangeFilters::None)),
         Some(&data),
     );
     assert_eq!(o.range_filters, Some(RangeFilters::None));
     assert_eq!(r.changed.len(), 1, "{r:?}");
     assert_eq!(r.changed[0].now, "no range filters");
     // Format 3 tables cannot hold them: the recorded setting gives way, the budget stays.
-    let (o, r) = resolve(
-        Options {
-            table_format_version: 3,
-            ..Options::default()
-        },
-        Some(&data),
-    );
+    let (o, r) = resolve(Options::default().with_table_format_version(3), Some(&data));
     assert!(o.validate().is_ok());
     assert_eq!(o.range_filters, Some(RangeFilters::None));
     assert_eq!(o.filters, ranged.filters);
