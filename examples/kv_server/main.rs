@@ -26,6 +26,8 @@ mod cluster;
 mod commands;
 mod conn;
 mod info;
+#[path = "../common/logging.rs"]
+mod logging;
 mod resp;
 mod scan;
 mod store;
@@ -197,12 +199,7 @@ fn prefix_rule(args: &Args) -> Result<Option<PrefixExtractor>, String> {
 /// decided, write stalls, background errors; flushes and compactions at DEBUG), openraft's in
 /// a cluster, and the server's own, filtered by `RUST_LOG` (default `info,openraft=warn`).
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    logging::init("info,openraft=warn");
 }
 
 fn main() {

@@ -38,6 +38,8 @@ mod catch_up;
 )]
 mod certs;
 mod held;
+#[path = "../common/logging.rs"]
+mod logging;
 #[cfg(feature = "rocksdb")]
 mod rocks;
 use lsm_bloom::{Db, Options};
@@ -238,6 +240,9 @@ struct Figures {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let args = Args::parse();
+    // The stores' and openraft's warnings and errors (write stalls, failures) on stderr,
+    // beside the figures; `RUST_LOG` shows more.
+    logging::init("warn");
     if let Some(dir) = &args.learner_dir {
         return catch_up::learner(dir, args.learner_target).await;
     }
