@@ -215,12 +215,16 @@ impl Inner {
     fn commit_group(&self, group: Vec<Queued>) -> Result<()> {
         let mut writer = self.lock_checked(&self.writer);
         self.errors.check()?;
-        let mut mem = self.read_state().mem.clone();
+        let state = self.read_state();
+        let mut mem = state.mem.clone();
+        // A rotation leaves the table set as it is: this count holds after one too.
+        let level0 = state.version.levels()[0].len();
+        drop(state);
         if mem.approximate_size() >= self.opts.memtable_size {
             self.rotate(&mut writer)?;
             mem = self.read_state().mem.clone();
         }
-        self.slow_down(group.iter().map(|w| w.record.len()).sum());
+        self.slow_down(level0, group.iter().map(|w| w.record.len()).sum());
         // One sync for the group when any of its writes asks for one.
         let sync = self.opts.sync_writes || group.iter().any(|w| w.sync);
         let appended = match group.as_slice() {
@@ -254,18 +258,23 @@ impl Inner {
         Ok(())
     }
 
-    /// Sleeps as the write slowdown says for a group of `bytes` (`throttle.rs`). Called by the
-    /// group's leader with the writer lock held, so the writes queued behind it wait too.
-    fn slow_down(&self, bytes: usize) {
-        let l0 = self.read_state().version.levels()[0].len();
+    /// Sleeps as the write slowdown says for a group of `bytes` with `l0` level-0 tables
+    /// (`throttle.rs`). Called by the group's leader with the writer lock held, so the writes
+    /// queued behind it wait too.
+    fn slow_down(&self, l0: usize, bytes: usize) {
         let (from, stop) = (
             self.opts.l0_slowdown_writes_trigger,
             self.opts.l0_stop_writes_trigger,
         );
         // A trigger at or above the stop means no slowdown, only the stop (`Options`).
         let slowing = from < stop && l0 >= from;
+        // The common case, neither slowing nor ending a slowdown, takes no lock.
+        if !slowing && !self.slowing.load(Ordering::Relaxed) {
+            return;
+        }
         let wait = {
             let mut t = lock(&self.throttle);
+            self.slowing.store(slowing, Ordering::Relaxed);
             match (slowing, t.active()) {
                 (false, false) => return,
                 (false, true) => {
