@@ -7,24 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::captured::Captured;
-use common::tiny_options;
+use common::{fill, tiny_options, wait_until};
 use lsm_bloom::fs::FaultyFs;
 use lsm_bloom::{Db, Options};
-
-/// Values of `n` keys `{tag}{i}`, each about 100 bytes.
-fn fill(db: &Db, tag: &str, n: usize) {
-    for i in 0..n {
-        db.put(format!("{tag}{i:06}"), [b'v'; 100]).unwrap();
-    }
-}
-
-fn wait_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < limit, "timed out waiting until {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
 
 /// With the disk slow to read, a compaction of two level-0 tables takes seconds; a memtable
 /// flushed meanwhile reaches level 0 while it still runs. (With one background thread doing

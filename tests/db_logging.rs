@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use common::captured::Captured;
+use common::fill;
 use lsm_bloom::fs::{Fault, FaultyFs};
 use lsm_bloom::{Db, Options};
 
@@ -31,12 +32,6 @@ fn expect(words: &[&str]) {
         "no event with {words:?} in {:#?}",
         log.lines()
     );
-}
-
-fn fill(db: &Db, tag: &str, n: usize) {
-    for i in 0..n {
-        db.put(format!("{tag}{i:06}"), [b'v'; 100]).unwrap();
-    }
 }
 
 fn wal_files(dir: &Path) -> Vec<PathBuf> {
@@ -140,12 +135,7 @@ fn the_store_logs_what_a_service_needs_to_see() {
     fs.fail_from(fs.ops() + 1, Fault::Error);
     fs.hold_table_creates(false);
     let failed = || log.any(&["ERROR", "background job failed", "error="]);
-    for _ in 0..500 {
-        if failed() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::wait_until("the failed flush is logged", Duration::from_secs(5), failed);
     expect(&["ERROR", "background job failed", "job=Flush", "error="]);
     // The drop cannot return the error that made the store read-only, so it logs it.
     drop(db);

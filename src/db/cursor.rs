@@ -91,32 +91,19 @@ impl std::fmt::Debug for DbCursor {
     }
 }
 
-/// The tighter of two start bounds (the one fewer keys pass).
-fn later_start(a: Bound<&[u8]>, b: Bound<&[u8]>) -> Bound<Vec<u8>> {
+/// The tighter of two bounds on the side a walk in `dir` starts from (the one fewer keys
+/// pass): of two start bounds (`Forward`) the later, of two end bounds the earlier; on the
+/// same key, the one that excludes it.
+fn tighter(a: Bound<&[u8]>, b: Bound<&[u8]>, dir: Direction) -> Bound<Vec<u8>> {
     use Bound::{Excluded, Included, Unbounded};
-    let later = match (a, b) {
+    let tighter = match (a, b) {
         (Unbounded, x) | (x, Unbounded) => x,
         (Included(x) | Excluded(x), Included(y) | Excluded(y)) if x != y => {
-            if x > y {
-                a
-            } else {
-                b
-            }
-        }
-        // The same key: excluded if either excludes it.
-        (Excluded(_), _) => a,
-        (_, _) => b,
-    };
-    later.map(<[u8]>::to_vec)
-}
-
-/// The tighter of two end bounds.
-fn earlier_end(a: Bound<&[u8]>, b: Bound<&[u8]>) -> Bound<Vec<u8>> {
-    use Bound::{Excluded, Included, Unbounded};
-    let earlier = match (a, b) {
-        (Unbounded, x) | (x, Unbounded) => x,
-        (Included(x) | Excluded(x), Included(y) | Excluded(y)) if x != y => {
-            if x < y {
+            let a_first = match dir {
+                Direction::Forward => x > y,
+                Direction::Backward => x < y,
+            };
+            if a_first {
                 a
             } else {
                 b
@@ -125,7 +112,7 @@ fn earlier_end(a: Bound<&[u8]>, b: Bound<&[u8]>) -> Bound<Vec<u8>> {
         (Excluded(_), _) => a,
         (_, _) => b,
     };
-    earlier.map(<[u8]>::to_vec)
+    tighter.map(<[u8]>::to_vec)
 }
 
 impl DbCursor {
@@ -190,25 +177,23 @@ impl DbCursor {
     /// Moves to the first key at or after `key` (within the cursor's bounds). Returns whether
     /// the cursor is on an entry.
     pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
-        let start = later_start(as_ref(&self.lower), Bound::Included(key.as_ref()));
-        self.walk(start, self.upper.clone(), Direction::Forward)
+        self.walk_from(Bound::Included(key.as_ref()), Direction::Forward)
     }
 
     /// Moves to the last key at or before `key` (within the cursor's bounds). Returns whether
     /// the cursor is on an entry.
     pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) -> Result<bool> {
-        let end = earlier_end(as_ref(&self.upper), Bound::Included(key.as_ref()));
-        self.walk(self.lower.clone(), end, Direction::Backward)
+        self.walk_from(Bound::Included(key.as_ref()), Direction::Backward)
     }
 
     /// Moves to the first key within the cursor's bounds.
     pub fn seek_to_first(&mut self) -> Result<bool> {
-        self.walk(self.lower.clone(), self.upper.clone(), Direction::Forward)
+        self.walk_from(Bound::Unbounded, Direction::Forward)
     }
 
     /// Moves to the last key within the cursor's bounds.
     pub fn seek_to_last(&mut self) -> Result<bool> {
-        self.walk(self.lower.clone(), self.upper.clone(), Direction::Backward)
+        self.walk_from(Bound::Unbounded, Direction::Backward)
     }
 
     /// Moves to the next key. On nothing, it stays on nothing (seek first). Returns whether
@@ -240,18 +225,19 @@ impl DbCursor {
                     self.at = At::Nowhere;
                     return Ok(false);
                 };
-                match to {
-                    Direction::Forward => {
-                        let start = later_start(as_ref(&self.lower), Bound::Excluded(&k));
-                        self.walk(start, self.upper.clone(), to)
-                    }
-                    Direction::Backward => {
-                        let end = earlier_end(as_ref(&self.upper), Bound::Excluded(&k));
-                        self.walk(self.lower.clone(), end, to)
-                    }
-                }
+                self.walk_from(Bound::Excluded(&k), to)
             }
         }
+    }
+
+    /// Walks in `dir` from `from` (a start bound forward, an end bound backward), kept within
+    /// the cursor's bounds.
+    fn walk_from(&mut self, from: Bound<&[u8]>, dir: Direction) -> Result<bool> {
+        let (start, end) = match dir {
+            Direction::Forward => (tighter(as_ref(&self.lower), from, dir), self.upper.clone()),
+            Direction::Backward => (self.lower.clone(), tighter(as_ref(&self.upper), from, dir)),
+        };
+        self.walk(start, end, dir)
     }
 
     /// Builds the merge of `[start, end]` walking in `dir` and moves to its first live entry.
@@ -302,15 +288,16 @@ mod tests {
     fn bounds_intersect() {
         let k = |s: &'static str| s.as_bytes();
         let v = |s: &str| s.as_bytes().to_vec();
-        assert_eq!(later_start(Un, In(k("b"))), In(v("b")));
-        assert_eq!(later_start(In(k("c")), In(k("b"))), In(v("c")));
-        assert_eq!(later_start(In(k("a")), Ex(k("b"))), Ex(v("b")));
-        assert_eq!(later_start(In(k("b")), Ex(k("b"))), Ex(v("b")));
-        assert_eq!(later_start(Ex(k("b")), In(k("b"))), Ex(v("b")));
-        assert_eq!(earlier_end(Un, In(k("b"))), In(v("b")));
-        assert_eq!(earlier_end(Ex(k("c")), In(k("d"))), Ex(v("c")));
-        assert_eq!(earlier_end(In(k("c")), Ex(k("c"))), Ex(v("c")));
-        assert_eq!(earlier_end(Ex(k("c")), In(k("c"))), Ex(v("c")));
-        assert_eq!(earlier_end(Un, Un), Un);
+        let (fwd, back) = (Direction::Forward, Direction::Backward);
+        assert_eq!(tighter(Un, In(k("b")), fwd), In(v("b")));
+        assert_eq!(tighter(In(k("c")), In(k("b")), fwd), In(v("c")));
+        assert_eq!(tighter(In(k("a")), Ex(k("b")), fwd), Ex(v("b")));
+        assert_eq!(tighter(In(k("b")), Ex(k("b")), fwd), Ex(v("b")));
+        assert_eq!(tighter(Ex(k("b")), In(k("b")), fwd), Ex(v("b")));
+        assert_eq!(tighter(Un, In(k("b")), back), In(v("b")));
+        assert_eq!(tighter(Ex(k("c")), In(k("d")), back), Ex(v("c")));
+        assert_eq!(tighter(In(k("c")), Ex(k("c")), back), Ex(v("c")));
+        assert_eq!(tighter(Ex(k("c")), In(k("c")), back), Ex(v("c")));
+        assert_eq!(tighter(Un, Un, back), Un);
     }
 }

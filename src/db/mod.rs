@@ -238,21 +238,17 @@ impl Db {
     /// or reversed range yields nothing.
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
         let (start, end) = own_bounds(&range);
-        let state = self.inner.read_state();
-        Ok(DbIter::new(
-            &self.inner.counters,
-            self.inner.opts.prefix_rule(),
-            self.inner.cache.clone(),
-            &state,
-            state.mem.visible(),
-            start,
-            end,
-        ))
+        Ok(self.iter_over(start, end))
     }
 
     /// Every live key and value in key order: `scan(..)`, with nothing to name and nothing to
     /// handle before the first item (a failed read comes out as an item).
     pub fn iter(&self) -> DbIter {
+        self.iter_over(Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// The iterator of `scan` and `iter`, over the state published now.
+    fn iter_over(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> DbIter {
         let state = self.inner.read_state();
         DbIter::new(
             &self.inner.counters,
@@ -260,8 +256,8 @@ impl Db {
             self.inner.cache.clone(),
             &state,
             state.mem.visible(),
-            Bound::Unbounded,
-            Bound::Unbounded,
+            start,
+            end,
         )
     }
 

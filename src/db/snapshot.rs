@@ -149,7 +149,17 @@ impl Snapshot {
     /// Live keys and values in `range` as of the snapshot, in key order (as `Db::scan`).
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
         let (start, end) = super::iter::own_bounds(&range);
-        Ok(DbIter::new(
+        Ok(self.iter_over(start, end))
+    }
+
+    /// Every live key and value as of the snapshot, in key order (as `Db::iter`).
+    pub fn iter(&self) -> DbIter {
+        self.iter_over(Bound::Unbounded, Bound::Unbounded)
+    }
+
+    /// The iterator of `scan` and `iter`, as of the snapshot.
+    fn iter_over(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> DbIter {
+        DbIter::new(
             &self.counters,
             self.rule,
             self.cache.clone(),
@@ -157,20 +167,6 @@ impl Snapshot {
             self.mem_seen,
             start,
             end,
-        ))
-    }
-
-    /// Every live key and value as of the snapshot, in key order (as `Db::iter`).
-    pub fn iter(&self) -> DbIter {
-        let all = (Bound::Unbounded, Bound::Unbounded);
-        DbIter::new(
-            &self.counters,
-            self.rule,
-            self.cache.clone(),
-            &self.state,
-            self.mem_seen,
-            all.0,
-            all.1,
         )
     }
 

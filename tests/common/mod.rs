@@ -79,6 +79,22 @@ pub fn example(name: &str) -> PathBuf {
     bin
 }
 
+/// Writes `n` keys `{tag}{i:06}`, each with a 100-byte value.
+pub fn fill(db: &lsm_bloom::Db, tag: &str, n: usize) {
+    for i in 0..n {
+        db.put(format!("{tag}{i:06}"), [b'v'; 100]).unwrap();
+    }
+}
+
+/// Polls `f` every 5 ms until it holds; fails naming `what` after `limit`.
+pub fn wait_until(what: &str, limit: std::time::Duration, mut f: impl FnMut() -> bool) {
+    let t = std::time::Instant::now();
+    while !f() {
+        assert!(t.elapsed() < limit, "timed out waiting until {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// Options with tiny sizes so a few thousand operations flush and compact many times, with
 /// several compaction threads.
 pub fn tiny_options() -> Options {
