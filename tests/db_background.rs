@@ -140,6 +140,103 @@ fn slowdowns_are_counted_and_logged() {
     });
 }
 
+/// Level 0 never slows writes here, but compactions are slow (every table read waits): the
+/// compaction debt passes the soft limit and writes are slowed, counted and logged with that
+/// reason; once compactions catch up the debt is gone and so is the slowdown.
+#[test]
+fn the_compaction_debt_slows_writes_past_the_soft_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultyFs::new();
+    let opts = Options::default()
+        .with_l0_compaction_trigger(2)
+        .with_l0_slowdown_writes_trigger(100)
+        .with_l0_stop_writes_trigger(100)
+        .with_idle_compaction_after(None)
+        .with_soft_pending_compaction_bytes_limit(Some(1))
+        .with_hard_pending_compaction_bytes_limit(None)
+        .with_delayed_write_rate(256 * 1024)
+        .with_fs(Arc::new(fs.clone()));
+    let db = Db::open(dir.path(), opts).unwrap();
+    let log = Captured::default();
+    tracing::subscriber::with_default(log.clone(), || {
+        fill(&db, "a", 200);
+        db.flush().unwrap();
+        assert_eq!(db.stats().pending_compaction_bytes, 0, "one level-0 table");
+        fs.delay_reads(Duration::from_millis(20));
+        fill(&db, "b", 200);
+        db.flush().unwrap();
+        let debt = db.stats().pending_compaction_bytes;
+        assert!(
+            debt > 0,
+            "two level-0 tables at a trigger of two owe nothing"
+        );
+        fill(&db, "c", 500);
+        let s = db.stats();
+        assert!(
+            s.write_slowdowns > 0 && s.write_slowdown_micros > 0,
+            "{s:?}"
+        );
+        assert_eq!(s.write_stalls, 0, "{s:?}");
+        assert!(log.any(&[
+            "INFO",
+            "write slowdown begins",
+            "soft_pending_compaction_bytes_limit",
+            &format!("pending_compaction_bytes={debt}"),
+        ]));
+        fs.delay_reads(Duration::ZERO);
+        db.wait_for_compactions().unwrap();
+        assert_eq!(db.stats().pending_compaction_bytes, 0);
+        fill(&db, "d", 10);
+        assert!(log.any(&["write slowdown ends"]), "{:?}", log.0);
+    });
+    for tag in ["a", "b", "c", "d"] {
+        assert!(db.get(format!("{tag}000007")).unwrap().is_some(), "{tag}");
+    }
+}
+
+/// Past the hard limit a retired memtable waits for compaction: the stop is counted with
+/// its length and logged naming the debt, and no write is lost.
+#[test]
+fn the_compaction_debt_stops_writes_at_the_hard_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultyFs::new();
+    let opts = Options::default()
+        .with_memtable_size(16 * 1024)
+        .with_max_immutable_memtables(16)
+        .with_l0_compaction_trigger(2)
+        .with_l0_slowdown_writes_trigger(100)
+        .with_l0_stop_writes_trigger(100)
+        .with_idle_compaction_after(None)
+        .with_hard_pending_compaction_bytes_limit(Some(1))
+        .with_fs(Arc::new(fs.clone()));
+    let db = Db::open(dir.path(), opts).unwrap();
+    let log = Captured::default();
+    fill(&db, "a", 100);
+    db.flush().unwrap();
+    // A second level-0 table reaches the trigger: the debt is positive until its slow
+    // compaction is installed, and every memtable retired meanwhile waits.
+    fs.delay_reads(Duration::from_millis(20));
+    fill(&db, "b", 100);
+    db.flush().unwrap();
+    assert!(db.stats().pending_compaction_bytes > 0);
+    tracing::subscriber::with_default(log.clone(), || fill(&db, "c", 1_000));
+    let s = db.stats();
+    assert!(s.write_stalls >= 1, "{s:?}");
+    assert!(s.longest_write_stall_micros >= 20_000, "{s:?}");
+    assert!(
+        log.any(&[
+            "WARN",
+            "writes stopped",
+            "hard_pending_compaction_bytes_limit"
+        ]),
+        "{:?}",
+        log.0
+    );
+    fs.delay_reads(Duration::ZERO);
+    db.wait_for_compactions().unwrap();
+    assert_eq!(db.scan::<&[u8], _>(..).unwrap().count(), 1_200);
+}
+
 /// Flushes held back (table files cannot be created): once `max_immutable_memtables` are
 /// waiting, a write stops until they are flushed; the stop is counted with its length and
 /// logged as a warning naming why.

@@ -117,6 +117,9 @@ pub(super) struct Inner {
     pub(super) quiet: Mutex<(u64, std::time::Instant)>,
     /// Whether the write slowdown is on: read without the `throttle` lock by every group.
     pub(super) slowing: std::sync::atomic::AtomicBool,
+    /// `compaction::pending_bytes` of the current version, set as each version is installed:
+    /// read by every group commit (the slowdown) and rotation (the stop) without a lock.
+    pub(super) pending_compaction_bytes: AtomicU64,
     /// Callers of `Db::wait_for_compactions` waiting now: while any is, level 0 is compacted
     /// away as if the store were idle.
     pub(super) settling: AtomicU64,

@@ -131,6 +131,18 @@ pub struct Options {
     /// Bytes per second writes may go at once level 0 reaches `l0_slowdown_writes_trigger`
     /// (default 16 MiB/s, RocksDB's `delayed_write_rate`); lower still as level 0 grows.
     pub delayed_write_rate: u64,
+    /// Compaction debt at which writes start being slowed down (default 64 GiB, RocksDB's
+    /// `soft_pending_compaction_bytes_limit`; `None`: never). The debt is what compactions
+    /// must still write to bring every level under its limit (`DbStats::
+    /// pending_compaction_bytes`); past this, group commits wait as they do at
+    /// `l0_slowdown_writes_trigger`, the rate falling as the debt grows and rising as it
+    /// shrinks. Level 0 can stay under its triggers while deeper levels fall behind: this
+    /// catches that. At or above `hard_pending_compaction_bytes_limit`: only the stop.
+    pub soft_pending_compaction_bytes_limit: Option<u64>,
+    /// Compaction debt at which writes wait for compaction outright (default 256 GiB,
+    /// RocksDB's `hard_pending_compaction_bytes_limit`; `None`: never). Checked when a full
+    /// memtable is retired, as `l0_stop_writes_trigger` is.
+    pub hard_pending_compaction_bytes_limit: Option<u64>,
     /// Once no write has come for this long, level 0 is compacted into level 1 whatever its
     /// table count, and `Db::wait_for_compactions` waits for that too (default 1 s; `None`:
     /// level 0 waits for `l0_compaction_trigger`). Every level-0 table costs each absent get a
@@ -201,6 +213,8 @@ impl Default for Options {
             l0_slowdown_writes_trigger: 12,
             l0_stop_writes_trigger: 20,
             delayed_write_rate: 16 << 20,
+            soft_pending_compaction_bytes_limit: Some(64 << 30),
+            hard_pending_compaction_bytes_limit: Some(256 << 30),
             background_threads: std::thread::available_parallelism()
                 .map_or(1, |n| n.get() / 2)
                 .clamp(1, 4),
@@ -233,6 +247,8 @@ setters!(Options {
     with_l0_slowdown_writes_trigger => l0_slowdown_writes_trigger: usize,
     with_l0_stop_writes_trigger => l0_stop_writes_trigger: usize,
     with_delayed_write_rate => delayed_write_rate: u64,
+    with_soft_pending_compaction_bytes_limit => soft_pending_compaction_bytes_limit: Option<u64>,
+    with_hard_pending_compaction_bytes_limit => hard_pending_compaction_bytes_limit: Option<u64>,
     with_idle_compaction_after => idle_compaction_after: Option<std::time::Duration>,
     with_background_threads => background_threads: usize,
     with_target_file_size => target_file_size: u64,
@@ -354,6 +370,11 @@ impl Options {
         }
         if self.delayed_write_rate < 1024 {
             return bad("delayed_write_rate must be at least 1024 bytes per second");
+        }
+        if self.soft_pending_compaction_bytes_limit == Some(0)
+            || self.hard_pending_compaction_bytes_limit == Some(0)
+        {
+            return bad("pending compaction bytes limits must be positive (None turns one off)");
         }
         if !(1..=64).contains(&self.background_threads) {
             return bad("background_threads must be between 1 and 64");

@@ -377,6 +377,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
     );
     add(&counters.wal_bytes_dropped, report.wal_bytes_dropped);
     report.log(dir, version.levels().iter().map(Vec::len).sum());
+    let pending = super::compaction::pending_bytes(&version, &opts);
     Ok(Inner {
         dir: dir.to_path_buf(),
         state: arc_swap::ArcSwap::from_pointee(State {
@@ -398,6 +399,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         writes: AtomicU64::new(0),
         quiet: Mutex::new((0, std::time::Instant::now())),
         slowing: Default::default(),
+        pending_compaction_bytes: AtomicU64::new(pending),
         settling: AtomicU64::new(0),
         graveyard: Default::default(),
         next_file,

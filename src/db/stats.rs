@@ -312,19 +312,25 @@ pub struct DbStats {
     /// Log bytes not replayed at open (`Db::recovery()` says where and why).
     pub wal_bytes_dropped: u64,
     /// Writes stopped until a flush or compaction caught up (level 0 at
-    /// `Options::l0_stop_writes_trigger`, or `max_immutable_memtables` waiting for a flush).
+    /// `Options::l0_stop_writes_trigger`, `max_immutable_memtables` waiting for a flush, or
+    /// the compaction debt at `hard_pending_compaction_bytes_limit`).
     pub write_stalls: u64,
     /// Microseconds writes spent stopped, in all.
     pub write_stall_micros: u64,
     /// The longest single stop, in microseconds.
     pub longest_write_stall_micros: u64,
     /// Group commits slowed down (level 0 at `Options::l0_slowdown_writes_trigger` or more,
+    /// or the compaction debt at `soft_pending_compaction_bytes_limit` or more;
     /// `throttle.rs`).
     pub write_slowdowns: u64,
     /// Microseconds group commits slept to slow writes down, in all.
     pub write_slowdown_micros: u64,
     /// The longest single slowdown sleep, in microseconds.
     pub longest_write_slowdown_micros: u64,
+    /// Bytes compactions must still write to bring every level under its limit, as estimated
+    /// when the current table set was installed (RocksDB's
+    /// `estimate-pending-compaction-bytes`): what the pending-compaction-bytes limits bound.
+    pub pending_compaction_bytes: u64,
     /// Compactions running now (`Options::background_threads` at most, or a manual one).
     pub compactions_running: u64,
     /// The most compactions that ran at once since the store was opened.

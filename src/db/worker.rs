@@ -325,10 +325,13 @@ impl Inner {
         let mut version = (*self.version()).clone();
         version.edit(edit);
         self.write_manifest(work, &version, log_number)?;
+        let pending = compaction::pending_bytes(&version, &self.opts);
         self.update_state(|s| {
             also(s);
             s.version = Arc::new(version);
         });
+        self.pending_compaction_bytes
+            .store(pending, Ordering::Relaxed);
         Ok(())
     }
 

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use super::inner::{lock, Inner};
 use super::limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use super::memtable::Memtable;
+use super::throttle::Pressure;
 use super::wal::{self, Ops, WalWriter};
 use super::write_queue::{take_group, Queued};
 use crate::error::{Error, Result};
@@ -258,16 +259,24 @@ impl Inner {
         Ok(())
     }
 
-    /// Sleeps as the write slowdown says for a group of `bytes` with `l0` level-0 tables
-    /// (`throttle.rs`). Called by the group's leader with the writer lock held, so the writes
-    /// queued behind it wait too.
+    /// Sleeps as the write slowdown says for a group of `bytes` with `l0` level-0 tables and
+    /// the current compaction debt (`throttle.rs`). Called by the group's leader with the
+    /// writer lock held, so the writes queued behind it wait too.
     fn slow_down(&self, l0: usize, bytes: usize) {
-        let (from, stop) = (
-            self.opts.l0_slowdown_writes_trigger,
-            self.opts.l0_stop_writes_trigger,
-        );
-        // A trigger at or above the stop means no slowdown, only the stop (`Options`).
-        let slowing = from < stop && l0 >= from;
+        let o = &self.opts;
+        let now = Pressure {
+            l0,
+            pending: self.pending_compaction_bytes.load(Ordering::Relaxed),
+        };
+        // A trigger at or above its stop means no slowdown there, only the stop (`Options`).
+        let by_l0 = o.l0_slowdown_writes_trigger < o.l0_stop_writes_trigger
+            && l0 >= o.l0_slowdown_writes_trigger;
+        let by_debt = o.soft_pending_compaction_bytes_limit.is_some_and(|soft| {
+            now.pending >= soft
+                && o.hard_pending_compaction_bytes_limit
+                    .is_none_or(|hard| soft < hard)
+        });
+        let slowing = by_l0 || by_debt;
         // The common case, neither slowing nor ending a slowdown, takes no lock.
         if !slowing && !self.slowing.load(Ordering::Relaxed) {
             return;
@@ -279,14 +288,28 @@ impl Inner {
                 (false, false) => return,
                 (false, true) => {
                     t.reset();
-                    tracing::info!(level0_tables = l0, "write slowdown ends");
+                    tracing::info!(
+                        level0_tables = l0,
+                        pending_compaction_bytes = now.pending,
+                        "write slowdown ends"
+                    );
                     return;
                 }
                 (true, active) => {
                     if !active {
-                        tracing::info!(level0_tables = l0, "write slowdown begins");
+                        let reason = if by_l0 {
+                            "level 0 at l0_slowdown_writes_trigger"
+                        } else {
+                            "pending compaction bytes at soft_pending_compaction_bytes_limit"
+                        };
+                        tracing::info!(
+                            reason,
+                            level0_tables = l0,
+                            pending_compaction_bytes = now.pending,
+                            "write slowdown begins"
+                        );
                     }
-                    t.delay(bytes, l0, from, self.opts.delayed_write_rate)
+                    t.delay(bytes, now, o.delayed_write_rate)
                 }
             }
         };
@@ -315,7 +338,7 @@ impl Inner {
     /// Makes the memtable immutable and starts a new one with a new WAL (the empty one the
     /// flush thread created ahead, when there is one: creating a log and syncing its directory
     /// took the writer up to 18 ms under load); returns the retired memtable. Waits first
-    /// while flushes or level 0 are behind. The retired log is synced before the new one takes
+    /// while flushes, level 0 or the compaction debt are behind. The retired log is synced before the new one takes
     /// writes, so a power loss cannot keep a newer log's records while losing an older one's.
     /// Called with the writer lock held.
     pub(super) fn rotate(&self, writer: &mut WalWriter) -> Result<Arc<Memtable>> {
@@ -331,6 +354,14 @@ impl Inner {
                     Some("immutable memtables waiting for a flush")
                 } else if s.version.levels()[0].len() >= self.opts.l0_stop_writes_trigger {
                     Some("level 0 at l0_stop_writes_trigger")
+                } else if self
+                    .opts
+                    .hard_pending_compaction_bytes_limit
+                    .is_some_and(|hard| {
+                        self.pending_compaction_bytes.load(Ordering::Relaxed) >= hard
+                    })
+                {
+                    Some("pending compaction bytes at hard_pending_compaction_bytes_limit")
                 } else {
                     None
                 }
