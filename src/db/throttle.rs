@@ -5,9 +5,9 @@
 //!
 //! RocksDB's write controller: from `l0_slowdown_writes_trigger` tables on, or past
 //! `soft_pending_compaction_bytes_limit`, writes may go at `delayed_write_rate` bytes per
-//! second; each time level 0 or the debt has grown since the last group the rate falls by a
-//! fifth, each time one shrank (and neither grew) it rises by a quarter (never above the
-//! configured rate). A group's wait is its WAL bytes over the rate, added up and slept once it
+//! second; each time what set the slowdown off (level 0's table count, or else the debt) has
+//! grown since the last group the rate falls by a fifth, each time it shrank it rises by a
+//! quarter (never above the configured rate). A group's wait is its WAL bytes over the rate, added up and slept once it
 //! reaches a millisecond, so that a single small write is not rounded up to the scheduler's
 //! granularity. The leader sleeps holding the writer lock: the writes queued behind it wait
 //! too, which is the point.
@@ -19,16 +19,27 @@ const MIN_SLEEP: Duration = Duration::from_millis(1);
 /// The rate never falls below this share of `delayed_write_rate`.
 const FLOOR: f64 = 1.0 / 256.0;
 
-/// What the slowdown follows: level 0's table count and the compaction debt in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Pressure {
-    pub(super) l0: usize,
-    pub(super) pending: u64,
+/// What the slowdown follows: level 0's table count when it is at its trigger, else the
+/// compaction debt in bytes. One signal at a time: the two can move apart (a level-0
+/// compaction empties level 0 and may add to level 1's excess), and following both would
+/// slow writes down for the compaction that relieves the pressure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Pressure {
+    /// Level-0 tables.
+    Level0(usize),
+    /// Compaction debt, in bytes.
+    Debt(u64),
 }
 
 impl Pressure {
-    fn grew_since(self, then: Pressure) -> bool {
-        self.l0 > then.l0 || self.pending > then.pending
+    /// -1, 0 or 1 as `self` is below, at or above `then`; 0 when they measure different
+    /// things.
+    fn change_since(self, then: Option<Pressure>) -> i8 {
+        match (self, then) {
+            (Pressure::Level0(a), Some(Pressure::Level0(b))) => a.cmp(&b) as i8,
+            (Pressure::Debt(a), Some(Pressure::Debt(b))) => a.cmp(&b) as i8,
+            _ => 0,
+        }
     }
 }
 
@@ -38,7 +49,7 @@ pub(super) struct Throttle {
     /// Bytes per second allowed now (0 when not slowing).
     rate: f64,
     /// The pressure at the last group.
-    last: Pressure,
+    last: Option<Pressure>,
     /// Wait owed and not yet slept, in seconds.
     owed: f64,
 }
@@ -61,12 +72,14 @@ impl Throttle {
         let base = base as f64;
         if self.rate == 0.0 {
             self.rate = base;
-        } else if now.grew_since(self.last) {
-            self.rate = (self.rate * 0.8).max(base * FLOOR);
-        } else if now != self.last {
-            self.rate = (self.rate * 1.25).min(base);
+        } else {
+            match now.change_since(self.last) {
+                1 => self.rate = (self.rate * 0.8).max(base * FLOOR),
+                -1 => self.rate = (self.rate * 1.25).min(base),
+                _ => {}
+            }
         }
-        self.last = now;
+        self.last = Some(now);
         self.owed += bytes as f64 / self.rate;
         let wait = Duration::from_secs_f64(self.owed);
         if wait < MIN_SLEEP {
@@ -81,58 +94,51 @@ impl Throttle {
 mod tests {
     use super::*;
 
-    fn at(l0: usize, pending: u64) -> Pressure {
-        Pressure { l0, pending }
-    }
+    use Pressure::{Debt, Level0};
 
     #[test]
     fn waits_that_grow_with_the_pressure_and_ease_as_it_falls() {
         let mut t = Throttle::default();
         let base = 1 << 20; // 1 MiB/s: a 1 KiB group owes ~1 ms
+        let secs = |d: Option<Duration>| d.unwrap().as_secs_f64();
         assert!(!t.active());
         // The first group: a MiB at a MiB per second.
-        let first = t.delay(1 << 20, at(4, 0), base).unwrap();
-        assert!((first.as_secs_f64() - 1.0).abs() < 1e-6, "{first:?}");
+        assert!((secs(t.delay(1 << 20, Level0(4), base)) - 1.0).abs() < 1e-6);
         assert!(t.active());
         // Small groups are summed until a millisecond is owed.
-        assert_eq!(t.delay(100, at(4, 0), base), None);
-        let summed = (0..20).filter_map(|_| t.delay(100, at(4, 0), base)).count();
+        assert_eq!(t.delay(100, Level0(4), base), None);
+        let summed = (0..20)
+            .filter_map(|_| t.delay(100, Level0(4), base))
+            .count();
         assert!(summed >= 1, "the owed wait was never slept");
         // Two more tables: the rate falls twice, by a fifth each.
-        t.delay(0, at(5, 0), base);
-        t.delay(0, at(6, 0), base);
-        let slower = t.delay(1 << 20, at(6, 0), base).unwrap();
-        assert!(
-            (slower.as_secs_f64() - 1.0 / 0.64).abs() < 1e-3,
-            "{slower:?}"
-        );
-        // The debt grew, with level 0 unchanged: slower again.
-        let debt = t.delay(1 << 20, at(6, 1 << 30), base).unwrap();
-        assert!((debt.as_secs_f64() - 1.0 / 0.512).abs() < 1e-3, "{debt:?}");
-        // One table compacted away: faster; the debt shrinking while level 0 grows: slower.
-        let eased = t.delay(1 << 20, at(5, 1 << 30), base).unwrap();
-        assert!((eased.as_secs_f64() - 1.0 / 0.64).abs() < 1e-3, "{eased:?}");
-        let mixed = t.delay(1 << 20, at(6, 1 << 29), base).unwrap();
-        assert!(mixed > eased, "{mixed:?} after {eased:?}");
+        t.delay(0, Level0(5), base);
+        t.delay(0, Level0(6), base);
+        let slower = secs(t.delay(1 << 20, Level0(6), base));
+        assert!((slower - 1.0 / 0.64).abs() < 1e-3, "{slower}");
+        // One table compacted away: faster by a quarter.
+        let eased = secs(t.delay(1 << 20, Level0(5), base));
+        assert!((eased - 1.0 / 0.8).abs() < 1e-3, "{eased}");
+        // Now the debt sets it off: no change at the switch, then it follows the debt.
+        assert!((secs(t.delay(1 << 20, Debt(1 << 30), base)) - eased).abs() < 1e-3);
+        let debt = secs(t.delay(1 << 20, Debt(1 << 31), base));
+        assert!((debt - 1.0 / 0.64).abs() < 1e-3, "{debt}");
+        let paid = secs(t.delay(1 << 20, Debt(1 << 29), base));
+        assert!((paid - eased).abs() < 1e-3, "{paid}");
         // Never above the configured rate, however far the pressure falls.
         for l0 in (1..30).rev() {
-            t.delay(0, at(l0, 0), base);
+            t.delay(0, Level0(l0), base);
         }
-        let capped = t.delay(1 << 20, at(0, 0), base).unwrap();
-        assert!((capped.as_secs_f64() - 1.0).abs() < 1e-6, "{capped:?}");
+        assert!((secs(t.delay(1 << 20, Level0(0), base)) - 1.0).abs() < 1e-6);
         // Nor below its floor, however far it rises.
         for l0 in 0..100 {
-            t.delay(0, at(l0, 0), base);
+            t.delay(0, Level0(l0), base);
         }
-        let floor = t.delay(1 << 20, at(100, 0), base).unwrap();
-        assert!(
-            (floor.as_secs_f64() - 1.0 / FLOOR).abs() < 1e-3,
-            "{floor:?}"
-        );
+        let floor = secs(t.delay(1 << 20, Level0(100), base));
+        assert!((floor - 1.0 / FLOOR).abs() < 1e-3, "{floor}");
         // Reset: the next slowdown starts afresh at the configured rate.
         t.reset();
         assert!(!t.active());
-        let again = t.delay(1 << 20, at(9, 1 << 40), base).unwrap();
-        assert!((again.as_secs_f64() - 1.0).abs() < 1e-6);
+        assert!((secs(t.delay(1 << 20, Debt(1 << 40), base)) - 1.0).abs() < 1e-6);
     }
 }

@@ -264,18 +264,20 @@ impl Inner {
     /// writer lock held, so the writes queued behind it wait too.
     fn slow_down(&self, l0: usize, bytes: usize) {
         let o = &self.opts;
-        let now = Pressure {
-            l0,
-            pending: self.pending_compaction_bytes.load(Ordering::Relaxed),
-        };
+        let pending = self.pending_compaction_bytes.load(Ordering::Relaxed);
         // A trigger at or above its stop means no slowdown there, only the stop (`Options`).
         let by_l0 = o.l0_slowdown_writes_trigger < o.l0_stop_writes_trigger
             && l0 >= o.l0_slowdown_writes_trigger;
         let by_debt = o.soft_pending_compaction_bytes_limit.is_some_and(|soft| {
-            now.pending >= soft
+            pending >= soft
                 && o.hard_pending_compaction_bytes_limit
                     .is_none_or(|hard| soft < hard)
         });
+        let now = if by_l0 {
+            Pressure::Level0(l0)
+        } else {
+            Pressure::Debt(pending)
+        };
         let slowing = by_l0 || by_debt;
         // The common case, neither slowing nor ending a slowdown, takes no lock.
         if !slowing && !self.slowing.load(Ordering::Relaxed) {
@@ -290,7 +292,7 @@ impl Inner {
                     t.reset();
                     tracing::info!(
                         level0_tables = l0,
-                        pending_compaction_bytes = now.pending,
+                        pending_compaction_bytes = pending,
                         "write slowdown ends"
                     );
                     return;
@@ -305,7 +307,7 @@ impl Inner {
                         tracing::info!(
                             reason,
                             level0_tables = l0,
-                            pending_compaction_bytes = now.pending,
+                            pending_compaction_bytes = pending,
                             "write slowdown begins"
                         );
                     }
