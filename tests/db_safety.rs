@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::tiny_options;
+use common::{copy_dir, tiny_options};
 use lsm_bloom::db::manifest;
 use lsm_bloom::fs::{Fault, FaultyFs, StdFs};
 use lsm_bloom::table::{
@@ -29,13 +29,6 @@ fn files_with(dir: &Path, ext: &str) -> Vec<PathBuf> {
 
 fn key(i: usize) -> Vec<u8> {
     format!("key{i:05}").into_bytes()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    for e in std::fs::read_dir(from).unwrap() {
-        let p = e.unwrap().path();
-        std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
-    }
 }
 
 #[test]

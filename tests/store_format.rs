@@ -7,25 +7,18 @@
 //! only (`write_store`). It is never regenerated; a later manifest or log format adds a
 //! fixture beside it.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+use common::copy_dir;
 
 use lsm_bloom::fs::FaultyFs;
 use lsm_bloom::{Db, Options};
 
 fn fixture_dir(version: u32) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/store-v{version}"))
-}
-
-/// Every file of `from` but `LOCK`, copied into `to`.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let p = e.unwrap().path();
-        if p.file_name().unwrap() != "LOCK" {
-            std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
-        }
-    }
 }
 
 /// The value first written to key `k`: `v<k>` eight times.
@@ -74,6 +67,7 @@ fn write_store(dir: &Path) {
         }
     }
     copy_dir(live.path(), dir);
+    std::fs::remove_file(dir.join("LOCK")).unwrap();
     fs.hold_table_creates(false);
     drop(db);
 }

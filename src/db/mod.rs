@@ -451,8 +451,10 @@ impl Db {
         s.read_only_error = self.inner.errors.check().err().map(|e| e.to_string());
         s.immutable_memtables = self.inner.read_state().imm.len() as u64;
         s.compactions_running = self.inner.compactions_running();
-        s.pending_compaction_bytes =
-            (self.inner.pending_compaction_bytes).load(std::sync::atomic::Ordering::Relaxed);
+        s.pending_compaction_bytes = self
+            .inner
+            .pending_compaction_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
         (s.live_snapshots, s.oldest_snapshot_age) = self.inner.snapshots.summary();
         if let Some(c) = &self.inner.cache {
             s.block_cache_bytes = c.bytes();

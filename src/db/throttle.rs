@@ -5,14 +5,17 @@
 //!
 //! RocksDB's write controller: from `l0_slowdown_writes_trigger` tables on, or past
 //! `soft_pending_compaction_bytes_limit`, writes may go at `delayed_write_rate` bytes per
-//! second; each time what set the slowdown off (level 0's table count, or else the debt) has
-//! grown since the last group the rate falls by a fifth, each time it shrank it rises by a
-//! quarter (never above the configured rate). A group's wait is its WAL bytes over the rate, added up and slept once it
-//! reaches a millisecond, so that a single small write is not rounded up to the scheduler's
-//! granularity. The leader sleeps holding the writer lock: the writes queued behind it wait
-//! too, which is the point.
+//! second (`pressure` decides); each time what set the slowdown off (level 0's table count,
+//! or else the debt) has grown since the last group the rate falls by a fifth, each time it
+//! shrank it rises by a quarter (never above the configured rate). A group's wait is its WAL
+//! bytes over the rate, added up and slept once it reaches a millisecond, so that a single
+//! small write is not rounded up to the scheduler's granularity. The leader sleeps holding
+//! the writer lock: the writes queued behind it wait too, which is the point.
 
+use std::cmp::Ordering;
 use std::time::Duration;
+
+use super::options::Options;
 
 /// Below this the sleeps are summed instead of taken.
 const MIN_SLEEP: Duration = Duration::from_millis(1);
@@ -32,15 +35,37 @@ pub(super) enum Pressure {
 }
 
 impl Pressure {
-    /// -1, 0 or 1 as `self` is below, at or above `then`; 0 when they measure different
-    /// things.
-    fn change_since(self, then: Option<Pressure>) -> i8 {
+    /// How `self` compares with `then`; `None` when they measure different things.
+    fn change_since(self, then: Option<Pressure>) -> Option<Ordering> {
         match (self, then) {
-            (Pressure::Level0(a), Some(Pressure::Level0(b))) => a.cmp(&b) as i8,
-            (Pressure::Debt(a), Some(Pressure::Debt(b))) => a.cmp(&b) as i8,
-            _ => 0,
+            (Pressure::Level0(a), Some(Pressure::Level0(b))) => Some(a.cmp(&b)),
+            (Pressure::Debt(a), Some(Pressure::Debt(b))) => Some(a.cmp(&b)),
+            _ => None,
         }
     }
+
+    /// Why writes are slowed, for the log.
+    pub(super) fn reason(self) -> &'static str {
+        match self {
+            Pressure::Level0(_) => "level 0 at l0_slowdown_writes_trigger",
+            Pressure::Debt(_) => "pending compaction bytes at soft_pending_compaction_bytes_limit",
+        }
+    }
+}
+
+/// What slows writes down with `l0` level-0 tables and a compaction debt of `pending` bytes
+/// under `opts`, if anything does. A trigger at or above its stop slows nothing: only the
+/// stop applies (`Options`).
+pub(super) fn pressure(opts: &Options, l0: usize, pending: u64) -> Option<Pressure> {
+    let (from, stop) = (opts.l0_slowdown_writes_trigger, opts.l0_stop_writes_trigger);
+    if from < stop && l0 >= from {
+        return Some(Pressure::Level0(l0));
+    }
+    let soft = opts.soft_pending_compaction_bytes_limit?;
+    let below_hard = opts
+        .hard_pending_compaction_bytes_limit
+        .is_none_or(|hard| soft < hard);
+    (pending >= soft && below_hard).then_some(Pressure::Debt(pending))
 }
 
 /// The slowdown's state, kept under the writer lock.
@@ -74,8 +99,8 @@ impl Throttle {
             self.rate = base;
         } else {
             match now.change_since(self.last) {
-                1 => self.rate = (self.rate * 0.8).max(base * FLOOR),
-                -1 => self.rate = (self.rate * 1.25).min(base),
+                Some(Ordering::Greater) => self.rate = (self.rate * 0.8).max(base * FLOOR),
+                Some(Ordering::Less) => self.rate = (self.rate * 1.25).min(base),
                 _ => {}
             }
         }
@@ -140,5 +165,31 @@ mod tests {
         t.reset();
         assert!(!t.active());
         assert!((secs(t.delay(1 << 20, Debt(1 << 40), base)) - 1.0).abs() < 1e-6);
+    }
+
+    /// Level 0 at its trigger wins; the debt slows writes from the soft limit; a trigger or
+    /// soft limit at or above its stop, or `None`, slows nothing.
+    #[test]
+    fn what_slows_writes() {
+        let o = Options::default()
+            .with_l0_slowdown_writes_trigger(4)
+            .with_l0_stop_writes_trigger(8)
+            .with_soft_pending_compaction_bytes_limit(Some(100))
+            .with_hard_pending_compaction_bytes_limit(Some(200));
+        assert_eq!(pressure(&o, 3, 99), None);
+        assert_eq!(pressure(&o, 4, 500), Some(Level0(4)));
+        assert_eq!(pressure(&o, 3, 100), Some(Debt(100)));
+        assert_eq!(
+            pressure(&o, 3, 100).map(Pressure::reason),
+            Some(Debt(0).reason())
+        );
+        let o2 = o.clone().with_l0_slowdown_writes_trigger(8);
+        assert_eq!(pressure(&o2, 9, 0), None);
+        let o3 = o
+            .clone()
+            .with_soft_pending_compaction_bytes_limit(Some(200));
+        assert_eq!(pressure(&o3, 0, 1 << 40), None);
+        let o4 = o.with_soft_pending_compaction_bytes_limit(None);
+        assert_eq!(pressure(&o4, 0, 1 << 40), None);
     }
 }

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use super::inner::{lock, Inner};
 use super::limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use super::memtable::Memtable;
-use super::throttle::Pressure;
+use super::throttle;
 use super::wal::{self, Ops, WalWriter};
 use super::write_queue::{take_group, Queued};
 use crate::error::{Error, Result};
@@ -263,22 +263,9 @@ impl Inner {
     /// the current compaction debt (`throttle.rs`). Called by the group's leader with the
     /// writer lock held, so the writes queued behind it wait too.
     fn slow_down(&self, l0: usize, bytes: usize) {
-        let o = &self.opts;
         let pending = self.pending_compaction_bytes.load(Ordering::Relaxed);
-        // A trigger at or above its stop means no slowdown there, only the stop (`Options`).
-        let by_l0 = o.l0_slowdown_writes_trigger < o.l0_stop_writes_trigger
-            && l0 >= o.l0_slowdown_writes_trigger;
-        let by_debt = o.soft_pending_compaction_bytes_limit.is_some_and(|soft| {
-            pending >= soft
-                && o.hard_pending_compaction_bytes_limit
-                    .is_none_or(|hard| soft < hard)
-        });
-        let now = if by_l0 {
-            Pressure::Level0(l0)
-        } else {
-            Pressure::Debt(pending)
-        };
-        let slowing = by_l0 || by_debt;
+        let now = throttle::pressure(&self.opts, l0, pending);
+        let slowing = now.is_some();
         // The common case, neither slowing nor ending a slowdown, takes no lock.
         if !slowing && !self.slowing.load(Ordering::Relaxed) {
             return;
@@ -286,9 +273,9 @@ impl Inner {
         let wait = {
             let mut t = lock(&self.throttle);
             self.slowing.store(slowing, Ordering::Relaxed);
-            match (slowing, t.active()) {
-                (false, false) => return,
-                (false, true) => {
+            match (now, t.active()) {
+                (None, false) => return,
+                (None, true) => {
                     t.reset();
                     tracing::info!(
                         level0_tables = l0,
@@ -297,21 +284,16 @@ impl Inner {
                     );
                     return;
                 }
-                (true, active) => {
+                (Some(now), active) => {
                     if !active {
-                        let reason = if by_l0 {
-                            "level 0 at l0_slowdown_writes_trigger"
-                        } else {
-                            "pending compaction bytes at soft_pending_compaction_bytes_limit"
-                        };
                         tracing::info!(
-                            reason,
+                            reason = now.reason(),
                             level0_tables = l0,
                             pending_compaction_bytes = pending,
                             "write slowdown begins"
                         );
                     }
-                    t.delay(bytes, now, o.delayed_write_rate)
+                    t.delay(bytes, now, self.opts.delayed_write_rate)
                 }
             }
         };
@@ -340,8 +322,9 @@ impl Inner {
     /// Makes the memtable immutable and starts a new one with a new WAL (the empty one the
     /// flush thread created ahead, when there is one: creating a log and syncing its directory
     /// took the writer up to 18 ms under load); returns the retired memtable. Waits first
-    /// while flushes, level 0 or the compaction debt are behind. The retired log is synced before the new one takes
-    /// writes, so a power loss cannot keep a newer log's records while losing an older one's.
+    /// while flushes, level 0 or the compaction debt are behind. The retired log is synced
+    /// before the new one takes writes, so a power loss cannot keep a newer log's records
+    /// while losing an older one's.
     /// Called with the writer lock held.
     pub(super) fn rotate(&self, writer: &mut WalWriter) -> Result<Arc<Memtable>> {
         let mut stalled: Option<(Instant, &str)> = None;

@@ -86,6 +86,20 @@ pub fn fill(db: &lsm_bloom::Db, tag: &str, n: usize) {
     }
 }
 
+/// Copies the directory `from` into `to` (created), subdirectories too.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
 /// Polls `f` every 5 ms until it holds; fails naming `what` after `limit`.
 pub fn wait_until(what: &str, limit: std::time::Duration, mut f: impl FnMut() -> bool) {
     let t = std::time::Instant::now();

@@ -18,6 +18,7 @@ use lsm_bloom::replication::{
 use lsm_bloom::Options;
 
 use crate::cluster::fast_config;
+use crate::common::copy_dir;
 
 pub const WRITES: usize = 60;
 pub const DELETED: usize = 7;
@@ -98,19 +99,6 @@ async fn write_fixture(to: &Path, version: u32) {
         "the fixture needs a purged log"
     );
     node.shutdown().await.unwrap();
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
 }
 
 /// A fresh copy of the fixture (opening a store changes its directory).
