@@ -7,10 +7,13 @@
 //! sequence number and each of its operations becomes one entry (key, value or tombstone,
 //! seq) at the end of the log (`boxcar::Vec`: appended in place, never moved, so a reader
 //! holds `&Entry` while the writer appends). The hash index (`index.rs`) maps a key to its
-//! newest entry, and each entry links to the key's previous one. `visible` is raised to a
-//! batch's number only once the whole batch is in, and readers skip entries above the
-//! `visible` they read, so a reader sees all of a batch or none of it; a snapshot reads an
-//! older count and walks a key's links back to the version it saw.
+//! newest entry, and each entry links to the key's previous one. The batch count
+//! (`Batches`) is raised to a batch's number only once the whole batch is in, and readers
+//! skip entries above the count they read, so a reader sees all of a batch or none of it; a
+//! snapshot reads an older count and walks a key's links back to the version it saw. Several
+//! memtables may share one count (`Memtable::sharing`): a batch appended to each of them
+//! (`append`) and then published once (`Batches::publish`) appears in all of them at once, for
+//! a reader that reads the count once and then any of them.
 //!
 //! Order is only built when asked for: a scan sorts the entries written since the last scan
 //! into a run and merges runs (a binary counter, `sorted.rs`), then walks the runs without
@@ -105,6 +108,29 @@ impl Versions for Memtable {
     }
 }
 
+/// The count of batches published to the memtables that share it: readers take it once
+/// (`Memtable::visible`) and see, in every one of those memtables, exactly the entries of
+/// batches up to it. Only the one writer raises it.
+#[derive(Debug, Default)]
+pub(crate) struct Batches(AtomicU64);
+
+impl Batches {
+    /// The number the next batch gets (the writer's, under the store's writer lock).
+    pub(crate) fn next(&self) -> u64 {
+        self.0.load(Ordering::Relaxed) + 1
+    }
+
+    /// Makes batches up to `seq` visible in every memtable sharing the count. Release: a
+    /// reader that sees `seq` sees every entry appended and indexed for it.
+    pub(crate) fn publish(&self, seq: u64) {
+        self.0.store(seq, Ordering::Release);
+    }
+
+    fn visible(&self) -> u64 {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// A memtable and the WAL file that backs it.
 pub(crate) struct Memtable {
     /// The log, in the order applied (so sequence numbers never decrease along it).
@@ -120,8 +146,8 @@ pub(crate) struct Memtable {
     /// `for_each_newest`'s order and the `len` it was sorted at.
     flush_order: Mutex<Option<(usize, Arc<Vec<usize>>)>>,
     size: AtomicUsize,
-    /// Sequence number of the newest batch applied whole (0: none yet).
-    visible: AtomicU64,
+    /// The batches published so far, shared with the memtables of the same generation.
+    batches: Arc<Batches>,
     /// File number of the WAL holding this memtable's writes.
     pub(crate) wal_id: u64,
 }
@@ -136,7 +162,13 @@ impl std::fmt::Debug for Memtable {
 }
 
 impl Memtable {
+    /// An empty memtable with a batch count of its own.
     pub(crate) fn new(wal_id: u64) -> Self {
+        Self::sharing(wal_id, Arc::default())
+    }
+
+    /// An empty memtable that reads and publishes `batches`, shared with other memtables.
+    pub(crate) fn sharing(wal_id: u64, batches: Arc<Batches>) -> Self {
         Memtable {
             entries: boxcar::Vec::new(),
             index: ArcSwap::from_pointee(Index::default()),
@@ -145,7 +177,7 @@ impl Memtable {
             sorted: ArcSwap::from_pointee(View::default()),
             flush_order: Mutex::new(None),
             size: AtomicUsize::new(0),
-            visible: AtomicU64::new(0),
+            batches,
             wal_id,
         }
     }
@@ -162,10 +194,19 @@ impl Memtable {
             .expect("memtable entry named before it was appended")
     }
 
-    /// Applies `ops` as one batch: readers see all of it or none. One writer at a time (the
-    /// store's writer lock; recovery is single-threaded).
+    /// Applies `ops` as one batch, the next of the shared count, and publishes it: readers
+    /// see all of it or none. One writer at a time (the store's writer lock; recovery is
+    /// single-threaded).
     pub(crate) fn apply(&self, ops: Vec<(Vec<u8>, Option<Vec<u8>>)>) {
-        let seq = self.visible.load(Ordering::Relaxed) + 1;
+        let seq = self.batches.next();
+        self.append(ops, seq);
+        self.batches.publish(seq);
+    }
+
+    /// Appends `ops` as entries of batch `seq` (the shared count's `next`), which readers do
+    /// not see until the count is published up to it: a batch that spans several memtables of
+    /// one count is appended to each, then published once. One writer at a time.
+    pub(crate) fn append(&self, ops: Vec<(Vec<u8>, Option<Vec<u8>>)>, seq: u64) {
         let mut index = self.index.load_full();
         let mut keys = self.keys.load(Ordering::Relaxed);
         let mut added = 0;
@@ -199,8 +240,6 @@ impl Memtable {
         self.keys.store(keys, Ordering::Relaxed);
         self.size.fetch_add(added, Ordering::Relaxed);
         self.len.store(self.entries.count(), Ordering::Release);
-        // Release: a reader that sees `seq` sees every entry appended and indexed above.
-        self.visible.store(seq, Ordering::Release);
     }
 
     /// `Some(Some(v))` value, `Some(None)` tombstone, `None` not here. An empty memtable (the
@@ -212,9 +251,10 @@ impl Memtable {
         found.map(|v| v.map(<[u8]>::to_vec))
     }
 
-    /// The batches applied so far (`seen` for `get_at` and `cursor`: a snapshot's view).
+    /// The batches published so far (`seen` for `get_at` and `cursor`: a snapshot's view),
+    /// the same for every memtable sharing the count.
     pub(crate) fn visible(&self) -> u64 {
-        self.visible.load(Ordering::Acquire)
+        self.batches.visible()
     }
 
     /// `get` as of the first `seen` batches (at most the visible ones), the value lent where
@@ -247,8 +287,10 @@ impl Memtable {
         self.size.load(Ordering::Relaxed)
     }
 
+    /// True when no entry has been appended (a batch of the shared count may have gone to
+    /// other memtables only).
     pub(crate) fn is_empty(&self) -> bool {
-        self.visible.load(Ordering::Acquire) == 0
+        self.len.load(Ordering::Acquire) == 0
     }
 
     /// The sorted view over every entry appended so far, built from the last one and

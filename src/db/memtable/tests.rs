@@ -199,3 +199,66 @@ fn readers_see_whole_batches_while_the_writer_appends() {
         assert!(r.join().unwrap() > 0);
     }
 }
+
+#[test]
+fn memtables_sharing_a_count_show_a_batch_in_all_at_once() {
+    // Each batch writes its number to key "n" of memtable `a` and of memtable `b` (one count
+    // between them, as the keyspaces of one generation), appended to `a`, then `b`, then
+    // published. A reader reads the count once, then `b`, then `a`: each must show exactly
+    // that batch, point read and scan, however the reader interleaves with the writer. Each
+    // batch also appends to `b` alone every third time, so the memtables' logs diverge.
+    let batches = Arc::new(Batches::default());
+    let a = Arc::new(Memtable::sharing(1, Arc::clone(&batches)));
+    let b = Arc::new(Memtable::sharing(1, Arc::clone(&batches)));
+    let empty = Memtable::sharing(1, Arc::clone(&batches));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (a, b, stop) = (Arc::clone(&a), Arc::clone(&b), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut checks = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let seen = a.visible();
+                assert!(b.visible() >= seen, "one count");
+                let bytes = seen.to_le_bytes();
+                let want = (seen != 0).then_some(Some(&bytes[..]));
+                assert_eq!(b.get_at(b"n", hash_key(b"n"), seen), want, "b at {seen}");
+                assert_eq!(a.get_at(b"n", hash_key(b"n"), seen), want, "a at {seen}");
+                let scanned = b.range_at(
+                    Bound::Included(b"n"),
+                    Bound::Included(b"n"),
+                    seen,
+                    Direction::Forward,
+                );
+                let want_scan: Vec<_> = want
+                    .map(|v| (b"n".to_vec(), v.map(<[u8]>::to_vec)))
+                    .into_iter()
+                    .collect();
+                assert_eq!(scanned, want_scan, "b scanned at {seen}");
+                checks += 1;
+            }
+            checks
+        })
+    };
+    for _ in 0..20_000u64 {
+        let seq = batches.next();
+        let v = Some(seq.to_le_bytes().to_vec());
+        a.append(vec![(b"n".to_vec(), v.clone())], seq);
+        std::thread::yield_now();
+        let mut ops = vec![(b"n".to_vec(), v)];
+        if seq % 3 == 0 {
+            ops.push((format!("only-b{seq}").into_bytes(), None));
+        }
+        b.append(ops, seq);
+        batches.publish(seq);
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(reader.join().unwrap() > 0);
+    // A memtable that got no entry of the published batches is empty, and answers nothing.
+    assert!(empty.is_empty() && !a.is_empty());
+    assert_eq!(empty.visible(), 20_000);
+    assert_eq!(empty.get_at(b"n", hash_key(b"n"), empty.visible()), None);
+    assert_eq!(
+        b.range(Bound::Unbounded, Bound::Unbounded).len(),
+        1 + 20_000 / 3
+    );
+}
