@@ -83,6 +83,12 @@ pub enum Error {
         /// The panic message.
         message: String,
     },
+    /// The keyspace a handle names was dropped (`Db::drop_keyspace`): a keyspace created
+    /// since under the same name is another, reached through a new handle.
+    KeyspaceDropped {
+        /// The keyspace's name.
+        name: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].
@@ -147,6 +153,7 @@ impl Error {
             Error::Panicked { message } => Error::Panicked {
                 message: message.clone(),
             },
+            Error::KeyspaceDropped { name } => Error::KeyspaceDropped { name: name.clone() },
         }
     }
 }
@@ -205,6 +212,11 @@ impl fmt::Display for Error {
             Error::Panicked { message } => {
                 write!(f, "the background thread panicked: {message}")
             }
+            Error::KeyspaceDropped { name } => write!(
+                f,
+                "keyspace {name:?} was dropped (a keyspace created since under that name needs \
+                 a new handle, Db::keyspace)"
+            ),
         }
     }
 }

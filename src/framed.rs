@@ -47,14 +47,6 @@ impl Framed {
         Ok(out)
     }
 
-    /// The payload of `bytes` (of the one version this kind has), once every header field
-    /// and the checksum are checked (`Error::Corruption` naming `path`, or
-    /// `Error::UnsupportedVersion`).
-    pub(crate) fn decode<T: DeserializeOwned>(&self, path: &Path, bytes: &[u8]) -> Result<T> {
-        let (_, payload) = self.open(path, bytes)?;
-        self.parse(path, payload)
-    }
-
     /// The version and the payload bytes of `bytes`, once every header field and the
     /// checksum are checked; `parse` then decodes the payload as that version's structure.
     pub(crate) fn open<'a>(&self, path: &Path, bytes: &'a [u8]) -> Result<(u32, &'a [u8])> {

@@ -333,10 +333,14 @@ fn data_block_target() -> Target {
 fn wal_target() -> Target {
     let mut log = Vec::new();
     for n in 1..6u8 {
-        let ops: wal::Ops = (0..n)
-            .map(|i| (vec![i; 3], (i % 2 == 0).then(|| vec![n; i as usize * 7])))
-            .collect();
-        log.extend_from_slice(&wal::encode_batch(&ops).unwrap());
+        let mut batch = wal::Batch::default();
+        for i in 0..n {
+            // Keyspace switches too: every other operation from the third batch on.
+            let keyspace = if n > 2 { u32::from(i % 2) * 3 } else { 0 };
+            let op = (vec![i; 3], (i % 2 == 0).then(|| vec![n; i as usize * 7]));
+            batch.part(keyspace).push(op);
+        }
+        log.extend_from_slice(&wal::encode_batch(&batch).unwrap());
     }
     Target {
         name: "WAL log",
@@ -374,11 +378,22 @@ fn manifest_target() -> Target {
                 size: 1 << 40,
             }],
         ],
+        ..ManifestData::default()
+    };
+    let with_keyspaces = ManifestData {
+        keyspaces: vec![crate::db::manifest::KeyspaceMeta {
+            id: 2,
+            name: "users".into(),
+            levels: vec![vec![TableMeta { id: 11, size: 77 }]],
+        }],
+        next_keyspace: 4,
+        ..data.clone()
     };
     Target {
         name: "manifest",
         seeds: vec![
             manifest::encode(&data).unwrap(),
+            manifest::encode(&with_keyspaces).unwrap(),
             manifest::encode(&ManifestData::default()).unwrap(),
         ],
         reseal: |b| {

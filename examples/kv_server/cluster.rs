@@ -173,8 +173,9 @@ impl Cluster {
     }
 
     pub fn write(&self, batch: WriteBatch) -> StoreResult<()> {
+        let request = Request::try_from(batch).map_err(|e| Reply::err(e.to_string()))?;
         self.rt
-            .block_on(self.fwd.write(&self.node, Request::from(batch)))
+            .block_on(self.fwd.write(&self.node, request))
             .map_err(fail)
     }
 

@@ -20,11 +20,13 @@ use std::sync::Arc;
 
 use super::files::table_path;
 use super::inner::Inner;
-use super::manifest::{self, ManifestData, TableMeta};
+use super::manifest::{self, ManifestData};
 use super::memtable::Memtable;
 use super::snapshot::Snapshot;
 use super::stored_options::{self, StoredOptions};
-use super::wal::{self, WalWriter};
+use super::version::State;
+use super::wal::{self, Batch, WalWriter};
+use super::worker::manifest_data;
 use crate::error::{Error, Result};
 use crate::fs::{CreateMode, FileSystem};
 use crate::table::{Cursor, Direction, KeyRange, Table};
@@ -84,27 +86,33 @@ pub(super) fn checkpoint(
     }
     std::fs::create_dir_all(&tmp)
         .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
-    let state = snap.state();
+    let published = snap.published();
+    // The names of the snapshot's keyspaces; one dropped since it was taken is left out.
+    let mut registry = inner.lock_checked(&inner.work).keyspaces.clone();
+    registry.keep(|id| published.get(id).is_some()); // none created after the snapshot
+    let spaces: Vec<(u32, &State)> = published
+        .all()
+        .filter(|(id, _)| *id == 0 || registry.name(*id).is_some())
+        .collect();
     let mut report = CheckpointReport::default();
 
-    let mut levels = Vec::with_capacity(state.version.levels().len());
-    for tables in state.version.levels() {
-        let mut metas = Vec::with_capacity(tables.len());
-        for t in tables {
+    let mut versions = Vec::with_capacity(spaces.len());
+    for (id, state) in &spaces {
+        for t in state.version.levels().iter().flatten() {
             place_table(fs, &inner.dir, &tmp, t, &mut report)?;
-            metas.push(TableMeta {
-                id: t.id(),
-                size: t.file_size(),
-            });
         }
-        levels.push(metas);
+        versions.push((*id, &*state.version));
     }
-    let highest = levels.iter().flatten().map(|m| m.id).max().unwrap_or(0);
+    let data = manifest_data(&registry, versions.into_iter(), 0, 0);
+    let listed = std::iter::once(&data.levels).chain(data.keyspaces.iter().map(|k| &k.levels));
+    let highest = listed.flatten().flatten().map(|m| m.id).max().unwrap_or(0);
     let log_id = highest + 1;
     let mut log = WalWriter::create(fs, &tmp, log_id)?;
-    let memtables = state.imm.iter().map(|m| (m, m.visible()));
-    for (m, seen) in memtables.chain(std::iter::once((&state.mem, snap.mem_seen()))) {
-        report.log_entries += write_memtable(&mut log, m, seen)?;
+    for (id, state) in &spaces {
+        let memtables = state.imm.iter().map(|m| (m, m.visible()));
+        for (m, seen) in memtables.chain(std::iter::once((&state.mem, snap.mem_seen()))) {
+            report.log_entries += write_memtable(&mut log, *id, m, seen)?;
+        }
     }
     log.sync()?;
     drop(log);
@@ -114,7 +122,7 @@ pub(super) fn checkpoint(
         &ManifestData {
             next_file: log_id + 1,
             log_number: log_id,
-            levels,
+            ..data
         },
     )?;
     stored_options::write(fs, &tmp, &StoredOptions::of(&inner.opts))?;
@@ -158,26 +166,28 @@ fn place_table(
     Ok(())
 }
 
-/// Appends the newest entry of each key of `m` among its first `seen` batches to `log`, in
-/// batches of about `BATCH_BYTES`; returns how many entries.
-fn write_memtable(log: &mut WalWriter, m: &Arc<Memtable>, seen: u64) -> Result<u64> {
+/// Appends the newest entry of each key of `m` (keyspace `keyspace`'s) among its first
+/// `seen` batches to `log`, in batches of about `BATCH_BYTES`; returns how many entries.
+fn write_memtable(log: &mut WalWriter, keyspace: u32, m: &Arc<Memtable>, seen: u64) -> Result<u64> {
     let mut cursor = m.cursor(&KeyRange::all(), Direction::Forward, seen);
     let mut count = 0;
-    let mut batch = Vec::new();
+    let mut batch = Batch::default();
     let mut bytes = 0;
     while let Some(k) = cursor.key() {
         let v = cursor.value();
         bytes += wal::op_encoded_len(k.len(), v.map(<[u8]>::len));
-        batch.push((k.to_vec(), v.map(<[u8]>::to_vec)));
+        batch
+            .part(keyspace)
+            .push((k.to_vec(), v.map(<[u8]>::to_vec)));
         count += 1;
         cursor.step()?;
         if bytes >= BATCH_BYTES {
             log.append(&wal::encode_batch(&batch)?, false)?;
-            batch.clear();
+            batch = Batch::default();
             bytes = 0;
         }
     }
-    if !batch.is_empty() {
+    if batch.len() > 0 {
         log.append(&wal::encode_batch(&batch)?, false)?;
     }
     Ok(count)

@@ -33,6 +33,8 @@ use crate::table::{Direction, KeyRange, Table, TableBuilder, TableCursor};
 
 /// A compaction to run: inputs (level, table) and where the output goes.
 pub(crate) struct Job {
+    /// The keyspace whose tables these are (the picker's caller sets it; 0 until then).
+    pub(crate) keyspace: u32,
     pub(crate) inputs: Vec<(usize, Arc<Table>)>,
     pub(crate) output_level: usize,
     pub(crate) drop_tombstones: bool,
@@ -66,6 +68,7 @@ fn finish_job(
     let drop_tombstones = v.levels()[output_level + 1..].iter().all(Vec::is_empty)
         && !running.keeps_tombstones(&inputs, output_level);
     Some(Job {
+        keyspace: 0,
         inputs,
         output_level,
         drop_tombstones,
@@ -195,6 +198,7 @@ pub(crate) fn full(v: &Version) -> Option<Job> {
         .flat_map(|(l, ts)| ts.iter().map(move |t| (l, t.clone())))
         .collect();
     Some(Job {
+        keyspace: 0,
         inputs,
         output_level,
         drop_tombstones: true,
@@ -347,6 +351,7 @@ mod tests {
         let threes: Vec<u32> = (0..4_000).map(|i| i * 3).collect();
         let fives: Vec<u32> = (0..2_400).map(|i| i * 5).collect();
         let job = Job {
+            keyspace: 0,
             inputs: vec![
                 (1, input(dir.path(), 1, &evens, Some(b"old"))),
                 (0, input(dir.path(), 2, &threes, Some(b"mid"))),

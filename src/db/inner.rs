@@ -21,7 +21,7 @@ pub(super) use super::locks::lock;
 use super::options::Options;
 use super::report::RecoveryReport;
 use super::stats::Counters;
-use super::version::{State, Version};
+use super::version::{Published, Version};
 use super::wal::WalWriter;
 use crate::error::{Error, Result};
 
@@ -36,8 +36,13 @@ pub(super) struct Signal {
 
 /// Guarded by `Inner::work`: what flushes and compactions need besides the table set.
 pub(super) struct Work {
-    /// Per level, the largest key of the last table compacted out of it (round robin).
-    pub(super) cursors: Vec<Vec<u8>>,
+    /// Per keyspace and level, the largest key of the last table compacted out of it (round
+    /// robin).
+    pub(super) cursors: std::collections::BTreeMap<u32, Vec<Vec<u8>>>,
+    /// The keyspace id the next compaction pick looks at first (keyspaces in turn).
+    pub(super) next_pick: u32,
+    /// The live keyspaces' names and the next id: what the manifest lists.
+    pub(super) keyspaces: super::keyspaces::Registry,
     /// `next_file` in the manifest on disk: table numbers below it are reserved.
     pub(super) reserved: u64,
     /// The compactions running now.
@@ -86,7 +91,7 @@ impl ErrorState {
 pub(super) struct Inner {
     pub(super) dir: PathBuf,
     pub(super) opts: Options,
-    pub(super) state: ArcSwap<State>,
+    pub(super) state: ArcSwap<Published>,
     /// Held while a new `State` is built from the current one and published.
     pub(super) publish: Mutex<()>,
     /// Verified, decoded data blocks (`None` when `Options::block_cache_bytes` is 0).
@@ -201,28 +206,28 @@ impl Inner {
     }
 }
 
-/// Reading and replacing the published `State` (`version.rs` says why it is never changed in
+/// Reading and replacing the published state (`version.rs` says why it is never changed in
 /// place).
 impl Inner {
-    /// The published state. The guard is for one operation (a get, a check); hold an
-    /// `Arc` (`snapshot`, `version`) for anything longer.
-    pub(super) fn read_state(&self) -> Guard<Arc<State>> {
+    /// The published state of every keyspace. The guard is for one operation (a get, a
+    /// check); hold an `Arc` (`snapshot`, `version_of`) for anything longer.
+    pub(super) fn read_state(&self) -> Guard<Arc<Published>> {
         self.state.load()
     }
 
     /// Publishes a copy of the state with `f` applied; concurrent readers keep the one they
     /// loaded.
-    pub(super) fn update_state<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+    pub(super) fn update_state<R>(&self, f: impl FnOnce(&mut Published) -> R) -> R {
         let _publishing = lock(&self.publish);
-        let mut next = State::clone(&self.state.load());
+        let mut next = Published::clone(&self.state.load());
         let r = f(&mut next);
         self.state.store(Arc::new(next));
         r
     }
 
-    /// The current table set.
-    pub(super) fn version(&self) -> Arc<Version> {
-        self.read_state().version.clone()
+    /// Keyspace `id`'s current table set; `None` once it is dropped.
+    pub(super) fn version_of(&self, id: u32) -> Option<Arc<Version>> {
+        self.read_state().get(id).map(|s| s.version.clone())
     }
 }
 

@@ -1,5 +1,5 @@
-//! The manifest: which tables are live on which level, the next file number, and the oldest
-//! WAL still needed (FORMAT.md §4). It is rewritten whole for every change — to
+//! The manifest: which keyspaces exist, which tables are live on which level of each, the next
+//! file number, and the oldest WAL still needed (FORMAT.md §4). It is rewritten whole for every change — to
 //! `MANIFEST.tmp`, synced, then renamed over `MANIFEST`, then the directory synced — so a
 //! crash mid-update leaves the previous manifest in place. The payload is `bincode` 2 inside
 //! our own magic, version, length and CRC framing.
@@ -20,8 +20,10 @@ use crate::framed::Framed;
 use crate::fs::FileSystem;
 
 const MAGIC: [u8; 4] = *b"LBMF";
-/// Manifest format version this build writes and reads.
-pub const MANIFEST_VERSION: u32 = 1;
+/// Manifest format version this build writes once a keyspace other than the default exists
+/// (it reads 1 too, and writes 1 for a store that never had another keyspace, so that such a
+/// store still opens in a build from before keyspaces).
+pub const MANIFEST_VERSION: u32 = 2;
 /// File name of the live manifest.
 pub const MANIFEST_FILE: &str = "MANIFEST";
 const TEMP_FILE: &str = "MANIFEST.tmp";
@@ -35,26 +37,76 @@ pub struct TableMeta {
     pub size: u64,
 }
 
+/// One keyspace other than the default.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyspaceMeta {
+    /// Its id: at least 1, below `ManifestData::next_keyspace`, never reused.
+    pub id: u32,
+    /// Its name (unique among live keyspaces, never `DEFAULT_KEYSPACE`).
+    pub name: String,
+    /// Its live tables per level, as `ManifestData::levels`.
+    pub levels: Vec<Vec<TableMeta>>,
+}
+
 /// The manifest's content.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ManifestData {
     /// Next unused file number.
     pub next_file: u64,
     /// WAL files with a smaller number are already in tables.
     pub log_number: u64,
-    /// Live tables per level; level 0 oldest first, other levels by key.
+    /// The default keyspace's live tables per level; level 0 oldest first, other levels by
+    /// key.
     pub levels: Vec<Vec<TableMeta>>,
+    /// Every other live keyspace, by id ascending (version 2; none in version 1).
+    pub keyspaces: Vec<KeyspaceMeta>,
+    /// The id the next keyspace created gets (version 2; 1 in version 1).
+    pub next_keyspace: u32,
+}
+
+impl Default for ManifestData {
+    fn default() -> Self {
+        ManifestData {
+            next_file: 0,
+            log_number: 0,
+            levels: Vec::new(),
+            keyspaces: Vec::new(),
+            next_keyspace: 1,
+        }
+    }
+}
+
+/// Version 1's content: the default keyspace alone.
+#[derive(Serialize, Deserialize)]
+struct ManifestDataV1 {
+    next_file: u64,
+    log_number: u64,
+    levels: Vec<Vec<TableMeta>>,
 }
 
 const FRAMED: Framed = Framed {
     magic: MAGIC,
     version: MANIFEST_VERSION,
-    oldest: MANIFEST_VERSION,
+    oldest: 1,
     what: "manifest",
 };
 
-/// The manifest file's bytes for `data`.
+/// Version 1's framing, for a store that never had a keyspace besides the default.
+const FRAMED_V1: Framed = Framed {
+    version: 1,
+    ..FRAMED
+};
+
+/// The manifest file's bytes for `data`: version 1 while no keyspace besides the default was
+/// ever created, else version 2.
 pub fn encode(data: &ManifestData) -> Result<Vec<u8>> {
+    if data.keyspaces.is_empty() && data.next_keyspace <= 1 {
+        return FRAMED_V1.encode(&ManifestDataV1 {
+            next_file: data.next_file,
+            log_number: data.log_number,
+            levels: data.levels.clone(),
+        });
+    }
     FRAMED.encode(data)
 }
 
@@ -86,29 +138,66 @@ pub(crate) fn read_in(fs: &dyn FileSystem, dir: &Path) -> Result<Option<Manifest
 
 /// Validates and decodes the bytes of the manifest file at `path` (named in errors): framing,
 /// checksum, payload, and the payload's own consistency (level count, every table number
-/// distinct and below `next_file`).
+/// distinct across keyspaces and below `next_file`; keyspace ids from 1, ascending, below
+/// `next_keyspace`; names unique, non-empty and not the default's).
 pub fn decode(path: &Path, bytes: &[u8]) -> Result<ManifestData> {
     let bad = |r: String| Err(Error::corruption(path, r));
-    let data: ManifestData = FRAMED.decode(path, bytes)?;
-    if data.levels.len() > MAX_LEVELS {
-        return bad(format!(
-            "{} levels, at most {MAX_LEVELS}",
-            data.levels.len()
-        ));
-    }
-    let mut seen = std::collections::HashSet::new();
-    for (level, tables) in data.levels.iter().enumerate() {
-        for t in tables {
-            if t.id >= data.next_file {
-                return bad(format!(
-                    "level {level} names table {} but next_file is {}",
-                    t.id, data.next_file
-                ));
-            }
-            if !seen.insert(t.id) {
-                return bad(format!("table {} is listed twice", t.id));
+    let data: ManifestData = match FRAMED.open(path, bytes)? {
+        (1, payload) => {
+            let v1: ManifestDataV1 = FRAMED.parse(path, payload)?;
+            ManifestData {
+                next_file: v1.next_file,
+                log_number: v1.log_number,
+                levels: v1.levels,
+                ..ManifestData::default()
             }
         }
+        (_, payload) => FRAMED.parse(path, payload)?,
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut names = std::collections::HashSet::new();
+    let mut last_id = 0;
+    let spaces = data
+        .keyspaces
+        .iter()
+        .map(|k| (k.id, k.name.as_str(), &k.levels));
+    for (id, name, levels) in std::iter::once((0, "", &data.levels)).chain(spaces) {
+        if id != 0 {
+            if id <= last_id || id >= data.next_keyspace {
+                return bad(format!(
+                    "keyspace id {id} out of order or not below next_keyspace {}",
+                    data.next_keyspace
+                ));
+            }
+            if name.is_empty() || name == super::DEFAULT_KEYSPACE || !names.insert(name) {
+                return bad(format!(
+                    "keyspace name {name:?} is empty, reserved or repeated"
+                ));
+            }
+            last_id = id;
+        }
+        if levels.len() > MAX_LEVELS {
+            return bad(format!(
+                "{} levels in keyspace {id}, at most {MAX_LEVELS}",
+                levels.len()
+            ));
+        }
+        for (level, tables) in levels.iter().enumerate() {
+            for t in tables {
+                if t.id >= data.next_file {
+                    return bad(format!(
+                        "level {level} of keyspace {id} names table {} but next_file is {}",
+                        t.id, data.next_file
+                    ));
+                }
+                if !seen.insert(t.id) {
+                    return bad(format!("table {} is listed twice", t.id));
+                }
+            }
+        }
+    }
+    if data.next_keyspace == 0 {
+        return bad("next_keyspace is 0 (the default keyspace's id)".into());
     }
     Ok(data)
 }
@@ -129,6 +218,7 @@ mod tests {
                 vec![],
                 vec![TableMeta { id: 5, size: 9 }],
             ],
+            ..ManifestData::default()
         };
         write(&crate::fs::StdFs, dir.path(), &data).unwrap();
         assert_eq!(read(dir.path()).unwrap(), Some(data));
@@ -155,16 +245,68 @@ mod tests {
                 next_file: 9,
                 log_number: 1,
                 levels: bad,
+                ..ManifestData::default()
             };
             let e = decode(&path, &encode(&d).unwrap()).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         }
+        assert_eq!(good[4], 1, "no keyspace besides the default: version 1");
         let mut future = good.clone();
-        future[4] = 2;
+        future[4] = 3;
         std::fs::write(&path, &future).unwrap();
         assert!(matches!(
             read(dir.path()),
-            Err(Error::UnsupportedVersion { found: 2, .. })
+            Err(Error::UnsupportedVersion { found: 3, .. })
         ));
+    }
+
+    #[test]
+    fn keyspaces_round_trip_in_version_2_and_bad_lists_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let space = |id: u32, name: &str, table: u64| KeyspaceMeta {
+            id,
+            name: name.into(),
+            levels: vec![vec![TableMeta { id: table, size: 1 }]],
+        };
+        let data = ManifestData {
+            next_file: 9,
+            log_number: 7,
+            levels: vec![vec![TableMeta { id: 3, size: 100 }]],
+            keyspaces: vec![space(2, "users", 4), space(5, "sessions", 6)],
+            next_keyspace: 6,
+        };
+        write(&crate::fs::StdFs, dir.path(), &data).unwrap();
+        assert_eq!(read(dir.path()).unwrap(), Some(data.clone()));
+        let bytes = std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap();
+        assert_eq!(bytes[4], 2);
+        // Every keyspace dropped again: still version 2, so a build from before keyspaces never
+        // replays a log with keyspace switches in it.
+        let dropped = ManifestData {
+            keyspaces: Vec::new(),
+            ..data.clone()
+        };
+        assert_eq!(encode(&dropped).unwrap()[4], 2);
+        let path = dir.path().join(MANIFEST_FILE);
+        let cases = [
+            (vec![space(5, "a", 4), space(2, "b", 6)], 6, "out of order"),
+            (vec![space(6, "a", 4)], 6, "next_keyspace"),
+            (vec![space(2, "a", 4), space(3, "a", 6)], 6, "repeated"),
+            (vec![space(2, "default", 4)], 6, "reserved"),
+            (vec![space(2, "", 4)], 6, "empty"),
+            (vec![space(2, "a", 3)], 6, "twice"),
+            (vec![space(2, "a", 9)], 6, "next_file"),
+            (Vec::new(), 0, "next_keyspace is 0"),
+        ];
+        for (keyspaces, next_keyspace, why) in cases {
+            let d = ManifestData {
+                keyspaces,
+                next_keyspace,
+                ..data.clone()
+            };
+            let e = decode(&path, &FRAMED.encode(&d).unwrap())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{why}: {e}");
+        }
     }
 }

@@ -36,9 +36,12 @@ mod cursor;
 mod exists;
 mod files;
 mod filters;
+mod flush;
 mod graveyard;
 mod inner;
 mod iter;
+mod keyspace;
+mod keyspaces;
 mod level_cursor;
 mod limits;
 mod locks;
@@ -80,11 +83,12 @@ pub(crate) use files::table_path;
 pub use filters::{Compressions, Filters, PrefixFilters, RangeFilters};
 pub use iter::DbIter;
 use iter::{own_bounds, prefix_range};
+pub use keyspace::{Keyspace, DEFAULT_KEYSPACE};
 pub use limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use options::{HugePages, Options, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
-pub use snapshot::Snapshot;
-pub use write::{WriteBatch, WriteOptions};
+pub use snapshot::{Snapshot, SnapshotKeyspace};
+pub use write::{BatchOps, WriteBatch, WriteOptions};
 
 /// An open database. `Send + Sync`: share it between threads with `Arc<Db>`.
 ///
@@ -186,7 +190,7 @@ impl Db {
 
     /// The value of `key`, or `None`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref())
+        self.view().get(key.as_ref())
     }
 
     /// `f` of the value of `key`, or `None` when the key is absent: the value is lent where
@@ -208,7 +212,7 @@ impl Db {
         key: impl AsRef<[u8]>,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>> {
-        self.inner.get_with(key.as_ref(), f)
+        self.view().get_with(key.as_ref(), f)
     }
 
     /// The values of `keys`, in the same order, each exactly what `get` would return. All keys
@@ -227,10 +231,7 @@ impl Db {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
-        let state = self.inner.read_state();
-        self.inner
-            .read_path()
-            .multi_get(&state, state.mem.visible(), keys)
+        self.view().multi_get(keys)
     }
 
     /// Live keys and values in `range`, in key order. The iterator reads from a snapshot of
@@ -247,18 +248,18 @@ impl Db {
         self.iter_over(Bound::Unbounded, Bound::Unbounded)
     }
 
-    /// The iterator of `scan` and `iter`, over the state published now.
+    /// The iterator of `scan` and `iter`, over the default keyspace's state published now.
     fn iter_over(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> DbIter {
-        let state = self.inner.read_state();
-        DbIter::new(
-            &self.inner.counters,
-            self.inner.opts.prefix_rule(),
-            self.inner.cache.clone(),
-            &state,
-            state.mem.visible(),
-            start,
-            end,
-        )
+        keyspace::iter_in(&self.inner, &self.inner.read_state().default, start, end)
+    }
+
+    /// The read API on the default keyspace.
+    fn view(&self) -> keyspace::View<'_> {
+        keyspace::View {
+            inner: &self.inner,
+            id: 0,
+            name: DEFAULT_KEYSPACE,
+        }
     }
 
     /// A cursor over every live entry (`DbCursor`): seek, walk both ways, and read each entry
@@ -272,15 +273,7 @@ impl Db {
     /// bounds set, tables whose range filter says the range is empty are passed over, as
     /// `scan`'s are.
     pub fn cursor_in<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbCursor {
-        let state = self.inner.read_state();
-        DbCursor::new(
-            &self.inner.counters,
-            self.inner.opts.prefix_rule(),
-            self.inner.cache.clone(),
-            &state,
-            state.mem.visible(),
-            range,
-        )
+        keyspace::cursor_in(&self.inner, &self.inner.read_state().default, range)
     }
 
     /// Whether any live key lies in `range`: the first entry of `scan(range)`, if any. With
@@ -297,18 +290,7 @@ impl Db {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn contains_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<bool> {
-        let state = self.inner.read_state();
-        let (start, end) = (
-            iter::bound_ref(range.start_bound()),
-            iter::bound_ref(range.end_bound()),
-        );
-        let asks_prefix = iter::asks_prefix(self.inner.opts.prefix_rule(), start, end);
-        let (counters, seen) = (&self.inner.counters, state.mem.visible());
-        if exists::known_empty(counters, asks_prefix, &state, seen, start, end) {
-            stats::bump(&counters.reader().scans, 1);
-            return Ok(false);
-        }
-        self.scan(range)?.next().transpose().map(|e| e.is_some())
+        self.view().contains_range(range)
     }
 
     /// Writes a consistent, openable copy of the store as of now to the new directory `dir`
@@ -356,9 +338,8 @@ impl Db {
         let target = {
             let mut writer = inner.lock_checked(&inner.writer);
             inner.errors.check()?;
-            let s = inner.read_state();
-            if !s.mem.is_empty() {
-                drop(s);
+            let s = &inner.read_state().default;
+            if s.mem.generation_size() > 0 {
                 Some(inner.rotate(&mut writer)?)
             } else {
                 s.imm.last().cloned()
@@ -372,6 +353,7 @@ impl Db {
         loop {
             if !inner
                 .read_state()
+                .default
                 .imm
                 .iter()
                 .any(|m| Arc::ptr_eq(m, &target))
@@ -406,13 +388,22 @@ impl Db {
         settled
     }
 
-    /// Flushes, then merges every table into one level (the deepest in use), dropping
-    /// tombstones and rebuilding every filter. Returns when done. A failure makes the store
-    /// read-only, as a background compaction failure does.
+    /// Flushes, then merges every table of each keyspace into one level (the deepest in use),
+    /// dropping tombstones and rebuilding every filter. Returns when done. A failure makes the
+    /// store read-only, as a background compaction failure does.
     pub fn compact(&self) -> Result<()> {
         self.flush()?;
+        let ids: Vec<u32> = self.inner.read_state().all().map(|(id, _)| id).collect();
+        for id in ids {
+            self.compact_keyspace(id)?;
+        }
+        Ok(())
+    }
+
+    /// `compact`'s merge of keyspace `id`.
+    fn compact_keyspace(&self, id: u32) -> Result<()> {
         let inner = &self.inner;
-        let Some((job, ticket)) = inner.start_manual_compaction()? else {
+        let Some((job, ticket)) = inner.start_manual_compaction(id)? else {
             return Ok(());
         };
         let run =
@@ -429,15 +420,16 @@ impl Db {
         }
     }
 
-    /// The live tables per level, as a `get` consults them: level 0 oldest first, deeper
-    /// levels in key order. For tools and benchmarks that look at the filters themselves.
+    /// The default keyspace's live tables per level, as a `get` consults them: level 0
+    /// oldest first, deeper levels in key order. For tools and benchmarks that look at the
+    /// filters themselves.
     pub fn levels(&self) -> Vec<Vec<Arc<crate::table::Table>>> {
-        self.inner.version().levels().to_vec()
+        self.inner.read_state().default.version.levels().to_vec()
     }
 
-    /// Counters and per-level figures.
+    /// Counters, and per-level figures of the default keyspace.
     pub fn stats(&self) -> DbStats {
-        let version = self.inner.version();
+        let version = Arc::clone(&self.inner.read_state().default.version);
         let mut s = stats::collect(&self.inner.counters, &version);
         s.filter_budget = self.inner.opts.filters().budget().map(|b| {
             budget::plan(
@@ -449,7 +441,7 @@ impl Db {
             .allocation
         });
         s.read_only_error = self.inner.errors.check().err().map(|e| e.to_string());
-        s.immutable_memtables = self.inner.read_state().imm.len() as u64;
+        s.immutable_memtables = self.inner.read_state().default.imm.len() as u64;
         s.compactions_running = self.inner.compactions_running();
         s.pending_compaction_bytes = self
             .inner

@@ -147,7 +147,7 @@ impl<'s> Take<'s> for Lent<'s> {
 }
 
 /// What a point lookup reads with: the store's counters, block cache and prefix rule. The
-/// store lends its own (`Inner::get`); a `Snapshot` holds its own references, so that it does
+/// store lends its own (`Inner::read_path`); a `Snapshot` holds its own references, so that it does
 /// not keep the store (and its directory lock) alive.
 pub(super) struct ReadPath<'a> {
     pub(super) counters: &'a Counters,
@@ -156,21 +156,6 @@ pub(super) struct ReadPath<'a> {
 }
 
 impl Inner {
-    /// The value of `key`, or `None`.
-    pub(super) fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let state = self.read_state();
-        self.read_path().get(&state, state.mem.visible(), key)
-    }
-
-    /// `f` of the value of `key`, lent where it lies, or `None`.
-    pub(super) fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>> {
-        let state = self.read_state();
-        let found = self
-            .read_path()
-            .get_lent(&state, state.mem.visible(), key)?;
-        Ok(found.map(|v| f(v.bytes())))
-    }
-
     pub(super) fn read_path(&self) -> ReadPath<'_> {
         ReadPath {
             counters: &self.counters,

@@ -28,16 +28,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::files::table_path;
+use super::flush::{l0_filter, write_l0};
 use super::inner::{ErrorState, Inner, Signal, Work};
+use super::keyspaces::Registry;
 use super::manifest::{self, ManifestData};
 use super::memtable::Memtable;
 use super::options::{Options, WalRecovery};
 use super::report::{RecoveryReport, WalDamage};
 use super::stats::{add, Counters};
 use super::stored_options::{self, StoredOptions};
-use super::version::{State, Version, MAX_LEVELS};
+use super::version::{Published, State, Version, MAX_LEVELS};
 use super::wal::{self, WalWriter};
-use super::worker::{l0_filter, manifest_data, write_l0, ID_RESERVATION};
+use super::worker::{manifest_data, ID_RESERVATION};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::table::Table;
@@ -96,21 +98,22 @@ fn describe(inv: &Inventory) -> Option<String> {
 }
 
 /// Opens the tables `m` names and checks the table set.
+/// Opens the tables of one keyspace's `levels` (from the manifest) and checks the set.
 fn load_version(
     fs: &dyn FileSystem,
     dir: &Path,
     opts: &Options,
-    m: &ManifestData,
+    levels: &[Vec<manifest::TableMeta>],
     report: &mut RecoveryReport,
 ) -> Result<Version> {
     let mut version = Version::empty();
-    version.edit(|levels| -> Result<()> {
-        for (level, metas) in m.levels.iter().enumerate().take(MAX_LEVELS) {
+    version.edit(|out| -> Result<()> {
+        for (level, metas) in levels.iter().enumerate().take(MAX_LEVELS) {
             for meta in metas {
                 let how = opts.table_open(level);
                 let t = Table::open_in(fs, &table_path(dir, meta.id), meta.id, how)?;
                 report.filters_rejected += t.rejected_filters();
-                levels[level].push(Arc::new(t));
+                out[level].push(Arc::new(t));
             }
         }
         Ok(())
@@ -136,15 +139,22 @@ fn load_version(
     Ok(version)
 }
 
-/// Replays the logs numbered `log_number` and above into one memtable, by `mode`'s rules.
+/// Replays the logs numbered `log_number` and above by `mode`'s rules into one memtable per
+/// keyspace of `ids` (the default's first), sharing one batch count; operations on any other
+/// keyspace id (one dropped since) are skipped.
 fn replay(
     fs: &dyn FileSystem,
     dir: &Path,
     logs: &[(u64, u64)],
     mode: WalRecovery,
+    ids: &[u32],
     report: &mut RecoveryReport,
-) -> Result<Memtable> {
-    let recovered = Memtable::new(0);
+) -> Result<Vec<(u32, Memtable)>> {
+    let batches = Arc::new(super::memtable::Batches::default());
+    let recovered: Vec<(u32, Memtable)> = ids
+        .iter()
+        .map(|&id| (id, Memtable::sharing(0, Arc::clone(&batches))))
+        .collect();
     for &(id, _) in logs {
         let path = wal::wal_path(dir, id);
         let data = fs
@@ -172,8 +182,15 @@ fn replay(
         report.logs_replayed += 1;
         let scan = wal::scan(&data);
         report.batches_replayed += scan.batches.len() as u64;
-        for ops in scan.batches {
-            recovered.apply(ops);
+        for batch in scan.batches {
+            let seq = batches.next();
+            let wal::Batch { default, spaces } = batch;
+            for (id, ops) in std::iter::once((0, default)).chain(spaces) {
+                if let Ok(i) = ids.binary_search(&id) {
+                    recovered[i].1.append(ops, seq);
+                }
+            }
+            batches.publish(seq);
         }
         if let Some(d) = scan.damage {
             if !d.torn_tail && mode == WalRecovery::TornTailOnly {
@@ -296,9 +313,17 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
     }
     report.options = options_report;
     let fs = &*opts.fs;
-    let mut version = load_version(fs, dir, &opts, &m, &mut report)?;
+    let registry = Registry::of(&m);
+    let spaces =
+        std::iter::once((0, &m.levels)).chain(m.keyspaces.iter().map(|k| (k.id, &k.levels)));
+    let mut versions = Vec::new();
+    for (id, levels) in spaces {
+        versions.push((id, load_version(fs, dir, &opts, levels, &mut report)?));
+    }
+    let ids: Vec<u32> = versions.iter().map(|(id, _)| *id).collect();
 
-    let live: HashSet<u64> = m.levels.iter().flatten().map(|t| t.id).collect();
+    let tables = std::iter::once(&m.levels).chain(m.keyspaces.iter().map(|k| &k.levels));
+    let live: HashSet<u64> = tables.flatten().flatten().map(|t| t.id).collect();
     let mut obsolete: Vec<PathBuf> = Vec::new();
     for &id in inv.tables.iter().filter(|id| !live.contains(id)) {
         if id < m.next_file {
@@ -332,7 +357,9 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         .map_or(0, |id| id + 1);
     let next_file = AtomicU64::new(m.next_file.max(highest).max(1));
     let mut work = Work {
-        cursors: vec![Vec::new(); MAX_LEVELS],
+        cursors: Default::default(),
+        next_pick: 0,
+        keyspaces: registry,
         reserved: next_file.load(Ordering::SeqCst) + ID_RESERVATION,
         running: Default::default(),
         manual: 0,
@@ -343,21 +370,27 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         .copied()
         .filter(|l| l.0 >= m.log_number)
         .collect();
-    let recovered = replay(fs, dir, &logs, opts.wal_recovery, &mut report)?;
+    let recovered = replay(fs, dir, &logs, opts.wal_recovery, &ids, &mut report)?;
     let wal_id = next_file.fetch_add(1, Ordering::SeqCst);
     let writer = WalWriter::create(fs, dir, wal_id)?;
-    if !recovered.is_empty() {
-        // Reserve the table's number in a manifest before creating the table.
-        manifest::write(
-            fs,
-            dir,
-            &manifest_data(&version, work.reserved, m.log_number),
-        )?;
-        let id = next_file.fetch_add(1, Ordering::SeqCst);
-        let filters = l0_filter(&opts, &version, &recovered, id);
-        let t = write_l0(fs, dir, &opts, filters, &recovered, id)?;
-        report.filters_rejected += t.rejected_filters();
-        version.edit(|levels| levels[0].push(Arc::new(t)));
+    let manifest_of = |versions: &[(u32, Version)], reserved, log_number| {
+        let all = versions.iter().map(|(id, v)| (*id, v));
+        manifest_data(&work.keyspaces, all, reserved, log_number)
+    };
+    if recovered.iter().any(|(_, mem)| !mem.is_empty()) {
+        // Reserve the tables' numbers in a manifest before creating the tables.
+        let reserving = manifest_of(&versions, work.reserved, m.log_number);
+        manifest::write(fs, dir, &reserving)?;
+        for ((_, mem), (_, version)) in recovered.iter().zip(&mut versions) {
+            if mem.is_empty() {
+                continue;
+            }
+            let id = next_file.fetch_add(1, Ordering::SeqCst);
+            let filters = l0_filter(&opts, version, mem, id);
+            let t = write_l0(fs, dir, &opts, filters, mem, id)?;
+            report.filters_rejected += t.rejected_filters();
+            version.edit(|levels| levels[0].push(Arc::new(t)));
+        }
         crate::fs::sync_dir(fs, dir)?;
     }
     work.reserved = work.reserved.max(next_file.load(Ordering::SeqCst));
@@ -365,7 +398,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
     if stored.as_ref() != Some(&record) {
         stored_options::write(fs, dir, &record)?;
     }
-    manifest::write(fs, dir, &manifest_data(&version, work.reserved, wal_id))?;
+    manifest::write(fs, dir, &manifest_of(&versions, work.reserved, wal_id))?;
     for (id, _) in logs {
         let _ = fs.remove_file(&wal::wal_path(dir, id));
     }
@@ -376,15 +409,35 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         report.filters_rejected,
     );
     add(&counters.wal_bytes_dropped, report.wal_bytes_dropped);
-    report.log(dir, version.levels().iter().map(Vec::len).sum());
-    let pending = super::compaction::pending_bytes(&version, &opts);
+    let table_count = versions
+        .iter()
+        .flat_map(|(_, v)| v.levels())
+        .map(Vec::len)
+        .sum();
+    report.log(dir, table_count);
+    let pending = versions
+        .iter()
+        .map(|(_, v)| super::compaction::pending_bytes(v, &opts))
+        .sum();
+    let batches = Arc::new(super::memtable::Batches::default());
+    let fresh = |version| State {
+        mem: Arc::new(Memtable::sharing(wal_id, Arc::clone(&batches))),
+        imm: Vec::new(),
+        version: Arc::new(version),
+    };
+    let mut published = Published {
+        default: fresh(Version::empty()),
+        others: Vec::new(),
+    };
+    for (id, version) in versions {
+        match id {
+            0 => published.default = fresh(version),
+            _ => published.others.push((id, fresh(version))),
+        }
+    }
     Ok(Inner {
         dir: dir.to_path_buf(),
-        state: arc_swap::ArcSwap::from_pointee(State {
-            mem: Arc::new(Memtable::new(wal_id)),
-            imm: Vec::new(),
-            version: Arc::new(version),
-        }),
+        state: arc_swap::ArcSwap::from_pointee(published),
         publish: Mutex::new(()),
         cache: crate::table::BlockCache::new(opts.block_cache_bytes).map(Arc::new),
         queue: Mutex::default(),

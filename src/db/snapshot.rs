@@ -29,11 +29,12 @@ use std::time::Instant;
 use super::cursor::DbCursor;
 use super::inner::{lock, Inner};
 use super::iter::DbIter;
+use super::keyspace::Keyspace;
 use super::read::ReadPath;
 use super::snapshot_list::Snapshots;
 use super::stats::Counters;
-use super::version::State;
-use crate::error::Result;
+use super::version::{Published, State};
+use crate::error::{Error, Result};
 use crate::prefix::PrefixExtractor;
 use crate::table::BlockCache;
 
@@ -55,8 +56,9 @@ use crate::table::BlockCache;
 /// # Ok::<(), lsm_bloom::Error>(())
 /// ```
 pub struct Snapshot {
-    state: Arc<State>,
-    /// Batches of `state.mem` this snapshot sees.
+    /// Every keyspace's state as published when it was taken.
+    published: Arc<Published>,
+    /// Batches of the current generation (every keyspace's `mem`) this snapshot sees.
     mem_seen: u64,
     counters: Arc<Counters>,
     cache: Option<Arc<BlockCache>>,
@@ -81,20 +83,22 @@ impl Snapshot {
     }
 
     pub(super) fn take(inner: &Inner) -> Snapshot {
-        let (state, mem_seen) = loop {
-            let state = inner.state.load_full();
-            let seen = state.mem.visible();
+        let (published, mem_seen) = loop {
+            let published = inner.state.load_full();
+            // One count for every keyspace's memtable of the generation: the snapshot sees
+            // each batch in all of them or in none.
+            let seen = published.default.mem.visible();
             // Rotated meanwhile: a write acknowledged before `seen` was read may be in the
-            // new memtable, which `state` lacks.
-            if Arc::ptr_eq(&inner.read_state().mem, &state.mem) {
-                break (state, seen);
+            // new generation, which `published` lacks.
+            if Arc::ptr_eq(&inner.read_state().default.mem, &published.default.mem) {
+                break (published, seen);
             }
         };
         let registry = Arc::clone(&inner.snapshots);
         let id = registry.next_id.fetch_add(1, Ordering::Relaxed);
         lock(&registry.live).insert(id, Instant::now());
         Snapshot {
-            state,
+            published,
             mem_seen,
             counters: Arc::clone(&inner.counters),
             cache: inner.cache.clone(),
@@ -104,9 +108,14 @@ impl Snapshot {
         }
     }
 
-    /// The state it holds.
+    /// The default keyspace's state it holds.
     pub(super) fn state(&self) -> &State {
-        &self.state
+        &self.published.default
+    }
+
+    /// Every keyspace's state it holds.
+    pub(super) fn published(&self) -> &Published {
+        &self.published
     }
 
     /// Batches of `state().mem` it sees.
@@ -122,10 +131,52 @@ impl Snapshot {
         }
     }
 
+    /// The default keyspace as of the snapshot.
+    fn default_view(&self) -> SnapshotKeyspace<'_> {
+        SnapshotKeyspace {
+            snap: self,
+            state: self.state(),
+        }
+    }
+
+    /// `keyspace` as of the snapshot: its reads see the same moment as the snapshot's own
+    /// (one batch across keyspaces is seen in all of them or in none).
+    /// `Error::KeyspaceDropped` if the keyspace did not exist when the snapshot was taken
+    /// (dropped before, or created after); `Error::InvalidArgument` for a keyspace of another
+    /// store.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use lsm_bloom::{Db, Options, WriteBatch};
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let (a, b) = (db.keyspace("a")?, db.keyspace("b")?);
+    /// let snap = db.snapshot();
+    /// let mut batch = WriteBatch::new();
+    /// batch.put_in(&a, "k", "1").put_in(&b, "k", "1");
+    /// db.write(batch)?;
+    /// assert_eq!(snap.keyspace(&a)?.get("k")?, None);
+    /// assert_eq!(db.snapshot().keyspace(&b)?.get("k")?, Some(b"1".to_vec()));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn keyspace(&self, keyspace: &Keyspace) -> Result<SnapshotKeyspace<'_>> {
+        if !keyspace.same_registry(&self.registry) {
+            return Err(Error::InvalidArgument(format!(
+                "keyspace {:?} is of another store than the snapshot",
+                keyspace.name()
+            )));
+        }
+        let state = self
+            .published
+            .get(keyspace.id())
+            .ok_or_else(|| Error::KeyspaceDropped {
+                name: keyspace.name().to_string(),
+            })?;
+        Ok(SnapshotKeyspace { snap: self, state })
+    }
+
     /// The value of `key` as of the snapshot, or `None`.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.read_path()
-            .get(&self.state, self.mem_seen, key.as_ref())
+        self.default_view().get(key)
     }
 
     /// `f` of the value of `key` as of the snapshot, lent where it lies, or `None` (as
@@ -135,74 +186,138 @@ impl Snapshot {
         key: impl AsRef<[u8]>,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Result<Option<R>> {
-        let found = self
-            .read_path()
-            .get_lent(&self.state, self.mem_seen, key.as_ref())?;
-        Ok(found.map(|v| f(v.bytes())))
+        self.default_view().get_with(key, f)
     }
 
     /// The values of `keys` as of the snapshot, in the same order (as `Db::multi_get`).
     pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
-        self.read_path().multi_get(&self.state, self.mem_seen, keys)
+        self.default_view().multi_get(keys)
     }
 
     /// Live keys and values in `range` as of the snapshot, in key order (as `Db::scan`).
+    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
+        self.default_view().scan(range)
+    }
+
+    /// Every live key and value as of the snapshot, in key order (as `Db::iter`).
+    pub fn iter(&self) -> DbIter {
+        self.default_view().iter()
+    }
+
+    /// A cursor over every live entry as of the snapshot (as `Db::cursor`).
+    pub fn cursor(&self) -> DbCursor {
+        self.default_view().cursor()
+    }
+
+    /// A cursor within `range` as of the snapshot (as `Db::cursor_in`).
+    pub fn cursor_in<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbCursor {
+        self.default_view().cursor_in(range)
+    }
+
+    /// Whether any live key lay in `range` as of the snapshot (as `Db::contains_range`).
+    pub fn contains_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<bool> {
+        self.default_view().contains_range(range)
+    }
+
+    /// Live keys starting with `prefix` as of the snapshot (as `Db::scan_prefix`).
+    pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<DbIter> {
+        self.default_view().scan_prefix(prefix)
+    }
+}
+
+/// One keyspace of a `Snapshot` (`Snapshot::keyspace`), with the snapshot's read API.
+pub struct SnapshotKeyspace<'a> {
+    snap: &'a Snapshot,
+    state: &'a State,
+}
+
+impl SnapshotKeyspace<'_> {
+    fn read_path(&self) -> ReadPath<'_> {
+        self.snap.read_path()
+    }
+
+    /// `Snapshot::get` in this keyspace.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.read_path()
+            .get(self.state, self.snap.mem_seen, key.as_ref())
+    }
+
+    /// `Snapshot::get_with` in this keyspace.
+    pub fn get_with<R>(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>> {
+        let found = self
+            .read_path()
+            .get_lent(self.state, self.snap.mem_seen, key.as_ref())?;
+        Ok(found.map(|v| f(v.bytes())))
+    }
+
+    /// `Snapshot::multi_get` in this keyspace.
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        self.read_path()
+            .multi_get(self.state, self.snap.mem_seen, keys)
+    }
+
+    /// `Snapshot::scan` in this keyspace.
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<DbIter> {
         let (start, end) = super::iter::own_bounds(&range);
         Ok(self.iter_over(start, end))
     }
 
-    /// Every live key and value as of the snapshot, in key order (as `Db::iter`).
+    /// `Snapshot::iter` in this keyspace.
     pub fn iter(&self) -> DbIter {
         self.iter_over(Bound::Unbounded, Bound::Unbounded)
     }
 
-    /// The iterator of `scan` and `iter`, as of the snapshot.
     fn iter_over(&self, start: Bound<Vec<u8>>, end: Bound<Vec<u8>>) -> DbIter {
+        let snap = self.snap;
         DbIter::new(
-            &self.counters,
-            self.rule,
-            self.cache.clone(),
-            &self.state,
-            self.mem_seen,
+            &snap.counters,
+            snap.rule,
+            snap.cache.clone(),
+            self.state,
+            snap.mem_seen,
             start,
             end,
         )
     }
 
-    /// A cursor over every live entry as of the snapshot (as `Db::cursor`).
+    /// `Snapshot::cursor` in this keyspace.
     pub fn cursor(&self) -> DbCursor {
         self.cursor_in::<&[u8], _>(..)
     }
 
-    /// A cursor within `range` as of the snapshot (as `Db::cursor_in`).
+    /// `Snapshot::cursor_in` in this keyspace.
     pub fn cursor_in<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> DbCursor {
+        let snap = self.snap;
         DbCursor::new(
-            &self.counters,
-            self.rule,
-            self.cache.clone(),
-            &self.state,
-            self.mem_seen,
+            &snap.counters,
+            snap.rule,
+            snap.cache.clone(),
+            self.state,
+            snap.mem_seen,
             range,
         )
     }
 
-    /// Whether any live key lay in `range` as of the snapshot (as `Db::contains_range`).
+    /// `Snapshot::contains_range` in this keyspace.
     pub fn contains_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Result<bool> {
         let (start, end) = (
             super::iter::bound_ref(range.start_bound()),
             super::iter::bound_ref(range.end_bound()),
         );
-        let asks_prefix = super::iter::asks_prefix(self.rule, start, end);
-        let (counters, seen) = (&self.counters, self.mem_seen);
-        if super::exists::known_empty(counters, asks_prefix, &self.state, seen, start, end) {
+        let asks_prefix = super::iter::asks_prefix(self.snap.rule, start, end);
+        let (counters, seen) = (&self.snap.counters, self.snap.mem_seen);
+        if super::exists::known_empty(counters, asks_prefix, self.state, seen, start, end) {
             super::stats::bump(&counters.reader().scans, 1);
             return Ok(false);
         }
         self.scan(range)?.next().transpose().map(|e| e.is_some())
     }
 
-    /// Live keys starting with `prefix` as of the snapshot (as `Db::scan_prefix`).
+    /// `Snapshot::scan_prefix` in this keyspace.
     pub fn scan_prefix(&self, prefix: impl AsRef<[u8]>) -> Result<DbIter> {
         self.scan(super::iter::prefix_range(prefix.as_ref()))
     }

@@ -15,8 +15,52 @@ use crate::error::{Error, Result};
 use crate::fs::{CreateMode, FileSystem, WritableFile};
 use crate::table::{TAG_DELETE, TAG_PUT};
 
-/// A batch as a list of (key, value-or-tombstone).
+/// One keyspace's part of a batch: (key, value-or-tombstone), in order.
 pub(crate) type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Operation tag that switches the keyspace of the operations after it (FORMAT.md §2).
+const TAG_KEYSPACE: u8 = 3;
+
+/// A batch: the default keyspace's operations and each other keyspace's, each part in the
+/// order written (operations on different keyspaces never meet, so only the order within
+/// a part matters).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Batch {
+    /// The default keyspace's (id 0) operations.
+    pub(crate) default: Ops,
+    /// Other keyspaces' operations by keyspace id, one part per id, ids in first-use order.
+    pub(crate) spaces: Vec<(u32, Ops)>,
+}
+
+impl Batch {
+    /// Keyspace `id`'s part, added empty if missing.
+    pub(crate) fn part(&mut self, id: u32) -> &mut Ops {
+        if id == 0 {
+            return &mut self.default;
+        }
+        let i = match self.spaces.iter().position(|(k, _)| *k == id) {
+            Some(i) => i,
+            None => {
+                self.spaces.push((id, Vec::new()));
+                self.spaces.len() - 1
+            }
+        };
+        &mut self.spaces[i].1
+    }
+
+    /// Every part with its keyspace id, the default first.
+    pub(crate) fn parts(&self) -> impl Iterator<Item = (u32, &Ops)> {
+        std::iter::once((0, &self.default)).chain(self.spaces.iter().map(|(id, o)| (*id, o)))
+    }
+
+    /// Operations in all parts.
+    pub(crate) fn len(&self) -> usize {
+        self.parts().map(|(_, o)| o.len()).sum()
+    }
+}
+
+/// Payload bytes of a keyspace switch (tag and id) ahead of a part of another keyspace.
+pub(crate) const KEYSPACE_SWITCH_LEN: usize = 5;
 
 /// Largest record payload accepted on replay (a larger length field is damage).
 pub(crate) const MAX_RECORD: usize = 1 << 30;
@@ -56,12 +100,15 @@ pub(crate) fn wal_path(dir: &Path, id: u64) -> PathBuf {
     dir.join(format!("{id:06}.wal"))
 }
 
-/// Encodes a batch as one record (header included). Every length is checked, never truncated.
-pub(crate) fn encode_batch(ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<Vec<u8>> {
-    let size: usize = ops
-        .iter()
+/// Encodes a batch as one record (header included): the default keyspace's operations, then
+/// each other part behind a keyspace switch. Every length is checked, never truncated.
+pub(crate) fn encode_batch(batch: &Batch) -> Result<Vec<u8>> {
+    let size: usize = batch
+        .parts()
+        .flat_map(|(_, ops)| ops)
         .map(|(k, v)| op_encoded_len(k.len(), v.as_ref().map(Vec::len)))
-        .sum();
+        .sum::<usize>()
+        + batch.spaces.len() * KEYSPACE_SWITCH_LEN;
     if BATCH_HEADER_LEN + size > MAX_RECORD {
         return Err(Error::InvalidArgument(format!(
             "write batch encodes to {} bytes, more than a log record may hold ({MAX_RECORD})",
@@ -70,14 +117,20 @@ pub(crate) fn encode_batch(ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<Vec<u8>
     }
     let mut out = Vec::with_capacity(HEADER_LEN + BATCH_HEADER_LEN + size);
     out.extend_from_slice(&[0u8; HEADER_LEN]); // length and CRC, filled below
-    put_u32_len(&mut out, ops.len(), "operation count of a write batch")?;
-    for (k, v) in ops {
-        out.push(if v.is_some() { TAG_PUT } else { TAG_DELETE });
-        put_u32_len(&mut out, k.len(), "key")?;
-        out.extend_from_slice(k);
-        if let Some(v) = v {
-            put_u32_len(&mut out, v.len(), "value")?;
-            out.extend_from_slice(v);
+    put_u32_len(&mut out, batch.len(), "operation count of a write batch")?;
+    for (id, ops) in batch.parts() {
+        if id != 0 {
+            out.push(TAG_KEYSPACE);
+            out.extend_from_slice(&id.to_le_bytes());
+        }
+        for (k, v) in ops {
+            out.push(if v.is_some() { TAG_PUT } else { TAG_DELETE });
+            put_u32_len(&mut out, k.len(), "key")?;
+            out.extend_from_slice(k);
+            if let Some(v) = v {
+                put_u32_len(&mut out, v.len(), "value")?;
+                out.extend_from_slice(v);
+            }
         }
     }
     let len = crate::coding::u32_len(out.len() - HEADER_LEN, "log record")?;
@@ -87,22 +140,30 @@ pub(crate) fn encode_batch(ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Result<Vec<u8>
     Ok(out)
 }
 
-/// Decodes one record payload; `None` if it is not a well-formed batch.
-pub(crate) fn decode_batch(payload: &[u8]) -> Option<Ops> {
+/// Decodes one record payload; `None` if it is not a well-formed batch. A keyspace switch
+/// consumes 5 bytes and is not counted, so the work stays bounded by the payload's size.
+pub(crate) fn decode_batch(payload: &[u8]) -> Option<Batch> {
     let mut c = Cursor::new(payload);
     let count = c.u32().ok()?;
-    let mut ops = Vec::with_capacity(count.min(1 << 16) as usize);
-    for _ in 0..count {
+    let mut batch = Batch::default();
+    let mut keyspace = 0u32;
+    let mut decoded = 0;
+    while decoded < count {
         let tag = c.u8().ok()?;
+        if tag == TAG_KEYSPACE {
+            keyspace = c.u32().ok()?;
+            continue;
+        }
         let key = c.len_prefixed().ok()?.to_vec();
         let value = match tag {
             TAG_PUT => Some(c.len_prefixed().ok()?.to_vec()),
             TAG_DELETE => None,
             _ => return None,
         };
-        ops.push((key, value));
+        batch.part(keyspace).push((key, value));
+        decoded += 1;
     }
-    c.is_empty().then_some(ops)
+    c.is_empty().then_some(batch)
 }
 
 /// The first record of a log that could not be used.
@@ -124,7 +185,7 @@ pub(crate) struct Damage {
 /// What `scan` found in a log.
 pub(crate) struct Scan {
     /// Every batch before the first unusable record, in order.
-    pub(crate) batches: Vec<Ops>,
+    pub(crate) batches: Vec<Batch>,
     /// The first unusable record, if any.
     pub(crate) damage: Option<Damage>,
 }
@@ -312,19 +373,52 @@ mod tests {
     use super::*;
     use crate::fs::{Fault, FaultyFs, StdFs};
 
-    fn ops(n: u8) -> Ops {
-        (0..n)
-            .map(|i| {
-                (
-                    vec![i],
-                    if i % 3 == 0 {
-                        None
-                    } else {
-                        Some(vec![i; i as usize])
-                    },
-                )
-            })
-            .collect()
+    /// A batch of `n` operations on the default keyspace, and from `n = 4` two more on
+    /// keyspace `n`.
+    fn ops(n: u8) -> Batch {
+        let mut b = Batch::default();
+        for i in 0..n {
+            let value = (i % 3 != 0).then(|| vec![i; i as usize]);
+            b.part(0).push((vec![i], value));
+        }
+        if n >= 4 {
+            b.part(u32::from(n))
+                .extend([(vec![n, 1], None), (vec![n, 2], Some(vec![2]))]);
+        }
+        b
+    }
+
+    #[test]
+    fn keyspace_switches_round_trip_and_bad_ones_are_refused() {
+        let mut b = Batch::default();
+        b.part(9).push((b"a".to_vec(), Some(b"1".to_vec())));
+        b.part(0).push((b"b".to_vec(), None));
+        b.part(9).push((b"a".to_vec(), None));
+        b.part(u32::MAX).push((b"c".to_vec(), Some(Vec::new())));
+        let record = encode_batch(&b).unwrap();
+        let payload = &record[HEADER_LEN..];
+        assert_eq!(decode_batch(payload), Some(b.clone()));
+        assert_eq!(b.len(), 4);
+        // The count names 4 operations: with one fewer the bytes run over, with one more
+        // they run out; a switch cut short, or one at the end, is refused.
+        for count in [3u32, 5] {
+            let mut p = payload.to_vec();
+            p[..4].copy_from_slice(&count.to_le_bytes());
+            assert_eq!(decode_batch(&p), None, "count {count}");
+        }
+        let mut p = payload.to_vec();
+        p.extend([TAG_KEYSPACE, 1, 0]);
+        assert_eq!(decode_batch(&p), None, "switch cut short");
+        let mut p = payload.to_vec();
+        p.extend([TAG_KEYSPACE, 1, 0, 0, 0]);
+        assert_eq!(decode_batch(&p), None, "switch after the last operation");
+        // A switch back to the default keyspace, written by hand, decodes into its part.
+        let mut p = 2u32.to_le_bytes().to_vec();
+        p.extend([TAG_KEYSPACE, 5, 0, 0, 0, TAG_DELETE, 1, 0, 0, 0, b'x']);
+        p.extend([TAG_KEYSPACE, 0, 0, 0, 0, TAG_DELETE, 1, 0, 0, 0, b'y']);
+        let d = decode_batch(&p).unwrap();
+        assert_eq!(d.default, vec![(b"y".to_vec(), None)]);
+        assert_eq!(d.spaces, vec![(5, vec![(b"x".to_vec(), None)])]);
     }
 
     #[test]

@@ -15,63 +15,27 @@
 
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::budget::{self, Change, Outlook};
 use super::compaction::{self, Job};
-use super::files::table_path;
 use super::filters::TableFilters;
 use super::inner::{lock, Inner, Work};
-use super::manifest::{self, ManifestData, TableMeta};
+use super::keyspaces::Registry;
+use super::manifest::{self, KeyspaceMeta, ManifestData, TableMeta};
 use super::memtable::Memtable;
 use super::options::Options;
 use super::stats::add;
-use super::version::Version;
-use super::wal;
+use super::version::{Published, Version, MAX_LEVELS};
 use crate::error::{Error, Result};
-use crate::fs::FileSystem;
-use crate::table::{Table, TableBuilder};
 
 /// File numbers reserved by one manifest write (a reservation costs one manifest write).
 pub(super) const ID_RESERVATION: u64 = 64;
 
-/// The filters a new level-0 table holding `mem` gets when added to `version`: the options'
-/// level-0 policy, or what the filter budget allocates to its runs.
-pub(super) fn l0_filter(
-    opts: &Options,
-    version: &Version,
-    mem: &Memtable,
-    id: u64,
-) -> TableFilters {
-    let Some(b) = opts.filters().budget() else {
-        return opts.filters_for_level(0);
-    };
-    // Keys, and distinct prefixes (adjacent in key order) under the rule.
-    let (mut keys, mut prefixes) = (0u64, 0u64);
-    let mut last: Option<Vec<u8>> = None;
-    let counted: std::result::Result<(), ()> = mem.for_each_newest(|k, _| {
-        keys += 1;
-        if let Some(p) = opts.prefix_rule().and_then(|r| r.prefix(k)) {
-            if last.as_deref() != Some(p) {
-                prefixes += 1;
-                last = Some(p.to_vec());
-            }
-        }
-        Ok(())
-    });
-    debug_assert!(counted.is_ok());
-    let change = Change::Flush { keys, prefixes };
-    planned(
-        0,
-        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(id),
-    )
-}
-
 /// `filters`, the budget's plan for a new table of `level`, logged (DEBUG).
-fn planned(level: usize, filters: TableFilters) -> TableFilters {
+pub(super) fn planned(level: usize, filters: TableFilters) -> TableFilters {
     tracing::debug!(
         level,
         key = ?filters.key,
@@ -100,29 +64,17 @@ pub(super) fn compaction_filter(opts: &Options, version: &Version, job: &Job) ->
     )
 }
 
-/// Writes `mem` to a new level-0 table `id` with `filters` and opens it.
-pub(super) fn write_l0(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    opts: &Options,
-    filters: TableFilters,
-    mem: &Memtable,
-    id: u64,
-) -> Result<Table> {
-    let path = table_path(dir, id);
-    let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filters))?;
-    mem.for_each_newest(|k, v| b.add(k, v))?;
-    b.finish()?;
-    Table::open_in(fs, &path, id, opts.table_open(0))
-}
-
-/// The manifest describing `v`.
-pub(super) fn manifest_data(v: &Version, next_file: u64, log_number: u64) -> ManifestData {
-    ManifestData {
-        next_file,
-        log_number,
-        levels: v
-            .levels()
+/// The manifest describing the default keyspace and those `registry` lists, each with its
+/// version from `versions` (none: no tables); a version of a keyspace the registry no longer
+/// lists (one being dropped) is left out.
+pub(super) fn manifest_data<'v>(
+    registry: &Registry,
+    versions: impl Iterator<Item = (u32, &'v Version)>,
+    next_file: u64,
+    log_number: u64,
+) -> ManifestData {
+    let metas = |v: &Version| -> Vec<Vec<TableMeta>> {
+        v.levels()
             .iter()
             .map(|ts| {
                 ts.iter()
@@ -132,7 +84,29 @@ pub(super) fn manifest_data(v: &Version, next_file: u64, log_number: u64) -> Man
                     })
                     .collect()
             })
+            .collect()
+    };
+    let versions: Vec<(u32, &Version)> = versions.collect();
+    let levels_of = |id: u32| {
+        versions
+            .iter()
+            .find(|(k, _)| *k == id)
+            .map_or_else(Vec::new, |(_, v)| metas(v))
+    };
+    ManifestData {
+        next_file,
+        log_number,
+        levels: levels_of(0),
+        // A keyspace being created is listed before it is published: no tables yet.
+        keyspaces: registry
+            .all()
+            .map(|(id, name)| KeyspaceMeta {
+                id,
+                name: name.to_string(),
+                levels: levels_of(id),
+            })
             .collect(),
+        next_keyspace: registry.next_id(),
     }
 }
 
@@ -227,17 +201,6 @@ impl Inner {
         }
     }
 
-    /// Flushes the oldest immutable memtable; false when there is none.
-    fn one_flush(&self) -> Result<bool> {
-        self.errors.check()?;
-        let Some(mem) = self.read_state().imm.first().cloned() else {
-            return Ok(false);
-        };
-        self.flush_memtable(&mem)?;
-        self.prepare_spare_wal()?;
-        Ok(true)
-    }
-
     /// Picks and runs one compaction that may run beside the others; false when there is
     /// none (nothing over its limit, everything over it already being compacted, or a manual
     /// compaction waiting to start).
@@ -248,20 +211,39 @@ impl Inner {
             if work.manual > 0 {
                 return Ok(false);
             }
-            let version = self.version();
+            let published = self.read_state();
             let Work {
-                cursors, running, ..
+                cursors,
+                running,
+                next_pick,
+                ..
             } = &mut *work;
-            let picked = compaction::pick(&version, &self.opts, cursors, running);
+            // Keyspaces in turn, from the one after the last picked, so that a busy keyspace
+            // does not starve the others.
+            let spaces: Vec<(u32, &Version)> =
+                published.all().map(|(id, s)| (id, &*s.version)).collect();
+            let from = spaces
+                .iter()
+                .position(|(id, _)| *id >= *next_pick)
+                .unwrap_or(0);
+            let turn = || spaces[from..].iter().chain(&spaces[..from]);
+            let mut picked = turn().find_map(|&(id, v)| {
+                let cursors = cursors
+                    .entry(id)
+                    .or_insert_with(|| vec![Vec::new(); MAX_LEVELS]);
+                compaction::pick(v, &self.opts, cursors, running).map(|job| (id, job))
+            });
             // Idle (or asked to settle): level 0 away once nothing else is left to do.
-            let idle = || running.len() == 0 && self.read_state().imm.is_empty() && self.idle();
-            let Some(job) = picked.or_else(|| {
-                idle()
-                    .then(|| compaction::level0(&version, running))
-                    .flatten()
-            }) else {
+            let idle = running.len() == 0 && published.default.imm.is_empty();
+            if picked.is_none() && idle && self.idle() {
+                picked =
+                    turn().find_map(|&(id, v)| compaction::level0(v, running).map(|job| (id, job)));
+            }
+            let Some((id, mut job)) = picked else {
                 return Ok(false);
             };
+            job.keyspace = id;
+            *next_pick = id + 1;
             let ticket = running.register(&job.inputs, job.output_level);
             self.counters
                 .most_compactions_running
@@ -283,11 +265,14 @@ impl Inner {
     /// (`Db::wait_for_compactions`).
     pub(super) fn settled(&self) -> bool {
         let work = self.lock_checked(&self.work);
-        let state = self.read_state();
-        state.imm.is_empty()
+        let published = self.read_state();
+        published.default.imm.is_empty()
             && work.running.len() == 0
-            && !compaction::needed(&state.version, &self.opts)
-            && (self.opts.idle_compaction_after.is_none() || state.version.levels()[0].is_empty())
+            && published.all().all(|(_, s)| {
+                !compaction::needed(&s.version, &self.opts)
+                    && (self.opts.idle_compaction_after.is_none()
+                        || s.version.levels()[0].is_empty())
+            })
     }
 
     /// A file number for a new table, below the manifest's `next_file` (extended first if
@@ -297,47 +282,69 @@ impl Inner {
         let mut work = self.lock_checked(&self.work);
         if id >= work.reserved {
             work.reserved = id + 1 + ID_RESERVATION;
-            let version = self.version();
-            self.write_manifest(&mut work, &version, self.log_number_after(None))?;
+            self.write_manifest(&mut work, &[], self.log_number_after(None))?;
         }
         Ok(id)
     }
 
-    /// Writes the manifest for `version`. Called with the work lock held.
-    fn write_manifest(&self, work: &mut Work, version: &Version, log_number: u64) -> Result<()> {
+    /// Writes the manifest for the published versions with `edited` ones in their place (by
+    /// keyspace id) and the keyspaces `work.keyspaces` lists. Called with the work lock held.
+    pub(super) fn write_manifest(
+        &self,
+        work: &mut Work,
+        edited: &[(u32, Version)],
+        log_number: u64,
+    ) -> Result<()> {
         work.reserved = work.reserved.max(self.next_file.load(Ordering::SeqCst));
-        let data = manifest_data(version, work.reserved, log_number);
+        let published = self.read_state();
+        let versions = published.all().map(|(id, s)| {
+            let edit = edited.iter().find(|(k, _)| *k == id);
+            (id, edit.map_or(&*s.version, |(_, v)| v))
+        });
+        let data = manifest_data(&work.keyspaces, versions, work.reserved, log_number);
         manifest::write(&*self.opts.fs, &self.dir, &data)
     }
 
-    /// Applies `edit` to the current table set and makes the result durable and visible:
-    /// manifest written, then published (with `also`, applied under the same state lock).
-    /// The new tables' directory entries must be synced already. Called with the work lock
-    /// held, which every change to the table set takes: the version edited is the latest,
-    /// whatever other jobs installed while this one ran.
-    fn commit(
+    /// Makes `edited` (new versions of keyspaces, built from their current ones under the
+    /// work lock) durable and visible: manifest written, then published (with `also`, applied
+    /// under the same state lock). The new tables' directory entries must be synced already.
+    /// Called with the work lock held, which every change to a table set takes: the versions
+    /// edited are the latest, whatever other jobs installed while this one ran.
+    pub(super) fn commit(
         &self,
         work: &mut Work,
-        edit: impl FnOnce(&mut [Vec<Arc<Table>>]),
+        edited: Vec<(u32, Version)>,
         log_number: u64,
-        also: impl FnOnce(&mut super::version::State),
+        also: impl FnOnce(&mut Published),
     ) -> Result<()> {
-        let mut version = (*self.version()).clone();
-        version.edit(edit);
-        self.write_manifest(work, &version, log_number)?;
-        let pending = compaction::pending_bytes(&version, &self.opts);
-        self.update_state(|s| {
-            also(s);
-            s.version = Arc::new(version);
+        self.write_manifest(work, &edited, log_number)?;
+        self.update_state(|p| {
+            also(p);
+            for (id, v) in edited {
+                if let Some(s) = p.get_mut(id) {
+                    s.version = Arc::new(v);
+                }
+            }
         });
-        self.pending_compaction_bytes
-            .store(pending, Ordering::Relaxed);
+        self.note_pending_bytes();
         Ok(())
     }
 
-    /// Oldest WAL still needed once `flushed` is in a table.
-    fn log_number_after(&self, flushed: Option<&Arc<Memtable>>) -> u64 {
-        let s = self.read_state();
+    /// Sets `pending_compaction_bytes` from the published versions: every keyspace's debt.
+    pub(super) fn note_pending_bytes(&self) {
+        let pending = self
+            .read_state()
+            .all()
+            .map(|(_, s)| compaction::pending_bytes(&s.version, &self.opts))
+            .sum();
+        self.pending_compaction_bytes
+            .store(pending, Ordering::Relaxed);
+    }
+
+    /// Oldest WAL still needed once the generation of `flushed` (the default keyspace's
+    /// memtable of it) is in tables.
+    pub(super) fn log_number_after(&self, flushed: Option<&Arc<Memtable>>) -> u64 {
+        let s = &self.read_state().default;
         s.imm
             .iter()
             .filter(|m| flushed.is_none_or(|f| !Arc::ptr_eq(m, f)))
@@ -347,56 +354,15 @@ impl Inner {
             .unwrap_or(s.mem.wal_id)
     }
 
-    /// Writes `mem` to a level-0 table and installs it; runs on the flush thread only, so
-    /// memtables reach level 0 in the order they were retired.
-    fn flush_memtable(&self, mem: &Arc<Memtable>) -> Result<()> {
-        let began = std::time::Instant::now();
-        let table = if mem.is_empty() {
-            None
-        } else {
-            let id = self.new_table_id()?;
-            let filters = l0_filter(&self.opts, &self.version(), mem, id);
-            let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filters, mem, id)?;
-            // Read back through the file system: a filter that fails its check then is
-            // counted like one found damaged at open.
-            add(
-                &self.counters.filter_validation_failures,
-                t.rejected_filters(),
-            );
-            crate::fs::sync_dir(&*self.opts.fs, &self.dir)?;
-            Some(Arc::new(t))
-        };
-        let mut work = self.lock_checked(&self.work);
-        self.errors.check()?;
-        let log_number = self.log_number_after(Some(mem));
-        let edit = |levels: &mut [Vec<Arc<Table>>]| levels[0].extend(table.clone());
-        self.commit(&mut work, edit, log_number, |s| {
-            s.imm.retain(|m| !Arc::ptr_eq(m, mem));
-        })?;
-        drop(work);
-        self.graveyard.bury_memtable(Arc::clone(mem));
-        self.remove_obsolete(&wal::wal_path(&self.dir, mem.wal_id));
-        add(&self.counters.flushes, 1);
-        match &table {
-            Some(t) => tracing::debug!(
-                wal = mem.wal_id,
-                table = t.id(),
-                entries = t.properties().entries,
-                bytes = t.file_size(),
-                millis = began.elapsed().as_millis() as u64,
-                "flush: memtable written to level 0"
-            ),
-            None => tracing::debug!(wal = mem.wal_id, "flush: empty memtable retired"),
-        }
-        Ok(())
-    }
-
     /// Runs `job` and installs its output. The caller has registered it as running
     /// (`running.rs`), so no other job touches its tables meanwhile; the work lock is taken
     /// only to number new tables and to install the result.
     pub(super) fn run_compaction(&self, job: &Job) -> Result<()> {
         let began = std::time::Instant::now();
-        let filters = compaction_filter(&self.opts, &self.version(), job);
+        let Some(version) = self.version_of(job.keyspace) else {
+            return Ok(()); // dropped: its tables are gone with it
+        };
+        let filters = compaction_filter(&self.opts, &version, job);
         let out = compaction::run(job, &self.dir, &self.opts, filters, &mut || {
             self.new_table_id()
         })?;
@@ -411,15 +377,23 @@ impl Inner {
         let mut work = self.lock_checked(&self.work);
         self.errors.check()?;
         let log_number = self.log_number_after(None);
-        let edit = |levels: &mut [Vec<Arc<Table>>]| {
+        let Some(version) = self.version_of(job.keyspace) else {
+            // Dropped while this ran (drops hold the work lock): the output is no one's.
+            for t in &out.tables {
+                self.remove_obsolete(t.path());
+            }
+            return Ok(());
+        };
+        let mut version = (*version).clone();
+        version.edit(|levels| {
             for tables in levels.iter_mut() {
                 tables.retain(|t| !gone.contains(&t.id()));
             }
             let level = &mut levels[job.output_level];
             level.extend(out.tables.iter().cloned());
             level.sort_by(|a, b| a.min_key().cmp(b.min_key()));
-        };
-        self.commit(&mut work, edit, log_number, |_| {})?;
+        });
+        self.commit(&mut work, vec![(job.keyspace, version)], log_number, |_| {})?;
         drop(work);
         for (_, t) in &job.inputs {
             self.remove_obsolete(t.path()); // open handles keep serving readers that hold it
@@ -445,19 +419,21 @@ impl Inner {
 /// Manual compactions (`Db::compact`): they wait for the running jobs, holding new ones off,
 /// then compact every table at once.
 impl Inner {
-    /// Registers a compaction of every table once no other compaction runs; `None` when the
-    /// store holds no table. Pair with `end_manual_compaction`.
-    pub(super) fn start_manual_compaction(&self) -> Result<Option<(Job, u64)>> {
+    /// Registers a compaction of every table of keyspace `id` once no other compaction runs;
+    /// `None` when it holds no table (or was dropped). Pair with `end_manual_compaction`.
+    pub(super) fn start_manual_compaction(&self, id: u32) -> Result<Option<(Job, u64)>> {
         self.lock_checked(&self.work).manual += 1;
         loop {
             let mut work = self.lock_checked(&self.work);
             let ready = self.errors.check().map(|()| work.running.len() == 0);
             match ready {
                 Ok(true) => {
-                    let Some(job) = compaction::full(&self.version()) else {
+                    let full = self.version_of(id).and_then(|v| compaction::full(&v));
+                    let Some(mut job) = full else {
                         work.manual -= 1;
                         return Ok(None);
                     };
+                    job.keyspace = id;
                     let ticket = work.running.register(&job.inputs, job.output_level);
                     return Ok(Some((job, ticket)));
                 }

@@ -22,19 +22,30 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::inner::{lock, Inner};
+use super::keyspace::Keyspace;
 use super::limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use super::memtable::Memtable;
 use super::throttle;
-use super::wal::{self, Ops, WalWriter};
+use super::version::{Published, State};
+use super::wal::{self, Batch, WalWriter};
 use super::write_queue::{take_group, Queued};
 use crate::error::{Error, Result};
 
-/// Writes applied together: all or none survive a crash, and readers see all or none.
+/// A batch's operations on one keyspace, in order: each a key and its value (`None`: a
+/// delete).
+pub type BatchOps = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// Writes applied together: all or none survive a crash, and readers see all or none. A batch
+/// may change several keyspaces (`put_in`, `delete_in`): it is still one log record, and
+/// applied to all of them at once.
 #[derive(Clone, Debug, Default)]
 pub struct WriteBatch {
-    pub(super) ops: Ops,
-    /// Size of the batch's WAL record payload (FORMAT.md §2).
+    pub(super) ops: Batch,
+    /// Size of the batch's WAL record payload after its count (FORMAT.md §2).
     encoded: usize,
+    /// A handle of each keyspace other than the default the batch changes: checked to belong
+    /// to the store it is written to, and to be live, when it is written.
+    keyspaces: Vec<Keyspace>,
 }
 
 impl WriteBatch {
@@ -42,31 +53,61 @@ impl WriteBatch {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets `key` to `value`.
+    /// Sets `key` to `value` in the default keyspace.
     pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
-        let (k, v) = (key.into(), value.into());
-        self.encoded += wal::op_encoded_len(k.len(), Some(v.len()));
-        self.ops.push((k, Some(v)));
-        self
+        self.add(0, key.into(), Some(value.into()))
     }
-    /// Deletes `key`.
+    /// Deletes `key` from the default keyspace.
     pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
-        let k = key.into();
-        self.encoded += wal::op_encoded_len(k.len(), None);
-        self.ops.push((k, None));
+        self.add(0, key.into(), None)
+    }
+    /// Sets `key` to `value` in `keyspace` (a handle of the store the batch is written to).
+    pub fn put_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> &mut Self {
+        self.note(keyspace);
+        self.add(keyspace.id(), key.into(), Some(value.into()))
+    }
+    /// Deletes `key` from `keyspace`.
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl Into<Vec<u8>>) -> &mut Self {
+        self.note(keyspace);
+        self.add(keyspace.id(), key.into(), None)
+    }
+    fn note(&mut self, keyspace: &Keyspace) {
+        let known = |k: &Keyspace| k.id() == keyspace.id() && k.same_store(keyspace);
+        if keyspace.id() != 0 && !self.keyspaces.iter().any(known) {
+            self.keyspaces.push(keyspace.clone());
+        }
+    }
+    fn add(&mut self, keyspace: u32, k: Vec<u8>, v: Option<Vec<u8>>) -> &mut Self {
+        self.encoded += wal::op_encoded_len(k.len(), v.as_ref().map(Vec::len));
+        if keyspace != 0 && !self.ops.spaces.iter().any(|(id, _)| *id == keyspace) {
+            self.encoded += wal::KEYSPACE_SWITCH_LEN;
+        }
+        self.ops.part(keyspace).push((k, v));
         self
     }
-    /// Operations in the batch.
+    /// Operations in the batch, on every keyspace.
     pub fn len(&self) -> usize {
         self.ops.len()
     }
     /// True when the batch holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.len() == 0
     }
-    /// The batch's operations in order, each a key and its value (`None`: a delete).
-    pub fn into_ops(self) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        self.ops
+    /// The batch's operations on the default keyspace in order, each a key and its value
+    /// (`None`: a delete). `Error::InvalidArgument` if it changes other keyspaces too: their
+    /// operations have no place in this list.
+    pub fn into_ops(self) -> Result<BatchOps> {
+        match self.ops.spaces.first() {
+            None => Ok(self.ops.default),
+            Some((id, _)) => Err(Error::InvalidArgument(format!(
+                "into_ops: the batch also changes keyspace id {id}, not only the default one"
+            ))),
+        }
     }
 
     /// Bytes the batch takes in the write-ahead log (what `MAX_BATCH_SIZE` limits).
@@ -80,11 +121,11 @@ impl WriteBatch {
             return Err(Error::InvalidArgument(format!(
                 "write batch of {} operations encodes to {} bytes, over the {MAX_BATCH_SIZE}-byte \
                  limit (MAX_BATCH_SIZE): split it",
-                self.ops.len(),
+                self.len(),
                 self.encoded_len()
             )));
         }
-        for (k, v) in &self.ops {
+        for (k, v) in self.ops.parts().flat_map(|(_, ops)| ops) {
             if k.len() > MAX_KEY_SIZE {
                 return Err(Error::InvalidArgument(format!(
                     "key of {} bytes exceeds the {MAX_KEY_SIZE}-byte limit",
@@ -171,6 +212,19 @@ impl Inner {
         if batch.is_empty() {
             return Ok(());
         }
+        for k in &batch.keyspaces {
+            if !k.of(self) {
+                return Err(Error::InvalidArgument(format!(
+                    "the write batch changes keyspace {:?} of another store",
+                    k.name()
+                )));
+            }
+            if self.read_state().get(k.id()).is_none() {
+                return Err(Error::KeyspaceDropped {
+                    name: k.name().to_string(),
+                });
+            }
+        }
         let record = wal::encode_batch(&batch.ops)?;
         let mut q = lock(&self.queue);
         let ticket = q.next_ticket;
@@ -217,14 +271,16 @@ impl Inner {
         let mut writer = self.lock_checked(&self.writer);
         self.errors.check()?;
         let state = self.read_state();
-        let mut mem = state.mem.clone();
-        // A rotation leaves the table set as it is: this count holds after one too.
-        let level0 = state.version.levels()[0].len();
+        // A rotation leaves the table sets as they are: this count holds after one too.
+        let level0 = level0_tables(&state);
+        let full = state.default.mem.generation_size() >= self.opts.memtable_size;
         drop(state);
-        if mem.approximate_size() >= self.opts.memtable_size {
+        if full {
             self.rotate(&mut writer)?;
-            mem = self.read_state().mem.clone();
         }
+        // Keyspaces are created and dropped under the writer lock, and only a rotation (under
+        // it too) replaces memtables: this state's memtables are the ones to apply to.
+        let state = self.read_state();
         self.slow_down(level0, group.iter().map(|w| w.record.len()).sum());
         // One sync for the group when any of its writes asks for one.
         let sync = self.opts.sync_writes || group.iter().any(|w| w.sync);
@@ -241,8 +297,18 @@ impl Inner {
         appended.map_err(|e| self.errors.set(e))?;
         self.note_write();
         super::stats::add(&self.counters.writes_grouped, group.len() as u64 - 1);
+        let batches = state.default.mem.batches();
         for w in group {
-            mem.apply(w.ops);
+            let seq = batches.next();
+            let Batch { default, spaces } = w.ops;
+            state.default.mem.append(default, seq);
+            for (id, ops) in spaces {
+                // A keyspace dropped after the write was queued: its part goes with it.
+                if let Some(s) = state.get(id) {
+                    s.mem.append(ops, seq);
+                }
+            }
+            batches.publish(seq);
         }
         Ok(())
     }
@@ -335,9 +401,9 @@ impl Inner {
             let sig = lock(&self.signal);
             let behind = {
                 let s = self.read_state();
-                if s.imm.len() >= self.opts.max_immutable_memtables {
+                if s.default.imm.len() >= self.opts.max_immutable_memtables {
                     Some("immutable memtables waiting for a flush")
-                } else if s.version.levels()[0].len() >= self.opts.l0_stop_writes_trigger {
+                } else if level0_tables(&s) >= self.opts.l0_stop_writes_trigger {
                     Some("level 0 at l0_stop_writes_trigger")
                 } else if self
                     .opts
@@ -392,13 +458,31 @@ impl Inner {
             }
         };
         drop(spare);
-        let mem = Arc::new(Memtable::new(writer.id()));
-        let retired = self.update_state(|s| {
-            let old = std::mem::replace(&mut s.mem, mem);
-            s.imm.push(old.clone());
-            old
+        let batches = Arc::default();
+        let wal_id = writer.id();
+        // Every keyspace's memtable retires together (`version::Published`); the default
+        // one's stands for the generation.
+        let retired = self.update_state(|p| {
+            let retire = |s: &mut State| {
+                let mem = Arc::new(Memtable::sharing(wal_id, Arc::clone(&batches)));
+                let old = std::mem::replace(&mut s.mem, mem);
+                s.imm.push(Arc::clone(&old));
+                old
+            };
+            for (_, s) in &mut p.others {
+                retire(s);
+            }
+            retire(&mut p.default)
         });
         self.wake();
         Ok(retired)
     }
+}
+
+/// The most level-0 tables any keyspace holds: what slows and stops writes.
+fn level0_tables(p: &Published) -> usize {
+    p.all()
+        .map(|(_, s)| s.version.levels()[0].len())
+        .max()
+        .unwrap_or(0)
 }

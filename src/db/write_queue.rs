@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use super::wal::Ops;
+use super::wal::Batch;
 use crate::error::Result;
 
 /// Records one leader appends with one write, at most (a single larger record goes alone).
@@ -17,7 +17,7 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 pub(super) struct Queued {
     pub(super) ticket: u64,
     pub(super) record: Vec<u8>,
-    pub(super) ops: Ops,
+    pub(super) ops: Batch,
     /// Durable before acknowledged (`WriteOptions::sync`): the group's append is synced.
     pub(super) sync: bool,
     pub(super) thread: std::thread::Thread,

@@ -157,19 +157,22 @@ impl fmt::Display for Request {
     }
 }
 
-impl From<crate::WriteBatch> for Request {
-    fn from(b: crate::WriteBatch) -> Request {
-        Request {
+/// A batch of the default keyspace as a request; `Error::InvalidArgument` for one that
+/// changes other keyspaces (the replicated state machine holds the default keyspace only).
+impl TryFrom<crate::WriteBatch> for Request {
+    type Error = crate::Error;
+    fn try_from(b: crate::WriteBatch) -> crate::Result<Request> {
+        Ok(Request {
             parts: Vec::new(),
             ops: b
-                .into_ops()
+                .into_ops()?
                 .into_iter()
                 .map(|(key, value)| match value {
                     Some(value) => Op::Put { key, value },
                     None => Op::Delete { key },
                 })
                 .collect(),
-        }
+        })
     }
 }
 

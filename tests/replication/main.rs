@@ -445,7 +445,7 @@ async fn concurrent_writes_share_log_entries_and_stay_whole() {
                 b.put(format!("w{i}-b"), format!("{i}"));
                 b.delete(format!("w{i}-a"));
                 start.wait().await;
-                l.write(b.into()).await
+                l.write(b.try_into().unwrap()).await
             })
         })
         .collect();

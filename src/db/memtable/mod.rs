@@ -108,26 +108,30 @@ impl Versions for Memtable {
     }
 }
 
-/// The count of batches published to the memtables that share it: readers take it once
-/// (`Memtable::visible`) and see, in every one of those memtables, exactly the entries of
-/// batches up to it. Only the one writer raises it.
+/// What the memtables of one generation share (one per keyspace, `version::Published`): the
+/// count of batches published to them, which readers take once (`Memtable::visible`) to see,
+/// in every one of those memtables, exactly the entries of batches up to it; and their bytes
+/// together, which decide the rotation. Only the one writer raises them.
 #[derive(Debug, Default)]
-pub(crate) struct Batches(AtomicU64);
+pub(crate) struct Batches {
+    published: AtomicU64,
+    bytes: AtomicUsize,
+}
 
 impl Batches {
     /// The number the next batch gets (the writer's, under the store's writer lock).
     pub(crate) fn next(&self) -> u64 {
-        self.0.load(Ordering::Relaxed) + 1
+        self.published.load(Ordering::Relaxed) + 1
     }
 
     /// Makes batches up to `seq` visible in every memtable sharing the count. Release: a
     /// reader that sees `seq` sees every entry appended and indexed for it.
     pub(crate) fn publish(&self, seq: u64) {
-        self.0.store(seq, Ordering::Release);
+        self.published.store(seq, Ordering::Release);
     }
 
     fn visible(&self) -> u64 {
-        self.0.load(Ordering::Acquire)
+        self.published.load(Ordering::Acquire)
     }
 }
 
@@ -162,6 +166,7 @@ impl std::fmt::Debug for Memtable {
 }
 
 impl Memtable {
+    #[cfg(test)]
     /// An empty memtable with a batch count of its own.
     pub(crate) fn new(wal_id: u64) -> Self {
         Self::sharing(wal_id, Arc::default())
@@ -194,6 +199,7 @@ impl Memtable {
             .expect("memtable entry named before it was appended")
     }
 
+    #[cfg(test)]
     /// Applies `ops` as one batch, the next of the shared count, and publishes it: readers
     /// see all of it or none. One writer at a time (the store's writer lock; recovery is
     /// single-threaded).
@@ -239,6 +245,7 @@ impl Memtable {
         }
         self.keys.store(keys, Ordering::Relaxed);
         self.size.fetch_add(added, Ordering::Relaxed);
+        self.batches.bytes.fetch_add(added, Ordering::Relaxed);
         self.len.store(self.entries.count(), Ordering::Release);
     }
 
@@ -282,9 +289,20 @@ impl Memtable {
         Some(e)
     }
 
+    #[cfg(test)]
     /// Approximate bytes held.
     pub(crate) fn approximate_size(&self) -> usize {
         self.size.load(Ordering::Relaxed)
+    }
+
+    /// Approximate bytes held by this memtable and every other of its count (its generation).
+    pub(crate) fn generation_size(&self) -> usize {
+        self.batches.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The count this memtable shares, for another memtable of the same generation.
+    pub(crate) fn batches(&self) -> &Arc<Batches> {
+        &self.batches
     }
 
     /// True when no entry has been appended (a batch of the shared count may have gone to

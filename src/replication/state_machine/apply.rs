@@ -176,7 +176,7 @@ mod tests {
             let mut response = Response::default();
             stage(req, i as u64 + 1, &mut sessions, &mut batch, &mut response);
             assert!(response.late.is_empty());
-            staged.push(batch.into_ops());
+            staged.push(batch.into_ops().unwrap());
         }
         assert_eq!(staged[0], [(b"dk".to_vec(), Some(b"a".to_vec()))]);
         assert_eq!(staged[1], [(b"dk".to_vec(), Some(b"b".to_vec()))]);
@@ -227,7 +227,12 @@ mod tests {
         let mut batch = WriteBatch::new();
         let mut response = Response::default();
         stage(merged, 2, &mut sessions, &mut batch, &mut response);
-        let keys: Vec<_> = batch.into_ops().into_iter().map(|(k, _)| k).collect();
+        let keys: Vec<_> = batch
+            .into_ops()
+            .unwrap()
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
         assert_eq!(keys, [b"dy".to_vec(), b"dz".to_vec()]);
         assert_eq!(response.late, [id(1, 2).unwrap()]);
     }

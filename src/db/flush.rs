@@ -1,0 +1,160 @@
+//! Flushes: the oldest memtable generation (every keyspace's memtable of one log, retired
+//! together, `version::Published`) written to level 0, one table per keyspace that holds
+//! anything, installed in one manifest write; then the generation's log is removed. Runs on
+//! the flush thread only, so generations reach level 0 in the order they were retired.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::budget::{self, Change, Outlook};
+use super::files::table_path;
+use super::filters::TableFilters;
+use super::inner::Inner;
+use super::memtable::Memtable;
+use super::options::Options;
+use super::stats::add;
+use super::version::Version;
+use super::wal;
+use crate::error::Result;
+use crate::fs::FileSystem;
+use crate::table::{Table, TableBuilder};
+
+/// The filters a new level-0 table holding `mem` gets when added to `version`: the options'
+/// level-0 policy, or what the filter budget allocates to its runs.
+pub(super) fn l0_filter(
+    opts: &Options,
+    version: &Version,
+    mem: &Memtable,
+    id: u64,
+) -> TableFilters {
+    let Some(b) = opts.filters().budget() else {
+        return opts.filters_for_level(0);
+    };
+    // Keys, and distinct prefixes (adjacent in key order) under the rule.
+    let (mut keys, mut prefixes) = (0u64, 0u64);
+    let mut last: Option<Vec<u8>> = None;
+    let counted: std::result::Result<(), ()> = mem.for_each_newest(|k, _| {
+        keys += 1;
+        if let Some(p) = opts.prefix_rule().and_then(|r| r.prefix(k)) {
+            if last.as_deref() != Some(p) {
+                prefixes += 1;
+                last = Some(p.to_vec());
+            }
+        }
+        Ok(())
+    });
+    debug_assert!(counted.is_ok());
+    let change = Change::Flush { keys, prefixes };
+    super::worker::planned(
+        0,
+        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(id),
+    )
+}
+
+/// Writes `mem` to a new level-0 table `id` with `filters` and opens it.
+pub(super) fn write_l0(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    opts: &Options,
+    filters: TableFilters,
+    mem: &Memtable,
+    id: u64,
+) -> Result<Table> {
+    let path = table_path(dir, id);
+    let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filters))?;
+    mem.for_each_newest(|k, v| b.add(k, v))?;
+    b.finish()?;
+    Table::open_in(fs, &path, id, opts.table_open(0))
+}
+
+impl Inner {
+    /// Flushes the oldest memtable generation; false when there is none.
+    pub(super) fn one_flush(&self) -> Result<bool> {
+        self.errors.check()?;
+        let Some(first) = self.read_state().default.imm.first().cloned() else {
+            return Ok(false);
+        };
+        self.flush_generation(&first)?;
+        self.prepare_spare_wal()?;
+        Ok(true)
+    }
+
+    /// Writes the generation of `first` (the default keyspace's memtable of it) to level 0
+    /// and installs it.
+    fn flush_generation(&self, first: &Arc<Memtable>) -> Result<()> {
+        let began = std::time::Instant::now();
+        let of_generation = |m: &Arc<Memtable>| Arc::ptr_eq(m.batches(), first.batches());
+        let members: Vec<(u32, Arc<Memtable>)> = self
+            .read_state()
+            .all()
+            .filter_map(|(id, s)| {
+                s.imm
+                    .iter()
+                    .find(|m| of_generation(m))
+                    .map(|m| (id, m.clone()))
+            })
+            .collect();
+        let mut written = Vec::new();
+        for (ks, mem) in members.iter().filter(|(_, m)| !m.is_empty()) {
+            let Some(version) = self.version_of(*ks) else {
+                continue; // dropped meanwhile: nothing of it is kept
+            };
+            let id = self.new_table_id()?;
+            let filters = l0_filter(&self.opts, &version, mem, id);
+            let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filters, mem, id)?;
+            // Read back through the file system: a filter that fails its check then is
+            // counted like one found damaged at open.
+            add(
+                &self.counters.filter_validation_failures,
+                t.rejected_filters(),
+            );
+            written.push((*ks, Arc::new(t)));
+        }
+        if !written.is_empty() {
+            crate::fs::sync_dir(&*self.opts.fs, &self.dir)?;
+        }
+        let mut work = self.lock_checked(&self.work);
+        self.errors.check()?;
+        let log_number = self.log_number_after(Some(first));
+        let mut edits = Vec::new();
+        for (ks, t) in &written {
+            match self.version_of(*ks) {
+                Some(v) => {
+                    let mut v = (*v).clone();
+                    v.edit(|levels| levels[0].push(Arc::clone(t)));
+                    edits.push((*ks, v));
+                }
+                // Dropped while its table was written (drops hold the work lock): the
+                // table is no keyspace's.
+                None => self.remove_obsolete(t.path()),
+            }
+        }
+        self.commit(&mut work, edits, log_number, |p| {
+            for (_, s) in p.all_mut() {
+                s.imm.retain(|m| !of_generation(m));
+            }
+        })?;
+        drop(work);
+        for (_, mem) in members {
+            self.graveyard.bury_memtable(mem);
+        }
+        self.remove_obsolete(&wal::wal_path(&self.dir, first.wal_id));
+        add(&self.counters.flushes, 1);
+        let millis = began.elapsed().as_millis() as u64;
+        for (keyspace, t) in &written {
+            tracing::debug!(
+                wal = first.wal_id,
+                keyspace,
+                table = t.id(),
+                entries = t.properties().entries,
+                bytes = t.file_size(),
+                millis,
+                "flush: memtable written to level 0"
+            );
+        }
+        if written.is_empty() {
+            tracing::debug!(wal = first.wal_id, "flush: empty memtable retired");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,209 @@
+//! Creating, listing and dropping keyspaces (`Db::keyspace`, `Db::keyspace_names`,
+//! `Db::drop_keyspace`), and the registry of their names the manifest lists (FORMAT.md §4).
+//!
+//! Both changes are one manifest write, made under the writer lock (so no batch is being
+//! applied: every batch sees a keyspace whole or not at all) and the work lock (so no job
+//! installs a table set meanwhile):
+//! - create: the registry gains (id, name), the manifest is written, then the keyspace is
+//!   published with an empty memtable in every live generation (`version::Published`);
+//! - drop: the log is synced (every write before the drop is as durable as the drop), the
+//!   registry loses it, the manifest is written, it is unpublished, and its table
+//!   files are removed (readers and snapshots holding them keep reading through their open
+//!   handles). A crash before the manifest's rename leaves the keyspace whole; after it, gone:
+//!   the next open removes its tables as files the manifest does not name, and replay skips
+//!   the log's operations on an id the manifest does not list. Ids are never reused, so a
+//!   keyspace created again under the same name starts empty.
+
+use std::sync::Arc;
+
+use super::keyspace::{Keyspace, DEFAULT_KEYSPACE};
+use super::manifest::ManifestData;
+use super::memtable::Memtable;
+use super::version::{State, Version};
+use super::Db;
+use crate::error::{Error, Result};
+
+/// Longest keyspace name accepted, in bytes.
+pub const MAX_KEYSPACE_NAME: usize = 1024;
+
+/// The live keyspaces other than the default, and the id the next one gets.
+#[derive(Clone, Debug)]
+pub(super) struct Registry {
+    /// (id, name), by id ascending.
+    names: Vec<(u32, String)>,
+    next_id: u32,
+}
+
+impl Registry {
+    /// The registry `m` lists.
+    pub(super) fn of(m: &ManifestData) -> Registry {
+        Registry {
+            names: m.keyspaces.iter().map(|k| (k.id, k.name.clone())).collect(),
+            next_id: m.next_keyspace,
+        }
+    }
+
+    /// The id the next keyspace created gets.
+    pub(super) fn next_id(&self) -> u32 {
+        self.next_id
+    }
+
+    /// The name of live keyspace `id` (not the default).
+    pub(super) fn name(&self, id: u32) -> Option<&str> {
+        let i = self.names.binary_search_by_key(&id, |(k, _)| *k).ok()?;
+        Some(&self.names[i].1)
+    }
+
+    /// Every live keyspace but the default: (id, name), by id.
+    pub(super) fn all(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.names.iter().map(|(id, n)| (*id, n.as_str()))
+    }
+
+    /// Keeps only the keyspaces whose id `f` accepts (next_id unchanged).
+    pub(super) fn keep(&mut self, f: impl Fn(u32) -> bool) {
+        self.names.retain(|(id, _)| f(*id));
+    }
+
+    /// The id of the live keyspace named `name` (not the default).
+    fn id_of(&self, name: &str) -> Option<u32> {
+        self.names
+            .iter()
+            .find(|(_, n)| n == name)
+            .map(|(id, _)| *id)
+    }
+}
+
+/// `Error::InvalidArgument` unless `name` may name a keyspace.
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_KEYSPACE_NAME {
+        return Err(Error::InvalidArgument(format!(
+            "a keyspace name must be 1 to {MAX_KEYSPACE_NAME} bytes, not {}",
+            name.len()
+        )));
+    }
+    Ok(())
+}
+
+impl Db {
+    /// The keyspace named `name`, created empty if it does not exist (fjall's way: no need to
+    /// list keyspaces at open). `DEFAULT_KEYSPACE` names the one `Db`'s own methods act on.
+    /// Creating one writes the manifest (durable before this returns); opening an existing
+    /// one takes a lock and a lookup. `Error::InvalidArgument` for an empty name or one over
+    /// `MAX_KEYSPACE_NAME` bytes.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir()?;
+    /// use lsm_bloom::{Db, Options, WriteBatch};
+    /// let db = Db::open(dir.path(), Options::default())?;
+    /// let users = db.keyspace("users")?;
+    /// let by_email = db.keyspace("users-by-email")?;
+    /// let mut batch = WriteBatch::new();
+    /// batch.put_in(&users, "u:7", "Ada");
+    /// batch.put_in(&by_email, "ada@example.com", "u:7");
+    /// db.write(batch)?; // both or neither, one log record
+    /// assert_eq!(users.get("u:7")?, Some(b"Ada".to_vec()));
+    /// assert_eq!(db.get("u:7")?, None); // the default keyspace is another
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn keyspace(&self, name: &str) -> Result<Keyspace> {
+        check_name(name)?;
+        let inner = &self.inner;
+        if name == DEFAULT_KEYSPACE {
+            return Ok(Keyspace::new(Arc::clone(inner), 0, name));
+        }
+        if let Some(id) = inner.lock_checked(&inner.work).keyspaces.id_of(name) {
+            return Ok(Keyspace::new(Arc::clone(inner), id, name));
+        }
+        let _writer = inner.lock_checked(&inner.writer);
+        inner.errors.check()?;
+        let mut work = inner.lock_checked(&inner.work);
+        if let Some(id) = work.keyspaces.id_of(name) {
+            return Ok(Keyspace::new(Arc::clone(inner), id, name)); // created meanwhile
+        }
+        let id = work.keyspaces.next_id;
+        let before = work.keyspaces.clone();
+        work.keyspaces.next_id = id.checked_add(1).ok_or_else(|| {
+            Error::InvalidArgument("every keyspace id has been used (2^32 creations)".into())
+        })?;
+        work.keyspaces.names.push((id, name.to_string()));
+        let log_number = inner.log_number_after(None);
+        if let Err(e) = inner.write_manifest(&mut work, &[], log_number) {
+            work.keyspaces = before;
+            return Err(inner.errors.set(e));
+        }
+        inner.update_state(|p| {
+            // A memtable in each live generation, sharing its count: a batch applied to it is
+            // visible with the rest of its generation, and the flush of the generation takes it.
+            let joined =
+                |m: &Arc<Memtable>| Arc::new(Memtable::sharing(m.wal_id, Arc::clone(m.batches())));
+            let state = State {
+                mem: joined(&p.default.mem),
+                imm: p.default.imm.iter().map(joined).collect(),
+                version: Arc::new(Version::empty()),
+            };
+            p.others.push((id, state)); // ids only grow: the list stays sorted
+        });
+        tracing::info!(keyspace = name, id, "keyspace created");
+        Ok(Keyspace::new(Arc::clone(inner), id, name))
+    }
+
+    /// The names of the live keyspaces: `DEFAULT_KEYSPACE` first, then the others in the order
+    /// they were created.
+    pub fn keyspace_names(&self) -> Vec<String> {
+        let work = self.inner.lock_checked(&self.inner.work);
+        std::iter::once(DEFAULT_KEYSPACE.to_string())
+            .chain(work.keyspaces.names.iter().map(|(_, n)| n.clone()))
+            .collect()
+    }
+
+    /// Drops the keyspace named `name` and everything in it; `Ok(false)` if there is none.
+    /// Its table files are removed now (their disk space returns once no snapshot, iterator
+    /// or running compaction holds them); handles of it answer `Error::KeyspaceDropped` from
+    /// here on, and a keyspace created again under the name is a new, empty one. Durable
+    /// before this returns, and whole across a crash at any point (the module comment).
+    /// `Error::InvalidArgument` for the default keyspace, which always exists.
+    pub fn drop_keyspace(&self, name: &str) -> Result<bool> {
+        if name == DEFAULT_KEYSPACE {
+            return Err(Error::InvalidArgument(
+                "the default keyspace cannot be dropped".into(),
+            ));
+        }
+        let inner = &self.inner;
+        let mut writer = inner.lock_checked(&inner.writer);
+        inner.errors.check()?;
+        let mut work = inner.lock_checked(&inner.work);
+        let Some(id) = work.keyspaces.id_of(name) else {
+            return Ok(false);
+        };
+        // Every write acknowledged before the drop is made durable first, so that a crash
+        // never keeps the drop while losing a write made before it (a point in time).
+        writer.sync().map_err(|e| inner.errors.set(e))?;
+        let before = work.keyspaces.clone();
+        work.keyspaces.names.retain(|(k, _)| *k != id);
+        let log_number = inner.log_number_after(None);
+        if let Err(e) = inner.write_manifest(&mut work, &[], log_number) {
+            work.keyspaces = before;
+            return Err(inner.errors.set(e));
+        }
+        work.cursors.remove(&id);
+        let removed = inner.update_state(|p| {
+            let i = p.others.iter().position(|(k, _)| *k == id)?;
+            Some(p.others.remove(i).1)
+        });
+        drop(work);
+        drop(writer);
+        if let Some(state) = removed {
+            let tables: Vec<_> = state.version.levels().iter().flatten().cloned().collect();
+            for t in &tables {
+                inner.remove_obsolete(t.path());
+            }
+            inner.graveyard.bury_tables(tables);
+            for m in state.imm.into_iter().chain(std::iter::once(state.mem)) {
+                inner.graveyard.bury_memtable(m);
+            }
+        }
+        inner.note_pending_bytes();
+        tracing::info!(keyspace = name, id, "keyspace dropped");
+        Ok(true)
+    }
+}
