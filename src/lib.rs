@@ -90,3 +90,8 @@ pub struct ReadmeDoctests;
 #[doc = include_str!("../docs/options.md")]
 #[cfg(doctest)]
 pub struct OptionsDoctests;
+
+/// docs/keyspaces.md's example, compiled and run as a doctest.
+#[doc = include_str!("../docs/keyspaces.md")]
+#[cfg(doctest)]
+pub struct KeyspacesDoctests;

@@ -563,3 +563,47 @@ fn a_drop_makes_the_writes_before_it_durable() {
     let a = restored.keyspace("a").unwrap();
     assert_eq!(a.get("before").unwrap(), Some(b"the drop".to_vec()));
 }
+
+/// A filter budget of a total of bytes holds for the store, not for each keyspace: two
+/// keyspaces of 40,000 keys each get together what one of 80,000 gets alone.
+#[test]
+fn a_total_filter_budget_is_shared_by_the_keyspaces() {
+    use lsm_bloom::{FilterBudget, Filters};
+    let budget = Filters::Budget(FilterBudget::total_bytes(48 << 10));
+    let opts = Options::default()
+        .with_filters(Some(budget))
+        .with_memtable_size(256 << 10);
+    let bytes = |levels: Vec<Vec<Arc<lsm_bloom::table::Table>>>| -> u64 {
+        levels.iter().flatten().map(|t| t.filter_bytes()).sum()
+    };
+    let alone = {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        for i in 0..80_000u32 {
+            db.put(format!("key{i:08}"), [1u8; 20]).unwrap();
+        }
+        db.compact().unwrap();
+        bytes(db.levels())
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), opts).unwrap();
+    let other = db.keyspace("other").unwrap();
+    for i in 0..40_000u32 {
+        let mut b = WriteBatch::new();
+        b.put(format!("key{i:08}"), [1u8; 20]);
+        b.put_in(&other, format!("key{i:08}"), [2u8; 20]);
+        db.write(b).unwrap();
+    }
+    db.compact().unwrap();
+    let (mine, theirs) = (bytes(db.levels()), bytes(other.levels().unwrap()));
+    assert!(
+        (mine + theirs) as f64 <= alone as f64 * 1.25,
+        "filters of {mine} + {theirs} bytes in two keyspaces, {alone} in one"
+    );
+    // Each gets a fair part (the planner's reservations for level 0 follow each keyspace's
+    // own flushes, so the parts are not exactly equal).
+    assert!(
+        mine.min(theirs) * 3 >= mine + theirs,
+        "{mine} and {theirs}: one keyspace starved"
+    );
+}

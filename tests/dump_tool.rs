@@ -450,3 +450,26 @@ fn dumps_a_tables_range_filter_and_reports_a_damaged_one() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("range filter    INVALID"), "{text}");
 }
+
+/// A store with keyspaces: each keyspace's tables and totals, by name, as text and JSON.
+#[test]
+fn database_with_keyspaces_shows_each() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/store-v2");
+    let text = report_text(&dir);
+    assert_fields(
+        &text,
+        &[
+            "keyspace \"users\" (id 1)",
+            "keyspace \"sessions\" (id 2)",
+            "300 entries",
+        ],
+        &dir,
+    );
+    let out = run(&[&dir, Path::new("--json")]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let spaces = json["keyspaces"].as_array().unwrap();
+    let names: Vec<_> = spaces.iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["users", "sessions"]);
+    assert_eq!(spaces[0]["totals"]["entries"], 300);
+}

@@ -6,6 +6,11 @@
 //! then, with flushes held, 400 more and a delete of every fifth earlier key, in four logs
 //! only (`write_store`). It is never regenerated; a later manifest or log format adds a
 //! fixture beside it.
+//!
+//! `fixtures/store-v2/` is a store with keyspaces (manifest version 2), also as a crash
+//! leaves it: tables in the default keyspace and in `users`, then logs holding batches across
+//! three keyspaces (keyspace switches, FORMAT.md §2) and writes to a keyspace dropped since,
+//! which replay must skip (`write_store_v2`).
 
 mod common;
 
@@ -109,5 +114,114 @@ fn store_v1_fixture_still_reads() {
     // Every write after the compaction is in the four logs: 400 puts and 120 deletes.
     let r = db.recovery();
     assert_eq!((r.logs_replayed, r.batches_replayed), (4, 520), "{r:?}");
+    db.put("after", "ok").unwrap();
+}
+
+/// Keyspace, key and value (`None`: absent) of everything `fixtures/store-v2/` holds.
+fn model_v2() -> Vec<(&'static str, String, Option<Vec<u8>>)> {
+    let mut m = Vec::new();
+    for i in 0..300 {
+        let k = format!("a{i:05}");
+        let v = (i % 5 != 0).then(|| value(&k));
+        m.push(("default", k, v));
+    }
+    for i in 0..300 {
+        let k = format!("u{i:05}");
+        // The first 200 overwritten by the batches in the logs.
+        let v = if i < 200 {
+            format!("new {k}").into_bytes()
+        } else {
+            value(&k)
+        };
+        m.push(("users", k, Some(v)));
+    }
+    for i in 0..200 {
+        let k = format!("s{i:05}");
+        m.push(("sessions", k.clone(), Some(value(&k))));
+        m.push(("default", format!("b{i:05}"), Some(value(&k))));
+    }
+    m
+}
+
+/// Writes `fixtures/store-v2/` into `dir` (created): see the module comment.
+fn write_store_v2(dir: &Path) {
+    use lsm_bloom::WriteBatch;
+    let fs = FaultyFs::new();
+    let opts = Options::default()
+        .with_memtable_size(16 * 1024)
+        .with_max_immutable_memtables(8)
+        .with_idle_compaction_after(None)
+        .with_fs(Arc::new(fs.clone()));
+    let live = tempfile::tempdir().unwrap();
+    let db = Db::open(live.path(), opts).unwrap();
+    let users = db.keyspace("users").unwrap();
+    let sessions = db.keyspace("sessions").unwrap();
+    let gone = db.keyspace("gone").unwrap();
+    for i in 0..300 {
+        let (a, u) = (format!("a{i:05}"), format!("u{i:05}"));
+        db.put(&a, value(&a)).unwrap();
+        users.put(&u, value(&u)).unwrap();
+        gone.put(&u, "dropped later").unwrap();
+    }
+    db.flush().unwrap();
+    db.compact().unwrap();
+    fs.hold_table_creates(true);
+    for i in 0..200 {
+        let (u, s, b) = (format!("u{i:05}"), format!("s{i:05}"), format!("b{i:05}"));
+        let mut batch = WriteBatch::new();
+        batch.put_in(&users, u.clone(), format!("new {u}"));
+        batch.put_in(&sessions, s.clone(), value(&s));
+        batch.put(b, value(&s));
+        batch.put_in(&gone, u, "dropped later");
+        if i % 5 == 0 {
+            batch.delete(format!("a{:05}", i + 100).into_bytes());
+        }
+        db.write(batch).unwrap();
+    }
+    for i in (0..100).step_by(5) {
+        db.delete(format!("a{i:05}")).unwrap();
+    }
+    assert!(db.drop_keyspace("gone").unwrap());
+    copy_dir(live.path(), dir);
+    std::fs::remove_file(dir.join("LOCK")).unwrap();
+    fs.hold_table_creates(false);
+    drop(db);
+}
+
+#[test]
+fn store_v2_fixture_with_keyspaces_still_reads() {
+    let fixture = fixture_dir(2);
+    if !fixture.exists() {
+        assert!(
+            std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some(),
+            "missing fixture {}",
+            fixture.display()
+        );
+        write_store_v2(&fixture);
+    }
+    let manifest = std::fs::read(fixture.join("MANIFEST")).unwrap();
+    assert_eq!(
+        manifest[4..8],
+        2u32.to_le_bytes(),
+        "the fixture's manifest version"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(&fixture, dir.path());
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let r = db.recovery();
+    assert!(r.wal_damage.is_none() && r.logs_replayed >= 2, "{r:?}");
+    assert_eq!(db.keyspace_names(), ["default", "users", "sessions"]);
+    let mut live = std::collections::BTreeMap::<&str, usize>::new();
+    for (name, k, v) in model_v2() {
+        let ks = db.keyspace(name).unwrap();
+        *live.entry(name).or_default() += usize::from(v.is_some());
+        assert_eq!(ks.get(&k).unwrap(), v, "{name}/{k} in store v2");
+    }
+    for (name, n) in live {
+        let ks = db.keyspace(name).unwrap();
+        assert_eq!(ks.iter().unwrap().count(), n, "{name}: live keys");
+    }
+    // The dropped keyspace's name starts empty, its log writes skipped.
+    assert_eq!(db.keyspace("gone").unwrap().iter().unwrap().count(), 0);
     db.put("after", "ok").unwrap();
 }

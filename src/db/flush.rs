@@ -21,9 +21,11 @@ use crate::table::{Table, TableBuilder};
 
 /// The filters a new level-0 table holding `mem` gets when added to `version`: the options'
 /// level-0 policy, or what the filter budget allocates to its runs.
+/// `others`: entries in the other keyspaces' tables (`budget::share`).
 pub(super) fn l0_filter(
     opts: &Options,
     version: &Version,
+    others: u64,
     mem: &Memtable,
     id: u64,
 ) -> TableFilters {
@@ -45,9 +47,10 @@ pub(super) fn l0_filter(
     });
     debug_assert!(counted.is_ok());
     let change = Change::Flush { keys, prefixes };
+    let b = budget::share(b, version.entries() + keys, others);
     super::worker::planned(
         0,
-        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(id),
+        budget::plan(&b, version, change, Outlook::of(opts)).new_table_filters(id),
     )
 }
 
@@ -100,7 +103,8 @@ impl Inner {
                 continue; // dropped meanwhile: nothing of it is kept
             };
             let id = self.new_table_id()?;
-            let filters = l0_filter(&self.opts, &version, mem, id);
+            let others = self.read_state().entries_outside(*ks);
+            let filters = l0_filter(&self.opts, &version, others, mem, id);
             let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filters, mem, id)?;
             // Read back through the file system: a filter that fails its check then is
             // counted like one found damaged at open.

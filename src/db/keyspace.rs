@@ -88,6 +88,13 @@ impl Keyspace {
         }
     }
 
+    /// This keyspace's live tables per level (as `Db::levels`); `Error::KeyspaceDropped` once
+    /// it is dropped.
+    pub fn levels(&self) -> Result<Vec<Vec<Arc<crate::table::Table>>>> {
+        let published = self.inner.read_state();
+        Ok(self.view().state(&published)?.version.levels().to_vec())
+    }
+
     /// Sets `key` to `value` in this keyspace.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();

@@ -3,7 +3,8 @@
 //!
 //! Use: `Db::open(dir, Options)` → `put` / `delete` / `write(batch)` / `get` / `scan` from any
 //! number of threads → drop (or `close`). Files in the directory (formats in FORMAT.md):
-//! `NNNNNN.wal` (write-ahead logs), `NNNNNN.sst` (tables), `MANIFEST` (live tables per level),
+//! `NNNNNN.wal` (write-ahead logs), `NNNNNN.sst` (tables), `MANIFEST` (keyspaces and their live
+//! tables per level),
 //! `OPTIONS` (the filter and prefix settings tables are written with), `LOCK` (held while
 //! open).
 //!
@@ -12,12 +13,15 @@
 //! - `recovery.rs`: `open` — lock, manifest, which files are obsolete, log replay rules.
 //! - `write.rs`: `WriteBatch`, WAL append, memtable rotation, the read-only error state.
 //! - `worker.rs`: the background threads (one flushing, `Options::background_threads`
-//!   compacting), and how a change to the table set is committed (table synced → directory
-//!   synced → manifest → published → old removed). `running.rs`: which compactions may run
-//!   side by side. `throttle.rs`: the write slowdown. `graveyard.rs`: replaced tables and
-//!   memtables dropped off the read path.
-//! - `read.rs`: `get`. `iter.rs`: `scan`. `cursor.rs`: `DbCursor`. `snapshot.rs`: `Snapshot`; `checkpoint.rs`: a
-//!   snapshot written out as a store. `inner.rs`: shared state and lock order.
+//!   compacting), and how a change to the table sets is committed (table synced → directory
+//!   synced → manifest → published → old removed). `flush.rs`: a memtable generation written
+//!   to level 0. `running.rs`: which compactions may run side by side. `throttle.rs`: the
+//!   write slowdown. `graveyard.rs`: replaced tables and memtables dropped off the read path.
+//! - `keyspace.rs`: the `Keyspace` handle and the read API it shares with `Db`;
+//!   `keyspaces.rs`: creating, listing and dropping keyspaces.
+//! - `read.rs`: `get`. `iter.rs`: `scan`. `cursor.rs`: `DbCursor`. `snapshot.rs`: `Snapshot`;
+//!   `checkpoint.rs`: a snapshot written out as a store. `inner.rs`: shared state and lock
+//!   order. `version.rs`: what readers load (`Published`: every keyspace's `State`).
 //! - `stored_options.rs`: the `OPTIONS` record and how it merges with the options passed.
 //! - `wal.rs`, `manifest.rs`, `memtable/` (log, hash index, sorted runs), `compaction.rs`, `merge.rs`, `stats.rs`.
 //!
@@ -430,10 +434,11 @@ impl Db {
     /// Counters, and per-level figures of the default keyspace.
     pub fn stats(&self) -> DbStats {
         let version = Arc::clone(&self.inner.read_state().default.version);
+        let others = self.inner.read_state().entries_outside(0);
         let mut s = stats::collect(&self.inner.counters, &version);
         s.filter_budget = self.inner.opts.filters().budget().map(|b| {
             budget::plan(
-                b,
+                &budget::share(b, version.entries(), others),
                 &version,
                 budget::Change::None,
                 budget::Outlook::of(&self.inner.opts),

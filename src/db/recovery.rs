@@ -381,12 +381,14 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         // Reserve the tables' numbers in a manifest before creating the tables.
         let reserving = manifest_of(&versions, work.reserved, m.log_number);
         manifest::write(fs, dir, &reserving)?;
+        let entries: u64 = versions.iter().map(|(_, v)| v.entries()).sum();
         for ((_, mem), (_, version)) in recovered.iter().zip(&mut versions) {
             if mem.is_empty() {
                 continue;
             }
             let id = next_file.fetch_add(1, Ordering::SeqCst);
-            let filters = l0_filter(&opts, version, mem, id);
+            let others = entries - version.entries();
+            let filters = l0_filter(&opts, version, others, mem, id);
             let t = write_l0(fs, dir, &opts, filters, mem, id)?;
             report.filters_rejected += t.rejected_filters();
             version.edit(|levels| levels[0].push(Arc::new(t)));

@@ -178,6 +178,15 @@ impl Version {
         self.levels[level].get(i).filter(|t| t.covers(key))
     }
 
+    /// Entries in every table (keys, tombstones and overwritten versions counted once each).
+    pub(crate) fn entries(&self) -> u64 {
+        self.levels
+            .iter()
+            .flatten()
+            .map(|t| t.properties().entries)
+            .sum()
+    }
+
     /// Deepest level holding any table.
     pub(crate) fn deepest_nonempty(&self) -> Option<usize> {
         (0..MAX_LEVELS).rev().find(|&l| !self.levels[l].is_empty())
@@ -242,6 +251,14 @@ impl Published {
     /// Every live keyspace, the default first, then by id.
     pub(super) fn all(&self) -> impl Iterator<Item = (u32, &State)> {
         std::iter::once((0, &self.default)).chain(self.others.iter().map(|(id, s)| (*id, s)))
+    }
+
+    /// Entries in the tables of every keyspace but `id` (a filter budget's split, `budget::share`).
+    pub(super) fn entries_outside(&self, id: u32) -> u64 {
+        self.all()
+            .filter(|(k, _)| *k != id)
+            .map(|(_, s)| s.version.entries())
+            .sum()
     }
 
     /// `all`, to change.

@@ -48,7 +48,13 @@ pub(super) fn planned(level: usize, filters: TableFilters) -> TableFilters {
 
 /// The filters for tables `job` writes: the options' policy for its output level, or what the
 /// filter budget allocates to that level once the job is done.
-pub(super) fn compaction_filter(opts: &Options, version: &Version, job: &Job) -> TableFilters {
+/// `others`: entries in the other keyspaces' tables (`budget::share`).
+pub(super) fn compaction_filter(
+    opts: &Options,
+    version: &Version,
+    others: u64,
+    job: &Job,
+) -> TableFilters {
     let Some(b) = opts.filters().budget() else {
         return opts.filters_for_level(job.output_level);
     };
@@ -58,9 +64,10 @@ pub(super) fn compaction_filter(opts: &Options, version: &Version, job: &Job) ->
         target_file_size: opts.target_file_size,
     };
     let salt = job.inputs.first().map_or(0, |(_, t)| t.id());
+    let b = budget::share(b, version.entries(), others);
     planned(
         job.output_level,
-        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(salt),
+        budget::plan(&b, version, change, Outlook::of(opts)).new_table_filters(salt),
     )
 }
 
@@ -362,7 +369,8 @@ impl Inner {
         let Some(version) = self.version_of(job.keyspace) else {
             return Ok(()); // dropped: its tables are gone with it
         };
-        let filters = compaction_filter(&self.opts, &version, job);
+        let others = self.read_state().entries_outside(job.keyspace);
+        let filters = compaction_filter(&self.opts, &version, others, job);
         let out = compaction::run(job, &self.dir, &self.opts, filters, &mut || {
             self.new_table_id()
         })?;

@@ -1,6 +1,7 @@
 //! A database directory as `dump_filter DIR` shows it: every live table the manifest lists,
-//! per level, with totals, the options record in words, and, with a filter budget (given as
-//! arguments or recorded), the allocation the store would make for its current shape.
+//! per level, with totals (the default keyspace's, then each other keyspace's), the options
+//! record in words, and, with a filter budget (given as arguments or recorded), the
+//! allocation the store would make for the default keyspace's current shape.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -36,6 +37,61 @@ pub struct DatabaseReport {
     /// setting, range filter setting); none for a store written before records existed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recorded_options: Option<(String, String, String, String)>,
+    /// Every keyspace besides the default (manifest version 2), by id; `levels`, `level_totals`
+    /// and `totals` above are the default keyspace's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keyspaces: Vec<KeyspaceReport>,
+}
+
+/// One keyspace besides the default: its tables per level and totals.
+#[derive(Clone, Debug, Serialize)]
+pub struct KeyspaceReport {
+    /// Its id in the store.
+    pub id: u32,
+    /// Its name.
+    pub name: String,
+    /// Tables per level, level 0 first.
+    pub levels: Vec<Vec<TableReport>>,
+    /// Totals per level.
+    pub level_totals: Vec<Totals>,
+    /// Totals over all its levels.
+    pub totals: Totals,
+}
+
+/// A table opened, with its level.
+type Leveled = (usize, Arc<Table>);
+
+/// The tables of keyspace `id` named `name` whose `levels` (from the manifest) `dir` holds:
+/// their reports per level with totals, and the tables opened with their levels.
+fn read_keyspace(
+    dir: &Path,
+    id: u32,
+    name: &str,
+    levels: &[Vec<manifest::TableMeta>],
+) -> Result<(KeyspaceReport, Vec<Leveled>)> {
+    let mut r = KeyspaceReport {
+        id,
+        name: name.to_string(),
+        levels: Vec::new(),
+        level_totals: Vec::new(),
+        totals: Totals::default(),
+    };
+    let mut opened = Vec::new();
+    for (level, metas) in levels.iter().enumerate() {
+        let mut tables = Vec::new();
+        let mut lt = Totals::default();
+        for meta in metas {
+            let t = Arc::new(Table::open(&crate::db::table_path(dir, meta.id), meta.id)?);
+            opened.push((level, t.clone()));
+            let tr = TableReport::new(&t, Some(level as u32));
+            lt.add(&tr);
+            r.totals.add(&tr);
+            tables.push(tr);
+        }
+        r.levels.push(tables);
+        r.level_totals.push(lt);
+    }
+    Ok((r, opened))
 }
 
 /// A filter budget and the options its plan depends on, for `inspect_path_with_budget` (given
@@ -69,25 +125,18 @@ pub(super) fn inspect(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<
         (None, Some(b)) => (Some(b), Some("record")),
         (None, None) => (None, None),
     };
-    let mut levels = Vec::new();
-    let mut level_totals = Vec::new();
-    let mut totals = Totals::default();
-    let mut version = Version::empty();
-    let mut opened: Vec<(usize, Arc<Table>)> = Vec::new();
-    for (level, metas) in data.levels.iter().enumerate() {
-        let mut tables = Vec::new();
-        let mut lt = Totals::default();
-        for meta in metas {
-            let t = Arc::new(Table::open(&crate::db::table_path(dir, meta.id), meta.id)?);
-            opened.push((level, t.clone()));
-            let r = TableReport::new(&t, Some(level as u32));
-            lt.add(&r);
-            totals.add(&r);
-            tables.push(r);
-        }
-        levels.push(tables);
-        level_totals.push(lt);
+    let (default, opened) = read_keyspace(dir, 0, crate::DEFAULT_KEYSPACE, &data.levels)?;
+    let mut keyspaces = Vec::new();
+    for k in &data.keyspaces {
+        keyspaces.push(read_keyspace(dir, k.id, &k.name, &k.levels)?.0);
     }
+    let KeyspaceReport {
+        levels,
+        level_totals,
+        totals,
+        ..
+    } = default;
+    let mut version = Version::empty();
     version.edit(|levels| {
         for (level, t) in opened {
             if let Some(l) = levels.get_mut(level) {
@@ -125,5 +174,6 @@ pub(super) fn inspect(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<
                 r.range_text(),
             )
         }),
+        keyspaces,
     })
 }

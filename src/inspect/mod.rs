@@ -24,7 +24,7 @@ pub mod rocksdb_partitions;
 pub mod rocksdb_sst;
 mod text;
 
-pub use database::{BudgetArgs, DatabaseReport};
+pub use database::{BudgetArgs, DatabaseReport, KeyspaceReport};
 use rocksdb_dir::RocksDatabaseReport;
 use rocksdb_sst::RocksTableReport;
 
@@ -161,7 +161,15 @@ impl Report {
         match self {
             Report::Filter(_) | Report::RangeFilter(_) => Vec::new(),
             Report::Table(t) => table_problems(t).collect(),
-            Report::Database(d) => d.levels.iter().flatten().flat_map(table_problems).collect(),
+            Report::Database(d) => {
+                let spaces = d.keyspaces.iter().flat_map(|k| k.levels.iter().flatten());
+                d.levels
+                    .iter()
+                    .flatten()
+                    .chain(spaces)
+                    .flat_map(table_problems)
+                    .collect()
+            }
             Report::RocksdbTable(t) => rocks_problems(t).collect(),
             Report::RocksdbDatabase(d) => d
                 .levels

@@ -241,6 +241,11 @@ impl fmt::Display for Report {
                 }
                 write_levels(f, &d.levels, &d.level_totals)?;
                 write!(f, "total: {}", d.totals)?;
+                for k in &d.keyspaces {
+                    writeln!(f, "keyspace {:?} (id {})", k.name, k.id)?;
+                    write_levels(f, &k.levels, &k.level_totals)?;
+                    write!(f, "total: {}", k.totals)?;
+                }
                 if let Some(a) = &d.filter_budget {
                     if d.budget_from == Some("record") {
                         writeln!(f, "budget from the options record:")?;

@@ -48,6 +48,8 @@ pub(crate) use runs::Plan;
 use runs::{array_bytes, Counts, Filtered, Held, Run, POINT_BLOCK_FRAME, RANGE_BLOCK_FRAME};
 
 mod runs;
+mod share;
+pub(crate) use share::share;
 
 /// A change about to be made to the table set, whose new table(s) the plan sizes.
 pub(crate) enum Change<'a> {
