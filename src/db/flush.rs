@@ -86,7 +86,7 @@ impl Inner {
     /// and installs it.
     fn flush_generation(&self, first: &Arc<Memtable>) -> Result<()> {
         let began = std::time::Instant::now();
-        let of_generation = |m: &Arc<Memtable>| Arc::ptr_eq(m.batches(), first.batches());
+        let of_generation = |m: &Arc<Memtable>| m.same_generation(first);
         let members: Vec<(u32, Arc<Memtable>)> = self
             .read_state()
             .all()

@@ -125,6 +125,10 @@ pub(super) struct Inner {
     /// `compaction::pending_bytes` of the current version, set as each version is installed:
     /// read by every group commit (the slowdown) and rotation (the stop) without a lock.
     pub(super) pending_compaction_bytes: AtomicU64,
+    /// The most level-0 tables any keyspace holds, set with `pending_compaction_bytes`: read
+    /// by every group commit (the slowdown) and rotation (the stop), which then need not walk
+    /// every keyspace.
+    pub(super) level0_tables: std::sync::atomic::AtomicUsize,
     /// Callers of `Db::wait_for_compactions` waiting now: while any is, level 0 is compacted
     /// away as if the store were idle.
     pub(super) settling: AtomicU64,

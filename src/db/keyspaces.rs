@@ -134,8 +134,7 @@ impl Db {
         inner.update_state(|p| {
             // A memtable in each live generation, sharing its count: a batch applied to it is
             // visible with the rest of its generation, and the flush of the generation takes it.
-            let joined =
-                |m: &Arc<Memtable>| Arc::new(Memtable::sharing(m.wal_id, Arc::clone(m.batches())));
+            let joined = |m: &Arc<Memtable>| Arc::new(Memtable::following(m));
             let state = State {
                 mem: joined(&p.default.mem),
                 imm: p.default.imm.iter().map(joined).collect(),
@@ -202,7 +201,7 @@ impl Db {
                 inner.graveyard.bury_memtable(m);
             }
         }
-        inner.note_pending_bytes();
+        inner.note_table_sets();
         tracing::info!(keyspace = name, id, "keyspace dropped");
         Ok(true)
     }

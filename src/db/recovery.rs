@@ -149,11 +149,14 @@ fn replay(
     mode: WalRecovery,
     ids: &[u32],
     report: &mut RecoveryReport,
-) -> Result<Vec<(u32, Memtable)>> {
-    let batches = Arc::new(super::memtable::Batches::default());
-    let recovered: Vec<(u32, Memtable)> = ids
+) -> Result<Vec<(u32, Arc<Memtable>)>> {
+    let lead = Arc::new(Memtable::new(0));
+    let recovered: Vec<(u32, Arc<Memtable>)> = ids
         .iter()
-        .map(|&id| (id, Memtable::sharing(0, Arc::clone(&batches))))
+        .map(|&id| match id {
+            0 => (id, Arc::clone(&lead)),
+            _ => (id, Arc::new(Memtable::following(&lead))),
+        })
         .collect();
     for &(id, _) in logs {
         let path = wal::wal_path(dir, id);
@@ -183,14 +186,14 @@ fn replay(
         let scan = wal::scan(&data);
         report.batches_replayed += scan.batches.len() as u64;
         for batch in scan.batches {
-            let seq = batches.next();
+            let seq = lead.next();
             let wal::Batch { default, spaces } = batch;
             for (id, ops) in std::iter::once((0, default)).chain(spaces) {
                 if let Ok(i) = ids.binary_search(&id) {
                     recovered[i].1.append(ops, seq);
                 }
             }
-            batches.publish(seq);
+            lead.publish(seq);
         }
         if let Some(d) = scan.damage {
             if !d.torn_tail && mode == WalRecovery::TornTailOnly {
@@ -421,20 +424,28 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         .iter()
         .map(|(_, v)| super::compaction::pending_bytes(v, &opts))
         .sum();
-    let batches = Arc::new(super::memtable::Batches::default());
-    let fresh = |version| State {
-        mem: Arc::new(Memtable::sharing(wal_id, Arc::clone(&batches))),
+    let level0 = versions
+        .iter()
+        .map(|(_, v)| v.levels()[0].len())
+        .max()
+        .unwrap_or(0);
+    let lead = Arc::new(Memtable::new(wal_id));
+    let fresh = |version, mem| State {
+        mem,
         imm: Vec::new(),
         version: Arc::new(version),
     };
     let mut published = Published {
-        default: fresh(Version::empty()),
+        default: fresh(Version::empty(), Arc::clone(&lead)),
         others: Vec::new(),
     };
     for (id, version) in versions {
         match id {
-            0 => published.default = fresh(version),
-            _ => published.others.push((id, fresh(version))),
+            0 => published.default = fresh(version, Arc::clone(&lead)),
+            _ => {
+                let mem = Arc::new(Memtable::following(&lead));
+                published.others.push((id, fresh(version, mem)));
+            }
         }
     }
     Ok(Inner {
@@ -455,6 +466,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         quiet: Mutex::new((0, std::time::Instant::now())),
         slowing: Default::default(),
         pending_compaction_bytes: AtomicU64::new(pending),
+        level0_tables: std::sync::atomic::AtomicUsize::new(level0),
         settling: AtomicU64::new(0),
         graveyard: Default::default(),
         next_file,

@@ -333,19 +333,22 @@ impl Inner {
                 }
             }
         });
-        self.note_pending_bytes();
+        self.note_table_sets();
         Ok(())
     }
 
-    /// Sets `pending_compaction_bytes` from the published versions: every keyspace's debt.
-    pub(super) fn note_pending_bytes(&self) {
-        let pending = self
-            .read_state()
-            .all()
-            .map(|(_, s)| compaction::pending_bytes(&s.version, &self.opts))
-            .sum();
+    /// Sets `pending_compaction_bytes` (every keyspace's debt) and `level0_tables` from the
+    /// published versions.
+    pub(super) fn note_table_sets(&self) {
+        let published = self.read_state();
+        let (mut pending, mut level0) = (0, 0);
+        for (_, s) in published.all() {
+            pending += compaction::pending_bytes(&s.version, &self.opts);
+            level0 = level0.max(s.version.levels()[0].len());
+        }
         self.pending_compaction_bytes
             .store(pending, Ordering::Relaxed);
+        self.level0_tables.store(level0, Ordering::Relaxed);
     }
 
     /// Oldest WAL still needed once the generation of `flushed` (the default keyspace's

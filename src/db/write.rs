@@ -26,7 +26,7 @@ use super::keyspace::Keyspace;
 use super::limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use super::memtable::Memtable;
 use super::throttle;
-use super::version::{Published, State};
+use super::version::State;
 use super::wal::{self, Batch, WalWriter};
 use super::write_queue::{take_group, Queued};
 use crate::error::{Error, Result};
@@ -270,11 +270,9 @@ impl Inner {
     fn commit_group(&self, group: Vec<Queued>) -> Result<()> {
         let mut writer = self.lock_checked(&self.writer);
         self.errors.check()?;
-        let state = self.read_state();
         // A rotation leaves the table sets as they are: this count holds after one too.
-        let level0 = level0_tables(&state);
-        let full = state.default.mem.generation_size() >= self.opts.memtable_size;
-        drop(state);
+        let level0 = self.level0_tables.load(Ordering::Relaxed);
+        let full = self.read_state().default.mem.generation_size() >= self.opts.memtable_size;
         if full {
             self.rotate(&mut writer)?;
         }
@@ -297,9 +295,9 @@ impl Inner {
         appended.map_err(|e| self.errors.set(e))?;
         self.note_write();
         super::stats::add(&self.counters.writes_grouped, group.len() as u64 - 1);
-        let batches = state.default.mem.batches();
+        let lead = &state.default.mem;
         for w in group {
-            let seq = batches.next();
+            let seq = lead.next();
             let Batch { default, spaces } = w.ops;
             state.default.mem.append(default, seq);
             for (id, ops) in spaces {
@@ -308,7 +306,7 @@ impl Inner {
                     s.mem.append(ops, seq);
                 }
             }
-            batches.publish(seq);
+            lead.publish(seq);
         }
         Ok(())
     }
@@ -403,7 +401,9 @@ impl Inner {
                 let s = self.read_state();
                 if s.default.imm.len() >= self.opts.max_immutable_memtables {
                     Some("immutable memtables waiting for a flush")
-                } else if level0_tables(&s) >= self.opts.l0_stop_writes_trigger {
+                } else if self.level0_tables.load(Ordering::Relaxed)
+                    >= self.opts.l0_stop_writes_trigger
+                {
                     Some("level 0 at l0_stop_writes_trigger")
                 } else if self
                     .opts
@@ -458,31 +458,21 @@ impl Inner {
             }
         };
         drop(spare);
-        let batches = Arc::default();
-        let wal_id = writer.id();
         // Every keyspace's memtable retires together (`version::Published`); the default
-        // one's stands for the generation.
+        // one's leads the generation.
+        let lead = Arc::new(Memtable::new(writer.id()));
         let retired = self.update_state(|p| {
-            let retire = |s: &mut State| {
-                let mem = Arc::new(Memtable::sharing(wal_id, Arc::clone(&batches)));
+            let retire = |s: &mut State, mem| {
                 let old = std::mem::replace(&mut s.mem, mem);
                 s.imm.push(Arc::clone(&old));
                 old
             };
             for (_, s) in &mut p.others {
-                retire(s);
+                retire(s, Arc::new(Memtable::following(&lead)));
             }
-            retire(&mut p.default)
+            retire(&mut p.default, lead)
         });
         self.wake();
         Ok(retired)
     }
-}
-
-/// The most level-0 tables any keyspace holds: what slows and stops writes.
-fn level0_tables(p: &Published) -> usize {
-    p.all()
-        .map(|(_, s)| s.version.levels()[0].len())
-        .max()
-        .unwrap_or(0)
 }

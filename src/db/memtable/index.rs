@@ -27,6 +27,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub(super) const MAX_ENTRIES: usize = u32::MAX as usize - 1;
 /// Slots of a new memtable's index (a power of two, at most 2^32).
 const INITIAL_SLOTS: usize = 1024;
+/// Slots of a new index of a keyspace other than the default (`Index::small`): a rotation
+/// makes a memtable for every keyspace, most of which may take few writes, and 1,000
+/// keyspaces would otherwise zero 8 MiB on the writer's path at each rotation. The index
+/// doubles as it fills, so a busy keyspace pays a few small rebuilds.
+const SMALL_SLOTS: usize = 16;
 
 /// The slot of `entry` for a key hashed to `hash`.
 fn slot(hash: u64, entry: usize) -> u64 {
@@ -59,6 +64,11 @@ impl Default for Index {
 }
 
 impl Index {
+    /// An empty table of `SMALL_SLOTS` slots.
+    pub(super) fn small() -> Self {
+        Index::with_slots(SMALL_SLOTS)
+    }
+
     /// An empty table of `n` slots (a power of two, at most 2^32).
     fn with_slots(n: usize) -> Self {
         debug_assert!(n.is_power_of_two() && n.trailing_zeros() <= 32);

@@ -202,15 +202,14 @@ fn readers_see_whole_batches_while_the_writer_appends() {
 
 #[test]
 fn memtables_sharing_a_count_show_a_batch_in_all_at_once() {
-    // Each batch writes its number to key "n" of memtable `a` and of memtable `b` (one count
-    // between them, as the keyspaces of one generation), appended to `a`, then `b`, then
+    // Each batch writes its number to key "n" of memtable `a` and of memtable `b` (`a` leads
+    // their generation, as the keyspaces of one), appended to `a`, then `b`, then
     // published. A reader reads the count once, then `b`, then `a`: each must show exactly
     // that batch, point read and scan, however the reader interleaves with the writer. Each
     // batch also appends to `b` alone every third time, so the memtables' logs diverge.
-    let batches = Arc::new(Batches::default());
-    let a = Arc::new(Memtable::sharing(1, Arc::clone(&batches)));
-    let b = Arc::new(Memtable::sharing(1, Arc::clone(&batches)));
-    let empty = Memtable::sharing(1, Arc::clone(&batches));
+    let a = Arc::new(Memtable::new(1));
+    let b = Arc::new(Memtable::following(&a));
+    let empty = Memtable::following(&b); // the leader's follower, through a follower
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
         let (a, b, stop) = (Arc::clone(&a), Arc::clone(&b), Arc::clone(&stop));
@@ -240,16 +239,16 @@ fn memtables_sharing_a_count_show_a_batch_in_all_at_once() {
         })
     };
     for _ in 0..20_000u64 {
-        let seq = batches.next();
+        let seq = b.next();
         let v = Some(seq.to_le_bytes().to_vec());
         a.append(vec![(b"n".to_vec(), v.clone())], seq);
         std::thread::yield_now();
         let mut ops = vec![(b"n".to_vec(), v)];
-        if seq % 3 == 0 {
+        if seq.is_multiple_of(3) {
             ops.push((format!("only-b{seq}").into_bytes(), None));
         }
         b.append(ops, seq);
-        batches.publish(seq);
+        b.publish(seq);
     }
     stop.store(true, Ordering::Relaxed);
     assert!(reader.join().unwrap() > 0);
