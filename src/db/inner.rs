@@ -42,7 +42,7 @@ pub(super) struct Work {
     /// The keyspace id the next compaction pick looks at first (keyspaces in turn).
     pub(super) next_pick: u32,
     /// The live keyspaces' names and the next id: what the manifest lists.
-    pub(super) keyspaces: super::keyspaces::Registry,
+    pub(super) keyspaces: super::registry::Registry,
     /// `next_file` in the manifest on disk: table numbers below it are reserved.
     pub(super) reserved: u64,
     /// The compactions running now.

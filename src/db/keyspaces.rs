@@ -1,5 +1,6 @@
 //! Creating, listing and dropping keyspaces (`Db::keyspace`, `Db::keyspace_names`,
-//! `Db::drop_keyspace`), and the registry of their names the manifest lists (FORMAT.md §4).
+//! `Db::drop_keyspace`): changes to the registry the manifest lists (`registry.rs`,
+//! FORMAT.md §4).
 //!
 //! Both changes are one manifest write, made under the writer lock (so no batch is being
 //! applied: every batch sees a keyspace whole or not at all) and the work lock (so no job
@@ -17,7 +18,6 @@
 use std::sync::Arc;
 
 use super::keyspace::{Keyspace, DEFAULT_KEYSPACE};
-use super::manifest::ManifestData;
 use super::memtable::Memtable;
 use super::version::{State, Version};
 use super::Db;
@@ -25,53 +25,6 @@ use crate::error::{Error, Result};
 
 /// Longest keyspace name accepted, in bytes.
 pub const MAX_KEYSPACE_NAME: usize = 1024;
-
-/// The live keyspaces other than the default, and the id the next one gets.
-#[derive(Clone, Debug)]
-pub(super) struct Registry {
-    /// (id, name), by id ascending.
-    names: Vec<(u32, String)>,
-    next_id: u32,
-}
-
-impl Registry {
-    /// The registry `m` lists.
-    pub(super) fn of(m: &ManifestData) -> Registry {
-        Registry {
-            names: m.keyspaces.iter().map(|k| (k.id, k.name.clone())).collect(),
-            next_id: m.next_keyspace,
-        }
-    }
-
-    /// The id the next keyspace created gets.
-    pub(super) fn next_id(&self) -> u32 {
-        self.next_id
-    }
-
-    /// The name of live keyspace `id` (not the default).
-    pub(super) fn name(&self, id: u32) -> Option<&str> {
-        let i = self.names.binary_search_by_key(&id, |(k, _)| *k).ok()?;
-        Some(&self.names[i].1)
-    }
-
-    /// Every live keyspace but the default: (id, name), by id.
-    pub(super) fn all(&self) -> impl Iterator<Item = (u32, &str)> {
-        self.names.iter().map(|(id, n)| (*id, n.as_str()))
-    }
-
-    /// Keeps only the keyspaces whose id `f` accepts (next_id unchanged).
-    pub(super) fn keep(&mut self, f: impl Fn(u32) -> bool) {
-        self.names.retain(|(id, _)| f(*id));
-    }
-
-    /// The id of the live keyspace named `name` (not the default).
-    fn id_of(&self, name: &str) -> Option<u32> {
-        self.names
-            .iter()
-            .find(|(_, n)| n == name)
-            .map(|(id, _)| *id)
-    }
-}
 
 /// `Error::InvalidArgument` unless `name` may name a keyspace.
 fn check_name(name: &str) -> Result<()> {

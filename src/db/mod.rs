@@ -18,7 +18,7 @@
 //!   to level 0. `running.rs`: which compactions may run side by side. `throttle.rs`: the
 //!   write slowdown. `graveyard.rs`: replaced tables and memtables dropped off the read path.
 //! - `keyspace.rs`: the `Keyspace` handle and the read API it shares with `Db`;
-//!   `keyspaces.rs`: creating, listing and dropping keyspaces.
+//!   `keyspaces.rs`: creating, listing and dropping keyspaces; `registry.rs`: their names.
 //! - `read.rs`: `get`. `iter.rs`: `scan`. `cursor.rs`: `DbCursor`. `snapshot.rs`: `Snapshot`;
 //!   `checkpoint.rs`: a snapshot written out as a store. `inner.rs`: shared state and lock
 //!   order. `version.rs`: what readers load (`Published`: every keyspace's `State`).
@@ -56,6 +56,7 @@ mod multi_get;
 mod options;
 mod read;
 mod recovery;
+mod registry;
 mod report;
 mod running;
 mod snapshot;
