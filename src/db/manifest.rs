@@ -43,9 +43,28 @@ pub struct KeyspaceMeta {
     /// Its id: at least 1, below `ManifestData::next_keyspace`, never reused.
     pub id: u32,
     /// Its name (unique among live keyspaces, never `DEFAULT_KEYSPACE`).
+    #[serde(with = "name_bytes")]
     pub name: String,
     /// Its live tables per level, as `ManifestData::levels`.
     pub levels: Vec<Vec<TableMeta>>,
+}
+
+/// A keyspace name on disk: bincode's encoding of a `String` (a length, then the UTF-8 bytes),
+/// decoded as a sequence of bytes, which grows as the bytes are read. bincode decodes a
+/// `String` by allocating the length it reads first: a damaged length asked for 1 TiB
+/// (found by the decoder fuzzer), where a sequence fails on the bytes that are not there.
+mod name_bytes {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(name: &str, s: S) -> Result<S::Ok, S::Error> {
+        name.as_bytes().serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        let bytes = Vec::<u8>::deserialize(d)?;
+        String::from_utf8(bytes).map_err(|e| D::Error::custom(format!("keyspace name: {e}")))
+    }
 }
 
 /// The manifest's content.
@@ -258,6 +277,35 @@ mod tests {
             read(dir.path()),
             Err(Error::UnsupportedVersion { found: 3, .. })
         ));
+    }
+
+    /// A name whose length field claims 2^40 bytes is an error, not an allocation of them.
+    #[test]
+    fn a_damaged_name_length_is_refused_without_allocating_it() {
+        let data = ManifestData {
+            next_file: 9,
+            keyspaces: vec![KeyspaceMeta {
+                id: 1,
+                name: "q".into(),
+                levels: Vec::new(),
+            }],
+            next_keyspace: 2,
+            ..ManifestData::default()
+        };
+        let good = encode(&data).unwrap();
+        // The payload ends: the name's length (1), 'q', its empty levels (0), next_keyspace.
+        let at = good.len() - 4;
+        assert_eq!(&good[at..at + 2], &[1, b'q']);
+        let mut payload = good[16..at].to_vec();
+        payload.push(253); // a u64 length follows
+        payload.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        payload.extend_from_slice(&good[at + 1..]);
+        let mut bytes = good[..8].to_vec();
+        bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        let e = decode(Path::new("MANIFEST"), &bytes).unwrap_err();
+        assert!(matches!(e, Error::Corruption { .. }), "{e}");
     }
 
     #[test]
