@@ -87,24 +87,27 @@ impl Inner {
     fn flush_generation(&self, first: &Arc<Memtable>) -> Result<()> {
         let began = std::time::Instant::now();
         let of_generation = |m: &Arc<Memtable>| m.same_generation(first);
-        let members: Vec<(u32, Arc<Memtable>)> = self
-            .read_state()
+        // Each keyspace's memtable of the generation, with the entries in the other keyspaces'
+        // tables (the budget's split), all read from one state in one pass.
+        let published = self.read_state();
+        let entries: Vec<u64> = published.all().map(|(_, s)| s.version.entries()).collect();
+        let total: u64 = entries.iter().sum();
+        let members: Vec<(u32, Arc<Memtable>, u64)> = published
             .all()
-            .filter_map(|(id, s)| {
-                s.imm
-                    .iter()
-                    .find(|m| of_generation(m))
-                    .map(|m| (id, m.clone()))
+            .zip(&entries)
+            .filter_map(|((id, s), mine)| {
+                let mem = s.imm.iter().find(|m| of_generation(m))?;
+                Some((id, mem.clone(), total - mine))
             })
             .collect();
+        drop(published);
         let mut written = Vec::new();
-        for (ks, mem) in members.iter().filter(|(_, m)| !m.is_empty()) {
+        for (ks, mem, others) in members.iter().filter(|(_, m, _)| !m.is_empty()) {
             let Some(version) = self.version_of(*ks) else {
                 continue; // dropped meanwhile: nothing of it is kept
             };
             let id = self.new_table_id()?;
-            let others = self.read_state().entries_outside(*ks);
-            let filters = l0_filter(&self.opts, &version, others, mem, id);
+            let filters = l0_filter(&self.opts, &version, *others, mem, id);
             let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filters, mem, id)?;
             // Read back through the file system: a filter that fails its check then is
             // counted like one found damaged at open.
@@ -139,7 +142,7 @@ impl Inner {
             }
         })?;
         drop(work);
-        for (_, mem) in members {
+        for (_, mem, _) in members {
             self.graveyard.bury_memtable(mem);
         }
         self.remove_obsolete(&wal::wal_path(&self.dir, first.wal_id));
