@@ -77,9 +77,10 @@ fn write_store(dir: &Path) {
     drop(db);
 }
 
-/// Opens a copy of fixture `version` (writing it first if missing and
-/// `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set; never overwriting) and checks every key.
-fn check(version: u32) -> Db {
+/// Opens a copy of fixture `version` (written first by `write` if missing and
+/// `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set; never overwriting), after checking its
+/// manifest's version. The copy lives as long as the directory returned.
+fn open_fixture(version: u32, write: fn(&Path)) -> (tempfile::TempDir, Db) {
     let fixture = fixture_dir(version);
     if !fixture.exists() {
         assert!(
@@ -87,7 +88,7 @@ fn check(version: u32) -> Db {
             "missing fixture {}",
             fixture.display()
         );
-        write_store(&fixture);
+        write(&fixture);
     }
     let manifest = std::fs::read(fixture.join("MANIFEST")).unwrap();
     assert_eq!(
@@ -98,6 +99,12 @@ fn check(version: u32) -> Db {
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&fixture, dir.path());
     let db = Db::open(dir.path(), Options::default()).unwrap();
+    (dir, db)
+}
+
+/// Opens a copy of fixture `version` of `model` and checks every key.
+fn check(version: u32) -> (tempfile::TempDir, Db) {
+    let (dir, db) = open_fixture(version, write_store);
     let r = db.recovery();
     assert!(r.wal_damage.is_none(), "{r:?}");
     for (k, v) in model() {
@@ -105,12 +112,12 @@ fn check(version: u32) -> Db {
     }
     let live = model().iter().filter(|(_, v)| v.is_some()).count();
     assert_eq!(db.scan::<&[u8], _>(..).unwrap().count(), live);
-    db
+    (dir, db)
 }
 
 #[test]
 fn store_v1_fixture_still_reads() {
-    let db = check(1);
+    let (_dir, db) = check(1);
     // Every write after the compaction is in the four logs: 400 puts and 120 deletes.
     let r = db.recovery();
     assert_eq!((r.logs_replayed, r.batches_replayed), (4, 520), "{r:?}");
@@ -190,24 +197,7 @@ fn write_store_v2(dir: &Path) {
 
 #[test]
 fn store_v2_fixture_with_keyspaces_still_reads() {
-    let fixture = fixture_dir(2);
-    if !fixture.exists() {
-        assert!(
-            std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some(),
-            "missing fixture {}",
-            fixture.display()
-        );
-        write_store_v2(&fixture);
-    }
-    let manifest = std::fs::read(fixture.join("MANIFEST")).unwrap();
-    assert_eq!(
-        manifest[4..8],
-        2u32.to_le_bytes(),
-        "the fixture's manifest version"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    copy_dir(&fixture, dir.path());
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let (_dir, db) = open_fixture(2, write_store_v2);
     let r = db.recovery();
     assert!(r.wal_damage.is_none() && r.logs_replayed >= 2, "{r:?}");
     assert_eq!(db.keyspace_names(), ["default", "users", "sessions"]);
