@@ -421,12 +421,29 @@ fn options_target() -> Target {
     let budget = crate::Options::default().with_filters(Some(crate::Filters::Budget(
         crate::FilterBudget::total_bytes(1 << 30),
     )));
+    // A record with keyspaces' own settings (version 5), every field of one given.
+    let mut with_keyspaces = StoredOptions::of(&budget);
+    let own = crate::KeyspaceOptions::default()
+        .with_filters(Some(crate::Filters::fixed(FilterPolicy::default())))
+        .with_prefix_filters(Some(crate::PrefixFilters::with(
+            crate::PrefixExtractor::fixed(4),
+        )))
+        .with_range_filters(Some(crate::RangeFilters::None))
+        .with_compression(Some(crate::Compression::Lz4.into()))
+        .with_block_size(Some(16 << 10))
+        .with_memtable_size(Some(1 << 20));
+    with_keyspaces.keyspaces = vec![
+        stored_options::KeyspaceRecord::of(1, &own),
+        stored_options::KeyspaceRecord::of(3, &crate::KeyspaceOptions::default()),
+    ];
+    let mut seeds: Vec<Vec<u8>> = [per_level, budget, crate::Options::default()]
+        .iter()
+        .map(|o| stored_options::encode(&StoredOptions::of(o)).unwrap())
+        .collect();
+    seeds.push(stored_options::encode(&with_keyspaces).unwrap());
     Target {
         name: "options record",
-        seeds: [per_level, budget, crate::Options::default()]
-            .iter()
-            .map(|o| stored_options::encode(&StoredOptions::of(o)).unwrap())
-            .collect(),
+        seeds,
         reseal: |b| {
             if b.len() >= 16 {
                 let crc = crc32fast::hash(&b[16..]);

@@ -72,9 +72,9 @@ pub use rustls;
 pub use db::stats::DbStats;
 pub use db::{
     Allocation, BatchOps, CheckpointReport, Compressions, Db, DbCursor, DbIter, FilterBudget,
-    FilterMemory, Filters, HugePages, Keyspace, LevelAllocation, OptionChange, Options,
-    OptionsReport, PrefixFilters, RangeFilters, RecoveryReport, Snapshot, SnapshotKeyspace,
-    WalRecovery, WriteBatch, WriteOptions, DEFAULT_KEYSPACE,
+    FilterMemory, Filters, HugePages, Keyspace, KeyspaceOptions, LevelAllocation, OptionChange,
+    Options, OptionsReport, PrefixFilters, RangeFilters, RecoveryReport, Snapshot,
+    SnapshotKeyspace, WalRecovery, WriteBatch, WriteOptions, DEFAULT_KEYSPACE,
 };
 pub use error::{Error, Result};
 pub use filter::{FilterKind, FilterPolicy, RangePolicy};

@@ -473,3 +473,33 @@ fn database_with_keyspaces_shows_each() {
     assert_eq!(names, ["users", "sessions"]);
     assert_eq!(spaces[0]["totals"]["entries"], 300);
 }
+
+/// A keyspace's own settings (options record version 5) are shown with it; one without says it
+/// follows the store's.
+#[test]
+fn database_shows_keyspace_settings() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/store-v2-own-settings");
+    let text = report_text(&dir);
+    assert_fields(
+        &text,
+        &[
+            "keyspace \"packed\" (id 1)",
+            "own compression: compression lz4",
+            "own block_size: 1024 bytes",
+            "own prefix: prefix filters on the first 3 bytes",
+            "keyspace \"plain\" (id 2)\n  settings: the store's",
+        ],
+        &dir,
+    );
+    let out = run(&[&dir, Path::new("--json")]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let spaces = json["keyspaces"].as_array().unwrap();
+    let own = spaces[0]["own_settings"].as_array().unwrap();
+    assert!(
+        own.iter()
+            .any(|s| s[0] == "compression" && s[1] == "compression lz4"),
+        "{own:?}"
+    );
+    assert!(spaces[1].get("own_settings").is_none(), "{}", spaces[1]);
+}

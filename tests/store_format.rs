@@ -11,6 +11,11 @@
 //! leaves it: tables in the default keyspace and in `users`, then logs holding batches across
 //! three keyspaces (keyspace switches, FORMAT.md §2) and writes to a keyspace dropped since,
 //! which replay must skip (`write_store_v2`).
+//!
+//! `fixtures/store-v2-own-settings/` is a store whose keyspaces have settings of their own
+//! (options record version 5, FORMAT.md §6): `packed` with LZ4, 1 KiB blocks, prefix filters
+//! on 3 bytes and a fixed standard Bloom filter; `plain` following the store; tables of both,
+//! then writes in logs (`write_store_own_settings`).
 
 mod common;
 
@@ -22,8 +27,8 @@ use common::copy_dir;
 use lsm_bloom::fs::FaultyFs;
 use lsm_bloom::{Db, Options};
 
-fn fixture_dir(version: u32) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/store-v{version}"))
+fn fixture_dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/{name}"))
 }
 
 /// The value first written to key `k`: `v<k>` eight times.
@@ -77,11 +82,11 @@ fn write_store(dir: &Path) {
     drop(db);
 }
 
-/// Opens a copy of fixture `version` (written first by `write` if missing and
-/// `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set; never overwriting), after checking its
-/// manifest's version. The copy lives as long as the directory returned.
-fn open_fixture(version: u32, write: fn(&Path)) -> (tempfile::TempDir, Db) {
-    let fixture = fixture_dir(version);
+/// Opens a copy of fixture `name` (written first by `write` if missing and
+/// `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set; never overwriting), after checking that its
+/// manifest is of `version`. The copy lives as long as the directory returned.
+fn open_fixture(name: &str, version: u32, write: fn(&Path)) -> (tempfile::TempDir, Db) {
+    let fixture = fixture_dir(name);
     if !fixture.exists() {
         assert!(
             std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some(),
@@ -104,7 +109,7 @@ fn open_fixture(version: u32, write: fn(&Path)) -> (tempfile::TempDir, Db) {
 
 /// Opens a copy of fixture `version` of `model` and checks every key.
 fn check(version: u32) -> (tempfile::TempDir, Db) {
-    let (dir, db) = open_fixture(version, write_store);
+    let (dir, db) = open_fixture(&format!("store-v{version}"), version, write_store);
     let r = db.recovery();
     assert!(r.wal_damage.is_none(), "{r:?}");
     for (k, v) in model() {
@@ -197,7 +202,7 @@ fn write_store_v2(dir: &Path) {
 
 #[test]
 fn store_v2_fixture_with_keyspaces_still_reads() {
-    let (_dir, db) = open_fixture(2, write_store_v2);
+    let (_dir, db) = open_fixture("store-v2", 2, write_store_v2);
     let r = db.recovery();
     assert!(r.wal_damage.is_none() && r.logs_replayed >= 2, "{r:?}");
     assert_eq!(db.keyspace_names(), ["default", "users", "sessions"]);
@@ -214,4 +219,102 @@ fn store_v2_fixture_with_keyspaces_still_reads() {
     // The dropped keyspace's name starts empty, its log writes skipped.
     assert_eq!(db.keyspace("gone").unwrap().iter().unwrap().count(), 0);
     db.put("after", "ok").unwrap();
+}
+
+/// The settings `packed` of `fixtures/store-v2-own-settings/` was given.
+fn packed_settings() -> lsm_bloom::KeyspaceOptions {
+    use lsm_bloom::{Compression, FilterKind, FilterPolicy, Filters, PrefixExtractor};
+    lsm_bloom::KeyspaceOptions::default()
+        .with_compression(Some(Compression::Lz4.into()))
+        .with_block_size(Some(1024))
+        .with_prefix_filters(Some(lsm_bloom::PrefixFilters::with(
+            PrefixExtractor::fixed(3),
+        )))
+        .with_filters(Some(Filters::fixed(FilterPolicy::bits_per_key(
+            FilterKind::Standard,
+            8.0,
+        ))))
+}
+
+/// Writes `fixtures/store-v2-own-settings/` into `dir` (created): see the module comment.
+fn write_store_own_settings(dir: &Path) {
+    let fs = FaultyFs::new();
+    let opts = Options::default()
+        .with_memtable_size(64 * 1024)
+        .with_max_immutable_memtables(8)
+        .with_idle_compaction_after(None)
+        .with_fs(Arc::new(fs.clone()));
+    let live = tempfile::tempdir().unwrap();
+    let db = Db::open(live.path(), opts).unwrap();
+    let packed = db.create_keyspace("packed", packed_settings()).unwrap();
+    let plain = db.keyspace("plain").unwrap();
+    for i in 0..400 {
+        let k = format!("p{i:05}");
+        packed.put(&k, value(&k)).unwrap();
+        plain.put(&k, value(&k)).unwrap();
+    }
+    db.flush().unwrap();
+    fs.hold_table_creates(true);
+    for i in 400..500 {
+        let k = format!("p{i:05}");
+        packed.put(&k, value(&k)).unwrap();
+        plain.put(&k, value(&k)).unwrap();
+    }
+    copy_dir(live.path(), dir);
+    std::fs::remove_file(dir.join("LOCK")).unwrap();
+    fs.hold_table_creates(false);
+    drop((packed, plain));
+    drop(db);
+}
+
+#[test]
+fn store_fixture_with_keyspace_settings_still_reads_and_keeps_them() {
+    use lsm_bloom::Compression;
+    let (dir, db) = open_fixture("store-v2-own-settings", 2, write_store_own_settings);
+    let record = std::fs::read(fixture_dir("store-v2-own-settings").join("OPTIONS")).unwrap();
+    assert_eq!(record[4..8], 5u32.to_le_bytes(), "options record version");
+    assert!(
+        db.recovery().options.changed.is_empty(),
+        "{:?}",
+        db.recovery()
+    );
+    let packed = db.keyspace("packed").unwrap();
+    let plain = db.keyspace("plain").unwrap();
+    let got = packed.options().unwrap();
+    let want = packed_settings();
+    assert_eq!(
+        (
+            got.filters,
+            got.prefix_filters,
+            got.compression,
+            got.block_size
+        ),
+        (
+            want.filters,
+            want.prefix_filters,
+            want.compression,
+            want.block_size
+        )
+    );
+    assert_eq!(
+        plain.options().unwrap().compression,
+        Some(Default::default())
+    );
+    for i in 0..500 {
+        let k = format!("p{i:05}");
+        assert_eq!(packed.get(&k).unwrap(), Some(value(&k)), "packed/{k}");
+        assert_eq!(plain.get(&k).unwrap(), Some(value(&k)), "plain/{k}");
+    }
+    db.flush().unwrap();
+    let codecs = |ks: &lsm_bloom::Keyspace| -> Vec<Compression> {
+        let levels = ks.levels().unwrap();
+        levels
+            .iter()
+            .flatten()
+            .map(|t| t.properties().compression)
+            .collect()
+    };
+    assert!(codecs(&packed).iter().all(|c| *c == Compression::Lz4));
+    assert!(codecs(&plain).iter().all(|c| *c == Compression::None));
+    drop((packed, plain, dir));
 }

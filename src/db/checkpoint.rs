@@ -23,8 +23,8 @@ use super::inner::Inner;
 use super::manifest::{self, ManifestData};
 use super::memtable::Memtable;
 use super::snapshot::Snapshot;
-use super::stored_options::{self, StoredOptions};
-use super::version::State;
+use super::state::State;
+use super::stored_options;
 use super::wal::{self, Batch, WalWriter};
 use super::worker::manifest_data;
 use crate::error::{Error, Result};
@@ -125,7 +125,7 @@ pub(super) fn checkpoint(
             ..data
         },
     )?;
-    stored_options::write(fs, &tmp, &StoredOptions::of(&inner.opts))?;
+    stored_options::write(fs, &tmp, &registry.record(&inner.opts))?;
     crate::fs::sync_dir(fs, &tmp)?;
     fs.rename(&tmp, target).map_err(|e| {
         Error::io(

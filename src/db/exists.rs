@@ -22,8 +22,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::memtable::range_is_empty;
+use super::state::State;
 use super::stats::{bump, Counters};
-use super::version::{State, MAX_LEVELS};
+use super::version::MAX_LEVELS;
 use crate::table::{RangeCheck, Table};
 
 /// True when the first `mem_seen` batches of `state.mem`, the immutable memtables and the

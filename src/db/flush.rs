@@ -1,12 +1,12 @@
 //! Flushes: the oldest memtable generation (every keyspace's memtable of one log, retired
-//! together, `version::Published`) written to level 0, one table per keyspace that holds
+//! together, `state::Published`) written to level 0, one table per keyspace that holds
 //! anything, installed in one manifest write; then the generation's log is removed. Runs on
 //! the flush thread only, so generations reach level 0 in the order they were retired.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use super::budget::{self, Change, Outlook};
+use super::budget::{self, Change, FilterBudget, Outlook};
 use super::files::table_path;
 use super::filters::TableFilters;
 use super::inner::Inner;
@@ -87,28 +87,35 @@ impl Inner {
     fn flush_generation(&self, first: &Arc<Memtable>) -> Result<()> {
         let began = std::time::Instant::now();
         let of_generation = |m: &Arc<Memtable>| m.same_generation(first);
-        // Each keyspace's memtable of the generation, with the entries in the other keyspaces'
-        // tables (the budget's split), all read from one state in one pass.
+        // Each keyspace's memtable of the generation and options, with the entries in the
+        // tables of the other keyspaces sharing its filter budget (the budget's split), all
+        // read from one state.
         let published = self.read_state();
-        let entries: Vec<u64> = published.all().map(|(_, s)| s.version.entries()).collect();
-        let total: u64 = entries.iter().sum();
-        let members: Vec<(u32, Arc<Memtable>, u64)> = published
+        let mut by_budget: Vec<(Option<&FilterBudget>, u64)> = Vec::new();
+        for (_, s) in published.all() {
+            match by_budget.iter_mut().find(|(b, _)| *b == s.budget()) {
+                Some((_, n)) => *n += s.version.entries(),
+                None => by_budget.push((s.budget(), s.version.entries())),
+            }
+        }
+        let members: Vec<(u32, Arc<Memtable>, Arc<Options>, u64)> = published
             .all()
-            .zip(&entries)
-            .filter_map(|((id, s), mine)| {
+            .filter_map(|(id, s)| {
                 let mem = s.imm.iter().find(|m| of_generation(m))?;
-                Some((id, mem.clone(), total - mine))
+                let shared = by_budget.iter().find(|(b, _)| *b == s.budget());
+                let others = shared.map_or(0, |(_, n)| n - s.version.entries());
+                Some((id, mem.clone(), s.opts.clone(), others))
             })
             .collect();
         drop(published);
         let mut written = Vec::new();
-        for (ks, mem, others) in members.iter().filter(|(_, m, _)| !m.is_empty()) {
+        for (ks, mem, opts, others) in members.iter().filter(|(_, m, _, _)| !m.is_empty()) {
             let Some(version) = self.version_of(*ks) else {
                 continue; // dropped meanwhile: nothing of it is kept
             };
             let id = self.new_table_id()?;
-            let filters = l0_filter(&self.opts, &version, *others, mem, id);
-            let t = write_l0(&*self.opts.fs, &self.dir, &self.opts, filters, mem, id)?;
+            let filters = l0_filter(opts, &version, *others, mem, id);
+            let t = write_l0(&*self.opts.fs, &self.dir, opts, filters, mem, id)?;
             // Read back through the file system: a filter that fails its check then is
             // counted like one found damaged at open.
             add(
@@ -142,7 +149,7 @@ impl Inner {
             }
         })?;
         drop(work);
-        for (_, mem, _) in members {
+        for (_, mem, _, _) in members {
             self.graveyard.bury_memtable(mem);
         }
         self.remove_obsolete(&wal::wal_path(&self.dir, first.wal_id));

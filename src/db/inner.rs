@@ -20,8 +20,9 @@ use arc_swap::{ArcSwap, Guard};
 pub(super) use super::locks::lock;
 use super::options::Options;
 use super::report::RecoveryReport;
+use super::state::Published;
 use super::stats::Counters;
-use super::version::{Published, Version};
+use super::version::Version;
 use super::wal::WalWriter;
 use crate::error::{Error, Result};
 
@@ -122,6 +123,9 @@ pub(super) struct Inner {
     pub(super) quiet: Mutex<(u64, std::time::Instant)>,
     /// Whether the write slowdown is on: read without the `throttle` lock by every group.
     pub(super) slowing: std::sync::atomic::AtomicBool,
+    /// A keyspace's memtable reached its own `KeyspaceOptions::memtable_size`: the next group
+    /// commit rotates the generation (set by the commit that filled it, cleared by `rotate`).
+    pub(super) keyspace_full: std::sync::atomic::AtomicBool,
     /// `compaction::pending_bytes` of the current version, set as each version is installed:
     /// read by every group commit (the slowdown) and rotation (the stop) without a lock.
     pub(super) pending_compaction_bytes: AtomicU64,

@@ -7,7 +7,7 @@
 //! it always exists. Others are created by name on first use and keep their id for life; a
 //! dropped keyspace's id is never given again, so a handle of a dropped keyspace can never
 //! reach a newer one of the same name (`Error::KeyspaceDropped`). How keyspaces are laid out
-//! in memory: `version::Published`; on disk: FORMAT.md §2 (the log's keyspace switch) and §4
+//! in memory: `state::Published`; on disk: FORMAT.md §2 (the log's keyspace switch) and §4
 //! (the manifest's keyspace list).
 //!
 //! `View` holds the read API once for both `Db` (the default keyspace) and `Keyspace`.
@@ -18,7 +18,8 @@ use std::sync::Arc;
 use super::cursor::DbCursor;
 use super::inner::Inner;
 use super::iter::{self, DbIter};
-use super::version::{Published, State};
+use super::keyspace_options::KeyspaceOptions;
+use super::state::{Published, State};
 use super::{exists, stats, WriteBatch};
 use crate::error::{Error, Result};
 
@@ -93,6 +94,15 @@ impl Keyspace {
     pub fn levels(&self) -> Result<Vec<Vec<Arc<crate::table::Table>>>> {
         let published = self.inner.read_state();
         Ok(self.view().state(&published)?.version.levels().to_vec())
+    }
+
+    /// Every setting this keyspace's new tables and memtable go by: its own
+    /// (`Db::create_keyspace`), and the store's where it has none; `Error::KeyspaceDropped`
+    /// once it is dropped.
+    pub fn options(&self) -> Result<KeyspaceOptions> {
+        let published = self.inner.read_state();
+        let state = self.view().state(&published)?;
+        Ok(KeyspaceOptions::resolved(&state.opts))
     }
 
     /// Sets `key` to `value` in this keyspace.
@@ -224,7 +234,7 @@ impl View<'_> {
             iter::bound_ref(range.start_bound()),
             iter::bound_ref(range.end_bound()),
         );
-        let asks_prefix = iter::asks_prefix(self.inner.opts.prefix_rule(), start, end);
+        let asks_prefix = iter::asks_prefix(state.rule, start, end);
         let (counters, seen) = (&self.inner.counters, state.mem.visible());
         if exists::known_empty(counters, asks_prefix, state, seen, start, end) {
             stats::bump(&counters.reader().scans, 1);
@@ -247,7 +257,7 @@ pub(super) fn iter_in(
 ) -> DbIter {
     DbIter::new(
         &inner.counters,
-        inner.opts.prefix_rule(),
+        state.rule,
         inner.cache.clone(),
         state,
         state.mem.visible(),
@@ -264,7 +274,7 @@ pub(super) fn cursor_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
 ) -> DbCursor {
     DbCursor::new(
         &inner.counters,
-        inner.opts.prefix_rule(),
+        state.rule,
         inner.cache.clone(),
         state,
         state.mem.visible(),

@@ -45,6 +45,7 @@ mod graveyard;
 mod inner;
 mod iter;
 mod keyspace;
+mod keyspace_options;
 mod keyspaces;
 mod level_cursor;
 mod limits;
@@ -61,6 +62,7 @@ mod report;
 mod running;
 mod snapshot;
 mod snapshot_list;
+mod state;
 pub mod stats;
 pub(crate) mod stored_options;
 mod throttle;
@@ -89,6 +91,7 @@ pub use filters::{Compressions, Filters, PrefixFilters, RangeFilters};
 pub use iter::DbIter;
 use iter::{own_bounds, prefix_range};
 pub use keyspace::{Keyspace, DEFAULT_KEYSPACE};
+pub use keyspace_options::KeyspaceOptions;
 pub use limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use options::{HugePages, Options, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
@@ -435,7 +438,7 @@ impl Db {
     /// Counters, and per-level figures of the default keyspace.
     pub fn stats(&self) -> DbStats {
         let version = Arc::clone(&self.inner.read_state().default.version);
-        let others = self.inner.read_state().entries_outside(0);
+        let others = self.inner.read_state().entries_sharing(0);
         let mut s = stats::collect(&self.inner.counters, &version);
         s.filter_budget = self.inner.opts.filters().budget().map(|b| {
             budget::plan(

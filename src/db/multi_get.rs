@@ -22,8 +22,8 @@ use smallvec::SmallVec;
 use super::read::{
     ask_filters, in_memtables, prefetch_filter, FilterTally, KeyPrefix, Lookup, ReadPath, Verdict,
 };
+use super::state::State;
 use super::stats::{bump, ReadCounters};
-use super::version::State;
 use crate::coding::key_prefix;
 use crate::error::Result;
 use crate::filter::hash_key;
@@ -92,7 +92,7 @@ impl ReadPath<'_> {
                             key,
                             hash,
                             prefix_u64: key_prefix(key),
-                            prefix: KeyPrefix::Pending(self.rule, key),
+                            prefix: KeyPrefix::Pending(state.rule, key),
                             table: None,
                             done: false,
                         });

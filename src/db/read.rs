@@ -17,8 +17,8 @@ use std::sync::atomic::AtomicU64;
 use smallvec::SmallVec;
 
 use super::inner::Inner;
+use super::state::State;
 use super::stats::{bump, Counters, LevelCounters, ReadCounters};
-use super::version::State;
 use crate::error::Result;
 use crate::filter::hash_key;
 use crate::prefetch::CacheLevel;
@@ -146,13 +146,13 @@ impl<'s> Take<'s> for Lent<'s> {
     }
 }
 
-/// What a point lookup reads with: the store's counters, block cache and prefix rule. The
+/// What a point lookup reads with: the store's counters and block cache (the prefix rule is
+/// the keyspace's, `State::rule`). The
 /// store lends its own (`Inner::read_path`); a `Snapshot` holds its own references, so that it does
 /// not keep the store (and its directory lock) alive.
 pub(super) struct ReadPath<'a> {
     pub(super) counters: &'a Counters,
     pub(super) cache: Option<&'a BlockCache>,
-    pub(super) rule: Option<PrefixExtractor>,
 }
 
 impl Inner {
@@ -160,7 +160,6 @@ impl Inner {
         ReadPath {
             counters: &self.counters,
             cache: self.cache.as_deref(),
-            rule: self.opts.prefix_rule(),
         }
     }
 }
@@ -203,7 +202,7 @@ impl ReadPath<'_> {
             Lookup::Tombstone => return Ok(None),
             Lookup::Absent => {}
         }
-        let mut prefix = KeyPrefix::Pending(self.rule, key);
+        let mut prefix = KeyPrefix::Pending(state.rule, key);
         let version = &state.version;
         // Every table that may hold the key, in the order of evidence (level 0 newest first,
         // then one per deeper level), found before any filter is probed: the filters' cache

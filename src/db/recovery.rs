@@ -35,9 +35,10 @@ use super::memtable::Memtable;
 use super::options::{Options, WalRecovery};
 use super::registry::Registry;
 use super::report::{RecoveryReport, WalDamage};
+use super::state::{Published, State};
 use super::stats::{add, Counters};
-use super::stored_options::{self, StoredOptions};
-use super::version::{Published, State, Version, MAX_LEVELS};
+use super::stored_options;
+use super::version::{Version, MAX_LEVELS};
 use super::wal::{self, WalWriter};
 use super::worker::{manifest_data, ID_RESERVATION};
 use crate::error::{Error, Result};
@@ -316,7 +317,13 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
     }
     report.options = options_report;
     let fs = &*opts.fs;
-    let registry = Registry::of(&m);
+    let mut registry = Registry::of(&m);
+    let recorded_own = stored.as_ref().map_or(&[][..], |s| &s.keyspaces[..]);
+    let space_opts = registry.settle_own(recorded_own, &opts, &mut report.options.changed);
+    let opts_of = |id: u32| -> &Arc<Options> {
+        let i = space_opts.iter().position(|(k, _)| *k == id);
+        &space_opts[i.unwrap_or(0)].1
+    };
     let spaces =
         std::iter::once((0, &m.levels)).chain(m.keyspaces.iter().map(|k| (k.id, &k.levels)));
     let mut versions = Vec::new();
@@ -384,22 +391,33 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         // Reserve the tables' numbers in a manifest before creating the tables.
         let reserving = manifest_of(&versions, work.reserved, m.log_number);
         manifest::write(fs, dir, &reserving)?;
-        let entries: u64 = versions.iter().map(|(_, v)| v.entries()).sum();
-        for ((_, mem), (_, version)) in recovered.iter().zip(&mut versions) {
+        // (keyspace, its budget, its entries): a budget is split among the keyspaces that
+        // share it (`budget::share`).
+        let shares: Vec<_> = versions
+            .iter()
+            .map(|(k, v)| (*k, opts_of(*k).filters().budget().copied(), v.entries()))
+            .collect();
+        for ((_, mem), (ks, version)) in recovered.iter().zip(&mut versions) {
             if mem.is_empty() {
                 continue;
             }
             let id = next_file.fetch_add(1, Ordering::SeqCst);
-            let others = entries - version.entries();
-            let filters = l0_filter(&opts, version, others, mem, id);
-            let t = write_l0(fs, dir, &opts, filters, mem, id)?;
+            let o = opts_of(*ks);
+            let budget = o.filters().budget().copied();
+            let others: u64 = shares
+                .iter()
+                .filter(|(k, b, _)| k != ks && budget.is_some() && *b == budget)
+                .map(|(_, _, n)| n)
+                .sum();
+            let filters = l0_filter(o, version, others, mem, id);
+            let t = write_l0(fs, dir, o, filters, mem, id)?;
             report.filters_rejected += t.rejected_filters();
             version.edit(|levels| levels[0].push(Arc::new(t)));
         }
         crate::fs::sync_dir(fs, dir)?;
     }
     work.reserved = work.reserved.max(next_file.load(Ordering::SeqCst));
-    let record = StoredOptions::of(&opts);
+    let record = work.keyspaces.record(&opts);
     if stored.as_ref() != Some(&record) {
         stored_options::write(fs, dir, &record)?;
     }
@@ -430,21 +448,17 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         .max()
         .unwrap_or(0);
     let lead = Arc::new(Memtable::new(wal_id));
-    let fresh = |version, mem| State {
-        mem,
-        imm: Vec::new(),
-        version: Arc::new(version),
-    };
+    let fresh = |id, version, mem| State::new(mem, Arc::new(version), Arc::clone(opts_of(id)));
     let mut published = Published {
-        default: fresh(Version::empty(), Arc::clone(&lead)),
+        default: fresh(0, Version::empty(), Arc::clone(&lead)),
         others: Vec::new(),
     };
     for (id, version) in versions {
         match id {
-            0 => published.default = fresh(version, Arc::clone(&lead)),
+            0 => published.default = fresh(0, version, Arc::clone(&lead)),
             _ => {
                 let mem = Arc::new(Memtable::following(&lead));
-                published.others.push((id, fresh(version, mem)));
+                published.others.push((id, fresh(id, version, mem)));
             }
         }
     }
@@ -465,6 +479,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         writes: AtomicU64::new(0),
         quiet: Mutex::new((0, std::time::Instant::now())),
         slowing: Default::default(),
+        keyspace_full: Default::default(),
         pending_compaction_bytes: AtomicU64::new(pending),
         level0_tables: std::sync::atomic::AtomicUsize::new(level0),
         settling: AtomicU64::new(0),

@@ -1,8 +1,16 @@
 //! The registry of keyspaces the manifest lists (FORMAT.md §4): each live keyspace's id and
-//! name besides the default, and the id the next one gets. Held in `Work`, under the work
-//! lock every manifest write takes; changed by `keyspaces.rs`.
+//! name besides the default, and the id the next one gets; and the settings of their own the
+//! options record lists (FORMAT.md §6). Held in `Work`, under the work lock every manifest
+//! write takes; changed by `keyspaces.rs`.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::keyspace_options::KeyspaceOptions;
 use super::manifest::ManifestData;
+use super::options::Options;
+use super::report::OptionChange;
+use super::stored_options::{KeyspaceRecord, StoredOptions};
 
 /// The live keyspaces other than the default, and the id the next one gets.
 #[derive(Clone, Debug)]
@@ -11,15 +19,76 @@ pub(super) struct Registry {
     pub(super) names: Vec<(u32, String)>,
     /// The id the next keyspace created gets.
     pub(super) next_id: u32,
+    /// The settings keyspaces were given of their own (`Db::create_keyspace`); one not
+    /// listed follows the store's.
+    pub(super) own: BTreeMap<u32, KeyspaceOptions>,
 }
 
 impl Registry {
-    /// The registry `m` lists.
+    /// The registry `m` lists, with no keyspace's own settings yet (`recovery.rs` adds those
+    /// the options record holds).
     pub(super) fn of(m: &ManifestData) -> Registry {
         Registry {
             names: m.keyspaces.iter().map(|k| (k.id, k.name.clone())).collect(),
             next_id: m.next_keyspace,
+            own: BTreeMap::new(),
         }
+    }
+
+    /// Each keyspace's options at open, the default's (the store's, `store`) first: the
+    /// store's with the keyspace's own settings (`recorded`, the options record's) in their
+    /// place, which this registry takes. Settings that no longer go with the store's (range
+    /// filters in the budget, the budget now gone) give way to the store's, and `changed`
+    /// says so; settings of ids the manifest does not list (a crash between a creation's two
+    /// writes) are left out.
+    pub(super) fn settle_own(
+        &mut self,
+        recorded: &[KeyspaceRecord],
+        store: &Options,
+        changed: &mut Vec<OptionChange>,
+    ) -> Vec<(u32, Arc<Options>)> {
+        let mut out = vec![(0, Arc::new(store.clone()))];
+        for (id, name) in &self.names {
+            let own = recorded
+                .iter()
+                .find(|r| r.id == *id)
+                .and_then(|r| r.options().ok())
+                .unwrap_or_default();
+            match own.apply(store) {
+                Ok(applied) => {
+                    if !own.is_empty() {
+                        self.own.insert(*id, own);
+                    }
+                    out.push((*id, Arc::new(applied)));
+                }
+                Err(e) => {
+                    changed.push(OptionChange {
+                        setting: format!("keyspace {name}"),
+                        was: "its own settings".into(),
+                        now: format!("the store's ({e})"),
+                    });
+                    out.push((*id, Arc::new(store.clone())));
+                }
+            }
+        }
+        out
+    }
+
+    /// The settings keyspace `id` was given of its own (none: empty).
+    pub(super) fn own(&self, id: u32) -> KeyspaceOptions {
+        self.own.get(&id).cloned().unwrap_or_default()
+    }
+
+    /// The options record of a store opened with `store` holding these keyspaces.
+    pub(super) fn record(&self, store: &Options) -> StoredOptions {
+        let mut r = StoredOptions::of(store);
+        r.keyspaces = self
+            .own
+            .iter()
+            .filter(|(_, o)| !o.is_empty())
+            .map(|(id, o)| KeyspaceRecord::of(*id, o))
+            .collect();
+        r
     }
 
     /// The id the next keyspace created gets.
@@ -41,6 +110,7 @@ impl Registry {
     /// Keeps only the keyspaces whose id `f` accepts (next_id unchanged).
     pub(super) fn keep(&mut self, f: impl Fn(u32) -> bool) {
         self.names.retain(|(id, _)| f(*id));
+        self.own.retain(|id, _| f(*id));
     }
 
     /// The id of the live keyspace named `name` (not the default).

@@ -32,10 +32,9 @@ use super::iter::DbIter;
 use super::keyspace::Keyspace;
 use super::read::ReadPath;
 use super::snapshot_list::Snapshots;
+use super::state::{Published, State};
 use super::stats::Counters;
-use super::version::{Published, State};
 use crate::error::{Error, Result};
-use crate::prefix::PrefixExtractor;
 use crate::table::BlockCache;
 
 /// A consistent, read-only view of the store as of `Db::snapshot`: every write acknowledged
@@ -62,7 +61,6 @@ pub struct Snapshot {
     mem_seen: u64,
     counters: Arc<Counters>,
     cache: Option<Arc<BlockCache>>,
-    rule: Option<PrefixExtractor>,
     registry: Arc<Snapshots>,
     id: u64,
 }
@@ -102,7 +100,6 @@ impl Snapshot {
             mem_seen,
             counters: Arc::clone(&inner.counters),
             cache: inner.cache.clone(),
-            rule: inner.opts.prefix_rule(),
             registry,
             id,
         }
@@ -127,7 +124,6 @@ impl Snapshot {
         ReadPath {
             counters: &self.counters,
             cache: self.cache.as_deref(),
-            rule: self.rule,
         }
     }
 
@@ -275,7 +271,7 @@ impl SnapshotKeyspace<'_> {
         let snap = self.snap;
         DbIter::new(
             &snap.counters,
-            snap.rule,
+            self.state.rule,
             snap.cache.clone(),
             self.state,
             snap.mem_seen,
@@ -294,7 +290,7 @@ impl SnapshotKeyspace<'_> {
         let snap = self.snap;
         DbCursor::new(
             &snap.counters,
-            snap.rule,
+            self.state.rule,
             snap.cache.clone(),
             self.state,
             snap.mem_seen,
@@ -308,7 +304,7 @@ impl SnapshotKeyspace<'_> {
             super::iter::bound_ref(range.start_bound()),
             super::iter::bound_ref(range.end_bound()),
         );
-        let asks_prefix = super::iter::asks_prefix(self.snap.rule, start, end);
+        let asks_prefix = super::iter::asks_prefix(self.state.rule, start, end);
         let (counters, seen) = (&self.snap.counters, self.snap.mem_seen);
         if super::exists::known_empty(counters, asks_prefix, self.state, seen, start, end) {
             super::stats::bump(&counters.reader().scans, 1);

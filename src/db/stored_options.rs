@@ -17,27 +17,28 @@
 //! are tuning, not layout, and a reopen never takes them from the record.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::budget::{FilterBudget, FilterMemory};
+use super::budget::FilterBudget;
 use super::filters::{Compressions, Filters, PrefixFilters, RangeFilters};
 use super::options::Options;
 use super::report::{OptionChange, OptionsReport};
 use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
-use crate::filter::{FilterPolicy, RangePolicy, Sizing};
+use crate::filter::{FilterPolicy, RangePolicy};
 use crate::framed::Framed;
 use crate::fs::FileSystem;
 use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
-use versions::{StoredOptionsV1, StoredOptionsV2, StoredOptionsV3};
+pub use keyspaces::KeyspaceRecord;
+use text::range_text;
+use versions::{StoredOptionsV1, StoredOptionsV2, StoredOptionsV3, StoredOptionsV4};
 
 const MAGIC: [u8; 4] = *b"LBOP";
-/// Options record version this build writes (4: range filters in the budget); it reads 1 to 4.
-pub const OPTIONS_VERSION: u32 = 4;
+/// Options record version this build writes (5: keyspaces' own settings); it reads 1 to 5.
+pub const OPTIONS_VERSION: u32 = 5;
 /// File name of the options record.
 pub const OPTIONS_FILE: &str = "OPTIONS";
 const TEMP_FILE: &str = "OPTIONS.tmp";
@@ -80,7 +81,7 @@ pub enum RangeChoice {
     },
 }
 
-/// The record's content (FORMAT.md §6), version 4.
+/// The record's content (FORMAT.md §6), version 5.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredOptions {
     /// The filter setting.
@@ -96,6 +97,9 @@ pub struct StoredOptions {
     /// The range filter setting (version 3, a fixed policy only; version 4, either; older
     /// records read as none).
     pub range: Option<RangeChoice>,
+    /// The settings keyspaces were given of their own (`KeyspaceOptions`), by id ascending;
+    /// a keyspace not listed has none (version 5; older records list none).
+    pub keyspaces: Vec<KeyspaceRecord>,
 }
 
 impl From<&Filters> for FilterChoice {
@@ -187,33 +191,9 @@ pub(crate) fn range_filters(c: Option<RangeChoice>) -> std::result::Result<Range
     }
 }
 
-/// A range filter setting in words.
-fn range_text(r: &RangeFilters) -> String {
-    match r {
-        RangeFilters::None => "no range filters".into(),
-        RangeFilters::On(p) => format!(
-            "range filters of {} bits/key for ranges up to {} points",
-            p.bits(),
-            p.max_range()
-        ),
-        RangeFilters::InBudget { max_range } => {
-            format!("range filters sized by the filter budget for ranges up to {max_range} points")
-        }
-    }
-}
-
-impl fmt::Display for Compressions {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "compression {}", self.default)?;
-        for (level, c) in &self.per_level {
-            write!(f, "; level {level}: {c}")?;
-        }
-        Ok(())
-    }
-}
-
 impl StoredOptions {
-    /// What `opts` would store (a setting not given as its default).
+    /// What `opts` would store (a setting not given as its default), with no keyspace's own
+    /// settings (the caller adds those: `keyspaces`).
     pub fn of(opts: &Options) -> Self {
         StoredOptions {
             filter: opts.filters().into(),
@@ -222,6 +202,7 @@ impl StoredOptions {
             l0_compaction_trigger: opts.l0_compaction_trigger as u64,
             compression: opts.compressions().clone(),
             range: opts.range_filters().into(),
+            keyspaces: Vec::new(),
         }
     }
 
@@ -249,67 +230,6 @@ struct Settings {
     range: RangeFilters,
 }
 
-fn policy_text(p: Option<FilterPolicy>) -> String {
-    match p {
-        None => "no filter".into(),
-        Some(p) => {
-            let size = match p.sizing {
-                Sizing::BitsPerKey(b) => format!("{b} bits/key"),
-                Sizing::TargetFpr(r) => format!("target false-positive rate {r}"),
-            };
-            let probes = p
-                .num_probes
-                .map_or(String::new(), |k| format!(", {k} probes"));
-            format!("{} Bloom {size}{probes}", p.kind.name()).replace("ribbon Bloom", "Ribbon")
-        }
-    }
-}
-
-impl fmt::Display for FilterChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if let Some(b) = &self.budget {
-            let memory = match b.memory {
-                FilterMemory::BitsPerKey(bits) => format!("{bits} bits/key on average"),
-                FilterMemory::TotalBytes(n) => format!("{n} bytes in all"),
-            };
-            return write!(
-                f,
-                "a filter budget of {memory} ({} above the largest level, {} on it)",
-                b.upper_kind.name(),
-                b.last_level_kind.name()
-            );
-        }
-        write!(f, "{}", policy_text(self.policy))?;
-        for (level, p) in &self.per_level {
-            write!(f, "; level {level}: {}", policy_text(*p))?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Display for PrefixChoice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.extractor {
-            None => write!(f, "no prefix filters"),
-            Some(rule) => {
-                let rule = match rule {
-                    PrefixExtractor::Fixed { len } => format!("the first {len} bytes"),
-                    PrefixExtractor::Delimiter { byte, count } => format!(
-                        "up to occurrence {count} of {:?}",
-                        char::from(byte).escape_default().to_string()
-                    ),
-                };
-                let whole = if self.whole_key_filtering {
-                    "beside whole-key filters"
-                } else {
-                    "instead of whole-key filters"
-                };
-                write!(f, "prefix filters on {rule}, {whole}")
-            }
-        }
-    }
-}
-
 const FRAMED: Framed = Framed {
     magic: MAGIC,
     version: OPTIONS_VERSION,
@@ -317,8 +237,18 @@ const FRAMED: Framed = Framed {
     what: "options record",
 };
 
-/// The record's bytes for `data`.
+/// Version 4's framing, for records with no keyspace records.
+const FRAMED_V4: Framed = Framed {
+    version: 4,
+    ..FRAMED
+};
+
+/// The record's bytes for `data`: version 4 when it lists no keyspace's own settings (so
+/// builds from before them open the store), else version 5.
 pub fn encode(data: &StoredOptions) -> Result<Vec<u8>> {
+    if data.keyspaces.is_empty() {
+        return FRAMED_V4.encode(&StoredOptionsV4::of(data));
+    }
     FRAMED.encode(data)
 }
 
@@ -328,8 +258,15 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
         (1, payload) => FRAMED.parse::<StoredOptionsV1>(path, payload)?.into(),
         (2, payload) => FRAMED.parse::<StoredOptionsV2>(path, payload)?.into(),
         (3, payload) => FRAMED.parse::<StoredOptionsV3>(path, payload)?.into(),
+        (4, payload) => FRAMED.parse::<StoredOptionsV4>(path, payload)?.into(),
         (_, payload) => FRAMED.parse(path, payload)?,
     };
+    keyspaces::check(&data.keyspaces).map_err(|e| {
+        Error::corruption(
+            path,
+            format!("holds keyspace settings that are not valid: {e}"),
+        )
+    })?;
     // What it holds must be options this build accepts.
     let settings = data
         .settings()
@@ -340,10 +277,10 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
         .with_compression(Some(settings.compression))
         .with_range_filters(Some(settings.range));
     // A codec this build lacks (zstd without its feature) is not damage.
-    let codecs = data.compression.per_level.values();
-    let lacking = codecs.chain([&data.compression.default]).find(|c| {
-        matches!(c, Compression::Zstd(l) if (1..=22).contains(l)) && c.validate().is_err()
-    });
+    let keyspace_codecs = data.keyspaces.iter().filter_map(|k| k.compression.as_ref());
+    let lacking = std::iter::once(&data.compression)
+        .chain(keyspace_codecs)
+        .find_map(lacking_codec);
     if let Some(c) = lacking {
         let reason = c.validate().err().unwrap_or_default();
         return Err(Error::Unsupported {
@@ -355,6 +292,17 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
         .validate()
         .map_err(|e| Error::corruption(path, format!("holds options that are not valid: {e}")))?;
     Ok(data)
+}
+
+/// A codec of `c` that this build lacks (zstd without its feature), if any.
+fn lacking_codec(c: &Compressions) -> Option<Compression> {
+    c.per_level
+        .values()
+        .chain([&c.default])
+        .find(|c| {
+            matches!(c, Compression::Zstd(l) if (1..=22).contains(l)) && c.validate().is_err()
+        })
+        .copied()
 }
 
 /// Reads the record in `dir`: `None` when there is none (a new store, or one written before
@@ -471,6 +419,8 @@ fn settle<T: Clone + PartialEq + Default>(
     }
 }
 
+mod keyspaces;
 #[cfg(test)]
 mod tests;
+mod text;
 mod versions;

@@ -1,8 +1,8 @@
-//! The published read state: the immutable table set (`Version`) and the memtables, and how a
-//! new one reaches readers.
+//! A keyspace's immutable table set (`Version`): its tables per level, with the filter hints
+//! a get prefetches from; part of the state readers load (`state.rs`).
 //!
 //! Nothing here is changed in place. A flush, compaction or memtable rotation builds a new
-//! `State` from the current one (`Inner::update_state` in `inner.rs`, serialised by
+//! `State` (`state.rs`) from the current one (`Inner::update_state` in `inner.rs`, serialised by
 //! `Inner::publish`) and stores it in the `ArcSwap`; a reader loads whichever is current
 //! (`Inner::read_state`) and keeps using it, tables included, for the whole operation even if
 //! a newer one is published meanwhile (a replaced table's file may be deleted: its open
@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use super::memtable::Memtable;
 use crate::coding::partition_points;
 use crate::filter::FilterHint;
 use crate::prefetch::CacheLevel;
@@ -198,73 +197,6 @@ fn filter_hint(t: &Table) -> Option<FilterHint> {
     match t.filter() {
         FilterState::Valid(f) => f.hint(),
         _ => None,
-    }
-}
-
-/// What readers of one keyspace see: the mutable memtable, the immutable ones waiting for
-/// flush, the tables. Never changed in place: a change publishes a new `Published`
-/// (`Inner::update_state`).
-#[derive(Clone)]
-pub(super) struct State {
-    pub(super) mem: Arc<Memtable>,
-    /// Oldest first.
-    pub(super) imm: Vec<Arc<Memtable>>,
-    pub(super) version: Arc<Version>,
-}
-
-/// What readers load: every live keyspace's `State`, published together, so that one load
-/// sees all of them at one moment.
-///
-/// The keyspaces' memtables come in generations: a rotation retires every keyspace's
-/// memtable at once, starts one new log, and gives each keyspace a new memtable sharing one
-/// batch count (`memtable::Batches`), so a batch across keyspaces becomes visible in all of
-/// them at once, and a flush writes one generation (one level-0 table per keyspace that holds
-/// anything) and frees its one log. So every keyspace's `imm` has the same length, position
-/// `i` of each belonging to generation `i`.
-#[derive(Clone)]
-pub(super) struct Published {
-    /// The default keyspace (id 0), inline: its reads take no step the others do not.
-    pub(super) default: State,
-    /// Every other live keyspace by id, ascending.
-    pub(super) others: Vec<(u32, State)>,
-}
-
-impl Published {
-    /// Keyspace `id`'s state; `None` once it is dropped.
-    pub(super) fn get(&self, id: u32) -> Option<&State> {
-        if id == 0 {
-            return Some(&self.default);
-        }
-        let i = self.others.binary_search_by_key(&id, |(k, _)| *k).ok()?;
-        Some(&self.others[i].1)
-    }
-
-    /// `get`, to change (a copy being built for publication).
-    pub(super) fn get_mut(&mut self, id: u32) -> Option<&mut State> {
-        if id == 0 {
-            return Some(&mut self.default);
-        }
-        let i = self.others.binary_search_by_key(&id, |(k, _)| *k).ok()?;
-        Some(&mut self.others[i].1)
-    }
-
-    /// Every live keyspace, the default first, then by id.
-    pub(super) fn all(&self) -> impl Iterator<Item = (u32, &State)> {
-        std::iter::once((0, &self.default)).chain(self.others.iter().map(|(id, s)| (*id, s)))
-    }
-
-    /// Entries in the tables of every keyspace but `id` (a filter budget's split, `budget::share`).
-    pub(super) fn entries_outside(&self, id: u32) -> u64 {
-        self.all()
-            .filter(|(k, _)| *k != id)
-            .map(|(_, s)| s.version.entries())
-            .sum()
-    }
-
-    /// `all`, to change.
-    pub(super) fn all_mut(&mut self) -> impl Iterator<Item = (u32, &mut State)> {
-        std::iter::once((0, &mut self.default))
-            .chain(self.others.iter_mut().map(|(id, s)| (*id, s)))
     }
 }
 

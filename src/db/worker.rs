@@ -27,8 +27,9 @@ use super::manifest::{self, KeyspaceMeta, ManifestData, TableMeta};
 use super::memtable::Memtable;
 use super::options::Options;
 use super::registry::Registry;
+use super::state::Published;
 use super::stats::add;
-use super::version::{Published, Version, MAX_LEVELS};
+use super::version::{Version, MAX_LEVELS};
 use crate::error::{Error, Result};
 
 /// File numbers reserved by one manifest write (a reservation costs one manifest write).
@@ -369,14 +370,15 @@ impl Inner {
     /// only to number new tables and to install the result.
     pub(super) fn run_compaction(&self, job: &Job) -> Result<()> {
         let began = std::time::Instant::now();
-        let Some(version) = self.version_of(job.keyspace) else {
+        let published = self.read_state();
+        let Some(state) = published.get(job.keyspace) else {
             return Ok(()); // dropped: its tables are gone with it
         };
-        let others = self.read_state().entries_outside(job.keyspace);
-        let filters = compaction_filter(&self.opts, &version, others, job);
-        let out = compaction::run(job, &self.dir, &self.opts, filters, &mut || {
-            self.new_table_id()
-        })?;
+        let (version, opts) = (state.version.clone(), state.opts.clone());
+        let others = published.entries_sharing(job.keyspace);
+        drop(published);
+        let filters = compaction_filter(&opts, &version, others, job);
+        let out = compaction::run(job, &self.dir, &opts, filters, &mut || self.new_table_id())?;
         for t in &out.tables {
             add(
                 &self.counters.filter_validation_failures,

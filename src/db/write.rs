@@ -25,8 +25,8 @@ use super::inner::{lock, Inner};
 use super::keyspace::Keyspace;
 use super::limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use super::memtable::Memtable;
+use super::state::State;
 use super::throttle;
-use super::version::State;
 use super::wal::{self, Batch, WalWriter};
 use super::write_queue::{take_group, Queued};
 use crate::error::{Error, Result};
@@ -272,7 +272,8 @@ impl Inner {
         self.errors.check()?;
         // A rotation leaves the table sets as they are: this count holds after one too.
         let level0 = self.level0_tables.load(Ordering::Relaxed);
-        let full = self.read_state().default.mem.generation_size() >= self.opts.memtable_size;
+        let full = self.read_state().default.mem.generation_size() >= self.opts.memtable_size
+            || self.keyspace_full.load(Ordering::Relaxed);
         if full {
             self.rotate(&mut writer)?;
         }
@@ -304,6 +305,10 @@ impl Inner {
                 // A keyspace dropped after the write was queued: its part goes with it.
                 if let Some(s) = state.get(id) {
                     s.mem.append(ops, seq);
+                    // Its own, smaller memtable size (the store's is the generation's).
+                    if s.mem.approximate_size() >= s.opts.memtable_size {
+                        self.keyspace_full.store(true, Ordering::Relaxed);
+                    }
                 }
             }
             lead.publish(seq);
@@ -458,7 +463,7 @@ impl Inner {
             }
         };
         drop(spare);
-        // Every keyspace's memtable retires together (`version::Published`); the default
+        // Every keyspace's memtable retires together (`state::Published`); the default
         // one's leads the generation.
         let lead = Arc::new(Memtable::new(writer.id()));
         let retired = self.update_state(|p| {
@@ -472,6 +477,7 @@ impl Inner {
             }
             retire(&mut p.default, lead)
         });
+        self.keyspace_full.store(false, Ordering::Relaxed);
         self.wake();
         Ok(retired)
     }

@@ -56,6 +56,10 @@ pub struct KeyspaceReport {
     pub level_totals: Vec<Totals>,
     /// Totals over all its levels.
     pub totals: Totals,
+    /// The settings of its own the options record holds, in words: (setting, value); empty
+    /// when it follows the store's (FORMAT.md §6).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub own_settings: Vec<(String, String)>,
 }
 
 /// A table opened, with its level.
@@ -75,6 +79,7 @@ fn read_keyspace(
         levels: Vec::new(),
         level_totals: Vec::new(),
         totals: Totals::default(),
+        own_settings: Vec::new(),
     };
     let mut opened = Vec::new();
     for (level, metas) in levels.iter().enumerate() {
@@ -128,7 +133,12 @@ pub(super) fn inspect(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<
     let (default, opened) = read_keyspace(dir, 0, crate::DEFAULT_KEYSPACE, &data.levels)?;
     let mut keyspaces = Vec::new();
     for k in &data.keyspaces {
-        keyspaces.push(read_keyspace(dir, k.id, &k.name, &k.levels)?.0);
+        let mut report = read_keyspace(dir, k.id, &k.name, &k.levels)?.0;
+        let own = record
+            .as_ref()
+            .and_then(|r| r.keyspaces.iter().find(|o| o.id == k.id));
+        report.own_settings = own.map(|o| o.describe()).unwrap_or_default();
+        keyspaces.push(report);
     }
     let KeyspaceReport {
         levels,

@@ -243,6 +243,12 @@ impl fmt::Display for Report {
                 write!(f, "total: {}", d.totals)?;
                 for k in &d.keyspaces {
                     writeln!(f, "keyspace {:?} (id {})", k.name, k.id)?;
+                    if k.own_settings.is_empty() {
+                        writeln!(f, "  settings: the store's")?;
+                    }
+                    for (setting, value) in &k.own_settings {
+                        writeln!(f, "  own {setting}: {value}")?;
+                    }
                     write_levels(f, &k.levels, &k.level_totals)?;
                     write!(f, "total: {}", k.totals)?;
                 }

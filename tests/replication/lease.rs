@@ -16,8 +16,19 @@ pub async fn leases_serve_reads_without_rounds() {
             config.read_lease = None;
         }
         let c = Cluster::start(&[1, 2, 3], config).await;
-        let l = c.wait_for_leader(Duration::from_secs(10)).await;
-        l.put("k", "1").await.unwrap();
+        // A leader that has committed a write: a node that has just won an election can lose
+        // it to a rival's vote round (seen under load), which this test is not about.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let l = loop {
+            let l = c.wait_for_leader(Duration::from_secs(10)).await;
+            match l.put("k", "1").await {
+                Ok(_) => break l,
+                Err(Error::NotLeader { .. }) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(e) => panic!("the first write: {e}"),
+            }
+        };
         let (rounds, leased) = (l.read_index_rounds(), l.lease_reads());
         let start = Instant::now();
         let n = 500;

@@ -109,7 +109,7 @@ impl Versions for Memtable {
     }
 }
 
-/// The counts of a memtable generation (one memtable per keyspace, `version::Published`),
+/// The counts of a memtable generation (one memtable per keyspace, `state::Published`),
 /// kept by its first memtable, the default keyspace's (the *leader*): the batches published,
 /// which readers take once (`Memtable::visible`) to see, in every memtable of the generation,
 /// exactly the entries of batches up to it; and their bytes together, which decide the
@@ -318,8 +318,7 @@ impl Memtable {
         Some(e)
     }
 
-    #[cfg(test)]
-    /// Approximate bytes held.
+    /// Approximate bytes held (this memtable's alone).
     pub(crate) fn approximate_size(&self) -> usize {
         self.size.load(Ordering::Relaxed)
     }

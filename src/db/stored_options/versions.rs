@@ -1,9 +1,49 @@
 //! Older versions of the options record (FORMAT.md §6), as they are read: each converts to
 //! the current `StoredOptions`, with what it lacks at its default.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Compressions, FilterChoice, PrefixChoice, RangeChoice, StoredOptions};
+
+/// Version 4 of the record: version 5 without the keyspaces' own settings. Still written for
+/// a record that lists none (`encode`), so that builds before keyspace settings open it.
+#[derive(Serialize, Deserialize)]
+pub(super) struct StoredOptionsV4 {
+    filter: FilterChoice,
+    prefix: PrefixChoice,
+    memtable_size: u64,
+    l0_compaction_trigger: u64,
+    compression: Compressions,
+    range: Option<RangeChoice>,
+}
+
+impl StoredOptionsV4 {
+    /// `data` as version 4 holds it (its keyspace records left out).
+    pub(super) fn of(data: &StoredOptions) -> Self {
+        StoredOptionsV4 {
+            filter: data.filter.clone(),
+            prefix: data.prefix.clone(),
+            memtable_size: data.memtable_size,
+            l0_compaction_trigger: data.l0_compaction_trigger,
+            compression: data.compression.clone(),
+            range: data.range,
+        }
+    }
+}
+
+impl From<StoredOptionsV4> for StoredOptions {
+    fn from(v4: StoredOptionsV4) -> Self {
+        StoredOptions {
+            filter: v4.filter,
+            prefix: v4.prefix,
+            memtable_size: v4.memtable_size,
+            l0_compaction_trigger: v4.l0_compaction_trigger,
+            compression: v4.compression,
+            range: v4.range,
+            keyspaces: Vec::new(),
+        }
+    }
+}
 
 /// Version 3 of the record: version 4 with a range setting that is a fixed policy or none.
 #[derive(Deserialize)]
@@ -35,6 +75,7 @@ impl From<StoredOptionsV3> for StoredOptions {
                 bits_per_key: r.bits_per_key,
                 max_range: r.max_range,
             }),
+            keyspaces: Vec::new(),
         }
     }
 }
@@ -58,6 +99,7 @@ impl From<StoredOptionsV2> for StoredOptions {
             l0_compaction_trigger: v2.l0_compaction_trigger,
             compression: v2.compression,
             range: None,
+            keyspaces: Vec::new(),
         }
     }
 }
@@ -80,6 +122,7 @@ impl From<StoredOptionsV1> for StoredOptions {
             l0_compaction_trigger: v1.l0_compaction_trigger,
             compression: Compressions::default(),
             range: None,
+            keyspaces: Vec::new(),
         }
     }
 }
