@@ -69,7 +69,7 @@ mod test_counts;
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use rustls;
 
-pub use db::stats::DbStats;
+pub use db::stats::{DbStats, KeyspaceStats};
 pub use db::{
     Allocation, BatchOps, CheckpointReport, Compressions, Db, DbCursor, DbIter, FilterBudget,
     FilterMemory, Filters, HugePages, Keyspace, KeyspaceOptions, LevelAllocation, OptionChange,

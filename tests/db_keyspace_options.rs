@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use lsm_bloom::table::Table;
 use lsm_bloom::{
-    Compression, Compressions, Db, Error, FilterBudget, FilterKind, FilterPolicy, Filters,
-    Keyspace, KeyspaceOptions, Options, PrefixExtractor, PrefixFilters, RangeFilters,
+    Compression, Compressions, Db, Error, FilterKind, FilterPolicy, Filters, Keyspace,
+    KeyspaceOptions, Options, PrefixExtractor, PrefixFilters, RangeFilters,
 };
 
 fn opts() -> Options {
@@ -268,39 +268,6 @@ fn a_keyspace_memtable_size_flushes_sooner() {
     // The others' memtables went with it: each flush wrote theirs too.
     assert!(!tables(&other).is_empty());
     assert_eq!(ks.iter().unwrap().count(), 2_000);
-}
-
-/// A total of filter bytes is shared by the keyspaces planned with it, not by one with fixed
-/// filters: the default keyspace's filters are as large beside a big fixed-filter keyspace as
-/// alone, and half as large beside an equal keyspace sharing the budget.
-#[test]
-fn a_filter_total_is_shared_only_by_the_keyspaces_in_the_budget() {
-    let store = || opts().with_filters(Some(Filters::Budget(FilterBudget::total_bytes(40_000))));
-    let default_filter_bytes = |neighbour: Option<KeyspaceOptions>| -> u64 {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), store()).unwrap();
-        if let Some(o) = neighbour {
-            let n = db.create_keyspace("n", o).unwrap();
-            fill(&db, &n, "n", 20_000);
-        }
-        let default = db.keyspace("default").unwrap();
-        fill(&db, &default, "d", 20_000);
-        db.compact().unwrap();
-        tables(&default).iter().map(|t| t.filter_bytes()).sum()
-    };
-    let alone = default_filter_bytes(None) as f64;
-    let fixed =
-        KeyspaceOptions::default().with_filters(Some(Filters::fixed(FilterPolicy::default())));
-    let beside_fixed = default_filter_bytes(Some(fixed)) as f64;
-    let beside_shared = default_filter_bytes(Some(KeyspaceOptions::default())) as f64;
-    assert!(
-        (beside_fixed / alone - 1.0).abs() < 0.1,
-        "alone {alone}, beside a fixed-filter keyspace {beside_fixed}"
-    );
-    assert!(
-        beside_shared < 0.75 * alone,
-        "alone {alone}, beside a keyspace sharing the budget {beside_shared}"
-    );
 }
 
 /// The options record lists a keyspace's settings only while it lives: a dropped one's go, and

@@ -20,16 +20,16 @@ use crate::fs::FileSystem;
 use crate::table::{Table, TableBuilder};
 
 /// The filters a new level-0 table holding `mem` gets when added to `version`: the options'
-/// level-0 policy, or what the filter budget allocates to its runs.
-/// `others`: entries in the other keyspaces' tables (`budget::share`).
+/// level-0 policy, or what the keyspace's filter budget `part` (`budget_parts.rs`) allocates
+/// to its runs.
 pub(super) fn l0_filter(
     opts: &Options,
     version: &Version,
-    others: u64,
+    part: Option<&FilterBudget>,
     mem: &Memtable,
     id: u64,
 ) -> TableFilters {
-    let Some(b) = opts.filters().budget() else {
+    let Some(b) = part else {
         return opts.filters_for_level(0);
     };
     // Keys, and distinct prefixes (adjacent in key order) under the rule.
@@ -47,10 +47,9 @@ pub(super) fn l0_filter(
     });
     debug_assert!(counted.is_ok());
     let change = Change::Flush { keys, prefixes };
-    let b = budget::share(b, version.entries() + keys, others);
     super::worker::planned(
         0,
-        budget::plan(&b, version, change, Outlook::of(opts)).new_table_filters(id),
+        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(id),
     )
 }
 
@@ -87,34 +86,30 @@ impl Inner {
     fn flush_generation(&self, first: &Arc<Memtable>) -> Result<()> {
         let began = std::time::Instant::now();
         let of_generation = |m: &Arc<Memtable>| m.same_generation(first);
-        // Each keyspace's memtable of the generation and options, with the entries in the
-        // tables of the other keyspaces sharing its filter budget (the budget's split), all
-        // read from one state.
+        // Each keyspace's memtable of the generation and options, and its filter budget
+        // (`budget_parts.rs`), all from one state.
         let published = self.read_state();
-        let mut by_budget: Vec<(Option<&FilterBudget>, u64)> = Vec::new();
-        for (_, s) in published.all() {
-            match by_budget.iter_mut().find(|(b, _)| *b == s.budget()) {
-                Some((_, n)) => *n += s.version.entries(),
-                None => by_budget.push((s.budget(), s.version.entries())),
-            }
-        }
-        let members: Vec<(u32, Arc<Memtable>, Arc<Options>, u64)> = published
+        let members: Vec<(u32, Arc<Memtable>, Arc<Options>)> = published
             .all()
             .filter_map(|(id, s)| {
                 let mem = s.imm.iter().find(|m| of_generation(m))?;
-                let shared = by_budget.iter().find(|(b, _)| *b == s.budget());
-                let others = shared.map_or(0, |(_, n)| n - s.version.entries());
-                Some((id, mem.clone(), s.opts.clone(), others))
+                Some((id, mem.clone(), s.opts.clone()))
             })
             .collect();
+        let pending: Vec<(u32, u64)> = members
+            .iter()
+            .map(|(id, m, _)| (*id, m.key_count() as u64))
+            .collect();
+        let parts = self.budget_parts(&published, &pending);
         drop(published);
         let mut written = Vec::new();
-        for (ks, mem, opts, others) in members.iter().filter(|(_, m, _, _)| !m.is_empty()) {
+        for (ks, mem, opts) in members.iter().filter(|(_, m, _)| !m.is_empty()) {
             let Some(version) = self.version_of(*ks) else {
                 continue; // dropped meanwhile: nothing of it is kept
             };
             let id = self.new_table_id()?;
-            let filters = l0_filter(opts, &version, *others, mem, id);
+            let part = parts.iter().find(|p| p.0 == *ks).and_then(|p| p.1);
+            let filters = l0_filter(opts, &version, part.as_ref(), mem, id);
             let t = write_l0(&*self.opts.fs, &self.dir, opts, filters, mem, id)?;
             // Read back through the file system: a filter that fails its check then is
             // counted like one found damaged at open.
@@ -149,7 +144,7 @@ impl Inner {
             }
         })?;
         drop(work);
-        for (_, mem, _, _) in members {
+        for (_, mem, _) in members {
             self.graveyard.bury_memtable(mem);
         }
         self.remove_obsolete(&wal::wal_path(&self.dir, first.wal_id));

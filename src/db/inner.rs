@@ -126,6 +126,9 @@ pub(super) struct Inner {
     /// A keyspace's memtable reached its own `KeyspaceOptions::memtable_size`: the next group
     /// commit rotates the generation (set by the commit that filled it, cleared by `rotate`).
     pub(super) keyspace_full: std::sync::atomic::AtomicBool,
+    /// Lookups per keyspace slot, decayed: the weights of the filter budget's split
+    /// (`budget_parts.rs`).
+    pub(super) lookup_weights: Mutex<super::lookups::Weights>,
     /// `compaction::pending_bytes` of the current version, set as each version is installed:
     /// read by every group commit (the slowdown) and rotation (the stop) without a lock.
     pub(super) pending_compaction_bytes: AtomicU64,

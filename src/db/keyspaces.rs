@@ -98,6 +98,7 @@ impl Db {
             return Ok(Keyspace::new(Arc::clone(inner), id, name));
         }
         let opts = Arc::new(given.apply(&inner.opts)?);
+        let in_store_budget = given.filters.is_none();
         let id = work.keyspaces.next_id;
         let before = work.keyspaces.clone();
         work.keyspaces.next_id = id.checked_add(1).ok_or_else(|| {
@@ -123,7 +124,8 @@ impl Db {
             // A memtable in each live generation, sharing its count: a batch applied to it is
             // visible with the rest of its generation, and the flush of the generation takes it.
             let joined = |m: &Arc<Memtable>| Arc::new(Memtable::following(m));
-            let mut state = State::new(joined(&p.default.mem), Arc::new(Version::empty()), opts);
+            let version = Arc::new(Version::empty());
+            let mut state = State::new(id, joined(&p.default.mem), version, opts, in_store_budget);
             state.imm = p.default.imm.iter().map(joined).collect();
             p.others.push((id, state)); // ids only grow: the list stays sorted
         });
@@ -209,6 +211,7 @@ impl Inner {
             return Ok(());
         }
         let opts = Arc::new(own.apply(&self.opts)?);
+        let in_store_budget = own.filters.is_none();
         let before = work.keyspaces.own.insert(id, own);
         if let Err(e) = self.write_options_record(work) {
             match before {
@@ -222,6 +225,7 @@ impl Inner {
                 *s = State {
                     rule: opts.prefix_rule(),
                     opts,
+                    in_store_budget,
                     ..s.clone()
                 };
             }

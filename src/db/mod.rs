@@ -34,6 +34,7 @@
 
 mod allocation;
 pub(crate) mod budget;
+mod budget_parts;
 mod checkpoint;
 mod compaction;
 mod cursor;
@@ -50,6 +51,7 @@ mod keyspaces;
 mod level_cursor;
 mod limits;
 mod locks;
+mod lookups;
 pub mod manifest;
 mod memtable;
 mod merge;
@@ -437,12 +439,14 @@ impl Db {
 
     /// Counters, and per-level figures of the default keyspace.
     pub fn stats(&self) -> DbStats {
-        let version = Arc::clone(&self.inner.read_state().default.version);
-        let others = self.inner.read_state().entries_sharing(0);
+        let published = self.inner.read_state();
+        let version = Arc::clone(&published.default.version);
+        let part = self.inner.budget_parts(&published, &[])[0].1;
+        drop(published);
         let mut s = stats::collect(&self.inner.counters, &version);
-        s.filter_budget = self.inner.opts.filters().budget().map(|b| {
+        s.filter_budget = part.map(|b| {
             budget::plan(
-                &budget::share(b, version.entries(), others),
+                &b,
                 &version,
                 budget::Change::None,
                 budget::Outlook::of(&self.inner.opts),
@@ -457,6 +461,7 @@ impl Db {
             .pending_compaction_bytes
             .load(std::sync::atomic::Ordering::Relaxed);
         (s.live_snapshots, s.oldest_snapshot_age) = self.inner.snapshots.summary();
+        s.keyspaces = self.inner.keyspace_stats();
         if let Some(c) = &self.inner.cache {
             s.block_cache_bytes = c.bytes();
             s.block_cache_capacity = c.capacity();

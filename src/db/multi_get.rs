@@ -69,6 +69,7 @@ impl ReadPath<'_> {
     ) -> Vec<Result<Option<Vec<u8>>>> {
         let counters = self.counters.reader();
         bump(&counters.gets, keys.len() as u64);
+        bump(&counters.keyspace_lookups[state.slot], keys.len() as u64);
         // Every answer starts as "absent" and is overwritten where a key is found. Filled
         // here in one loop, not pushed key by key: the push built each `Ok(None)` on the
         // stack with a narrow store and copied it out with a wide load, a store-forwarding

@@ -196,6 +196,7 @@ impl ReadPath<'_> {
     ) -> Result<Option<T::Value>> {
         let counters = self.counters.reader();
         bump(&counters.gets, 1);
+        bump(&counters.keyspace_lookups[state.slot], 1);
         let hash = hash_key(key);
         match in_memtables(state, mem_seen, key, hash) {
             Lookup::Value(v) => return Ok(Some(T::from_memtable(v))),

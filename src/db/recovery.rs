@@ -27,9 +27,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use super::budget_parts::{self, Space};
 use super::files::table_path;
 use super::flush::{l0_filter, write_l0};
 use super::inner::{ErrorState, Inner, Signal, Work};
+use super::lookups::SLOTS;
 use super::manifest::{self, ManifestData};
 use super::memtable::Memtable;
 use super::options::{Options, WalRecovery};
@@ -391,25 +393,27 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         // Reserve the tables' numbers in a manifest before creating the tables.
         let reserving = manifest_of(&versions, work.reserved, m.log_number);
         manifest::write(fs, dir, &reserving)?;
-        // (keyspace, its budget, its entries): a budget is split among the keyspaces that
-        // share it (`budget::share`).
-        let shares: Vec<_> = versions
+        // Each keyspace's filter budget (`budget_parts.rs`), no lookups seen yet.
+        let spaces: Vec<Space<'_>> = versions
             .iter()
-            .map(|(k, v)| (*k, opts_of(*k).filters().budget().copied(), v.entries()))
+            .zip(&recovered)
+            .map(|((id, version), (_, mem))| Space {
+                id: *id,
+                version,
+                opts: opts_of(*id),
+                in_store_budget: *id == 0 || work.keyspaces.own(*id).filters.is_none(),
+                pending: mem.key_count() as u64,
+            })
             .collect();
-        for ((_, mem), (ks, version)) in recovered.iter().zip(&mut versions) {
+        let parts = budget_parts::parts(&opts, &spaces, &[0.0; SLOTS]);
+        drop(spaces);
+        for (((_, mem), (ks, version)), part) in recovered.iter().zip(&mut versions).zip(parts) {
             if mem.is_empty() {
                 continue;
             }
             let id = next_file.fetch_add(1, Ordering::SeqCst);
             let o = opts_of(*ks);
-            let budget = o.filters().budget().copied();
-            let others: u64 = shares
-                .iter()
-                .filter(|(k, b, _)| k != ks && budget.is_some() && *b == budget)
-                .map(|(_, _, n)| n)
-                .sum();
-            let filters = l0_filter(o, version, others, mem, id);
+            let filters = l0_filter(o, version, part.as_ref(), mem, id);
             let t = write_l0(fs, dir, o, filters, mem, id)?;
             report.filters_rejected += t.rejected_filters();
             version.edit(|levels| levels[0].push(Arc::new(t)));
@@ -448,7 +452,10 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         .max()
         .unwrap_or(0);
     let lead = Arc::new(Memtable::new(wal_id));
-    let fresh = |id, version, mem| State::new(mem, Arc::new(version), Arc::clone(opts_of(id)));
+    let fresh = |id, version, mem| {
+        let follows = id == 0 || work.keyspaces.own(id).filters.is_none();
+        State::new(id, mem, Arc::new(version), Arc::clone(opts_of(id)), follows)
+    };
     let mut published = Published {
         default: fresh(0, Version::empty(), Arc::clone(&lead)),
         others: Vec::new(),
@@ -480,6 +487,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         quiet: Mutex::new((0, std::time::Instant::now())),
         slowing: Default::default(),
         keyspace_full: Default::default(),
+        lookup_weights: Default::default(),
         pending_compaction_bytes: AtomicU64::new(pending),
         level0_tables: std::sync::atomic::AtomicUsize::new(level0),
         settling: AtomicU64::new(0),

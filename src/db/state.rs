@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use super::budget::FilterBudget;
 use super::memtable::Memtable;
 use super::options::Options;
 use super::version::Version;
@@ -26,23 +25,31 @@ pub(super) struct State {
     /// `opts`' prefix rule, kept beside the rest so that a get reads it without following
     /// `opts`.
     pub(super) rule: Option<PrefixExtractor>,
+    /// Its counter slot for lookups (`lookups::slot`).
+    pub(super) slot: usize,
+    /// It follows the store's filter setting, and so shares the store's budget if there is
+    /// one (`budget_parts.rs`); one given filters of its own is planned apart.
+    pub(super) in_store_budget: bool,
 }
 
 impl State {
-    /// A keyspace's state with no immutable memtables.
-    pub(super) fn new(mem: Arc<Memtable>, version: Arc<Version>, opts: Arc<Options>) -> State {
+    /// Keyspace `id`'s state with no immutable memtables.
+    pub(super) fn new(
+        id: u32,
+        mem: Arc<Memtable>,
+        version: Arc<Version>,
+        opts: Arc<Options>,
+        in_store_budget: bool,
+    ) -> State {
         State {
             mem,
             imm: Vec::new(),
             version,
             rule: opts.prefix_rule(),
             opts,
+            slot: super::lookups::slot(id),
+            in_store_budget,
         }
-    }
-
-    /// The filter budget its tables are planned with, if any.
-    pub(super) fn budget(&self) -> Option<&FilterBudget> {
-        self.opts.filters().budget()
     }
 }
 
@@ -85,18 +92,6 @@ impl Published {
     /// Every live keyspace, the default first, then by id.
     pub(super) fn all(&self) -> impl Iterator<Item = (u32, &State)> {
         std::iter::once((0, &self.default)).chain(self.others.iter().map(|(id, s)| (*id, s)))
-    }
-
-    /// Entries in the tables of the keyspaces other than `id` that share its filter budget
-    /// (the same `FilterBudget`: `budget::share`); 0 without one.
-    pub(super) fn entries_sharing(&self, id: u32) -> u64 {
-        let Some(budget) = self.get(id).and_then(State::budget) else {
-            return 0;
-        };
-        self.all()
-            .filter(|(k, s)| *k != id && s.budget() == Some(budget))
-            .map(|(_, s)| s.version.entries())
-            .sum()
     }
 
     /// `all`, to change.

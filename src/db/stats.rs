@@ -69,6 +69,9 @@ pub(crate) struct ReadCounters {
     pub(crate) tables_probed: AtomicU64,
     pub(crate) block_cache_hits: AtomicU64,
     pub(crate) block_cache_misses: AtomicU64,
+    /// Point lookups per keyspace slot (`lookups::slot`): what weights the filter budget's
+    /// split among keyspaces.
+    pub(crate) keyspace_lookups: [AtomicU64; super::lookups::SLOTS],
 }
 
 #[derive(Default)]
@@ -94,6 +97,17 @@ impl Counters {
     /// This thread's read counters (created on its first read).
     pub(crate) fn reader(&self) -> &ReadCounters {
         self.read.get_or_default()
+    }
+
+    /// Point lookups so far per keyspace slot, over every thread.
+    pub(crate) fn keyspace_lookups(&self) -> [u64; super::lookups::SLOTS] {
+        let mut out = [0u64; super::lookups::SLOTS];
+        for r in self.read.iter() {
+            for (o, c) in out.iter_mut().zip(&r.keyspace_lookups) {
+                *o = o.wrapping_add(c.load(Relaxed));
+            }
+        }
+        out
     }
 }
 
@@ -358,6 +372,32 @@ pub struct DbStats {
     pub live_snapshots: u64,
     /// How long ago the oldest live snapshot was taken.
     pub oldest_snapshot_age: Option<std::time::Duration>,
+    /// Every keyspace, the default first (`levels` and `filter_budget` above are the
+    /// default's): its tables, its filters, its recent lookups and its part of the filter
+    /// budget.
+    pub keyspaces: Vec<KeyspaceStats>,
+}
+
+/// One keyspace's figures in `DbStats::keyspaces`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct KeyspaceStats {
+    /// Its name.
+    pub name: String,
+    /// Its id.
+    pub id: u32,
+    /// Live tables.
+    pub tables: u64,
+    /// Entries in its tables.
+    pub entries: u64,
+    /// Bytes of its tables' filter blocks (whole-key, prefix and range).
+    pub filter_bytes: u64,
+    /// Its point lookups of the last minutes (decayed with a 10-minute half-life): the weight
+    /// of its part of a filter budget shared with other keyspaces.
+    pub recent_lookups: f64,
+    /// Under a filter budget: its part (of the store's, split by lookups among the keyspaces
+    /// sharing it; or its own) and that part's per-level allocation.
+    pub filter_budget: Option<super::budget::Allocation>,
 }
 
 /// A snapshot of `c` and the per-level figures of `version`.

@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::budget::{self, Change, Outlook};
+use super::budget::{self, Change, FilterBudget, Outlook};
 use super::compaction::{self, Job};
 use super::filters::TableFilters;
 use super::inner::{lock, Inner, Work};
@@ -48,15 +48,15 @@ pub(super) fn planned(level: usize, filters: TableFilters) -> TableFilters {
 }
 
 /// The filters for tables `job` writes: the options' policy for its output level, or what the
-/// filter budget allocates to that level once the job is done.
-/// `others`: entries in the other keyspaces' tables (`budget::share`).
+/// keyspace's filter budget `part` (`budget_parts.rs`) allocates to that level once the job
+/// is done.
 pub(super) fn compaction_filter(
     opts: &Options,
     version: &Version,
-    others: u64,
+    part: Option<&FilterBudget>,
     job: &Job,
 ) -> TableFilters {
-    let Some(b) = opts.filters().budget() else {
+    let Some(b) = part else {
         return opts.filters_for_level(job.output_level);
     };
     let change = Change::Compaction {
@@ -65,10 +65,9 @@ pub(super) fn compaction_filter(
         target_file_size: opts.target_file_size,
     };
     let salt = job.inputs.first().map_or(0, |(_, t)| t.id());
-    let b = budget::share(b, version.entries(), others);
     planned(
         job.output_level,
-        budget::plan(&b, version, change, Outlook::of(opts)).new_table_filters(salt),
+        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(salt),
     )
 }
 
@@ -375,9 +374,10 @@ impl Inner {
             return Ok(()); // dropped: its tables are gone with it
         };
         let (version, opts) = (state.version.clone(), state.opts.clone());
-        let others = published.entries_sharing(job.keyspace);
+        let parts = self.budget_parts(&published, &[]);
         drop(published);
-        let filters = compaction_filter(&opts, &version, others, job);
+        let part = parts.iter().find(|p| p.0 == job.keyspace).and_then(|p| p.1);
+        let filters = compaction_filter(&opts, &version, part.as_ref(), job);
         let out = compaction::run(job, &self.dir, &opts, filters, &mut || self.new_table_id())?;
         for t in &out.tables {
             add(

@@ -185,9 +185,27 @@ pub fn allocate_runs(runs: &[(FilterKind, u64)], total_bits: f64) -> Vec<f64> {
 /// `allocate_runs` for runs of any curve, range filters among them (`runs[i] = (curve,
 /// keys)`).
 pub fn allocate_curves(runs: &[(Curve, u64)], total_bits: f64) -> Vec<f64> {
+    let weighted: Vec<(Curve, u64, f64)> = runs.iter().map(|&(c, n)| (c, n, 1.0)).collect();
+    allocate_weighted(&weighted, total_bits)
+}
+
+/// `allocate_curves` for runs probed at different rates (`runs[i] = (curve, keys, weight)`):
+/// the sum minimised is `Σ weight × rate`, so a run probed twice as often is worth its rate
+/// twice. Each run then takes the hull vertex minimising `weight × p + λ n b`, i.e. the slope
+/// `λ n / weight`. The runs of several keyspaces of one store under one budget are weighted by
+/// each keyspace's share of the lookups. A run of weight 0 gets no bits.
+pub fn allocate_weighted(runs: &[(Curve, u64, f64)], total_bits: f64) -> Vec<f64> {
+    // Scaled so that the heaviest weighs 1: the bisection's range of λ is set for slopes of
+    // `λ × keys`.
+    let heaviest = runs.iter().map(|r| r.2).fold(0.0, f64::max);
+    if heaviest <= 0.0 {
+        return vec![0.0; runs.len()];
+    }
+    let runs: Vec<(Curve, u64, f64)> = runs.iter().map(|&(c, n, w)| (c, n, w / heaviest)).collect();
+    let runs = &runs[..];
     // Range hulls depend on the design length: built here, once per length.
     let mut range_hulls: Vec<(u64, Vec<(f64, f64)>)> = Vec::new();
-    for &(curve, _) in runs {
+    for &(curve, _, _) in runs {
         if let Curve::Range { max_range } = curve {
             if !range_hulls.iter().any(|(l, _)| *l == max_range) {
                 range_hulls.push((max_range, hull_of(|b| fpr_of(curve, b))));
@@ -196,7 +214,7 @@ pub fn allocate_curves(runs: &[(Curve, u64)], total_bits: f64) -> Vec<f64> {
     }
     let hulls: Vec<&[(f64, f64)]> = runs
         .iter()
-        .map(|&(curve, _)| match curve {
+        .map(|&(curve, _, _)| match curve {
             Curve::Point(kind) => hull(kind),
             Curve::Range { max_range } => range_hulls
                 .iter()
@@ -207,16 +225,20 @@ pub fn allocate_curves(runs: &[(Curve, u64)], total_bits: f64) -> Vec<f64> {
     let pick = |lambda: f64| -> Vec<f64> {
         runs.iter()
             .zip(&hulls)
-            .map(|(&(_, n), h)| {
-                if n == 0 {
+            .map(|(&(_, n, w), h)| {
+                if n == 0 || w <= 0.0 {
                     return 0.0;
                 }
-                cheapest_on(h, lambda * n as f64)
+                cheapest_on(h, lambda * n as f64 / w)
             })
             .collect()
     };
-    let used =
-        |bits: &[f64]| -> f64 { bits.iter().zip(runs).map(|(b, &(_, n))| b * n as f64).sum() };
+    let used = |bits: &[f64]| -> f64 {
+        bits.iter()
+            .zip(runs)
+            .map(|(b, &(_, n, _))| b * n as f64)
+            .sum()
+    };
     // A larger λ makes bits dearer, so every run takes fewer: bisect (geometrically) for the
     // smallest λ whose allocation fits.
     let (mut lo, mut hi) = (1e-30_f64, 1e3_f64);
@@ -249,6 +271,32 @@ pub fn expected_wasted_reads(kind: FilterKind, bits_per_key: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Weights move bits to the runs probed more: two equal runs, one probed 9 times as
+    /// often, split the memory unevenly and the weighted sum of rates falls below the even
+    /// split's; equal weights give what `allocate_curves` gives, whatever their scale.
+    #[test]
+    fn weights_move_bits_to_the_runs_probed_more() {
+        let c = Curve::Point(FilterKind::Blocked);
+        let total = 2.0 * 1e6 * 8.0;
+        let even = allocate_curves(&[(c, 1_000_000), (c, 1_000_000)], total);
+        let same = allocate_weighted(&[(c, 1_000_000, 1e6), (c, 1_000_000, 1e6)], total);
+        assert_eq!(even, same);
+        let w = allocate_weighted(&[(c, 1_000_000, 9.0), (c, 1_000_000, 1.0)], total);
+        assert!(
+            w[0] > even[0] + 2.0 && w[1] < even[1] - 2.0,
+            "{w:?} vs {even:?}"
+        );
+        assert!((w[0] + w[1]) * 1e6 <= total);
+        let cost = |b: &[f64]| 9.0 * fpr_of(c, b[0]) + fpr_of(c, b[1]);
+        assert!(
+            cost(&w) < 0.8 * cost(&even),
+            "{} vs {}",
+            cost(&w),
+            cost(&even)
+        );
+        assert_eq!(allocate_weighted(&[(c, 10, 0.0)], total), [0.0]);
+    }
 
     const RUNS: [u64; 4] = [100_000, 100_000, 1_000_000, 10_000_000];
 

@@ -49,7 +49,7 @@ use runs::{array_bytes, Counts, Filtered, Held, Run, POINT_BLOCK_FRAME, RANGE_BL
 
 mod runs;
 mod share;
-pub(crate) use share::share;
+pub(crate) use share::{split, Member};
 
 /// A change about to be made to the table set, whose new table(s) the plan sizes.
 pub(crate) enum Change<'a> {

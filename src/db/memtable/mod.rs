@@ -318,6 +318,11 @@ impl Memtable {
         Some(e)
     }
 
+    /// Distinct keys held.
+    pub(crate) fn key_count(&self) -> usize {
+        self.keys.load(Ordering::Relaxed)
+    }
+
     /// Approximate bytes held (this memtable's alone).
     pub(crate) fn approximate_size(&self) -> usize {
         self.size.load(Ordering::Relaxed)

@@ -1,0 +1,142 @@
+//! Each keyspace's filter budget: the part of the store's budget (`Options::filters`) a
+//! keyspace following it gets (`budget::split`, weighted by its recent lookups,
+//! `lookups.rs`), or the budget it was given of its own, planned apart; none with fixed
+//! filters. Computed once per flush (for every keyspace it writes) and per compaction.
+
+use super::budget::{self, FilterBudget, Member, Outlook};
+use super::inner::Inner;
+use super::keyspace::DEFAULT_KEYSPACE;
+use super::lookups::{Weights, SLOTS};
+use super::options::Options;
+use super::state::Published;
+use super::stats::KeyspaceStats;
+use super::version::Version;
+
+/// A keyspace as the split sees it.
+pub(super) struct Space<'a> {
+    pub(super) id: u32,
+    pub(super) version: &'a Version,
+    pub(super) opts: &'a Options,
+    /// It follows the store's filter setting (`State::in_store_budget`).
+    pub(super) in_store_budget: bool,
+    /// Keys about to be flushed to its level 0.
+    pub(super) pending: u64,
+}
+
+/// The budget each of `spaces` plans its new tables with (in their order), the store's
+/// options being `store` and the lookups per slot `slots`.
+pub(super) fn parts(
+    store: &Options,
+    spaces: &[Space<'_>],
+    slots: &[f64; SLOTS],
+) -> Vec<Option<FilterBudget>> {
+    let mut out: Vec<Option<FilterBudget>> = spaces
+        .iter()
+        .map(|s| s.opts.filters().budget().copied())
+        .collect();
+    let Some(shared) = store.filters().budget() else {
+        return out;
+    };
+    let sharing: Vec<usize> = (0..spaces.len())
+        .filter(|&i| spaces[i].in_store_budget)
+        .collect();
+    let keys: Vec<(u32, u64)> = sharing
+        .iter()
+        .map(|&i| {
+            (
+                spaces[i].id,
+                spaces[i].version.entries() + spaces[i].pending,
+            )
+        })
+        .collect();
+    let lookups = Weights::of(slots, &keys);
+    let members: Vec<Member> = sharing
+        .iter()
+        .zip(&lookups)
+        .map(|(&i, &l)| {
+            let s = &spaces[i];
+            Member::of(shared, s.version, s.pending, l)
+        })
+        .collect();
+    for (&i, part) in sharing.iter().zip(budget::split(shared, &members)) {
+        out[i] = Some(part);
+    }
+    out
+}
+
+impl Inner {
+    /// `DbStats::keyspaces`.
+    pub(super) fn keyspace_stats(&self) -> Vec<KeyspaceStats> {
+        let names: Vec<(u32, String)> = {
+            let work = super::locks::lock(&self.work);
+            work.keyspaces
+                .all()
+                .map(|(id, n)| (id, n.to_string()))
+                .collect()
+        };
+        let published = self.read_state();
+        let parts = self.budget_parts(&published, &[]);
+        let keys: Vec<(u32, u64)> = published
+            .all()
+            .map(|(id, s)| (id, s.version.entries()))
+            .collect();
+        let lookups = Weights::of(&self.lookup_slots(), &keys);
+        published
+            .all()
+            .zip(parts)
+            .zip(lookups)
+            .map(|(((id, s), (_, part)), recent_lookups)| {
+                let tables = s.version.levels().iter().flatten();
+                KeyspaceStats {
+                    name: match id {
+                        0 => DEFAULT_KEYSPACE.to_string(),
+                        _ => names
+                            .iter()
+                            .find(|n| n.0 == id)
+                            .map_or_else(String::new, |n| n.1.clone()),
+                    },
+                    id,
+                    tables: tables.clone().count() as u64,
+                    entries: s.version.entries(),
+                    filter_bytes: tables
+                        .map(|t| {
+                            t.filter_bytes() + t.prefix_filter_bytes() + t.range_filter_bytes()
+                        })
+                        .sum(),
+                    recent_lookups,
+                    filter_budget: part.map(|b| {
+                        budget::plan(&b, &s.version, budget::Change::None, Outlook::of(&s.opts))
+                            .allocation
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    /// The lookups per slot, decayed, brought up to now.
+    pub(super) fn lookup_slots(&self) -> [f64; SLOTS] {
+        let counts = self.counters.keyspace_lookups();
+        super::locks::lock(&self.lookup_weights).update(counts, std::time::Instant::now())
+    }
+
+    /// `parts` for every keyspace of `published`, with `pending` keys ((id, keys)) about to be
+    /// flushed: (id, its budget).
+    pub(super) fn budget_parts(
+        &self,
+        published: &Published,
+        pending: &[(u32, u64)],
+    ) -> Vec<(u32, Option<FilterBudget>)> {
+        let spaces: Vec<Space<'_>> = published
+            .all()
+            .map(|(id, s)| Space {
+                id,
+                version: &s.version,
+                opts: &s.opts,
+                in_store_budget: s.in_store_budget,
+                pending: pending.iter().find(|p| p.0 == id).map_or(0, |p| p.1),
+            })
+            .collect();
+        let parts = parts(&self.opts, &spaces, &self.lookup_slots());
+        spaces.iter().map(|s| s.id).zip(parts).collect()
+    }
+}
