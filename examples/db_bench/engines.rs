@@ -332,41 +332,42 @@ pub(crate) fn rocks_options(
 }
 
 pub(crate) fn open_fjall(dir: &Path, args: &Args) -> Fjall {
+    let builder = fjall::Database::builder(dir);
+    let builder = match args.defaults {
+        true => builder,
+        false => builder.cache_size(args.block_cache_mib << 20),
+    };
+    let db = builder.open().expect("open fjall");
+    let ks = db
+        .keyspace("bench", || fjall_keyspace_options(args))
+        .expect("fjall keyspace");
+    Fjall { db, ks }
+}
+
+/// The options of a fjall keyspace (the module docs' settings; fjall's defaults with
+/// `--defaults`).
+pub(crate) fn fjall_keyspace_options(args: &Args) -> fjall::KeyspaceCreateOptions {
     use fjall::config::{
         BlockSizePolicy, BloomConstructionPolicy, CompressionPolicy, FilterPolicy,
         FilterPolicyEntry, PartitioningPolicy, PinningPolicy,
     };
     if args.defaults {
-        let db = fjall::Database::builder(dir).open().expect("open fjall");
-        let ks = db
-            .keyspace("bench", fjall::KeyspaceCreateOptions::default)
-            .expect("fjall keyspace");
-        return Fjall { db, ks };
+        return fjall::KeyspaceCreateOptions::default();
     }
-    let db = fjall::Database::builder(dir)
-        .cache_size(args.block_cache_mib << 20)
-        .open()
-        .expect("open fjall");
-    let memtable = args.memtable_mib << 20;
     let codec = if args.lz4() {
         fjall::CompressionType::Lz4
     } else {
         fjall::CompressionType::None
     };
-    let ks = db
-        .keyspace("bench", || {
-            fjall::KeyspaceCreateOptions::default()
-                .max_memtable_size(memtable)
-                .data_block_size_policy(BlockSizePolicy::all(4096))
-                .data_block_compression_policy(CompressionPolicy::all(codec))
-                .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
-                    BloomConstructionPolicy::BitsPerKey(10.0),
-                )))
-                .filter_block_pinning_policy(PinningPolicy::all(true))
-                .index_block_pinning_policy(PinningPolicy::all(true))
-                .filter_block_partitioning_policy(PartitioningPolicy::all(false))
-                .index_block_partitioning_policy(PartitioningPolicy::all(false))
-        })
-        .expect("fjall keyspace");
-    Fjall { db, ks }
+    fjall::KeyspaceCreateOptions::default()
+        .max_memtable_size(args.memtable_mib << 20)
+        .data_block_size_policy(BlockSizePolicy::all(4096))
+        .data_block_compression_policy(CompressionPolicy::all(codec))
+        .filter_policy(FilterPolicy::all(FilterPolicyEntry::Bloom(
+            BloomConstructionPolicy::BitsPerKey(10.0),
+        )))
+        .filter_block_pinning_policy(PinningPolicy::all(true))
+        .index_block_pinning_policy(PinningPolicy::all(true))
+        .filter_block_partitioning_policy(PartitioningPolicy::all(false))
+        .index_block_partitioning_policy(PartitioningPolicy::all(false))
 }

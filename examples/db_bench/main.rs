@@ -13,7 +13,8 @@
 //! without range filters: `... -- --workload ranges [--defaults] [--range-bits B]`
 //! (`ranges.rs`); the tail under a sustained write load: `... -- --workload latency
 //! [--latency-secs S]` (`latency.rs`); ours' scans through the iterator against `DbCursor`:
-//! `... -- --workload cursor [--defaults] [--scans S]` (`cursor.rs`).
+//! `... -- --workload cursor [--defaults] [--scans S]` (`cursor.rs`); keyspaces against
+//! column families: `... -- --workload keyspaces [--defaults]` (`keyspaces.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -56,6 +57,7 @@ use serde::Serialize;
 mod cursor;
 mod engines;
 mod hold;
+mod keyspaces;
 mod latency;
 mod multi;
 mod phases;
@@ -157,8 +159,10 @@ struct Args {
     /// `scans` (range scans forward and reverse, `scans.rs`), `ranges` (empty short ranges,
     /// ours with and without range filters, `ranges.rs`), `latency` (writes and gets timed
     /// one by one under a sustained write load, every engine at its defaults, `latency.rs`),
-    /// `cursor` (ours' scans through the iterator and through `DbCursor`, `cursor.rs`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency", "cursor"])]
+    /// `cursor` (ours' scans through the iterator and through `DbCursor`, `cursor.rs`),
+    /// `keyspaces` (ours' keyspaces against RocksDB's column families and fjall's keyspaces,
+    /// `keyspaces.rs`).
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency", "cursor", "keyspaces"])]
     workload: String,
     /// Latency workload: seconds of the timed phase per engine, round and thread count.
     #[arg(long, default_value_t = 20.0)]
@@ -281,6 +285,9 @@ fn main() {
     }
     if args.workload == "cursor" {
         return cursor::run(&args);
+    }
+    if args.workload == "keyspaces" {
+        return keyspaces::run(&args);
     }
     if args.workload == "latency" {
         return latency::run(&args);

@@ -23,16 +23,50 @@ pub(super) struct Space<'a> {
     pub(super) pending: u64,
 }
 
+/// A keyspace's filter budget and what its plans expect of level 0.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Part {
+    /// The budget its tables are planned with.
+    pub(super) budget: FilterBudget,
+    /// Its share of the store's keys: what share of a flush (of every keyspace's memtable
+    /// together) its level-0 tables are expected to hold, where it has none to go by.
+    pub(super) flush_share: f64,
+}
+
+impl Part {
+    /// What `opts`' plan of this keyspace expects (`budget::Outlook`): its memtable as its
+    /// share of the store's, since all keyspaces' memtables are flushed together when their
+    /// bytes together reach `memtable_size` (so eight keyspaces do not each reserve the filters
+    /// of three whole memtables for their level 0).
+    pub(super) fn outlook(&self, opts: &Options) -> Outlook {
+        let mut o = Outlook::of(opts);
+        o.memtable_bytes = (o.memtable_bytes as f64 * self.flush_share) as u64;
+        o
+    }
+}
+
 /// The budget each of `spaces` plans its new tables with (in their order), the store's
 /// options being `store` and the lookups per slot `slots`.
 pub(super) fn parts(
     store: &Options,
     spaces: &[Space<'_>],
     slots: &[f64; SLOTS],
-) -> Vec<Option<FilterBudget>> {
-    let mut out: Vec<Option<FilterBudget>> = spaces
+) -> Vec<Option<Part>> {
+    let keys = |s: &Space<'_>| s.version.entries() + s.pending;
+    let all_keys: u64 = spaces.iter().map(keys).sum();
+    let share = |s: &Space<'_>| match all_keys {
+        0 => 1.0,
+        n => keys(s) as f64 / n as f64,
+    };
+    let part = |s: &Space<'_>, budget: Option<&FilterBudget>| {
+        budget.map(|&budget| Part {
+            budget,
+            flush_share: share(s),
+        })
+    };
+    let mut out: Vec<Option<Part>> = spaces
         .iter()
-        .map(|s| s.opts.filters().budget().copied())
+        .map(|s| part(s, s.opts.filters().budget()))
         .collect();
     let Some(shared) = store.filters().budget() else {
         return out;
@@ -58,8 +92,8 @@ pub(super) fn parts(
             Member::of(shared, s.version, s.pending, l)
         })
         .collect();
-    for (&i, part) in sharing.iter().zip(budget::split(shared, &members)) {
-        out[i] = Some(part);
+    for (&i, budget) in sharing.iter().zip(budget::split(shared, &members)) {
+        out[i] = part(&spaces[i], Some(&budget));
     }
     out
 }
@@ -104,9 +138,14 @@ impl Inner {
                         })
                         .sum(),
                     recent_lookups,
-                    filter_budget: part.map(|b| {
-                        budget::plan(&b, &s.version, budget::Change::None, Outlook::of(&s.opts))
-                            .allocation
+                    filter_budget: part.map(|p| {
+                        budget::plan(
+                            &p.budget,
+                            &s.version,
+                            budget::Change::None,
+                            p.outlook(&s.opts),
+                        )
+                        .allocation
                     }),
                 }
             })
@@ -125,7 +164,7 @@ impl Inner {
         &self,
         published: &Published,
         pending: &[(u32, u64)],
-    ) -> Vec<(u32, Option<FilterBudget>)> {
+    ) -> Vec<(u32, Option<Part>)> {
         let spaces: Vec<Space<'_>> = published
             .all()
             .map(|(id, s)| Space {

@@ -6,7 +6,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::budget::{self, Change, FilterBudget, Outlook};
+use super::budget::{self, Change};
+use super::budget_parts::Part;
 use super::files::table_path;
 use super::filters::TableFilters;
 use super::inner::Inner;
@@ -25,11 +26,11 @@ use crate::table::{Table, TableBuilder};
 pub(super) fn l0_filter(
     opts: &Options,
     version: &Version,
-    part: Option<&FilterBudget>,
+    part: Option<&Part>,
     mem: &Memtable,
     id: u64,
 ) -> TableFilters {
-    let Some(b) = part else {
+    let Some(part) = part else {
         return opts.filters_for_level(0);
     };
     // Keys, and distinct prefixes (adjacent in key order) under the rule.
@@ -49,7 +50,7 @@ pub(super) fn l0_filter(
     let change = Change::Flush { keys, prefixes };
     super::worker::planned(
         0,
-        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(id),
+        budget::plan(&part.budget, version, change, part.outlook(opts)).new_table_filters(id),
     )
 }
 

@@ -444,12 +444,12 @@ impl Db {
         let part = self.inner.budget_parts(&published, &[])[0].1;
         drop(published);
         let mut s = stats::collect(&self.inner.counters, &version);
-        s.filter_budget = part.map(|b| {
+        s.filter_budget = part.map(|p| {
             budget::plan(
-                &b,
+                &p.budget,
                 &version,
                 budget::Change::None,
-                budget::Outlook::of(&self.inner.opts),
+                p.outlook(&self.inner.opts),
             )
             .allocation
         });

@@ -19,7 +19,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::budget::{self, Change, FilterBudget, Outlook};
+use super::budget::{self, Change};
+use super::budget_parts::Part;
 use super::compaction::{self, Job};
 use super::filters::TableFilters;
 use super::inner::{lock, Inner, Work};
@@ -53,10 +54,10 @@ pub(super) fn planned(level: usize, filters: TableFilters) -> TableFilters {
 pub(super) fn compaction_filter(
     opts: &Options,
     version: &Version,
-    part: Option<&FilterBudget>,
+    part: Option<&Part>,
     job: &Job,
 ) -> TableFilters {
-    let Some(b) = part else {
+    let Some(part) = part else {
         return opts.filters_for_level(job.output_level);
     };
     let change = Change::Compaction {
@@ -67,7 +68,7 @@ pub(super) fn compaction_filter(
     let salt = job.inputs.first().map_or(0, |(_, t)| t.id());
     planned(
         job.output_level,
-        budget::plan(b, version, change, Outlook::of(opts)).new_table_filters(salt),
+        budget::plan(&part.budget, version, change, part.outlook(opts)).new_table_filters(salt),
     )
 }
 
