@@ -230,7 +230,7 @@ impl Engines {
                 }
                 ours.write(ob).unwrap();
                 rocks.write(rb).unwrap();
-                for i in 0..NAMES.len() {
+                for (i, name) in NAMES.iter().enumerate() {
                     let handle = ks(i);
                     let view = snap.keyspace(&handle).unwrap();
                     let a: Vec<(Vec<u8>, Vec<u8>)> = view
@@ -248,7 +248,7 @@ impl Engines {
                     if a != b {
                         return Some(format!(
                             "snapshot scan {}/{}..{}: ours {} entries, rocksdb {}",
-                            NAMES[i],
+                            name,
                             lossy(from),
                             lossy(to),
                             a.len(),
