@@ -1,6 +1,7 @@
 //! Stress run: N threads of random gets, puts, deletes, batches, scans, prefix scans, flushes
 //! and compactions against an expected-state oracle (`oracle.rs`), with small memtables and
-//! blocks so every path runs often. Every few seconds one event, in turn:
+//! blocks so every path runs often. Keys live in three keyspaces (`oracle::KEYSPACES`), so
+//! batches span keyspaces and every event below checks them whole across keyspaces. Every few seconds one event, in turn:
 //! - **reopen** under new options (filter kind, budget, prefix rule, whole-key filtering,
 //!   block cache on or off, sync or not, sizes), then every key checked;
 //! - **power loss** (in this process): the phase ran on a `PowerLossFs` with `sync_writes`;
@@ -161,7 +162,8 @@ fn verify_all(db: &Db, oracle: &Oracle, what: &str) -> u64 {
     let (acked, started) = (oracle.acked_all(), oracle.started_all());
     for i in 0..oracle.len() {
         let seen = db
-            .get(key(i))
+            .keyspace(oracle::space(i))
+            .and_then(|ks| ks.get(key(i)))
             .unwrap_or_else(|e| panic!("{what}: get of key {i} failed: {e}"));
         match allowed(i, seen.as_deref(), acked[i], started[i]) {
             Ok(v) => oracle.reset(i, v),
@@ -171,7 +173,15 @@ fn verify_all(db: &Db, oracle: &Oracle, what: &str) -> u64 {
     let live = (0..oracle.len())
         .filter(|&i| oracle::value(i, oracle.before(i)).is_some())
         .count();
-    let scanned = db.scan::<&[u8], _>(..).expect("scan").count();
+    let scanned: usize = oracle::KEYSPACES
+        .iter()
+        .map(|name| {
+            db.keyspace(name)
+                .and_then(|ks| ks.iter())
+                .expect("scan")
+                .count()
+        })
+        .sum();
     assert_eq!(
         scanned, live,
         "{what}: a full scan saw {scanned} keys, {live} live"

@@ -11,6 +11,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Keys per prefix group (`PPP:` + index): the prefix rule `delimiter(':', 1)` groups them.
 pub const GROUPS: usize = 97;
 
+/// The keyspaces keys live in: key `i` in `KEYSPACES[i % 3]`, so a batch of a thread's keys
+/// spans keyspaces (one log record, applied whole or not at all).
+pub const KEYSPACES: [&str; 3] = [lsm_bloom::DEFAULT_KEYSPACE, "ks1", "ks2"];
+
+/// The keyspace of key `i`.
+pub fn space(i: usize) -> &'static str {
+    KEYSPACES[i % KEYSPACES.len()]
+}
+
 /// Name of key `i`.
 pub fn key(i: usize) -> Vec<u8> {
     format!("{:03}:{i:07}", i % GROUPS).into_bytes()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use lsm_bloom::{Db, WriteBatch};
 
-use crate::oracle::{self, allowed, key, Oracle, GROUPS};
+use crate::oracle::{self, allowed, key, space, Oracle, GROUPS};
 
 #[path = "../../tests/common/rng.rs"]
 mod rng;
@@ -163,9 +163,15 @@ fn work(s: &Shared, t: usize, threads: usize, sorted: &[usize]) {
     }
 }
 
+/// The keyspace of key `i` in `db`.
+fn keyspace(db: &Db, i: usize) -> Result<lsm_bloom::Keyspace, String> {
+    db.keyspace(space(i)).map_err(|e| e.to_string())
+}
+
 fn get(s: &Shared, db: &Db, i: usize) -> Result<(), String> {
+    let ks = keyspace(db, i)?;
     let lo = s.oracle.before(i);
-    let seen = db.get(key(i)).map_err(|e| e.to_string())?;
+    let seen = ks.get(key(i)).map_err(|e| e.to_string())?;
     let hi = s.oracle.after(i);
     allowed(i, seen.as_deref(), lo, hi).map_err(|m| format!("WRONG ANSWER: {m}"))?;
     s.counts.verified.fetch_add(1, Ordering::Relaxed);
@@ -173,7 +179,7 @@ fn get(s: &Shared, db: &Db, i: usize) -> Result<(), String> {
 }
 
 fn absent(db: &Db, i: usize) -> Result<(), String> {
-    match db.get(key(i)).map_err(|e| e.to_string())? {
+    match keyspace(db, i)?.get(key(i)).map_err(|e| e.to_string())? {
         None => Ok(()),
         Some(v) => Err(format!("WRONG ANSWER: never-written key {i} holds {v:?}")),
     }
@@ -185,9 +191,10 @@ fn write(s: &Shared, db: &Db, keys: &[usize]) -> Result<(), String> {
     for &i in keys {
         let v = s.oracle.start(i);
         s.log('S', i, v);
+        let ks = keyspace(db, i)?;
         match oracle::value(i, v) {
-            Some(val) => b.put(key(i), val),
-            None => b.delete(key(i)),
+            Some(val) => b.put_in(&ks, key(i), val),
+            None => b.delete_in(&ks, key(i)),
         };
         versions.push((i, v));
     }
@@ -199,17 +206,24 @@ fn write(s: &Shared, db: &Db, keys: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
-/// Scans the keys `range` (in name order) — by `scan_prefix` of their group, or a bounded
-/// scan — and checks each key, present or not, against its window.
+/// Scans the keys `range` (in name order) in the keyspace of its first key — by
+/// `scan_prefix` of their group, or a bounded scan — and checks each key of that keyspace,
+/// present or not, against its window.
 fn scan(s: &Shared, db: &Db, range: &[usize], by_prefix: bool) -> Result<(), String> {
     let (Some(&first), Some(&last)) = (range.first(), range.last()) else {
         return Ok(());
     };
+    let ks = keyspace(db, first)?;
+    let range: Vec<usize> = range
+        .iter()
+        .copied()
+        .filter(|&i| space(i) == space(first))
+        .collect();
     let lo: Vec<u64> = range.iter().map(|&i| s.oracle.before(i)).collect();
     let it = if by_prefix {
-        db.scan_prefix(oracle::prefix(first % GROUPS))
+        ks.scan_prefix(oracle::prefix(first % GROUPS))
     } else {
-        db.scan(key(first)..=key(last))
+        ks.scan(key(first)..=key(last))
     }
     .map_err(|e| e.to_string())?;
     // Half the scans read backward (by the range's first key), in descending key order.
