@@ -58,17 +58,18 @@ fn key_range(tables: &[Arc<Table>]) -> Option<(Vec<u8>, Vec<u8>)> {
 /// tombstones when no deeper level holds data and no running job writes deeper over its keys.
 fn finish_job(
     v: &Version,
+    keyspace: u32,
     inputs: Vec<(usize, Arc<Table>)>,
     output_level: usize,
     running: &Running,
 ) -> Option<Job> {
-    if running.conflicts(&inputs, output_level) {
+    if running.conflicts(keyspace, &inputs, output_level) {
         return None;
     }
     let drop_tombstones = v.levels()[output_level + 1..].iter().all(Vec::is_empty)
-        && !running.keeps_tombstones(&inputs, output_level);
+        && !running.keeps_tombstones(keyspace, &inputs, output_level);
     Some(Job {
-        keyspace: 0,
+        keyspace,
         inputs,
         output_level,
         drop_tombstones,
@@ -134,11 +135,12 @@ pub(crate) fn pending_bytes(v: &Version, opts: &Options) -> u64 {
     owed as u64
 }
 
-/// The most urgent compaction that may run beside the `running` ones, if any level is over
-/// its limit. `cursors[l]` is the largest key of the last table compacted out of level `l`
+/// The most urgent compaction of keyspace `keyspace` (of table set `v`) that may run beside the
+/// `running` ones, if any level is over its limit. `cursors[l]` is the largest key of the last table compacted out of level `l`
 /// (round robin): a level's tables are tried from there on, skipping those that conflict.
 pub(crate) fn pick(
     v: &Version,
+    keyspace: u32,
     opts: &Options,
     cursors: &mut [Vec<u8>],
     running: &Running,
@@ -147,7 +149,7 @@ pub(crate) fn pick(
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (level, _) in scored.into_iter().take_while(|(_, s)| *s >= 1.0) {
         if level == 0 {
-            if let Some(job) = level0(v, running) {
+            if let Some(job) = level0(v, keyspace, running) {
                 return Some(job);
             }
             continue;
@@ -165,7 +167,7 @@ pub(crate) fn pick(
                     .into_iter()
                     .map(|x| (level + 1, x)),
             );
-            if let Some(job) = finish_job(v, inputs, level + 1, running) {
+            if let Some(job) = finish_job(v, keyspace, inputs, level + 1, running) {
                 cursors[level] = t.max_key().to_vec();
                 return Some(job);
             }
@@ -176,7 +178,7 @@ pub(crate) fn pick(
 
 /// All of level 0 and the level-1 tables it overlaps, into level 1, if level 0 holds any
 /// table and the job may run beside the `running` ones.
-pub(crate) fn level0(v: &Version, running: &Running) -> Option<Job> {
+pub(crate) fn level0(v: &Version, keyspace: u32, running: &Running) -> Option<Job> {
     let l0 = v.levels()[0].clone();
     let (min, max) = key_range(&l0)?;
     let mut inputs: Vec<(usize, Arc<Table>)> = l0.into_iter().map(|t| (0, t)).collect();
@@ -185,11 +187,12 @@ pub(crate) fn level0(v: &Version, running: &Running) -> Option<Job> {
             .into_iter()
             .map(|t| (1, t)),
     );
-    finish_job(v, inputs, 1, running)
+    finish_job(v, keyspace, inputs, 1, running)
 }
 
-/// Every table into one level (the deepest in use, at least 1), tombstones dropped.
-pub(crate) fn full(v: &Version) -> Option<Job> {
+/// Every table of keyspace `keyspace` (of table set `v`) into one level (the deepest in use,
+/// at least 1), tombstones dropped.
+pub(crate) fn full(v: &Version, keyspace: u32) -> Option<Job> {
     let output_level = v.deepest_nonempty()?.max(1);
     let inputs: Vec<(usize, Arc<Table>)> = v
         .levels()
@@ -198,7 +201,7 @@ pub(crate) fn full(v: &Version) -> Option<Job> {
         .flat_map(|(l, ts)| ts.iter().map(move |t| (l, t.clone())))
         .collect();
     Some(Job {
-        keyspace: 0,
+        keyspace,
         inputs,
         output_level,
         drop_tombstones: true,

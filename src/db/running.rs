@@ -2,14 +2,16 @@
 //! asks; `worker.rs` registers a job before it starts and releases it once installed or
 //! failed). Kept under `Inner::work` with the manifest's state.
 //!
-//! Two jobs may run at once when neither can change what the other reads or writes:
+//! Jobs of different keyspaces never touch the same tables or key space, so they always may
+//! run at once. Two jobs of one keyspace may when neither can change what the other reads or
+//! writes:
 //! - no table is the input of two jobs;
 //! - a job's output key span at its output level does not overlap another's at that level
 //!   (two sets of new tables in one level must stay disjoint when both are installed);
 //! - a job reads no table of a level whose key span another job is still writing into (the
 //!   other job's output would land among tables this one replaces);
-//! - at most one job reads level 0 (level-0 tables overlap, so two such jobs would write
-//!   overlapping tables into level 1).
+//! - at most one job of a keyspace reads its level 0 (level-0 tables overlap, so two such jobs
+//!   would write overlapping tables into level 1).
 //!
 //! A job picked while a deeper job runs whose output span overlaps its own keeps its
 //! tombstones (`keeps_tombstones`): the deeper job's output may hold an older version of a key.
@@ -28,6 +30,7 @@ pub(super) type Inputs = [(usize, Arc<Table>)];
 /// One running job's footprint.
 struct Claim {
     ticket: u64,
+    keyspace: u32,
     inputs: Vec<u64>,
     reads_l0: bool,
     output_level: usize,
@@ -60,9 +63,11 @@ impl Running {
         self.busy.contains(&id)
     }
 
-    /// True when a running job reads level 0.
-    pub(super) fn reads_l0(&self) -> bool {
-        self.claims.iter().any(|c| c.reads_l0)
+    /// True when a running job of `keyspace` reads its level 0.
+    pub(super) fn reads_l0(&self, keyspace: u32) -> bool {
+        self.claims
+            .iter()
+            .any(|c| c.keyspace == keyspace && c.reads_l0)
     }
 
     /// Jobs running.
@@ -72,43 +77,52 @@ impl Running {
 
     /// True when a job of `inputs` into `output_level` may not run beside the running jobs
     /// (the module comment's rules).
-    pub(super) fn conflicts(&self, inputs: &Inputs, output_level: usize) -> bool {
+    pub(super) fn conflicts(&self, keyspace: u32, inputs: &Inputs, output_level: usize) -> bool {
         let Some(span) = span(inputs) else {
             return false;
         };
         if inputs.iter().any(|(_, t)| self.busy.contains(&t.id())) {
             return true;
         }
-        if inputs.iter().any(|(l, _)| *l == 0) && self.reads_l0() {
+        if inputs.iter().any(|(l, _)| *l == 0) && self.reads_l0(keyspace) {
             return true;
         }
         let input_levels: HashSet<usize> = inputs.iter().map(|(l, _)| *l).collect();
-        self.claims.iter().any(|c| {
-            let writes_where_job_reads_or_writes =
-                c.output_level == output_level || input_levels.contains(&c.output_level);
-            writes_where_job_reads_or_writes && overlaps(&c.span, &span)
-        })
+        self.claims
+            .iter()
+            .filter(|c| c.keyspace == keyspace)
+            .any(|c| {
+                let writes_where_job_reads_or_writes =
+                    c.output_level == output_level || input_levels.contains(&c.output_level);
+                writes_where_job_reads_or_writes && overlaps(&c.span, &span)
+            })
     }
 
     /// True when a job of `inputs` into `output_level` must keep its tombstones: a running
     /// job writes an overlapping span deeper down.
-    pub(super) fn keeps_tombstones(&self, inputs: &Inputs, output_level: usize) -> bool {
+    pub(super) fn keeps_tombstones(
+        &self,
+        keyspace: u32,
+        inputs: &Inputs,
+        output_level: usize,
+    ) -> bool {
         let Some(span) = span(inputs) else {
             return false;
         };
-        self.claims
-            .iter()
-            .any(|c| c.output_level > output_level && overlaps(&c.span, &span))
+        self.claims.iter().any(|c| {
+            c.keyspace == keyspace && c.output_level > output_level && overlaps(&c.span, &span)
+        })
     }
 
     /// Records a job of `inputs` into `output_level` as running; the ticket releases it.
-    pub(super) fn register(&mut self, inputs: &Inputs, output_level: usize) -> u64 {
+    pub(super) fn register(&mut self, keyspace: u32, inputs: &Inputs, output_level: usize) -> u64 {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
         let ids: Vec<u64> = inputs.iter().map(|(_, t)| t.id()).collect();
         self.busy.extend(ids.iter().copied());
         self.claims.push(Claim {
             ticket,
+            keyspace,
             inputs: ids,
             reads_l0: inputs.iter().any(|(l, _)| *l == 0),
             output_level,
@@ -153,10 +167,10 @@ mod tests {
 
     impl Running {
         fn conflicts_with(&self, j: &Job) -> bool {
-            self.conflicts(&j.0, j.1)
+            self.conflicts(0, &j.0, j.1)
         }
         fn add(&mut self, j: &Job) -> u64 {
-            self.register(&j.0, j.1)
+            self.register(0, &j.0, j.1)
         }
     }
 
@@ -181,12 +195,22 @@ mod tests {
         // keeps its tombstones, since the deeper job may carry older versions.
         let above = job(vec![(1, t(6, 100, 110))], 2);
         assert!(!r.conflicts_with(&above));
-        assert!(r.keeps_tombstones(&above.0, above.1));
-        assert!(!r.keeps_tombstones(&deep.0, deep.1));
+        assert!(r.keeps_tombstones(0, &above.0, above.1));
+        assert!(!r.keeps_tombstones(0, &deep.0, deep.1));
         // One level-0 reader at a time.
         let l0 = job(vec![(0, t(7, 0, 10))], 1);
         let t0 = r.add(&l0);
         assert!(r.conflicts_with(&job(vec![(0, t(8, 500, 600))], 1)));
+        // Another keyspace's jobs: its level 0, and the same keys and levels as `deep`, run
+        // beside them (and keep no tombstones for them).
+        let other_l0 = job(vec![(0, t(9, 0, 10))], 1);
+        assert!(!r.conflicts(7, &other_l0.0, other_l0.1));
+        let other_deep = job(vec![(2, t(10, 100, 150))], 3);
+        assert!(!r.conflicts(7, &other_deep.0, other_deep.1));
+        assert!(!r.keeps_tombstones(7, &above.0, above.1));
+        let t7 = r.register(7, &other_l0.0, other_l0.1);
+        assert!(r.conflicts(7, &job(vec![(0, t(11, 500, 600))], 1).0, 1));
+        r.release(t7);
         r.release(t0);
         assert!(!r.conflicts_with(&job(vec![(0, t(8, 500, 600))], 1)));
         r.release(ticket);

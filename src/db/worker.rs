@@ -239,20 +239,19 @@ impl Inner {
                 let cursors = cursors
                     .entry(id)
                     .or_insert_with(|| vec![Vec::new(); MAX_LEVELS]);
-                compaction::pick(v, &self.opts, cursors, running).map(|job| (id, job))
+                compaction::pick(v, id, &self.opts, cursors, running).map(|job| (id, job))
             });
             // Idle (or asked to settle): level 0 away once nothing else is left to do.
             let idle = running.len() == 0 && published.default.imm.is_empty();
             if picked.is_none() && idle && self.idle() {
-                picked =
-                    turn().find_map(|&(id, v)| compaction::level0(v, running).map(|job| (id, job)));
+                picked = turn()
+                    .find_map(|&(id, v)| compaction::level0(v, id, running).map(|job| (id, job)));
             }
-            let Some((id, mut job)) = picked else {
+            let Some((id, job)) = picked else {
                 return Ok(false);
             };
-            job.keyspace = id;
             *next_pick = id + 1;
-            let ticket = running.register(&job.inputs, job.output_level);
+            let ticket = running.register(id, &job.inputs, job.output_level);
             self.counters
                 .most_compactions_running
                 .fetch_max(running.len() as u64, Ordering::Relaxed);
@@ -442,13 +441,12 @@ impl Inner {
             let ready = self.errors.check().map(|()| work.running.len() == 0);
             match ready {
                 Ok(true) => {
-                    let full = self.version_of(id).and_then(|v| compaction::full(&v));
-                    let Some(mut job) = full else {
+                    let full = self.version_of(id).and_then(|v| compaction::full(&v, id));
+                    let Some(job) = full else {
                         work.manual -= 1;
                         return Ok(None);
                     };
-                    job.keyspace = id;
-                    let ticket = work.running.register(&job.inputs, job.output_level);
+                    let ticket = work.running.register(id, &job.inputs, job.output_level);
                     return Ok(Some((job, ticket)));
                 }
                 Ok(false) => {}
