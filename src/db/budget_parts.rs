@@ -52,21 +52,25 @@ pub(super) fn parts(
     spaces: &[Space<'_>],
     slots: &[f64; SLOTS],
 ) -> Vec<Option<Part>> {
-    let keys = |s: &Space<'_>| s.version.entries() + s.pending;
-    let all_keys: u64 = spaces.iter().map(keys).sum();
-    let share = |s: &Space<'_>| match all_keys {
-        0 => 1.0,
-        n => keys(s) as f64 / n as f64,
-    };
-    let part = |s: &Space<'_>, budget: Option<&FilterBudget>| {
+    // Each space's keys, counted once (`Version::entries` walks every table).
+    let keys: Vec<u64> = spaces
+        .iter()
+        .map(|s| s.version.entries() + s.pending)
+        .collect();
+    let all_keys: u64 = keys.iter().sum();
+    let part = |i: usize, budget: Option<&FilterBudget>| {
         budget.map(|&budget| Part {
             budget,
-            flush_share: share(s),
+            flush_share: match all_keys {
+                0 => 1.0,
+                n => keys[i] as f64 / n as f64,
+            },
         })
     };
     let mut out: Vec<Option<Part>> = spaces
         .iter()
-        .map(|s| part(s, s.opts.filters().budget()))
+        .enumerate()
+        .map(|(i, s)| part(i, s.opts.filters().budget()))
         .collect();
     let Some(shared) = store.filters().budget() else {
         return out;
@@ -74,16 +78,8 @@ pub(super) fn parts(
     let sharing: Vec<usize> = (0..spaces.len())
         .filter(|&i| spaces[i].in_store_budget)
         .collect();
-    let keys: Vec<(u32, u64)> = sharing
-        .iter()
-        .map(|&i| {
-            (
-                spaces[i].id,
-                spaces[i].version.entries() + spaces[i].pending,
-            )
-        })
-        .collect();
-    let lookups = Weights::of(slots, &keys);
+    let sharing_keys: Vec<(u32, u64)> = sharing.iter().map(|&i| (spaces[i].id, keys[i])).collect();
+    let lookups = Weights::of(slots, &sharing_keys);
     let members: Vec<Member> = sharing
         .iter()
         .zip(&lookups)
@@ -93,7 +89,7 @@ pub(super) fn parts(
         })
         .collect();
     for (&i, budget) in sharing.iter().zip(budget::split(shared, &members)) {
-        out[i] = part(&spaces[i], Some(&budget));
+        out[i] = part(i, Some(&budget));
     }
     out
 }
@@ -109,12 +105,13 @@ impl Inner {
                 .collect()
         };
         let published = self.read_state();
-        let parts = self.budget_parts(&published, &[]);
+        let slots = self.lookup_slots();
+        let parts = self.budget_parts_with(&published, &[], &slots);
         let keys: Vec<(u32, u64)> = published
             .all()
             .map(|(id, s)| (id, s.version.entries()))
             .collect();
-        let lookups = Weights::of(&self.lookup_slots(), &keys);
+        let lookups = Weights::of(&slots, &keys);
         published
             .all()
             .zip(parts)
@@ -165,6 +162,16 @@ impl Inner {
         published: &Published,
         pending: &[(u32, u64)],
     ) -> Vec<(u32, Option<Part>)> {
+        self.budget_parts_with(published, pending, &self.lookup_slots())
+    }
+
+    /// `budget_parts` under lookups per slot `slots`.
+    fn budget_parts_with(
+        &self,
+        published: &Published,
+        pending: &[(u32, u64)],
+        slots: &[f64; SLOTS],
+    ) -> Vec<(u32, Option<Part>)> {
         let spaces: Vec<Space<'_>> = published
             .all()
             .map(|(id, s)| Space {
@@ -175,7 +182,7 @@ impl Inner {
                 pending: pending.iter().find(|p| p.0 == id).map_or(0, |p| p.1),
             })
             .collect();
-        let parts = parts(&self.opts, &spaces, &self.lookup_slots());
+        let parts = parts(&self.opts, &spaces, slots);
         spaces.iter().map(|s| s.id).zip(parts).collect()
     }
 }

@@ -81,6 +81,12 @@ impl KeyspaceOptions {
         }
     }
 
+    /// Its filters are the store's, so it shares the store's budget if there is one
+    /// (`budget_parts.rs`).
+    pub(crate) fn follows_store_filters(&self) -> bool {
+        self.filters.is_none()
+    }
+
     /// No setting of its own.
     pub(crate) fn is_empty(&self) -> bool {
         *self == KeyspaceOptions::default()

@@ -98,7 +98,7 @@ impl Db {
             return Ok(Keyspace::new(Arc::clone(inner), id, name));
         }
         let opts = Arc::new(given.apply(&inner.opts)?);
-        let in_store_budget = given.filters.is_none();
+        let in_store_budget = given.follows_store_filters();
         let id = work.keyspaces.next_id;
         let before = work.keyspaces.clone();
         work.keyspaces.next_id = id.checked_add(1).ok_or_else(|| {
@@ -211,7 +211,7 @@ impl Inner {
             return Ok(());
         }
         let opts = Arc::new(own.apply(&self.opts)?);
-        let in_store_budget = own.filters.is_none();
+        let in_store_budget = own.follows_store_filters();
         let before = work.keyspaces.own.insert(id, own);
         if let Err(e) = self.write_options_record(work) {
             match before {

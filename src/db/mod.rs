@@ -439,20 +439,11 @@ impl Db {
 
     /// Counters, and per-level figures of the default keyspace.
     pub fn stats(&self) -> DbStats {
-        let published = self.inner.read_state();
-        let version = Arc::clone(&published.default.version);
-        let part = self.inner.budget_parts(&published, &[])[0].1;
-        drop(published);
+        let version = Arc::clone(&self.inner.read_state().default.version);
         let mut s = stats::collect(&self.inner.counters, &version);
-        s.filter_budget = part.map(|p| {
-            budget::plan(
-                &p.budget,
-                &version,
-                budget::Change::None,
-                p.outlook(&self.inner.opts),
-            )
-            .allocation
-        });
+        s.keyspaces = self.inner.keyspace_stats();
+        // The default keyspace's allocation, planned once for both places.
+        s.filter_budget = s.keyspaces.first().and_then(|k| k.filter_budget.clone());
         s.read_only_error = self.inner.errors.check().err().map(|e| e.to_string());
         s.immutable_memtables = self.inner.read_state().default.imm.len() as u64;
         s.compactions_running = self.inner.compactions_running();
@@ -461,7 +452,6 @@ impl Db {
             .pending_compaction_bytes
             .load(std::sync::atomic::Ordering::Relaxed);
         (s.live_snapshots, s.oldest_snapshot_age) = self.inner.snapshots.summary();
-        s.keyspaces = self.inner.keyspace_stats();
         if let Some(c) = &self.inner.cache {
             s.block_cache_bytes = c.bytes();
             s.block_cache_capacity = c.capacity();

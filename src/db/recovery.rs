@@ -401,7 +401,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
                 id: *id,
                 version,
                 opts: opts_of(*id),
-                in_store_budget: *id == 0 || work.keyspaces.own(*id).filters.is_none(),
+                in_store_budget: work.keyspaces.follows_store_filters(*id),
                 pending: mem.key_count() as u64,
             })
             .collect();
@@ -453,7 +453,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         .unwrap_or(0);
     let lead = Arc::new(Memtable::new(wal_id));
     let fresh = |id, version, mem| {
-        let follows = id == 0 || work.keyspaces.own(id).filters.is_none();
+        let follows = work.keyspaces.follows_store_filters(id);
         State::new(id, mem, Arc::new(version), Arc::clone(opts_of(id)), follows)
     };
     let mut published = Published {

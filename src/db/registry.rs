@@ -74,6 +74,13 @@ impl Registry {
         out
     }
 
+    /// Whether keyspace `id` follows the store's filter setting (the default always does).
+    pub(super) fn follows_store_filters(&self, id: u32) -> bool {
+        self.own
+            .get(&id)
+            .is_none_or(KeyspaceOptions::follows_store_filters)
+    }
+
     /// The settings keyspace `id` was given of its own (none: empty).
     pub(super) fn own(&self, id: u32) -> KeyspaceOptions {
         self.own.get(&id).cloned().unwrap_or_default()
