@@ -314,25 +314,12 @@ fn run_seed(seed: u64, steps: usize) -> usize {
         ));
     }
     let mut engines = Engines::new(opts);
-    let mut log: Vec<Op> = Vec::with_capacity(steps);
-    for step in 0..steps {
-        let op = gen(&mut rng, step);
-        log.push(op.clone());
-        if let Some(diff) = engines.apply(&op) {
-            let tail: Vec<String> = log
-                .iter()
-                .rev()
-                .take(15)
-                .rev()
-                .map(|o| format!("{o:?}"))
-                .collect();
-            panic!(
-                "divergence: seed {seed}, shortest failing prefix = first {} operations; {diff}\nlast operations:\n  {}",
-                step + 1,
-                tail.join("\n  ")
-            );
-        }
-    }
+    common::differential_run(
+        seed,
+        steps,
+        |step| gen(&mut rng, step),
+        |op| engines.apply(op),
+    );
     if seed > 5 {
         // The comparison ran over compressed tables in both engines.
         let s = engines.ours.as_ref().unwrap().stats();

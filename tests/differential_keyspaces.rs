@@ -297,25 +297,12 @@ fn run_seed(seed: u64, steps: usize) {
         ours_dir,
         rocks_dir,
     };
-    let mut log: Vec<Op> = Vec::with_capacity(steps);
-    for step in 0..steps {
-        let op = gen(&mut rng, step);
-        log.push(op.clone());
-        if let Some(diff) = engines.apply(&op) {
-            let tail: Vec<String> = log
-                .iter()
-                .rev()
-                .take(12)
-                .rev()
-                .map(|o| format!("{o:?}"))
-                .collect();
-            panic!(
-                "divergence: seed {seed}, step {}; {diff}\nlast operations:\n  {}",
-                step + 1,
-                tail.join("\n  ")
-            );
-        }
-    }
+    common::differential_run(
+        seed,
+        steps,
+        |step| gen(&mut rng, step),
+        |op| engines.apply(op),
+    );
 }
 
 #[test]

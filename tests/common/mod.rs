@@ -28,6 +28,35 @@ pub fn thorough() -> bool {
     std::env::var_os("LSM_BLOOM_THOROUGH").is_some_and(|v| v != "0")
 }
 
+/// A differential run: `steps` operations from `gen` (given the step number), each applied by
+/// `apply`, which returns how the engines' answers differ, if they do. On the first
+/// difference, panics naming the seed, the shortest failing prefix and its last operations.
+pub fn differential_run<O: std::fmt::Debug>(
+    seed: u64,
+    steps: usize,
+    mut gen: impl FnMut(usize) -> O,
+    mut apply: impl FnMut(&O) -> Option<String>,
+) {
+    let mut log: Vec<O> = Vec::with_capacity(steps);
+    for step in 0..steps {
+        log.push(gen(step));
+        if let Some(diff) = apply(&log[step]) {
+            let tail: Vec<String> = log
+                .iter()
+                .rev()
+                .take(15)
+                .rev()
+                .map(|o| format!("{o:?}"))
+                .collect();
+            panic!(
+                "divergence: seed {seed}, shortest failing prefix = first {} operations; {diff}\nlast operations:\n  {}",
+                step + 1,
+                tail.join("\n  ")
+            );
+        }
+    }
+}
+
 /// `full` when `thorough()`, else `quick`.
 pub fn scaled<T>(full: T, quick: T) -> T {
     if thorough() {
