@@ -81,7 +81,7 @@ fn exercise(con: &mut redis::Connection, tag: &str) {
         .arg(5)
         .query(con);
     assert!(r.unwrap_err().to_string().contains("do not expire"));
-    let r: RedisResult<()> = redis::cmd("SELECT").arg(1).query(con);
+    let r: RedisResult<()> = redis::cmd("SELECT").arg(16).query(con);
     assert!(r.unwrap_err().to_string().contains("out of range"));
     let id: i64 = redis::cmd("CLIENT").arg("ID").query(con).unwrap();
     assert!(id > 0);

@@ -1,14 +1,16 @@
 //! Command execution: `Server` (the store and what all connections share) and `Session`
 //! (one connection's protocol, authentication and name); `execute` runs one request and puts
 //! its reply in the connection's output. The commands on stored values, and the order of
-//! writes, are `values.rs`'s; this module has the connection-level ones (PING, AUTH, HELLO,
-//! CLIENT, CONFIG, INFO, …) and the dispatch.
+//! writes, are `values.rs`'s; the numbered databases' (SELECT, FLUSHDB, FLUSHALL, SWAPDB,
+//! DBSIZE) are `db_commands.rs`'s; this module has the connection-level ones (PING, AUTH,
+//! HELLO, CLIENT, CONFIG, INFO, …) and the dispatch.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use super::db_commands;
 use super::resp::{Out, Proto, Reply};
 use super::scan::{self, Cursors, Glob};
 use super::store::Store;
@@ -42,6 +44,8 @@ pub struct Session {
     pub proto: Proto,
     pub authed: bool,
     name: Option<Vec<u8>>,
+    /// The selected database (`SELECT`).
+    pub db: usize,
 }
 
 fn digest(s: &[u8]) -> [u8; 32] {
@@ -72,6 +76,7 @@ impl Server {
             proto: Proto::Resp2,
             authed: self.password.is_none(),
             name: None,
+            db: 0,
         }
     }
 
@@ -214,8 +219,8 @@ impl Server {
     }
 
     /// Runs a pipeline's plain SETs (`values::is_plain_set`) as one batch (`Values::set_many`).
-    pub fn set_many(&self, sets: &mut Vec<Vec<Vec<u8>>>, out: &mut impl Out, proto: Proto) {
-        self.values().set_many(sets, out, proto);
+    pub fn set_many(&self, sets: &mut Vec<Vec<Vec<u8>>>, out: &mut impl Out, s: &Session) {
+        self.values(s).set_many(sets, out, s.proto);
     }
 
     /// True when `args` is a plain `SET key value` that `s` may run with others
@@ -224,10 +229,11 @@ impl Server {
         values::is_plain_set(s.authed, args)
     }
 
-    fn values(&self) -> Values<'_> {
+    fn values(&self, s: &Session) -> Values<'_> {
         Values {
             db: &self.db,
             writes: &self.writes,
+            index: s.db,
         }
     }
 
@@ -252,7 +258,11 @@ impl Server {
             return Ok(true);
         }
         let (name, rest) = args.split_at_mut(1);
-        if self.values().run(&cmd, rest, out, s.proto)? {
+        if self.values(s).run(&cmd, rest, out, s.proto)? {
+            return Ok(true);
+        }
+        if let Some(reply) = db_commands::run(&self.db, s, &cmd, rest) {
+            out.reply(&reply, s.proto);
             return Ok(true);
         }
         let reply = match cmd.as_str() {
@@ -279,20 +289,16 @@ impl Server {
                 tried.map_or_else(|refused| refused, |()| Reply::ok())
             }
             "CLIENT" => self.client(s, rest),
-            "SELECT" => match rest {
-                [n] => match int_arg(n) {
-                    Some(0) => Reply::ok(),
-                    Some(_) => Reply::err("DB index is out of range (kv_server serves one database, 0)"),
-                    None => Reply::err("value is not an integer or out of range"),
-                },
-                _ => Reply::wrong_args(&cmd),
-            },
             "CONFIG" => self.config(rest),
-            "SCAN" => scan::scan(&self.db, &self.cursors, rest, out),
-            "DBSIZE" => Reply::err(
-                "DBSIZE is not supported: lsm-bloom keeps no key count (counting would read every table)",
-            ),
-            "INFO" => Reply::Verbatim(super::info::info(&self.db, &self.request_bytes, &self.output_bytes)),
+            "SCAN" => match self.db.space(s.db) {
+                Ok(space) => scan::scan(&space, &self.cursors, rest, out),
+                Err(e) => e,
+            },
+            "INFO" => Reply::Verbatim(super::info::info(
+                &self.db,
+                &self.request_bytes,
+                &self.output_bytes,
+            )),
             "CLUSTER" => self.db.cluster_command(rest),
             "COMMAND" => match rest.first().map(|a| a.to_ascii_uppercase()) {
                 Some(sub) if sub == b"DOCS" => Reply::Map(Vec::new()),

@@ -353,10 +353,10 @@ pub fn serve(
                         sets.push(args);
                         let bytes: usize = sets.iter().map(|a| a[1].len() + a[2].len()).sum();
                         if bytes >= SET_RUN_BYTES {
-                            server.set_many(&mut sets, &mut out, session.proto);
+                            server.set_many(&mut sets, &mut out, &session);
                         }
                     } else {
-                        server.set_many(&mut sets, &mut out, session.proto);
+                        server.set_many(&mut sets, &mut out, &session);
                         open = server.execute(&mut session, args, &mut out)?;
                     }
                     if out.refused {
@@ -373,14 +373,14 @@ pub fn serve(
                 }
                 Err(ProtocolError(msg)) => {
                     // Replies stay in order.
-                    server.set_many(&mut sets, &mut out, session.proto);
+                    server.set_many(&mut sets, &mut out, &session);
                     out.reply(&Reply::err(format!("Protocol error: {msg}")), session.proto);
                     open = false;
                     break;
                 }
             }
         }
-        server.set_many(&mut sets, &mut out, session.proto);
+        server.set_many(&mut sets, &mut out, &session);
         if out.refused {
             return out.refuse(session.proto);
         }

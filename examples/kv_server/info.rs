@@ -50,5 +50,15 @@ pub fn info(db: &Store, request_bytes: &AtomicUsize, output_bytes: &AtomicUsize)
     }
     text += "\r\n# Replication\r\n";
     text += &db.replication_info();
+    // Redis's per-database line, for databases with keys; `keys` is
+    // `Keyspace::approximate_len` (an upper bound: `DBSIZE` counts exactly). Keys never
+    // expire yet.
+    text += "\r\n# Keyspace\r\n";
+    for n in 0..db.databases() {
+        let keys = db.space(n).ok().and_then(|s| s.approximate_len());
+        if let Some(keys) = keys.filter(|&k| k > 0) {
+            text += &format!("db{n}:keys={keys},expires=0,avg_ttl=0\r\n");
+        }
+    }
     text
 }

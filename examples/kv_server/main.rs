@@ -5,13 +5,15 @@
 //!  [--requirepass PASS | --requirepass-file FILE] [--protected-mode no]`
 //!
 //! Commands: PING, ECHO, QUIT, HELLO [2|3 [AUTH user pass] [SETNAME name]], AUTH,
-//! CLIENT SETINFO|SETNAME|GETNAME|ID, SELECT 0, CONFIG GET, GET, SET [NX|XX] [GET], SETNX,
-//! GETDEL, STRLEN, TYPE, DEL, EXISTS, MGET, MSET, SCAN [MATCH] [COUNT] [TYPE], INFO (the store's
-//! filter statistics), COMMAND; DBSIZE answers an honest error. Anything else, and every option
-//! not supported (key expiry, other databases, CONFIG SET), gets a precise `-ERR`.
+//! CLIENT SETINFO|SETNAME|GETNAME|ID, CONFIG GET, GET, SET [NX|XX] [GET], SETNX, GETDEL,
+//! STRLEN, TYPE, DEL, EXISTS, MGET, MSET, SCAN [MATCH] [COUNT] [TYPE], INFO (the store's filter
+//! statistics), COMMAND; numbered databases (`--databases`, 16 by default): SELECT, FLUSHDB,
+//! FLUSHALL, SWAPDB, MOVE, DBSIZE. Anything else, and every option not supported (key
+//! expiry, CONFIG SET), gets a precise `-ERR`.
 //!
 //! Modules: `resp.rs` (parser, reply encoding), `commands.rs` (dispatch, sessions, auth),
-//! `values.rs` (the commands on stored values, and the order of writes),
+//! `values.rs` (the commands on stored values, and the order of writes), `databases.rs` and
+//! `db_commands.rs` (numbered databases as keyspaces), `store.rs` (local or cluster),
 //! `scan.rs` (SCAN cursors and glob), `conn.rs` (one connection, shared memory budget),
 //! `info.rs` (INFO text).
 //!
@@ -25,6 +27,8 @@
 mod cluster;
 mod commands;
 mod conn;
+mod databases;
+mod db_commands;
 mod info;
 #[path = "../common/logging.rs"]
 mod logging;
@@ -43,6 +47,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use databases::Databases;
 use lsm_bloom::{Compressions, Db, Options, PrefixExtractor, PrefixFilters};
 use store::Store;
 
@@ -128,6 +133,10 @@ struct Args {
     /// need not repeat it, and `none` turns a recorded one off.
     #[arg(long)]
     compression: Option<lsm_bloom::Compression>,
+    /// Numbered databases served (`SELECT 0` to `N-1`), each a keyspace of the store; 16 by
+    /// default, as Redis. A cluster serves database 0 only.
+    #[arg(long)]
+    databases: Option<usize>,
     /// Cluster mode (feature `replication`): this node's id. `--dir` then holds the node's
     /// log and state machine.
     #[arg(long, requires = "raft_addr")]
@@ -329,7 +338,18 @@ fn tls_listener(args: &Args) -> Result<Option<TlsListener>, Box<dyn std::error::
 /// The store: one `Db`, or with `--node-id` a node of a replicated cluster.
 fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::Error>> {
     match (args.node_id, &args.raft_addr) {
-        (None, _) => Ok(Store::Local(Db::open(&args.dir, opts)?)),
+        (None, _) => {
+            let count = args.databases.unwrap_or(16);
+            Ok(Store::Local(Databases::open(
+                Db::open(&args.dir, opts)?,
+                count,
+            )?))
+        }
+        #[cfg(feature = "replication")]
+        (Some(_), Some(_)) if args.databases.is_some_and(|n| n != 1) => Err(
+            "--databases: a cluster serves database 0 only (the replicated store has one keyspace)"
+                .into(),
+        ),
         #[cfg(feature = "replication")]
         (Some(id), Some(raft_addr)) => {
             let peers = cluster::parse_peers(&args.peers, "--peers")?;
@@ -399,7 +419,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ("save", String::new()),
         ("appendonly", "yes".into()),
         ("appendfsync", "no".into()),
-        ("databases", "1".into()),
+        ("databases", db.databases().to_string()),
         ("maxclients", args.max_clients.to_string()),
         ("port", args.port.to_string()),
         ("bind", args.bind.clone()),

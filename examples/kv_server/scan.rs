@@ -22,7 +22,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Mutex;
 
-use super::store::Store;
+use super::store::Space;
 use lsm_bloom::prefix::prefix_end;
 
 use super::resp::{Out, Reply};
@@ -205,7 +205,7 @@ impl Glob {
 
 /// Runs `SCAN` with its arguments after the command name. The keys it gathers are charged to
 /// `out`'s budget as they are (`Out::hold`); over it, the reply is refused.
-pub fn scan(db: &Store, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl Out) -> Reply {
+pub fn scan(db: &Space<'_>, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl Out) -> Reply {
     let Some(cursor) = args.first() else {
         return Reply::err("wrong number of arguments for 'scan' command");
     };
@@ -321,8 +321,9 @@ mod tests {
     #[test]
     fn match_patterns_and_their_work_are_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let db =
-            Store::Local(lsm_bloom::Db::open(dir.path(), lsm_bloom::Options::default()).unwrap());
+        let store = lsm_bloom::Db::open(dir.path(), lsm_bloom::Options::default()).unwrap();
+        let dbs = super::super::databases::Databases::open(store, 1).unwrap();
+        let db = Space::Local(&dbs, dbs.slot_for_write(0).unwrap());
         let cursors = Cursors::new();
         let args = |c: &str, pattern: Vec<u8>| {
             vec![
@@ -360,7 +361,7 @@ mod tests {
             let mut k = format!("k{i:04}").into_bytes();
             k.resize(8 << 10, b'x');
             let mut b = lsm_bloom::WriteBatch::new();
-            b.put(k, b"v".to_vec());
+            db.put(&mut b, k, b"v".to_vec());
             db.write(b).unwrap();
         }
         let pattern = [b"k".as_slice(), &b"?".repeat(998), b"*"].concat();

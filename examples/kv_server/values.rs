@@ -1,5 +1,6 @@
 //! Commands on stored values: GET, SET [NX|XX] [GET], SETNX, GETDEL, STRLEN, TYPE, DEL,
-//! EXISTS, MGET, MSET, and a pipeline's plain SETs committed together.
+//! EXISTS, MGET, MSET, MOVE, and a pipeline's plain SETs committed together. Each acts on the
+//! session's database, resolved once per command (`Store::space`).
 //!
 //! Memory: a reply that carries a stored value is encoded into the connection's output
 //! straight from where the store lends it (`Db::get_with`), and the output charges the shared
@@ -9,7 +10,7 @@
 //! it holds at most one value at a time. Writes move their arguments into the batch.
 //!
 //! Writes go through `Writes`: a plain write (`SET`, `MSET`) holds it shared, a
-//! read-then-write (`SETNX`, `SET NX|XX|GET`, `GETDEL`, `DEL` and its count) exclusive, so a
+//! read-then-write (`SETNX`, `SET NX|XX|GET`, `GETDEL`, `DEL` and its count, `MOVE`) exclusive, so a
 //! conditional write is atomic with respect to every other write while plain writes do not
 //! queue behind each other twice (the store already orders them).
 
@@ -19,7 +20,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use lsm_bloom::WriteBatch;
 
 use super::resp::{Out, Proto, Reply};
-use super::store::Store;
+use super::store::{Space, Store, StoreResult};
 
 /// Orders conditional writes against all others (see the module docs).
 #[derive(Default)]
@@ -37,10 +38,12 @@ impl Writes {
     }
 }
 
-/// The store and its write order, as the value commands use them.
+/// The store, its write order and the session's database, as the value commands use them.
 pub struct Values<'a> {
     pub db: &'a Store,
     pub writes: &'a Writes,
+    /// The session's database (`SELECT`).
+    pub index: usize,
 }
 
 /// A store's failure is already the reply to send (`store::StoreResult`).
@@ -49,6 +52,17 @@ fn db_err(e: Reply) -> Reply {
 }
 
 impl Values<'_> {
+    /// The session's database to read, or `None` with the error put in `out`.
+    fn space(&self, out: &mut impl Out, proto: Proto) -> Option<Space<'_>> {
+        answer(self.db.space(self.index), out, proto)
+    }
+
+    /// The session's database to write (its keyspace made if it has none), or `None` with
+    /// the error put in `out`.
+    fn space_for_write(&self, out: &mut impl Out, proto: Proto) -> Option<Space<'_>> {
+        answer(self.db.space_for_write(self.index), out, proto)
+    }
+
     /// Runs `cmd` (upper case) with arguments `rest` if it is a value command, its reply put
     /// in `out`; false if it is not one.
     pub fn run(
@@ -62,14 +76,20 @@ impl Values<'_> {
             ("GET", [k]) => self.get(k, out, proto),
             ("GETDEL", [k]) => self.getdel(k, out, proto),
             ("STRLEN", [k]) => {
-                let reply = match self.db.get_with(k, <[u8]>::len) {
+                let Some(space) = self.space(out, proto) else {
+                    return Ok(true);
+                };
+                let reply = match space.get_with(k, <[u8]>::len) {
                     Ok(len) => Reply::Int(len.unwrap_or(0) as i64),
                     Err(e) => db_err(e),
                 };
                 out.reply(&reply, proto);
             }
             ("TYPE", [k]) => {
-                let reply = match self.db.get_with(k, |_| ()) {
+                let Some(space) = self.space(out, proto) else {
+                    return Ok(true);
+                };
+                let reply = match space.get_with(k, |_| ()) {
                     Ok(found) => {
                         Reply::Simple(if found.is_some() { "string" } else { "none" }.into())
                     }
@@ -89,17 +109,25 @@ impl Values<'_> {
             ("EXISTS", keys) if !keys.is_empty() => self.del_or_exists(false, keys, out, proto),
             ("MGET", keys) if !keys.is_empty() => self.mget(keys, out, proto)?,
             ("MSET", pairs) if !pairs.is_empty() && pairs.len().is_multiple_of(2) => {
+                let Some(space) = self.space_for_write(out, proto) else {
+                    return Ok(true);
+                };
                 let mut batch = WriteBatch::new();
                 for pair in pairs.chunks_exact_mut(2) {
-                    batch.put(std::mem::take(&mut pair[0]), std::mem::take(&mut pair[1]));
+                    let (k, v) = (std::mem::take(&mut pair[0]), std::mem::take(&mut pair[1]));
+                    space.put(&mut batch, k, v);
                 }
                 let _w = self.writes.plain();
-                let reply = self.db.write(batch).map_or_else(db_err, |()| Reply::ok());
+                let reply = space.write(batch).map_or_else(db_err, |()| Reply::ok());
+                out.reply(&reply, proto);
+            }
+            ("MOVE", [k, to]) => {
+                let reply = self.move_key(k, to);
                 out.reply(&reply, proto);
             }
             (
                 "GET" | "GETDEL" | "STRLEN" | "TYPE" | "SET" | "SETNX" | "DEL" | "EXISTS" | "MGET"
-                | "MSET",
+                | "MSET" | "MOVE",
                 _,
             ) => {
                 out.reply(&Reply::wrong_args(cmd), proto);
@@ -111,7 +139,10 @@ impl Values<'_> {
 
     /// `GET k`: the value, lent by the store and charged before it is copied into `out`.
     fn get(&self, k: &[u8], out: &mut impl Out, proto: Proto) {
-        match self.db.get_with(k, |v| out.bulk(v)) {
+        let Some(space) = self.space(out, proto) else {
+            return;
+        };
+        match space.get_with(k, |v| out.bulk(v)) {
             Ok(Some(_)) => {} // put in `out`, or refused (`out` knows)
             Ok(None) => {
                 out.reply(&Reply::Null, proto);
@@ -125,11 +156,16 @@ impl Values<'_> {
     /// `GETDEL k`: the value, then the key deleted; if the delete fails, its error replaces
     /// the value.
     fn getdel(&self, k: &[u8], out: &mut impl Out, proto: Proto) {
+        let Some(space) = self.space(out, proto) else {
+            return;
+        };
         let _w = self.writes.exclusive();
         let mark = out.mark();
-        match self.db.get_with(k, |v| out.bulk(v)) {
+        match space.get_with(k, |v| out.bulk(v)) {
             Ok(Some(true)) => {
-                if let Err(e) = self.db.delete(k) {
+                let mut b = WriteBatch::new();
+                space.delete(&mut b, k.to_vec());
+                if let Err(e) = space.write(b) {
                     out.undo(mark);
                     out.reply(&db_err(e), proto);
                 }
@@ -183,14 +219,17 @@ impl Values<'_> {
             return;
         }
         let conditional = nx || xx || get;
+        let Some(space) = self.space_for_write(out, proto) else {
+            return;
+        };
         let _exclusive = conditional.then(|| self.writes.exclusive());
         let _shared = (!conditional).then(|| self.writes.plain());
         let mark = out.mark();
         let existed = if conditional {
             let found = if get {
-                self.db.get_with(k, |old| out.bulk(old))
+                space.get_with(k, |old| out.bulk(old))
             } else {
-                self.db.get_with(k, |_| true)
+                space.get_with(k, |_| true)
             };
             match found {
                 Ok(Some(false)) => return, // refused
@@ -206,8 +245,8 @@ impl Values<'_> {
         let write = !(nx && existed || xx && !existed);
         if write {
             let mut batch = WriteBatch::new();
-            batch.put(k, v);
-            if let Err(e) = self.db.write(batch) {
+            space.put(&mut batch, k.to_vec(), v);
+            if let Err(e) = space.write(batch) {
                 out.undo(mark);
                 out.reply(&db_err(e), proto);
                 return;
@@ -226,16 +265,19 @@ impl Values<'_> {
     /// `DEL` counts distinct keys removed (`DEL k k` is 1, as in Redis); `EXISTS` counts
     /// every argument that exists (`EXISTS k k` is 2). Values are not copied.
     fn del_or_exists(&self, del: bool, keys: &[Vec<u8>], out: &mut impl Out, proto: Proto) {
+        let Some(space) = self.space(out, proto) else {
+            return;
+        };
         let _w = del.then(|| self.writes.exclusive());
         let mut count = 0;
         let mut batch = WriteBatch::new();
         let mut seen = HashSet::new();
         for k in keys.iter().filter(|k| !del || seen.insert(k.as_slice())) {
-            match self.db.get_with(k, |_| ()) {
+            match space.get_with(k, |_| ()) {
                 Ok(Some(())) => {
                     count += 1;
                     if del {
-                        batch.delete(k.as_slice());
+                        space.delete(&mut batch, k.clone());
                     }
                 }
                 Ok(None) => {}
@@ -246,7 +288,7 @@ impl Values<'_> {
             }
         }
         if !batch.is_empty() {
-            if let Err(e) = self.db.write(batch) {
+            if let Err(e) = space.write(batch) {
                 out.reply(&db_err(e), proto);
                 return;
             }
@@ -259,11 +301,14 @@ impl Values<'_> {
     /// Each key is read on its own, not all at one point in time: holding one snapshot while
     /// a slow client takes a long reply would keep the store's replaced memtables and tables.
     fn mget(&self, keys: &[Vec<u8>], out: &mut impl Out, proto: Proto) -> std::io::Result<()> {
+        let Some(space) = self.space(out, proto) else {
+            return Ok(());
+        };
         if !out.array(keys.len()) {
             return Ok(());
         }
         for k in keys {
-            match self.db.get_with(k, |v| out.bulk(v)) {
+            match space.get_with(k, |v| out.bulk(v)) {
                 Ok(Some(true)) => {}
                 Ok(Some(false)) => return Ok(()), // refused
                 Ok(None) => {
@@ -289,14 +334,26 @@ impl Values<'_> {
             return;
         }
         let n = sets.len();
+        let space = match self.db.space_for_write(self.index) {
+            Ok(space) => space,
+            Err(e) => {
+                sets.clear();
+                for _ in 0..n {
+                    if !out.reply(&e, proto) {
+                        return;
+                    }
+                }
+                return;
+            }
+        };
         let mut batch = WriteBatch::new();
         for mut args in sets.drain(..) {
             let v = args.pop().unwrap_or_default();
             let k = args.pop().unwrap_or_default();
-            batch.put(k, v);
+            space.put(&mut batch, k, v);
         }
         let _shared = self.writes.plain();
-        let reply = match self.db.write(batch) {
+        let reply = match space.write(batch) {
             Ok(()) => Reply::ok(),
             Err(e) => db_err(e),
         };
@@ -306,6 +363,47 @@ impl Values<'_> {
             }
         }
     }
+}
+
+/// `MOVE key db`'s checks and answer: 1 if `key` moved from the session's database to `to`,
+/// 0 if it is not in the session's database or already in `to`. The delete and the put are
+/// one batch: the key is in one database or the other, never both or neither.
+impl Values<'_> {
+    fn move_key(&self, k: &[u8], to: &[u8]) -> Reply {
+        let to = match std::str::from_utf8(to)
+            .ok()
+            .and_then(|t| t.parse::<i64>().ok())
+        {
+            Some(t) if t >= 0 && (t as u64) < self.db.databases() as u64 => t as usize,
+            Some(_) => return Reply::err("DB index is out of range"),
+            None => return Reply::err("value is not an integer or out of range"),
+        };
+        if to == self.index {
+            return Reply::err("source and destination objects are the same");
+        }
+        let moved = || -> StoreResult<bool> {
+            let from = self.db.space(self.index)?;
+            let _w = self.writes.exclusive();
+            let Some(value) = from.get_with(k, <[u8]>::to_vec)? else {
+                return Ok(false);
+            };
+            let dest = self.db.space_for_write(to)?;
+            if dest.get_with(k, |_| ())?.is_some() {
+                return Ok(false);
+            }
+            let mut b = WriteBatch::new();
+            dest.put(&mut b, k.to_vec(), value);
+            from.delete(&mut b, k.to_vec());
+            dest.write(b)?;
+            Ok(true)
+        };
+        moved().map_or_else(db_err, |m| Reply::Int(i64::from(m)))
+    }
+}
+
+/// `r`'s space, or `None` with its error put in `out`.
+fn answer<'a>(r: StoreResult<Space<'a>>, out: &mut impl Out, proto: Proto) -> Option<Space<'a>> {
+    r.map_err(|e| out.reply(&e, proto)).ok()
 }
 
 /// True when `args` is a plain `SET key value` a session that `authed` may run: such requests

@@ -105,6 +105,21 @@ impl Keyspace {
         Ok(KeyspaceOptions::resolved(&state.opts))
     }
 
+    /// An upper bound on the keys this keyspace holds, found without reading a table: its
+    /// tables' entries (tombstones and overwritten versions counted, until compaction drops
+    /// them) plus the distinct keys of its memtables. 0 for a keyspace nothing was written to.
+    /// RocksDB's `rocksdb.estimate-num-keys` answers the same question the same way.
+    /// `Error::KeyspaceDropped` once it is dropped.
+    pub fn approximate_len(&self) -> Result<u64> {
+        let published = self.inner.read_state();
+        let state = self.view().state(&published)?;
+        let memtables = std::iter::once(&state.mem)
+            .chain(state.imm.iter())
+            .map(|m| m.key_count() as u64)
+            .sum::<u64>();
+        Ok(state.version.entries() + memtables)
+    }
+
     /// Sets `key` to `value` in this keyspace.
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();
