@@ -691,3 +691,41 @@ fn a_thousand_keyspaces_open_write_and_reopen() {
         "{per_keyspace} bytes per empty keyspace"
     );
 }
+
+/// `Keyspace::approximate_len`: 0 for a keyspace never written, the distinct keys while they
+/// are in the memtable, never below the live keys once in tables (tombstones and old versions
+/// counted until a compaction drops them), and an error once dropped.
+#[test]
+fn approximate_len_bounds_the_keys_from_above() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    let ks = db.keyspace("counted").unwrap();
+    assert_eq!(ks.approximate_len().unwrap(), 0);
+    for round in 0..3 {
+        for i in 0..500 {
+            ks.put(format!("k{i:04}"), format!("v{round}")).unwrap();
+        }
+    }
+    db.keyspace("other").unwrap().put("x", "y").unwrap();
+    let n = ks.approximate_len().unwrap();
+    assert!((500..=1500).contains(&n), "{n}");
+    for i in 0..250 {
+        ks.delete(format!("k{i:04}")).unwrap();
+    }
+    db.flush().unwrap();
+    let live = ks.iter().unwrap().count() as u64;
+    assert_eq!(live, 250);
+    let n = ks.approximate_len().unwrap();
+    assert!(n >= live && n <= 2000, "{n}");
+    db.compact().unwrap();
+    assert_eq!(
+        ks.approximate_len().unwrap(),
+        live,
+        "a full compaction leaves live keys only"
+    );
+    db.drop_keyspace("counted").unwrap();
+    assert!(matches!(
+        ks.approximate_len(),
+        Err(Error::KeyspaceDropped { .. })
+    ));
+}

@@ -296,6 +296,7 @@ impl Server {
             },
             "INFO" => Reply::Verbatim(super::info::info(
                 &self.db,
+                rest,
                 &self.request_bytes,
                 &self.output_bytes,
             )),

@@ -1,33 +1,88 @@
-//! The `INFO` text: server version and the store's filter and storage statistics.
+//! The `INFO [section ...]` text: server version, the store's filter and storage statistics,
+//! replication, and Redis's per-database `# Keyspace` lines. With sections named, only those
+//! (case-insensitive; `all`, `everything` and `default` name every one), as Redis does.
 
 use super::store::Store;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::commands::REDIS_VERSION;
 
-pub fn info(db: &Store, request_bytes: &AtomicUsize, output_bytes: &AtomicUsize) -> String {
+/// Whether section `name` is asked for by `args` (none: every section).
+fn asked(args: &[Vec<u8>], name: &str) -> bool {
+    args.is_empty()
+        || args.iter().any(|a| {
+            a.eq_ignore_ascii_case(name.as_bytes())
+                || [&b"all"[..], b"everything", b"default"]
+                    .iter()
+                    .any(|w| a.eq_ignore_ascii_case(w))
+        })
+}
+
+pub fn info(
+    db: &Store,
+    args: &[Vec<u8>],
+    request_bytes: &AtomicUsize,
+    output_bytes: &AtomicUsize,
+) -> String {
+    let mut text = String::new();
+    if ["server", "filters", "storage"]
+        .iter()
+        .any(|s| asked(args, s))
+    {
+        let all = stats(db, request_bytes, output_bytes);
+        for (name, body) in all {
+            if asked(args, name) {
+                text += &body;
+            }
+        }
+    }
+    if asked(args, "replication") {
+        text += "\r\n# Replication\r\n";
+        text += &db.replication_info();
+    }
+    if asked(args, "keyspace") {
+        // Redis's per-database line, for databases with keys; `keys` is
+        // `Keyspace::approximate_len` (an upper bound: `DBSIZE` counts exactly). Keys never
+        // expire yet.
+        text += "\r\n# Keyspace\r\n";
+        for n in 0..db.databases() {
+            let keys = db.space(n).ok().and_then(|s| s.approximate_len());
+            if let Some(keys) = keys.filter(|&k| k > 0) {
+                text += &format!("db{n}:keys={keys},expires=0,avg_ttl=0\r\n");
+            }
+        }
+    }
+    text
+}
+
+/// The sections from the store's statistics, each with its name.
+fn stats(
+    db: &Store,
+    request_bytes: &AtomicUsize,
+    output_bytes: &AtomicUsize,
+) -> [(&'static str, String); 3] {
     let s = db.stats();
     let t = &s.total;
-    let mut text = format!(
+    let mut server = format!(
         "# Server\r\nredis_version:{REDIS_VERSION}\r\nlsm_bloom_version:{}\r\n",
         env!("CARGO_PKG_VERSION")
     );
-    text += &format!(
+    server += &format!(
         "request_budget_used:{}\r\noutput_budget_used:{}\r\n",
         request_bytes.load(Ordering::Relaxed),
         output_bytes.load(Ordering::Relaxed)
     );
-    text += "\r\n# Filters\r\n";
-    text += &format!(
+    let mut filters = "\r\n# Filters\r\n".to_string();
+    filters += &format!(
         "gets:{}\r\nfilter_checks:{}\r\nfilter_useful:{}\r\nfilter_positive:{}\r\nfilter_true_positive:{}\r\nobserved_fpr:{:.6}\r\nexpected_fpr_sum:{:.6}\r\nfilter_bytes:{}\r\nfilter_validation_failures:{}\r\ndata_block_reads:{}\r\nbytes_read:{}\r\ntables_probed:{}\r\n",
         s.gets, t.filter_checks, t.filter_useful, t.filter_positive, t.filter_true_positive, t.observed_fpr(), t.expected_fpr_sum,
         t.filter_bytes, s.filter_validation_failures, t.data_block_reads, t.bytes_read, s.tables_probed
     );
-    text += &format!(
+    filters += &format!(
         "prefix_scans:{}\r\nprefix_checks:{}\r\nprefix_useful:{}\r\nprefix_unfiltered:{}\r\nprefix_filter_bytes:{}\r\nscan_block_reads:{}\r\n",
         s.prefix_scans, t.prefix_checks, t.prefix_useful, t.prefix_unfiltered, t.prefix_filter_bytes, t.scan_block_reads
     );
-    text += &format!(
+    let mut storage = format!(
         "\r\n# Storage\r\ntables:{}\r\ntable_bytes:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_bytes:{}\r\nblock_cache_capacity:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_only_error:{}\r\n",
         t.tables,
         t.table_bytes,
@@ -40,7 +95,7 @@ pub fn info(db: &Store, request_bytes: &AtomicUsize, output_bytes: &AtomicUsize)
         s.read_only_error.as_deref().unwrap_or("none").replace(['\r', '\n'], " ")
     );
     for l in s.levels.iter().filter(|l| l.tables > 0) {
-        text += &format!(
+        storage += &format!(
             "level{}:tables={},filter_checks={},filter_useful={}\r\n",
             l.level.unwrap_or(0),
             l.tables,
@@ -48,17 +103,9 @@ pub fn info(db: &Store, request_bytes: &AtomicUsize, output_bytes: &AtomicUsize)
             l.filter_useful
         );
     }
-    text += "\r\n# Replication\r\n";
-    text += &db.replication_info();
-    // Redis's per-database line, for databases with keys; `keys` is
-    // `Keyspace::approximate_len` (an upper bound: `DBSIZE` counts exactly). Keys never
-    // expire yet.
-    text += "\r\n# Keyspace\r\n";
-    for n in 0..db.databases() {
-        let keys = db.space(n).ok().and_then(|s| s.approximate_len());
-        if let Some(keys) = keys.filter(|&k| k > 0) {
-            text += &format!("db{n}:keys={keys},expires=0,avg_ttl=0\r\n");
-        }
-    }
-    text
+    [
+        ("server", server),
+        ("filters", filters),
+        ("storage", storage),
+    ]
 }

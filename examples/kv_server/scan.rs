@@ -3,9 +3,10 @@
 //! Cursors: clients parse the cursor as an unsigned 64-bit integer (`redis-cli` with
 //! `strtoull`, go-redis and node-redis as numbers), so it cannot carry the key to resume from.
 //! The server keeps that key in a bounded table (`Cursors`: at most 100,000 cursors and 64 MiB,
-//! oldest dropped first) under a number that is never 0 (0 means "done") and starts from a
-//! per-process random offset, so a cursor from an earlier server process is reported as
-//! expired rather than misread. A cursor resumes at the first key ≥ the one saved, so a full
+//! oldest dropped first) under a number that is never 0 (0 means "done"), below 2^53 (node-redis
+//! keeps it in a JavaScript number: a larger one came back rounded, and its scan failed), and
+//! starts from a per-process random offset, so a cursor from an earlier server process is
+//! reported as expired rather than misread. A cursor resumes at the first key ≥ the one saved, so a full
 //! iteration returns every key present throughout it exactly once, in key order.
 //!
 //! `MATCH` uses Redis's glob syntax (`*`, `?`, `[a-z]`, `[^x]`, `\` escapes), matched in
@@ -28,6 +29,9 @@ use lsm_bloom::prefix::prefix_end;
 use super::resp::{Out, Reply};
 
 const MAX_CURSORS: usize = 100_000;
+/// Cursor numbers are below 2^53, so a client that keeps them in a JavaScript number
+/// (node-redis's `scanIterator`) or a double gets them back exact.
+const CURSOR_BITS: u32 = 53;
 const MAX_CURSOR_BYTES: usize = 64 << 20;
 /// Most keys one SCAN call examines, whatever COUNT says.
 pub const MAX_COUNT: u64 = 100_000;
@@ -61,7 +65,7 @@ impl Cursors {
                 keys: HashMap::new(),
                 order: VecDeque::new(),
                 bytes: 0,
-                next: (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 2) | 1,
+                next: (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CURSOR_BITS)) | 1,
             }),
         }
     }
@@ -69,7 +73,8 @@ impl Cursors {
     fn save(&self, key: Vec<u8>) -> u64 {
         let mut t = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let id = t.next;
-        t.next = t.next.wrapping_add(1).max(1);
+        t.next = (t.next + 1) % (1 << CURSOR_BITS);
+        t.next = t.next.max(1);
         t.bytes += key.len();
         t.keys.insert(id, key);
         t.order.push_back(id);

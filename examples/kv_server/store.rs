@@ -44,7 +44,7 @@ pub enum StoreIter {
     Local(Box<DbIter>),
     Empty,
     #[cfg(feature = "replication")]
-    Cluster(lsm_bloom::replication::Scan),
+    Cluster(Box<lsm_bloom::replication::Scan>),
 }
 
 impl Iterator for StoreIter {
@@ -198,7 +198,7 @@ impl Space<'_> {
                 .map_err(db_err),
             Space::Unmade => Ok(StoreIter::Empty),
             #[cfg(feature = "replication")]
-            Space::Cluster(c) => c.scan(start, end).map(StoreIter::Cluster),
+            Space::Cluster(c) => c.scan(start, end).map(|i| StoreIter::Cluster(Box::new(i))),
         }
     }
 
