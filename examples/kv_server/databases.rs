@@ -10,7 +10,7 @@
 //! - `SWAPDB a b` swaps two map entries: one small write, whatever the databases hold.
 //!
 //! The map is one value (key `databases` in the keyspace `kv_server`; its text is described
-//! in docs/kv-server-databases.md), written with a synced write before the change is
+//! in FORMAT.md §10), written with a synced write before the change is
 //! answered. A crash between a step's store change and its map write leaves either a keyspace
 //! no database names (dropped at the next start: every `db.` keyspace the map does not list)
 //! or a map entry naming a dropped keyspace (read as no keyspace). Database 0 of a store
