@@ -2,7 +2,7 @@
 //! the leader SIGKILLed and restarted over and over while checking writers (and
 //! `redis-benchmark`, when installed) write through every node; no acknowledged SET is lost
 //! on any node. Then a node whose data directory was deleted restarts and catches up by
-//! snapshot.
+//! snapshot. And the numbered databases, replicated keyspaces, through every node.
 
 mod common;
 
@@ -249,4 +249,103 @@ fn a_raft_port_without_tls_needs_plain_loopback_asked_for_and_a_loopback_address
         &["--cluster-plain-loopback", "--protected-mode", "no"],
     );
     assert!(err.contains("not a loopback address"), "{err}");
+}
+
+/// The numbered databases of a cluster: each a replicated keyspace, so a write to database 3
+/// through one node is read from database 3 on every node, and FLUSHDB, FLUSHALL, SWAPDB and
+/// MOVE through any node hold on all of them, across a SIGKILL and restart of every node.
+#[test]
+fn a_clusters_databases_are_replicated() {
+    let root = tempfile::tempdir().unwrap();
+    let c = Cluster::new(root.path());
+    for i in 0..3 {
+        c.start_with(i, i == 0, &["--databases", "8"]);
+    }
+    c.wait_for_leader();
+    let ports = c.ports();
+    let conn = |i: usize, db: usize| {
+        let mut s = TcpStream::connect(("127.0.0.1", ports[i])).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(
+            call(&mut s, &[b"SELECT", db.to_string().as_bytes()]),
+            b"+OK\r\n"
+        );
+        s
+    };
+    // Until the cluster commits (a fresh leader may still be settling).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while call(&mut conn(1, 0), &[b"SET", b"k", b"db0"]) != b"+OK\r\n" {
+        assert!(Instant::now() < deadline, "the cluster takes no write");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(call(&mut conn(2, 3), &[b"SET", b"k", b"db3"]), b"+OK\r\n");
+    assert_eq!(call(&mut conn(0, 3), &[b"SET", b"only3", b"x"]), b"+OK\r\n");
+    for i in 0..3 {
+        assert_eq!(
+            call(&mut conn(i, 0), &[b"GET", b"k"]),
+            b"$3\r\ndb0\r\n",
+            "node {i}"
+        );
+        assert_eq!(
+            call(&mut conn(i, 3), &[b"GET", b"k"]),
+            b"$3\r\ndb3\r\n",
+            "node {i}"
+        );
+        assert_eq!(call(&mut conn(i, 3), &[b"DBSIZE"]), b":2\r\n", "node {i}");
+        assert_eq!(
+            call(&mut conn(i, 5), &[b"GET", b"k"]),
+            b"$-1\r\n",
+            "node {i}"
+        );
+    }
+    assert!(call(&mut conn(0, 0), &[b"SELECT", b"8"]).starts_with(b"-ERR DB index is out of range"));
+    // SWAPDB through one node, MOVE through another.
+    assert_eq!(call(&mut conn(1, 0), &[b"SWAPDB", b"0", b"3"]), b"+OK\r\n");
+    assert_eq!(call(&mut conn(2, 0), &[b"MOVE", b"only3", b"5"]), b":1\r\n");
+    assert_eq!(call(&mut conn(2, 0), &[b"MOVE", b"only3", b"5"]), b":0\r\n");
+    // FLUSHDB of database 3 (which holds database 0's old data now).
+    assert_eq!(call(&mut conn(0, 3), &[b"FLUSHDB"]), b"+OK\r\n");
+    let check = |when: &str| {
+        for i in 0..3 {
+            assert_eq!(
+                call(&mut conn(i, 0), &[b"GET", b"k"]),
+                b"$3\r\ndb3\r\n",
+                "{when}: node {i}"
+            );
+            assert_eq!(
+                call(&mut conn(i, 0), &[b"DBSIZE"]),
+                b":1\r\n",
+                "{when}: node {i}"
+            );
+            assert_eq!(
+                call(&mut conn(i, 3), &[b"DBSIZE"]),
+                b":0\r\n",
+                "{when}: node {i}"
+            );
+            assert_eq!(
+                call(&mut conn(i, 5), &[b"GET", b"only3"]),
+                b"$1\r\nx\r\n",
+                "{when}: node {i}"
+            );
+        }
+    };
+    check("after SWAPDB, MOVE and FLUSHDB");
+    for i in 0..3 {
+        c.kill(i);
+    }
+    for i in 0..3 {
+        c.start_with(i, false, &["--databases", "8"]);
+    }
+    c.wait_for_leader();
+    check("after every node's SIGKILL and restart");
+    assert_eq!(call(&mut conn(1, 0), &[b"FLUSHALL", b"ASYNC"]), b"+OK\r\n");
+    for i in 0..3 {
+        for db in [0, 3, 5] {
+            assert_eq!(
+                call(&mut conn(i, db), &[b"DBSIZE"]),
+                b":0\r\n",
+                "FLUSHALL: node {i} db {db}"
+            );
+        }
+    }
 }

@@ -9,7 +9,9 @@
 //! naming the leader would need clients that follow it; Redis clients follow `MOVED` only in
 //! Redis Cluster's slot protocol, which this is not.) With no leader reachable within the
 //! request timeout a command fails with `CLUSTERDOWN`, and a write that timed out may still
-//! be applied. Conditional writes (`SET NX`, `GETDEL`, ...) read and then write under the
+//! be applied. Database `n` is the replicated keyspace `db<n>` (database 0 the default one,
+//! `""`, where clusters before databases kept their data); `FLUSHDB` and `SWAPDB` are
+//! replicated `Clear` and `Swap` operations. Conditional writes (`SET NX`, `GETDEL`, ...) read and then write under the
 //! node's own `Writes` lock: atomic among one node's clients, not across nodes (that needs
 //! the condition in the replicated request).
 
@@ -22,9 +24,9 @@ use std::sync::Arc;
 
 use lsm_bloom::replication::tcp::{Forwarder, PeerAuth, PeerKey, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{
-    BasicNode, Error, NodeId, ReplicatedDb, ReplicationConfig, Request, Scan,
+    BasicNode, Error, NodeId, Op, ReplicatedDb, ReplicationConfig, Request, Scan,
 };
-use lsm_bloom::{DbStats, Options, WriteBatch};
+use lsm_bloom::{DbStats, Options};
 
 use super::resp::Reply;
 use super::store::StoreResult;
@@ -164,26 +166,45 @@ impl Cluster {
             .map_err(fail)
     }
 
-    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> StoreResult<Option<R>> {
+    /// `key`'s value in the replicated keyspace `keyspace` lent to `f`, after a read
+    /// barrier.
+    pub fn get_with<R>(
+        &self,
+        keyspace: &str,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> StoreResult<Option<R>> {
         self.barrier()?;
         self.node
             .state_machine()
-            .get_with(key, f)
+            .get_with_in(keyspace, key, f)
             .map_err(|e| Reply::err(e.to_string()))
     }
 
-    pub fn write(&self, batch: WriteBatch) -> StoreResult<()> {
-        let request = Request::try_from(batch).map_err(|e| Reply::err(e.to_string()))?;
+    /// Replicates `ops` as one write (through the leader).
+    pub fn write(&self, ops: Vec<Op>) -> StoreResult<()> {
         self.rt
-            .block_on(self.fwd.write(&self.node, request))
+            .block_on(self.fwd.write(&self.node, Request::new(ops)))
             .map_err(fail)
     }
 
-    pub fn scan(&self, start: Vec<u8>, end: Bound<Vec<u8>>) -> StoreResult<Scan> {
+    pub fn scan(&self, keyspace: &str, start: Vec<u8>, end: Bound<Vec<u8>>) -> StoreResult<Scan> {
         self.barrier()?;
         self.node
             .state_machine()
-            .scan((Bound::Included(start), end))
+            .scan_in(keyspace, (Bound::Included(start), end))
+            .map_err(|e| Reply::err(e.to_string()))
+    }
+
+    /// The keys of `keyspace`: after a read barrier with `exact_up_to`, counted exactly up to
+    /// that; without (`None`, for INFO), this node's upper bound.
+    pub fn len(&self, keyspace: &str, exact_up_to: Option<u64>) -> StoreResult<u64> {
+        if exact_up_to.is_some() {
+            self.barrier()?;
+        }
+        self.node
+            .state_machine()
+            .len_in(keyspace, exact_up_to.unwrap_or(0))
             .map_err(|e| Reply::err(e.to_string()))
     }
 

@@ -168,19 +168,10 @@ impl Databases {
         Ok(ks)
     }
 
-    /// `FLUSHDB`: database `n` emptied; its keyspace dropped before this returns, or, with
-    /// `background`, by a thread (Redis's `ASYNC`).
-    pub fn flush(&self, n: usize, background: bool) -> Result<(), String> {
-        self.flush_all_of(&[n], background)
-    }
-
-    /// `FLUSHALL`: every database emptied, with one map write.
-    pub fn flush_all(&self, background: bool) -> Result<(), String> {
-        let all: Vec<usize> = (0..self.count()).collect();
-        self.flush_all_of(&all, background)
-    }
-
-    fn flush_all_of(&self, which: &[usize], background: bool) -> Result<(), String> {
+    /// `FLUSHDB` (`which` is the session's database) and `FLUSHALL` (every one): the
+    /// databases emptied, with one map write; their keyspaces dropped before this returns,
+    /// or, with `background`, by a thread (Redis's `ASYNC`).
+    pub fn flush(&self, which: &[usize], background: bool) -> Result<(), String> {
         let retired = {
             let mut map = self.write_map();
             let before = map.slots.clone();
@@ -397,7 +388,7 @@ mod tests {
         let held = dbs.slot(1).unwrap(); // a command in flight
         let flushing = {
             let dbs = Arc::clone(&dbs);
-            std::thread::spawn(move || dbs.flush(1, false))
+            std::thread::spawn(move || dbs.flush(&[1], false))
         };
         std::thread::sleep(Duration::from_millis(300));
         assert!(!flushing.is_finished(), "the flush did not wait");

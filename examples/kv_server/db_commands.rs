@@ -4,7 +4,7 @@
 
 use super::commands::Session;
 use super::resp::Reply;
-use super::store::Store;
+use super::store::{Store, StoreResult};
 
 /// A database index argument, checked against the databases served; the error replies are
 /// Redis's (`not_integer` for one that is not a number).
@@ -35,7 +35,7 @@ fn flush_mode(args: &[Vec<u8>], cmd: &str) -> Result<bool, Reply> {
 
 /// Runs `cmd` (upper case) for session `s` if it is one of this module's; `None` if not.
 pub fn run(db: &Store, s: &mut Session, cmd: &str, args: &[Vec<u8>]) -> Option<Reply> {
-    let done = |r: Result<(), String>| r.map_or_else(Reply::err, |()| Reply::ok());
+    let done = |r: StoreResult<()>| r.map_or_else(|e| e, |()| Reply::ok());
     let reply = match (cmd, args) {
         ("SELECT", [n]) => match index(db, n, NOT_INTEGER) {
             Ok(n) => {
@@ -44,21 +44,23 @@ pub fn run(db: &Store, s: &mut Session, cmd: &str, args: &[Vec<u8>]) -> Option<R
             }
             Err(e) => e,
         },
-        ("FLUSHDB", _) => match (flush_mode(args, "flushdb"), db.local("FLUSHDB")) {
-            (Ok(background), Ok(d)) => done(d.flush(s.db, background)),
-            (Err(e), _) | (_, Err(e)) => e,
+        ("FLUSHDB", _) => match flush_mode(args, "flushdb") {
+            Ok(background) => done(db.flush(&[s.db], background)),
+            Err(e) => e,
         },
-        ("FLUSHALL", _) => match (flush_mode(args, "flushall"), db.local("FLUSHALL")) {
-            (Ok(background), Ok(d)) => done(d.flush_all(background)),
-            (Err(e), _) | (_, Err(e)) => e,
+        ("FLUSHALL", _) => match flush_mode(args, "flushall") {
+            Ok(background) => {
+                let all: Vec<usize> = (0..db.databases()).collect();
+                done(db.flush(&all, background))
+            }
+            Err(e) => e,
         },
         ("SWAPDB", [a, b]) => match (
             index(db, a, "invalid first DB index"),
             index(db, b, "invalid second DB index"),
-            db.local("SWAPDB"),
         ) {
-            (Ok(a), Ok(b), Ok(d)) => done(d.swap(a, b)),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => e,
+            (Ok(a), Ok(b)) => done(db.swap(a, b)),
+            (Err(e), _) | (_, Err(e)) => e,
         },
         ("DBSIZE", []) => match db.space(s.db).and_then(|space| space.size()) {
             Ok(n) => Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)),

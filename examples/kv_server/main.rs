@@ -134,7 +134,7 @@ struct Args {
     #[arg(long)]
     compression: Option<lsm_bloom::Compression>,
     /// Numbered databases served (`SELECT 0` to `N-1`), each a keyspace of the store; 16 by
-    /// default, as Redis. A cluster serves database 0 only.
+    /// default, as Redis. Every node of a cluster should be given the same number.
     #[arg(long)]
     databases: Option<usize>,
     /// Cluster mode (feature `replication`): this node's id. `--dir` then holds the node's
@@ -346,11 +346,6 @@ fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::E
             )?))
         }
         #[cfg(feature = "replication")]
-        (Some(_), Some(_)) if args.databases.is_some_and(|n| n != 1) => Err(
-            "--databases: a cluster serves database 0 only (the replicated store has one keyspace)"
-                .into(),
-        ),
-        #[cfg(feature = "replication")]
         (Some(id), Some(raft_addr)) => {
             let peers = cluster::parse_peers(&args.peers, "--peers")?;
             let tls = match (
@@ -366,7 +361,12 @@ fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::E
             for (node, addr) in cluster::parse_peers(&args.peer_routes, "--peer-routes")? {
                 auth = auth.with_route(node, addr);
             }
-            Ok(Store::Cluster(Box::new(cluster::Cluster::open(
+            let count = args.databases.unwrap_or(16);
+            if count == 0 || count > databases::MAX_DATABASES {
+                let most = databases::MAX_DATABASES;
+                return Err(format!("--databases must be 1 to {most}, not {count}").into());
+            }
+            let node = cluster::Cluster::open(
                 auth,
                 id,
                 &args.dir,
@@ -375,7 +375,8 @@ fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::E
                 args.cluster_init,
                 args.snapshot_logs,
                 opts,
-            )?)))
+            )?;
+            Ok(Store::Cluster(Box::new(node), count))
         }
         #[cfg(feature = "replication")]
         (Some(_), None) => Err("--node-id needs --raft-addr".into()),

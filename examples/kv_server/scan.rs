@@ -365,7 +365,7 @@ mod tests {
         for i in 0..400u32 {
             let mut k = format!("k{i:04}").into_bytes();
             k.resize(8 << 10, b'x');
-            let mut b = lsm_bloom::WriteBatch::new();
+            let mut b = db.batch();
             db.put(&mut b, k, b"v".to_vec());
             db.write(b).unwrap();
         }

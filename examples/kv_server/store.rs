@@ -1,11 +1,13 @@
 //! The store the commands use: a local `Db` holding Redis's numbered databases as keyspaces
-//! (`databases.rs`), or in cluster mode this node of a replicated store (`cluster.rs`, which
-//! serves database 0 only). A command resolves its database once (`Store::space`); errors
-//! arrive as the replies to send.
+//! (`databases.rs`), or in cluster mode this node of a replicated store (`cluster.rs`: database
+//! `n` is the replicated keyspace `db<n>`, 0 the default one). A command resolves its
+//! database once (`Store::space`); errors arrive as the replies to send.
 
 use std::ops::Bound;
 use std::sync::Arc;
 
+#[cfg(feature = "replication")]
+use lsm_bloom::replication::Op;
 use lsm_bloom::{DbIter, DbStats, Keyspace, WriteBatch};
 
 use super::databases::Databases;
@@ -24,8 +26,36 @@ pub const EXACT_DBSIZE: u64 = 100_000;
 
 pub enum Store {
     Local(Databases),
+    /// A cluster node and how many databases it serves.
     #[cfg(feature = "replication")]
-    Cluster(Box<super::cluster::Cluster>),
+    Cluster(Box<super::cluster::Cluster>, usize),
+}
+
+/// One command's writes, applied together.
+pub enum Batch {
+    Local(WriteBatch),
+    #[cfg(feature = "replication")]
+    Cluster(Vec<Op>),
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Batch::Local(b) => b.is_empty(),
+            #[cfg(feature = "replication")]
+            Batch::Cluster(ops) => ops.is_empty(),
+        }
+    }
+}
+
+/// The replicated keyspace holding database `n` in cluster mode.
+#[cfg(feature = "replication")]
+fn cluster_keyspace(n: usize) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!("db{n}")
+    }
 }
 
 /// One database as a command reads and writes it.
@@ -35,8 +65,9 @@ pub enum Space<'a> {
     /// A database nothing has been written to: empty. (`Store::space_for_write` never
     /// answers it.)
     Unmade,
+    /// A replicated keyspace.
     #[cfg(feature = "replication")]
-    Cluster(&'a super::cluster::Cluster),
+    Cluster(&'a super::cluster::Cluster, String),
 }
 
 /// A scan's keys and values, in key order.
@@ -69,7 +100,7 @@ impl Store {
         match self {
             Store::Local(d) => d.count(),
             #[cfg(feature = "replication")]
-            Store::Cluster(_) => 1,
+            Store::Cluster(_, n) => *n,
         }
     }
 
@@ -80,7 +111,7 @@ impl Store {
                 Ok(d.slot(n).map_or(Space::Unmade, |ks| Space::Local(d, ks)))
             }
             #[cfg(feature = "replication")]
-            Store::Cluster(c) if n == 0 => Ok(Space::Cluster(c)),
+            Store::Cluster(c, count) if n < *count => Ok(Space::Cluster(c, cluster_keyspace(n))),
             _ => Err(out_of_range(n)),
         }
     }
@@ -96,16 +127,31 @@ impl Store {
         }
     }
 
-    /// The local databases, or the error a cluster answers `cmd` with (it serves database 0
-    /// only: the replicated store has one keyspace).
-    pub fn local(&self, cmd: &str) -> StoreResult<&Databases> {
-        let _ = cmd; // named in the cluster's refusal
+    /// `FLUSHDB` of the databases `which` (`FLUSHALL`: all of them), in the background with
+    /// `background` (a cluster replicates one `Clear` per database, applied at once).
+    pub fn flush(&self, which: &[usize], background: bool) -> StoreResult<()> {
         match self {
-            Store::Local(d) => Ok(d),
+            Store::Local(d) => d.flush(which, background).map_err(Reply::err),
             #[cfg(feature = "replication")]
-            Store::Cluster(_) => Err(Reply::err(format!(
-                "{cmd} is not supported in cluster mode (a cluster serves database 0 only)"
-            ))),
+            Store::Cluster(c, _) => {
+                let _ = background;
+                let clear = |&n: &usize| Op::Clear {
+                    keyspace: cluster_keyspace(n),
+                };
+                c.write(which.iter().map(clear).collect())
+            }
+        }
+    }
+
+    /// `SWAPDB a b`: one map write locally, one replicated `Swap` in a cluster.
+    pub fn swap(&self, a: usize, b: usize) -> StoreResult<()> {
+        match self {
+            Store::Local(d) => d.swap(a, b).map_err(Reply::err),
+            #[cfg(feature = "replication")]
+            Store::Cluster(c, _) => c.write(vec![Op::Swap {
+                a: cluster_keyspace(a),
+                b: cluster_keyspace(b),
+            }]),
         }
     }
 
@@ -114,7 +160,7 @@ impl Store {
         match self {
             Store::Local(d) => d.store().stats(),
             #[cfg(feature = "replication")]
-            Store::Cluster(c) => c.stats(),
+            Store::Cluster(c, _) => c.stats(),
         }
     }
 
@@ -123,7 +169,7 @@ impl Store {
         match self {
             Store::Local(_) => "role:master\r\ncluster_enabled:0\r\n".into(),
             #[cfg(feature = "replication")]
-            Store::Cluster(c) => c.info(),
+            Store::Cluster(c, _) => c.info(),
         }
     }
 
@@ -135,7 +181,7 @@ impl Store {
                 Reply::err("This instance has cluster support disabled (start it with --node-id)")
             }
             #[cfg(feature = "replication")]
-            Store::Cluster(c) => c.command(args),
+            Store::Cluster(c, _) => c.command(args),
         }
     }
 
@@ -144,7 +190,7 @@ impl Store {
         match self {
             Store::Local(d) => Ok(d.close()?),
             #[cfg(feature = "replication")]
-            Store::Cluster(c) => c.close(),
+            Store::Cluster(c, _) => c.close(),
         }
     }
 }
@@ -156,36 +202,61 @@ impl Space<'_> {
             Space::Local(_, ks) => ks.get_with(key, f).map_err(db_err),
             Space::Unmade => Ok(None),
             #[cfg(feature = "replication")]
-            Space::Cluster(c) => c.get_with(key, f),
+            Space::Cluster(c, name) => c.get_with(name, key, f),
         }
     }
 
-    /// Adds "set `key` to `value` here" to `b`.
-    pub fn put(&self, b: &mut WriteBatch, key: Vec<u8>, value: Vec<u8>) {
+    /// An empty batch of the kind this space's writes go in (one per store: a batch may
+    /// hold writes to several databases of it, as MOVE's does).
+    pub fn batch(&self) -> Batch {
         match self {
-            Space::Local(_, ks) => b.put_in(ks, key, value),
-            _ => b.put(key, value),
-        };
+            #[cfg(feature = "replication")]
+            Space::Cluster(..) => Batch::Cluster(Vec::new()),
+            _ => Batch::Local(WriteBatch::new()),
+        }
+    }
+
+    /// Adds "set `key` to `value` here" to `b` (a batch of this store: `batch`).
+    pub fn put(&self, b: &mut Batch, key: Vec<u8>, value: Vec<u8>) {
+        match (self, b) {
+            (Space::Local(_, ks), Batch::Local(b)) => {
+                b.put_in(ks, key, value);
+            }
+            #[cfg(feature = "replication")]
+            (Space::Cluster(_, name), Batch::Cluster(ops)) => ops.push(Op::PutIn {
+                keyspace: name.clone(),
+                key,
+                value,
+            }),
+            _ => {}
+        }
     }
 
     /// Adds "delete `key` here" to `b`.
-    pub fn delete(&self, b: &mut WriteBatch, key: Vec<u8>) {
-        match self {
-            Space::Local(_, ks) => b.delete_in(ks, key),
-            _ => b.delete(key),
-        };
+    pub fn delete(&self, b: &mut Batch, key: Vec<u8>) {
+        match (self, b) {
+            (Space::Local(_, ks), Batch::Local(b)) => {
+                b.delete_in(ks, key);
+            }
+            #[cfg(feature = "replication")]
+            (Space::Cluster(_, name), Batch::Cluster(ops)) => ops.push(Op::DeleteIn {
+                keyspace: name.clone(),
+                key,
+            }),
+            _ => {}
+        }
     }
 
-    /// Applies `batch`, made with this space's `put` and `delete` (in cluster mode
+    /// Applies `batch`, made with `put` and `delete` of this store's spaces (in cluster mode
     /// replicated, through the leader).
-    pub fn write(&self, batch: WriteBatch) -> StoreResult<()> {
-        match self {
-            Space::Local(d, _) => d.store().write(batch).map_err(db_err),
-            Space::Unmade => Err(Reply::err(
+    pub fn write(&self, batch: Batch) -> StoreResult<()> {
+        match (self, batch) {
+            (Space::Local(d, _), Batch::Local(b)) => d.store().write(b).map_err(db_err),
+            #[cfg(feature = "replication")]
+            (Space::Cluster(c, _), Batch::Cluster(ops)) => c.write(ops),
+            _ => Err(Reply::err(
                 "internal: a write to a database without a keyspace",
             )),
-            #[cfg(feature = "replication")]
-            Space::Cluster(c) => c.write(batch),
         }
     }
 
@@ -198,12 +269,14 @@ impl Space<'_> {
                 .map_err(db_err),
             Space::Unmade => Ok(StoreIter::Empty),
             #[cfg(feature = "replication")]
-            Space::Cluster(c) => c.scan(start, end).map(|i| StoreIter::Cluster(Box::new(i))),
+            Space::Cluster(c, name) => c
+                .scan(name, start, end)
+                .map(|i| StoreIter::Cluster(Box::new(i))),
         }
     }
 
     /// `DBSIZE`: the keys held, counted exactly up to `EXACT_DBSIZE`, estimated above it
-    /// (`Keyspace::approximate_len`, an upper bound). Not in cluster mode.
+    /// (`Keyspace::approximate_len`, an upper bound; in cluster mode after a read barrier).
     pub fn size(&self) -> StoreResult<u64> {
         match self {
             Space::Local(_, ks) => {
@@ -220,17 +293,18 @@ impl Space<'_> {
             }
             Space::Unmade => Ok(0),
             #[cfg(feature = "replication")]
-            Space::Cluster(_) => Err(Reply::err(
-                "DBSIZE is not supported in cluster mode: lsm-bloom keeps no key count",
-            )),
+            Space::Cluster(c, name) => c.len(name, Some(EXACT_DBSIZE)),
         }
     }
 
-    /// INFO's estimate of the keys held (`Keyspace::approximate_len`); none in cluster mode.
+    /// INFO's estimate of the keys held (`Keyspace::approximate_len`; in cluster mode this
+    /// node's, without a read barrier).
     pub fn approximate_len(&self) -> Option<u64> {
         match self {
             Space::Local(_, ks) => ks.approximate_len().ok(),
-            _ => None,
+            Space::Unmade => None,
+            #[cfg(feature = "replication")]
+            Space::Cluster(c, name) => c.len(name, None).ok(),
         }
     }
 }

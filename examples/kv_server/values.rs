@@ -17,8 +17,6 @@
 use std::collections::HashSet;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use lsm_bloom::WriteBatch;
-
 use super::resp::{Out, Proto, Reply};
 use super::store::{Space, Store, StoreResult};
 
@@ -112,7 +110,7 @@ impl Values<'_> {
                 let Some(space) = self.space_for_write(out, proto) else {
                     return Ok(true);
                 };
-                let mut batch = WriteBatch::new();
+                let mut batch = space.batch();
                 for pair in pairs.chunks_exact_mut(2) {
                     let (k, v) = (std::mem::take(&mut pair[0]), std::mem::take(&mut pair[1]));
                     space.put(&mut batch, k, v);
@@ -163,7 +161,7 @@ impl Values<'_> {
         let mark = out.mark();
         match space.get_with(k, |v| out.bulk(v)) {
             Ok(Some(true)) => {
-                let mut b = WriteBatch::new();
+                let mut b = space.batch();
                 space.delete(&mut b, k.to_vec());
                 if let Err(e) = space.write(b) {
                     out.undo(mark);
@@ -244,7 +242,7 @@ impl Values<'_> {
         };
         let write = !(nx && existed || xx && !existed);
         if write {
-            let mut batch = WriteBatch::new();
+            let mut batch = space.batch();
             space.put(&mut batch, k.to_vec(), v);
             if let Err(e) = space.write(batch) {
                 out.undo(mark);
@@ -270,7 +268,7 @@ impl Values<'_> {
         };
         let _w = del.then(|| self.writes.exclusive());
         let mut count = 0;
-        let mut batch = WriteBatch::new();
+        let mut batch = space.batch();
         let mut seen = HashSet::new();
         for k in keys.iter().filter(|k| !del || seen.insert(k.as_slice())) {
             match space.get_with(k, |_| ()) {
@@ -346,7 +344,7 @@ impl Values<'_> {
                 return;
             }
         };
-        let mut batch = WriteBatch::new();
+        let mut batch = space.batch();
         for mut args in sets.drain(..) {
             let v = args.pop().unwrap_or_default();
             let k = args.pop().unwrap_or_default();
@@ -391,7 +389,7 @@ impl Values<'_> {
             if dest.get_with(k, |_| ())?.is_some() {
                 return Ok(false);
             }
-            let mut b = WriteBatch::new();
+            let mut b = dest.batch();
             dest.put(&mut b, k.to_vec(), value);
             from.delete(&mut b, k.to_vec());
             dest.write(b)?;

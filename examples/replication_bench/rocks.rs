@@ -329,6 +329,11 @@ impl RaftStateMachine<TypeConfig> for RocksSm {
                         match op {
                             Op::Put { key, value } => b.put_cf(data, key, value),
                             Op::Delete { key } => b.delete_cf(data, key),
+                            other => {
+                                return Err(std::io::Error::other(format!(
+                                    "the RocksDB baseline store takes puts and deletes only, not {other:?}"
+                                )))
+                            }
                         }
                     }
                 }

@@ -28,6 +28,11 @@ const PARTS: u8 = 3;
 /// Operation tags of a request.
 const PUT: u8 = 1;
 const DELETE: u8 = 2;
+/// Keyspace operations; layout version 3.
+const PUT_IN: u8 = 3;
+const DELETE_IN: u8 = 4;
+const CLEAR: u8 = 5;
+const SWAP: u8 = 6;
 
 /// Longest node address accepted.
 pub(crate) const MAX_ADDR: usize = 1024;
@@ -49,27 +54,28 @@ fn check_term(term: u64, what: &str) -> DecodeResult<u64> {
 }
 
 /// The layout version of a node's two stores (FORMAT.md §7): 2 added entries with parts
-/// (payload tag 3) and the state machine's write sessions; a store of version 1 is read as
-/// it is, and marked 2 when opened, as this build may add both.
-pub(crate) const LAYOUT_VERSION: u32 = 2;
+/// (payload tag 3) and the state machine's write sessions; 3 keyspace operations (tags 3 to
+/// 6) and the state machine's keyspace map. A store of an older version is read as it is,
+/// and marked 3 when opened, as this build may add them.
+pub(crate) const LAYOUT_VERSION: u32 = 3;
 /// The key each store keeps its layout version under.
 const LAYOUT_KEY: &[u8] = b"m/format";
 
 /// Checks a store's layout version (`what` names the store in an error), and writes this
-/// build's (synced) into a new store or one of version 1.
+/// build's (synced) into a new store or one of an older version.
 pub(crate) fn check_layout(db: &crate::Db, what: &str) -> crate::Result<()> {
     let v = db.get(LAYOUT_KEY)?;
     let current = LAYOUT_VERSION.to_le_bytes();
     match v.as_deref() {
         Some(v) if v == current => Ok(()),
-        None | Some([1, 0, 0, 0]) => {
+        None | Some([1, 0, 0, 0] | [2, 0, 0, 0]) => {
             let mut b = crate::WriteBatch::new();
             b.put(LAYOUT_KEY, current);
             db.write_opt(b, crate::WriteOptions { sync: true })
         }
         Some(v) => Err(crate::Error::Corruption {
             path: db.path().to_path_buf(),
-            reason: format!("{what} layout version {v:?} (this build reads 1 and 2)"),
+            reason: format!("{what} layout version {v:?} (this build reads 1 to 3)"),
         }),
     }
 }
@@ -243,8 +249,41 @@ pub(crate) fn put_request(out: &mut Vec<u8>, r: &Request) {
                 out.push(DELETE);
                 put_bytes(out, key);
             }
+            Op::PutIn {
+                keyspace,
+                key,
+                value,
+            } => {
+                out.push(PUT_IN);
+                put_bytes(out, keyspace.as_bytes());
+                put_bytes(out, key);
+                put_bytes(out, value);
+            }
+            Op::DeleteIn { keyspace, key } => {
+                out.push(DELETE_IN);
+                put_bytes(out, keyspace.as_bytes());
+                put_bytes(out, key);
+            }
+            Op::Clear { keyspace } => {
+                out.push(CLEAR);
+                put_bytes(out, keyspace.as_bytes());
+            }
+            Op::Swap { a, b } => {
+                out.push(SWAP);
+                put_bytes(out, a.as_bytes());
+                put_bytes(out, b.as_bytes());
+            }
         }
     }
+}
+
+/// A keyspace name: u32 length (at most `MAX_REPLICATED_KEYSPACE_NAME`), UTF-8 bytes.
+fn get_name(c: &mut Cursor<'_>) -> DecodeResult<String> {
+    let b = c.len_prefixed()?;
+    if b.len() > crate::replication::MAX_REPLICATED_KEYSPACE_NAME {
+        return Err(format!("keyspace name of {} bytes (at most 255)", b.len()));
+    }
+    String::from_utf8(b.to_vec()).map_err(|_| "keyspace name is not UTF-8".to_string())
 }
 
 fn get_key(c: &mut Cursor<'_>) -> DecodeResult<Vec<u8>> {
@@ -262,7 +301,31 @@ pub(crate) fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
                 Op::Put { key, value }
             }
             DELETE => Op::Delete { key: get_key(c)? },
-            t => return Err(format!("operation {i} has tag {t} (not put 1 or delete 2)")),
+            PUT_IN => {
+                let keyspace = get_name(c)?;
+                let key = get_key(c)?;
+                let value = c.len_prefixed()?.to_vec();
+                Op::PutIn {
+                    keyspace,
+                    key,
+                    value,
+                }
+            }
+            DELETE_IN => {
+                let keyspace = get_name(c)?;
+                Op::DeleteIn {
+                    keyspace,
+                    key: get_key(c)?,
+                }
+            }
+            CLEAR => Op::Clear {
+                keyspace: get_name(c)?,
+            },
+            SWAP => {
+                let a = get_name(c)?;
+                Op::Swap { a, b: get_name(c)? }
+            }
+            t => return Err(format!("operation {i} has tag {t} (not 1 to 6)")),
         });
     }
     Ok(Request::new(ops))

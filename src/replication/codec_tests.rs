@@ -34,7 +34,64 @@ fn entries() -> Vec<Entry> {
             log_id: id(4),
             payload: EntryPayload::Normal(parted()),
         },
+        Entry {
+            log_id: id(5),
+            payload: EntryPayload::Normal(Request::new(keyspace_ops())),
+        },
     ]
+}
+
+/// One of each keyspace operation (layout version 3), names empty, long and not ASCII.
+fn keyspace_ops() -> Vec<Op> {
+    vec![
+        Op::PutIn {
+            keyspace: "users".into(),
+            key: b"u1".to_vec(),
+            value: b"ada".to_vec(),
+        },
+        Op::DeleteIn {
+            keyspace: String::new(),
+            key: b"x".to_vec(),
+        },
+        Op::Clear {
+            keyspace: "é".repeat(127),
+        },
+        Op::Swap {
+            a: "db3".into(),
+            b: "db0".into(),
+        },
+    ]
+}
+
+/// A keyspace name is at most 255 bytes of UTF-8: longer or not UTF-8 is refused by the
+/// decoder, and a longer one by `Request::validate` before it is ever encoded.
+#[test]
+fn keyspace_names_are_bounded_and_utf8() {
+    let encode = |op: Op| {
+        let mut out = Vec::new();
+        put_request(&mut out, &Request::new(vec![op]));
+        out
+    };
+    let long = "n".repeat(256);
+    let e = Request::new(vec![Op::Clear {
+        keyspace: long.clone(),
+    }])
+    .validate()
+    .unwrap_err();
+    assert!(e.contains("keyspace name of 256 bytes"), "{e}");
+    let decode = |b: &[u8]| get_request(&mut crate::coding::Cursor::new(b));
+    let e = decode(&encode(Op::Clear { keyspace: long })).unwrap_err();
+    assert!(e.contains("keyspace name of 256 bytes"), "{e}");
+    let mut bad = encode(Op::Clear {
+        keyspace: "ab".into(),
+    });
+    let n = bad.len();
+    bad[n - 1] = 0xff;
+    assert!(decode(&bad).unwrap_err().contains("not UTF-8"));
+    for op in keyspace_ops() {
+        let b = encode(op.clone());
+        assert_eq!(decode(&b).unwrap().ops, [op]);
+    }
 }
 
 /// Two merged writes, the second forwarded with an id.

@@ -43,9 +43,20 @@ pub(crate) fn entries() -> Vec<Vec<u8>> {
                                 key: vec![j as u8; j as usize],
                                 value: vec![7; 10 * j as usize],
                             }
-                        } else {
+                        } else if j % 3 == 0 {
                             Op::Delete {
                                 key: vec![j as u8; 3],
+                            }
+                        } else if i == 1 {
+                            Op::PutIn {
+                                keyspace: "db3".into(),
+                                key: vec![j as u8; 2],
+                                value: vec![5; 4],
+                            }
+                        } else {
+                            Op::Swap {
+                                a: "a".into(),
+                                b: String::new(),
                             }
                         }
                     })

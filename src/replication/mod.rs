@@ -134,8 +134,12 @@ impl fmt::Display for WriteId {
     }
 }
 
-/// One operation of a [`Request`].
+/// One operation of a [`Request`]. `Put` and `Delete` act on the default keyspace (named
+/// `""`); the others name a keyspace of the replicated data, at most
+/// [`MAX_REPLICATED_KEYSPACE_NAME`] bytes, created by its first write (how the state machine
+/// keeps them: `state_machine/keyspaces.rs`, FORMAT.md §7.2).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub enum Op {
     /// Sets `key` to `value`.
     Put {
@@ -149,6 +153,72 @@ pub enum Op {
         /// The key.
         key: Vec<u8>,
     },
+    /// Sets `key` to `value` in `keyspace`.
+    PutIn {
+        /// The keyspace's name.
+        keyspace: String,
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+    },
+    /// Removes `key` from `keyspace`.
+    DeleteIn {
+        /// The keyspace's name.
+        keyspace: String,
+        /// The key.
+        key: Vec<u8>,
+    },
+    /// Empties `keyspace` at once, whatever it holds (its tables are dropped, not its keys
+    /// deleted one by one).
+    Clear {
+        /// The keyspace's name.
+        keyspace: String,
+    },
+    /// Exchanges the contents of two keyspaces, at once.
+    Swap {
+        /// One keyspace's name.
+        a: String,
+        /// The other's.
+        b: String,
+    },
+}
+
+/// Longest keyspace name an [`Op`] may carry, in bytes.
+pub const MAX_REPLICATED_KEYSPACE_NAME: usize = 255;
+
+impl Op {
+    /// The key the operation writes, if it writes one.
+    fn key(&self) -> Option<&[u8]> {
+        match self {
+            Op::Put { key, .. }
+            | Op::Delete { key }
+            | Op::PutIn { key, .. }
+            | Op::DeleteIn { key, .. } => Some(key),
+            Op::Clear { .. } | Op::Swap { .. } => None,
+        }
+    }
+
+    /// The keyspace names the operation carries.
+    fn names(&self) -> [Option<&str>; 2] {
+        match self {
+            Op::Put { .. } | Op::Delete { .. } => [None, None],
+            Op::PutIn { keyspace, .. } | Op::DeleteIn { keyspace, .. } | Op::Clear { keyspace } => {
+                [Some(keyspace), None]
+            }
+            Op::Swap { a, b } => [Some(a), Some(b)],
+        }
+    }
+
+    /// Bytes of key, value and names.
+    fn payload_len(&self) -> usize {
+        let value = match self {
+            Op::Put { value, .. } | Op::PutIn { value, .. } => value.len(),
+            _ => 0,
+        };
+        let names: usize = self.names().iter().flatten().map(|n| n.len()).sum();
+        self.key().map_or(0, <[u8]>::len) + value + names
+    }
 }
 
 impl fmt::Display for Request {
@@ -207,11 +277,21 @@ impl Request {
     /// reaches the log another way.
     pub fn validate(&self) -> std::result::Result<(), String> {
         for op in &self.ops {
-            let (Op::Put { key, .. } | Op::Delete { key }) = op;
-            if key.len() > MAX_REPLICATED_KEY_SIZE {
+            if let Some(key) = op.key().filter(|k| k.len() > MAX_REPLICATED_KEY_SIZE) {
                 return Err(format!(
                     "key of {} bytes (a replicated store takes at most {MAX_REPLICATED_KEY_SIZE})",
                     key.len()
+                ));
+            }
+            if let Some(name) = op
+                .names()
+                .into_iter()
+                .flatten()
+                .find(|n| n.len() > MAX_REPLICATED_KEYSPACE_NAME)
+            {
+                return Err(format!(
+                    "keyspace name of {} bytes (at most {MAX_REPLICATED_KEYSPACE_NAME})",
+                    name.len()
                 ));
             }
         }
@@ -240,16 +320,14 @@ impl Request {
         ))
     }
 
-    /// The size [`Request::validate`] holds to `MAX_REQUEST_SIZE`: each operation's key and
-    /// value, and 9 bytes of overhead; 29 bytes per part.
+    /// The size [`Request::validate`] holds to `MAX_REQUEST_SIZE`: each operation's key,
+    /// value and keyspace names, and 9 bytes of overhead (4 more per name); 29 bytes per
+    /// part.
     pub fn size(&self) -> usize {
         let parts = self.parts.len().saturating_mul(PART_SIZE);
         self.ops.iter().fold(parts, |size, op| {
-            let n = match op {
-                Op::Put { key, value } => key.len() + value.len(),
-                Op::Delete { key } => key.len(),
-            };
-            size.saturating_add(n + 9)
+            let names = op.names().iter().flatten().count() * 4;
+            size.saturating_add(op.payload_len() + 9 + names)
         })
     }
 }

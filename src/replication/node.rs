@@ -300,9 +300,19 @@ impl ReplicatedDb {
     /// `key`'s value under `policy`. The read itself may wait on the disk, so it runs on
     /// tokio's blocking pool (`spawn_blocking`), never on the executor's threads.
     pub async fn get(&self, key: impl AsRef<[u8]>, policy: ReadPolicy) -> Result<Option<Vec<u8>>> {
+        self.get_in("", key, policy).await
+    }
+
+    /// `get` in the replicated keyspace `keyspace` (`Op::PutIn`; `""`: the default one).
+    pub async fn get_in(
+        &self,
+        keyspace: &str,
+        key: impl AsRef<[u8]>,
+        policy: ReadPolicy,
+    ) -> Result<Option<Vec<u8>>> {
         self.read_barrier(policy).await?;
-        let (sm, key) = (self.sm.clone(), key.as_ref().to_vec());
-        off_executor(move || sm.get(&key)).await
+        let (sm, key, ks) = (self.sm.clone(), key.as_ref().to_vec(), keyspace.to_string());
+        off_executor(move || sm.get_with_in(&ks, &key, <[u8]>::to_vec)).await
     }
 
     /// The values of `keys` under `policy`, all read after one barrier, on the blocking pool
@@ -325,8 +335,18 @@ impl ReplicatedDb {
         range: R,
         policy: ReadPolicy,
     ) -> Result<Scan> {
+        self.scan_in("", range, policy).await
+    }
+
+    /// `scan` in the replicated keyspace `keyspace`.
+    pub async fn scan_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        keyspace: &str,
+        range: R,
+        policy: ReadPolicy,
+    ) -> Result<Scan> {
         self.read_barrier(policy).await?;
-        Ok(self.sm.scan(range)?)
+        Ok(self.sm.scan_in(keyspace, range)?)
     }
 
     /// Adds node `id` at `addr` as a learner and waits until it has caught up with the log

@@ -296,7 +296,9 @@ pub async fn a_dropped_call_leaves_no_answer_for_the_next() {
                     return;
                 }
                 let mut back = vec![0x87];
-                back.extend_from_slice(&3u32.to_le_bytes());
+                back.extend_from_slice(
+                    &lsm_bloom::replication::tcp::PROTOCOL_VERSION.to_le_bytes(),
+                );
                 back.extend_from_slice(&9u64.to_le_bytes());
                 back.extend_from_slice(&1u32.to_le_bytes());
                 back.push(b'c');

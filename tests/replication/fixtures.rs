@@ -2,9 +2,10 @@
 //! (FORMAT.md §7) — a log with a purged prefix, a vote and a commit mark; a state machine
 //! with data, its applied position and membership; a snapshot pack. Version 2 adds writes
 //! with ids: one applied, a plain write after it, and a copy of the first, skipped (entries
-//! with parts, and a write session). Frozen: this build must read each as written. Written
-//! once, when missing and `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwritten; this
-//! build cannot write version 1).
+//! with parts, and a write session). Version 3 adds keyspace operations: writes in two
+//! keyspaces, a swap of them, a clear and a write after it. Frozen: this build must read each
+//! as written. Written once, when missing and `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never
+//! overwritten; this build writes version 3 only).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,7 +65,7 @@ fn with_id(value: &str) -> Request {
 }
 
 async fn write_fixture(to: &Path, version: u32) {
-    assert!(version >= 2, "this build writes layout version 2");
+    assert_eq!(version, 3, "this build writes layout version 3");
     let mut config = fast_config();
     config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(25);
     config.raft.max_in_snapshot_log_to_keep = 5;
@@ -94,11 +95,48 @@ async fn write_fixture(to: &Path, version: u32) {
     node.put("t0", "second").await.unwrap();
     // A copy of the first: skipped.
     node.write(with_id("first")).await.unwrap();
+    let put_in = |keyspace: &str, key: &str, value: &str| Op::PutIn {
+        keyspace: keyspace.into(),
+        key: key.into(),
+        value: value.into(),
+    };
+    let writes = [
+        vec![put_in("users", "u1", "ada"), put_in("users", "u2", "bob")],
+        vec![put_in("sessions", "s1", "x")],
+        vec![Op::Swap {
+            a: "users".into(),
+            b: "sessions".into(),
+        }],
+        vec![
+            Op::Clear {
+                keyspace: "users".into(),
+            },
+            put_in("users", "u3", "cy"),
+        ],
+    ];
+    for ops in writes {
+        node.write(Request::new(ops)).await.unwrap();
+    }
     assert!(
         node.metrics().purged.is_some(),
         "the fixture needs a purged log"
     );
     node.shutdown().await.unwrap();
+}
+
+/// Keys and values, in key order.
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The keyspaces the fixture holds from version 3, each with its keys and values.
+pub fn expected_keyspaces(version: u32) -> Vec<(&'static str, Pairs)> {
+    if version < 3 {
+        return Vec::new();
+    }
+    let kv = |k: &str, v: &str| (k.as_bytes().to_vec(), v.as_bytes().to_vec());
+    vec![
+        ("sessions", vec![kv("u1", "ada"), kv("u2", "bob")]),
+        ("users", vec![kv("u3", "cy")]),
+    ]
 }
 
 /// A fresh copy of the fixture (opening a store changes its directory).
@@ -150,6 +188,14 @@ pub async fn check(version: u32) {
         .map(Result::unwrap)
         .collect();
     assert_eq!(data, expected(version));
+    for (name, want) in expected_keyspaces(version) {
+        let got: Vec<_> = sm
+            .scan_in::<&[u8], _>(name, ..)
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(got, want, "keyspace {name}");
+    }
     let snap = sm
         .get_current_snapshot()
         .await

@@ -7,6 +7,7 @@ mod checker;
 mod cluster;
 mod exactly_once;
 mod fixtures;
+mod keyspaces;
 mod lease;
 mod linearizable;
 mod log_trim;
@@ -279,6 +280,15 @@ async fn a_power_loss_of_the_state_machine_loses_no_acknowledged_write() {
     }
 }
 
+/// Replicated keyspaces against a model of maps: puts and deletes in them, clears and swaps,
+/// a follower caught up by snapshot, every node restarted (`keyspaces.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicated_keyspaces_follow_a_model_through_a_snapshot_and_restarts() {
+    for seed in 0..common::scaled(4, 1) as u64 {
+        keyspaces::model_run(seed, 300).await;
+    }
+}
+
 /// `fixtures/replication-v1/node/` (layout version 1) reads as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn layout_v1_fixture_still_reads() {
@@ -289,6 +299,12 @@ async fn layout_v1_fixture_still_reads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn layout_v2_fixture_still_reads() {
     fixtures::check(2).await;
+}
+
+/// `fixtures/replication-v3/node/` (layout version 3: keyspace operations) reads as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn layout_v3_fixture_still_reads() {
+    fixtures::check(3).await;
 }
 
 /// Over TCP on 127.0.0.1: leaders restarted, a node caught up by a snapshot in 4 KiB chunks;

@@ -41,7 +41,7 @@ fn seeds() -> Vec<Vec<u8>> {
         r
     };
     let mut hello = vec![7u8];
-    hello.extend_from_slice(&3u32.to_le_bytes());
+    hello.extend_from_slice(&lsm_bloom::replication::tcp::PROTOCOL_VERSION.to_le_bytes());
     hello.extend_from_slice(&9u64.to_le_bytes());
     hello.extend_from_slice(&9u32.to_le_bytes());
     hello.extend_from_slice(b"tcp-tests");

@@ -1,7 +1,9 @@
 //! Applying committed entries: each entry's writes (less those its write sessions skip),
-//! its log id (and membership) and the sessions it changed, in one batch, not synced
-//! (`mod.rs` says why that is durable enough). Entries openraft has at hand are written
-//! together; a batch is cut at `APPLY_BATCH_BYTES`.
+//! its log id (and membership), the sessions and the keyspace map entries it changed, in one
+//! batch, not synced (`mod.rs` says why that is durable enough). Entries openraft has at
+//! hand are written together; a batch is cut at `APPLY_BATCH_BYTES`. A keyspace an entry
+//! creates is created before its batch is written, and one it clears is dropped after
+//! (`keyspaces.rs`).
 
 use std::sync::PoisonError;
 
@@ -9,6 +11,7 @@ use futures_util::{Stream, StreamExt};
 use openraft::storage::EntryResponder;
 use openraft::EntryPayload;
 
+use super::keyspaces::{Place, Staged};
 use super::sessions::{Sessions, Verdict};
 use super::{data_key, sm_err, ErrorVerb, StateMachine, StorageResult, APPLIED, MEMBERSHIP};
 use crate::db::WriteBatch;
@@ -28,10 +31,17 @@ impl StateMachine {
         let mut entries = entries;
         let mut answers = Vec::new();
         let mut batch = WriteBatch::new();
-        let write = |mut batch: WriteBatch, answers: &mut Vec<_>| -> StorageResult<()> {
+        let mut staged = Staged::new(self.shared.spaces.load_full());
+        let write = |mut batch: WriteBatch,
+                     staged: &mut Staged,
+                     answers: &mut Vec<_>|
+         -> StorageResult<()> {
             self.sessions().flush(&mut batch);
             db.write(batch)
                 .map_err(|err| sm_err(ErrorVerb::Write, err))?;
+            let done = std::mem::replace(staged, Staged::new(self.shared.spaces.load_full()));
+            done.written(|spaces| self.shared.spaces.store(spaces));
+            *staged = Staged::new(self.shared.spaces.load_full());
             for (responder, response) in answers.drain(..) {
                 if let Some(r) = responder {
                     openraft::storage::ApplyResponder::send(r, response);
@@ -46,7 +56,7 @@ impl StateMachine {
                 Some(next) => next,
                 None => {
                     if !batch.is_empty() {
-                        write(std::mem::take(&mut batch), &mut answers)?;
+                        write(std::mem::take(&mut batch), &mut staged, &mut answers)?;
                     }
                     entries.next().await
                 }
@@ -62,9 +72,11 @@ impl StateMachine {
                         req,
                         e.log_id.index,
                         &mut self.sessions(),
+                        &mut staged,
                         &mut batch,
                         &mut response,
-                    ),
+                    )
+                    .map_err(|err| sm_err(ErrorVerb::Write, err))?,
                 },
                 EntryPayload::Membership(m) => {
                     let stored = StoredMembership::new(Some(e.log_id), m);
@@ -74,11 +86,11 @@ impl StateMachine {
             batch.put(APPLIED, codec::encode_opt_log_id(Some(&e.log_id)));
             answers.push((responder, response));
             if batch.encoded_len() >= APPLY_BATCH_BYTES {
-                write(std::mem::take(&mut batch), &mut answers)?;
+                write(std::mem::take(&mut batch), &mut staged, &mut answers)?;
             }
         }
         if !batch.is_empty() || !answers.is_empty() {
-            write(batch, &mut answers)?;
+            write(batch, &mut staged, &mut answers)?;
         }
         Ok(())
     }
@@ -92,14 +104,16 @@ impl StateMachine {
 }
 
 /// Adds the operations of `req` (at log `index`, already validated) to `batch`, less the
-/// writes `sessions` skips; a late copy is named in `response`.
+/// writes `sessions` skips; a late copy is named in `response`. Keyspace operations are
+/// staged in `staged`; an error is a store failure creating a keyspace.
 fn stage(
     req: Request,
     index: u64,
     sessions: &mut Sessions,
+    staged: &mut Staged,
     batch: &mut WriteBatch,
     response: &mut Response,
-) {
+) -> crate::Result<()> {
     // Which operations to take: a count and a verdict per write, decided in log order.
     let runs: Vec<(usize, bool)> = req
         .writes()
@@ -125,9 +139,44 @@ fn stage(
                 continue;
             }
             match op {
-                Op::Put { key, value } => batch.put(data_key(&key), value),
-                Op::Delete { key } => batch.delete(data_key(&key)),
-            };
+                Op::Put { key, value } => put(staged, batch, "", key, value)?,
+                Op::PutIn {
+                    keyspace,
+                    key,
+                    value,
+                } => put(staged, batch, &keyspace, key, value)?,
+                Op::Delete { key } => delete(staged, batch, "", key),
+                Op::DeleteIn { keyspace, key } => delete(staged, batch, &keyspace, key),
+                Op::Clear { keyspace } => staged.clear(&keyspace, batch),
+                Op::Swap { a, b } => staged.swap(&a, &b, batch),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn put(
+    staged: &mut Staged,
+    batch: &mut WriteBatch,
+    keyspace: &str,
+    key: Vec<u8>,
+    value: Vec<u8>,
+) -> crate::Result<()> {
+    match staged.place_for_write(keyspace, batch)? {
+        Place::Default => batch.put(data_key(&key), value),
+        Place::Own(k) => batch.put_in(&k, key, value),
+    };
+    Ok(())
+}
+
+fn delete(staged: &Staged, batch: &mut WriteBatch, keyspace: &str, key: Vec<u8>) {
+    match staged.resolve(keyspace) {
+        None => {}
+        Some(Place::Default) => {
+            batch.delete(data_key(&key));
+        }
+        Some(Place::Own(k)) => {
+            batch.delete_in(&k, key);
         }
     }
 }
@@ -135,7 +184,15 @@ fn stage(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replication::state_machine::keyspaces::Spaces;
     use crate::replication::{Part, WriteId};
+    use std::sync::Arc;
+
+    /// A map over a new, empty store (kept in `dir`).
+    fn staged(dir: &tempfile::TempDir) -> Staged {
+        let db = crate::Db::open(dir.path(), crate::Options::default()).unwrap();
+        Staged::new(Arc::new(Spaces::load(Arc::new(db)).unwrap()))
+    }
 
     fn put(k: &str, v: &str) -> Op {
         Op::Put {
@@ -165,6 +222,8 @@ mod tests {
     #[test]
     fn a_retried_forward_does_not_undo_a_later_write() {
         let mut sessions = Sessions::default();
+        let dir = tempfile::tempdir().unwrap();
+        let mut map = staged(&dir);
         let mut staged = Vec::new();
         let log = [
             forwarded(0, vec![put("k", "a")]),
@@ -174,7 +233,15 @@ mod tests {
         for (i, req) in log.into_iter().enumerate() {
             let mut batch = WriteBatch::new();
             let mut response = Response::default();
-            stage(req, i as u64 + 1, &mut sessions, &mut batch, &mut response);
+            stage(
+                req,
+                i as u64 + 1,
+                &mut sessions,
+                &mut map,
+                &mut batch,
+                &mut response,
+            )
+            .unwrap();
             assert!(response.late.is_empty());
             staged.push(batch.into_ops().unwrap());
         }
@@ -191,14 +258,18 @@ mod tests {
     #[test]
     fn only_the_skipped_part_of_a_merged_entry_is_left_out() {
         let mut sessions = Sessions::default();
+        let dir = tempfile::tempdir().unwrap();
+        let mut map = staged(&dir);
         let mut first = WriteBatch::new();
         stage(
             forwarded(3, vec![put("x", "1")]),
             1,
             &mut sessions,
+            &mut map,
             &mut first,
             &mut Response::default(),
-        );
+        )
+        .unwrap();
         let id = |seq, settled_below| {
             Some(WriteId {
                 session: 5,
@@ -226,7 +297,15 @@ mod tests {
         };
         let mut batch = WriteBatch::new();
         let mut response = Response::default();
-        stage(merged, 2, &mut sessions, &mut batch, &mut response);
+        stage(
+            merged,
+            2,
+            &mut sessions,
+            &mut map,
+            &mut batch,
+            &mut response,
+        )
+        .unwrap();
         let keys: Vec<_> = batch
             .into_ops()
             .unwrap()

@@ -21,7 +21,6 @@
 //! last step leaves the old store live; `open` removes any directory `CURRENT` does not name.
 
 use std::fs;
-use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -32,11 +31,16 @@ use openraft::storage::{EntryResponder, RaftStateMachine, Snapshot};
 
 use super::snapshot::{self, Meta, RaftMeta};
 use super::{codec, LogId, StoredMembership, TypeConfig};
-use crate::db::{Db, DbIter, Options};
+use crate::db::{Db, Options};
 
 mod apply;
+mod keyspaces;
+mod reads;
 pub(crate) mod sessions;
 mod snapshots;
+
+use keyspaces::Spaces;
+pub use reads::Scan;
 
 pub use snapshots::SnapshotBuilder;
 
@@ -90,6 +94,9 @@ struct Shared {
     opts: Options,
     /// The live store; readers load it, an install swaps it.
     db: ArcSwap<Db>,
+    /// The live store's keyspace map (`keyspaces.rs`): swapped by an apply that changes it,
+    /// and by an install, with the store.
+    spaces: ArcSwap<Spaces>,
     state: Mutex<State>,
     next_temp: AtomicU64,
     installed: AtomicU64,
@@ -152,6 +159,9 @@ impl StateMachine {
         codec::check_layout(&db, "state machine")?;
         let applied = read_applied(&db)?;
         let sessions = sessions::Sessions::load(&db)?;
+        let db = Arc::new(db);
+        let spaces = Spaces::load(Arc::clone(&db))?;
+        spaces.tidy();
         // The newest readable snapshot at or before the applied position is kept.
         let mut current: Option<(Meta, PathBuf)> = None;
         for e in fs::read_dir(&snaps).map_err(io_err(format!("listing {}", snaps.display())))? {
@@ -182,7 +192,8 @@ impl StateMachine {
             shared: Arc::new(Shared {
                 dir,
                 opts,
-                db: ArcSwap::from_pointee(db),
+                db: ArcSwap::new(db),
+                spaces: ArcSwap::from_pointee(spaces),
                 state: Mutex::new(State {
                     generation,
                     current,
@@ -200,33 +211,6 @@ impl StateMachine {
     /// [`StateMachine::get`] and [`StateMachine::scan`] rather than directly.
     pub fn db(&self) -> Arc<Db> {
         self.shared.db.load_full()
-    }
-
-    /// The value of `key` as applied on this node (no consensus round: may be stale).
-    pub fn get(&self, key: &[u8]) -> crate::Result<Option<Vec<u8>>> {
-        self.shared.db.load().get(data_key(key))
-    }
-
-    /// `key`'s value lent to `f` where it lies (`Db::get_with`), as applied on this node.
-    pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> crate::Result<Option<R>> {
-        self.shared.db.load().get_with(data_key(key), f)
-    }
-
-    /// Live keys in `range` with their values, in key order, as applied on this node.
-    pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> crate::Result<Scan> {
-        let lo = match range.start_bound() {
-            Bound::Included(k) => Bound::Included(data_key(k.as_ref())),
-            Bound::Excluded(k) => Bound::Excluded(data_key(k.as_ref())),
-            Bound::Unbounded => Bound::Included(vec![DATA]),
-        };
-        let hi = match range.end_bound() {
-            Bound::Included(k) => Bound::Included(data_key(k.as_ref())),
-            Bound::Excluded(k) => Bound::Excluded(data_key(k.as_ref())),
-            Bound::Unbounded => Bound::Excluded(vec![DATA + 1]),
-        };
-        Ok(Scan {
-            inner: self.shared.db.load().scan::<Vec<u8>, _>((lo, hi))?,
-        })
     }
 
     /// The applied position and membership, as stored.
@@ -313,30 +297,6 @@ fn read_membership_at(db: &Db, s: &crate::db::Snapshot) -> crate::Result<StoredM
     match s.get(MEMBERSHIP)? {
         None => Ok(StoredMembership::default()),
         Some(b) => codec::decode_stored_membership(&b).map_err(|r| corrupt(db, "membership", r)),
-    }
-}
-
-/// A scan of the replicated data (`StateMachine::scan`): `(key, value)` in key order.
-pub struct Scan {
-    inner: DbIter,
-}
-
-impl Iterator for Scan {
-    type Item = crate::Result<(Vec<u8>, Vec<u8>)>;
-    fn next(&mut self) -> Option<Self::Item> {
-        Some(self.inner.next()?.map(|(mut k, v)| {
-            k.remove(0);
-            (k, v)
-        }))
-    }
-}
-
-impl DoubleEndedIterator for Scan {
-    fn next_back(&mut self) -> Option<Self::Item> {
-        Some(self.inner.next_back()?.map(|(mut k, v)| {
-            k.remove(0);
-            (k, v)
-        }))
     }
 }
 

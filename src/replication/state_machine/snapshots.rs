@@ -11,6 +11,7 @@ use std::sync::Arc;
 use openraft::storage::Snapshot;
 use openraft::RaftSnapshotBuilder;
 
+use super::keyspaces::Spaces;
 use super::sessions::Sessions;
 use super::{
     blocking, io_err, read_applied, read_applied_at, read_membership_at, remove_any, snap_err,
@@ -142,6 +143,15 @@ impl StateMachine {
                 return Err(e);
             }
         };
+        let db = Arc::new(db);
+        let spaces = match Spaces::load(Arc::clone(&db)) {
+            Ok(s) => s,
+            Err(e) => {
+                drop(db);
+                remove_any(&live);
+                return Err(e);
+            }
+        };
         // The commit point: from here a crash reopens the new store.
         crate::fs::write_atomic(
             &crate::fs::StdFs,
@@ -158,7 +168,9 @@ impl StateMachine {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             *table = sessions;
-            self.shared.db.swap(Arc::new(db))
+            spaces.tidy();
+            self.shared.spaces.store(Arc::new(spaces));
+            self.shared.db.swap(db)
         };
         let old_dir = dir.join(format!("data-{}", generation - 1));
         {

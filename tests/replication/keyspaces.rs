@@ -1,0 +1,196 @@
+//! Replicated keyspaces (`Op::PutIn`, `DeleteIn`, `Clear`, `Swap`) against a model of maps:
+//! random requests over four names (the default `""` among them) on a 3-node cluster, one
+//! follower stopped long enough to catch up by a snapshot, and every node restarted at the
+//! end. Every node reads what the model holds, and holds no store keyspace a cleared name
+//! left behind.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use lsm_bloom::replication::openraft::SnapshotPolicy;
+use lsm_bloom::replication::{NodeId, Op, ReadPolicy, ReplicatedDb, Request};
+
+use crate::cluster::{fast_config, Cluster};
+use crate::common::Rng;
+
+const NAMES: [&str; 4] = ["", "a", "b", "c"];
+
+type Model = HashMap<&'static str, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// A random operation, applied to `model` as the state machine must.
+fn op(rng: &mut Rng, model: &mut Model, step: usize) -> Op {
+    let name = NAMES[rng.below(4) as usize];
+    let key = format!("k{:02}", rng.below(20)).into_bytes();
+    let value = format!("v{step}").into_bytes();
+    let m = model.entry(name).or_default();
+    match rng.below(100) {
+        0..=39 => {
+            m.insert(key.clone(), value.clone());
+            if name.is_empty() && rng.below(2) == 0 {
+                Op::Put { key, value }
+            } else {
+                Op::PutIn {
+                    keyspace: name.into(),
+                    key,
+                    value,
+                }
+            }
+        }
+        40..=69 => {
+            m.remove(&key);
+            Op::DeleteIn {
+                keyspace: name.into(),
+                key,
+            }
+        }
+        70..=84 => {
+            m.clear();
+            Op::Clear {
+                keyspace: name.into(),
+            }
+        }
+        _ => {
+            let other = NAMES[rng.below(4) as usize];
+            let a = model.remove(name).unwrap_or_default();
+            let b = model.remove(other).unwrap_or_default();
+            model.insert(name, b);
+            model.insert(other, a);
+            if name == other {
+                let back = model.remove(name).unwrap_or_default();
+                model.insert(name, back);
+            }
+            Op::Swap {
+                a: name.into(),
+                b: other.into(),
+            }
+        }
+    }
+}
+
+/// Node `n`'s keyspaces, read from its local state machine.
+fn read(n: &ReplicatedDb) -> Model {
+    NAMES
+        .iter()
+        .map(|&name| {
+            let data = n
+                .state_machine()
+                .scan_in::<&[u8], _>(name, ..)
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            (name, data)
+        })
+        .collect()
+}
+
+fn check(c: &Cluster, ids: &[NodeId], model: &Model, when: &str) {
+    let want: Model = NAMES
+        .iter()
+        .map(|&n| (n, model.get(n).cloned().unwrap_or_default()))
+        .collect();
+    for &id in ids {
+        let n = c.node(id).unwrap();
+        assert_eq!(read(&n), want, "node {id} {when}");
+        for name in NAMES {
+            let len = n.state_machine().len_in(name, 1000).unwrap();
+            assert_eq!(
+                len as usize,
+                want[name].len(),
+                "node {id} {when}: len of {name:?}"
+            );
+        }
+        // A cleared name's store keyspace is dropped: at most one per name lives.
+        let own = n
+            .state_machine()
+            .db()
+            .keyspace_names()
+            .into_iter()
+            .filter(|k| k.starts_with("r."))
+            .count();
+        assert!(
+            own <= NAMES.len(),
+            "node {id} {when}: {own} store keyspaces"
+        );
+    }
+}
+
+pub async fn model_run(seed: u64, requests: usize) {
+    let mut config = fast_config();
+    config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(40);
+    config.raft.max_in_snapshot_log_to_keep = 5;
+    config.raft.purge_batch_size = 1;
+    let ids: [NodeId; 3] = [1, 2, 3];
+    let c = Cluster::start(&ids, config).await;
+    let mut rng = Rng::new(seed);
+    let mut model = Model::new();
+    let mut step = 0;
+    let l = c.wait_for_leader(Duration::from_secs(10)).await;
+    let follower = ids.into_iter().find(|&i| i != l.id()).unwrap();
+    let mut its_last = 0;
+    for r in 0..requests {
+        if r == requests / 3 {
+            its_last = c
+                .node(follower)
+                .unwrap()
+                .metrics()
+                .last_log_index
+                .unwrap_or(0);
+            c.stop(follower).await;
+        }
+        if r == 2 * requests / 3 {
+            // Down until the leader has purged past its log: it can then only catch up by
+            // a snapshot.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while l.metrics().purged.is_none_or(|p| p.index <= its_last) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never purged past {its_last}"
+                );
+                l.write(Request::new(vec![Op::Put {
+                    key: b"filler".to_vec(),
+                    value: vec![],
+                }]))
+                .await
+                .unwrap();
+                model
+                    .entry("")
+                    .or_default()
+                    .insert(b"filler".to_vec(), vec![]);
+            }
+            c.open(follower).await;
+        }
+        let n = 1 + rng.below(4) as usize;
+        let ops: Vec<Op> = (0..n)
+            .map(|_| {
+                step += 1;
+                op(&mut rng, &mut model, step)
+            })
+            .collect();
+        l.write(Request::new(ops)).await.unwrap();
+        if r % 50 == 0 {
+            // Linearizable reads on the leader, through `get_in`.
+            for name in NAMES {
+                let want = model.get(name).and_then(|m| m.get(&b"k07"[..])).cloned();
+                let got = l
+                    .get_in(name, "k07", ReadPolicy::Linearizable)
+                    .await
+                    .unwrap();
+                assert_eq!(got, want, "seed {seed}, request {r}: {name:?}/k07");
+            }
+        }
+    }
+    c.wait_converged(Duration::from_secs(30)).await;
+    assert!(
+        c.snapshots_installed() >= 1,
+        "the follower caught up without a snapshot"
+    );
+    check(&c, &ids, &model, "after the run");
+    drop(l);
+    for id in ids {
+        c.stop(id).await;
+        c.open(id).await;
+    }
+    c.wait_for_leader(Duration::from_secs(10)).await;
+    c.wait_converged(Duration::from_secs(30)).await;
+    check(&c, &ids, &model, "after restarts");
+}
