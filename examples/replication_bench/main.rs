@@ -18,6 +18,8 @@
 //!   process of its own catches up by a snapshot of `--catch-up-mib` MiB (`catch_up.rs`), its
 //!   peak resident memory printed.
 //!
+//! `--layout` runs only the storage layout comparison (`layout.rs`).
+//!
 //! Prints each figure's median over the rounds and the ratios. The three nodes and the
 //! clients share this machine's cores, so a replicated write here pays three nodes' work on
 //! the same CPUs.
@@ -38,6 +40,7 @@ mod catch_up;
 )]
 mod certs;
 mod held;
+mod layout;
 #[path = "../common/logging.rs"]
 mod logging;
 #[cfg(feature = "rocksdb")]
@@ -62,6 +65,10 @@ struct Args {
     /// (0: no such phase).
     #[arg(long, default_value_t = 1000)]
     held_connections: usize,
+    /// Only the storage layout comparison (`layout.rs`): a node's log and state machine as
+    /// two stores or as two keyspaces of one, `--writes` writes per run.
+    #[arg(long)]
+    layout: bool,
     /// MiB a new node receives by snapshot in the catch-up phase (0: no such phase).
     #[arg(long, default_value_t = 256)]
     catch_up_mib: u64,
@@ -245,6 +252,13 @@ async fn main() {
     logging::init("warn");
     if let Some(dir) = &args.learner_dir {
         return catch_up::learner(dir, args.learner_target).await;
+    }
+    if args.layout {
+        let (clients, writes, rounds) = (args.clients.clone(), args.writes, args.rounds);
+        tokio::task::spawn_blocking(move || layout::compare(&clients, writes, rounds))
+            .await
+            .unwrap();
+        return;
     }
     let mut figures: BTreeMap<u64, Figures> = BTreeMap::new();
     let ca = certs::Ca::new("replication_bench");
