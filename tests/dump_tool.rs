@@ -503,3 +503,92 @@ fn database_shows_keyspace_settings() {
     );
     assert!(spaces[1].get("own_settings").is_none(), "{}", spaces[1]);
 }
+
+/// A store with keyspaces under a filter budget: `dump_filter DIR` shows each keyspace's part
+/// and allocation, the same the store reports (`DbStats::keyspaces`, no lookups seen, as at
+/// open); a keyspace with fixed filters of its own has none.
+#[test]
+fn database_with_keyspaces_shows_each_ones_part_of_the_budget() {
+    use lsm_bloom::{FilterBudget, FilterPolicy, Filters, KeyspaceOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let opts = lsm_bloom::Options::default()
+        .with_memtable_size(64 * 1024)
+        .with_target_file_size(64 * 1024)
+        .with_level1_max_bytes(256 * 1024)
+        .with_idle_compaction_after(None)
+        .with_filters(Some(Filters::Budget(FilterBudget::bits_per_key(8.0))));
+    let db = lsm_bloom::Db::open(dir.path(), opts).unwrap();
+    let fixed =
+        KeyspaceOptions::default().with_filters(Some(Filters::fixed(FilterPolicy::default())));
+    let spaces = [
+        db.keyspace("big").unwrap(),
+        db.keyspace("small").unwrap(),
+        db.create_keyspace("fixed", fixed).unwrap(),
+    ];
+    for (n, keys) in [
+        (None, 20_000u64),
+        (Some(0), 12_000),
+        (Some(1), 3_000),
+        (Some(2), 2_000),
+    ] {
+        for i in 0..keys {
+            let k = format!("{:016x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            match n {
+                None => db.put(k, b"value-value-value").unwrap(),
+                Some(s) => spaces[s].put(k, b"value-value-value").unwrap(),
+            }
+        }
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let stats = db.stats();
+    drop(spaces);
+    db.close().unwrap();
+
+    let out = run(&[dir.path(), Path::new("--json")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let as_json = |a: &Option<lsm_bloom::db::Allocation>| -> serde_json::Value {
+        serde_json::from_str(&serde_json::to_string(a).unwrap()).unwrap()
+    };
+    assert_eq!(json["budget_from"], "record");
+    assert_eq!(
+        json["filter_budget"],
+        as_json(&stats.keyspaces[0].filter_budget)
+    );
+    let listed = json["keyspaces"].as_array().unwrap();
+    for k in &stats.keyspaces[1..] {
+        let shown = listed
+            .iter()
+            .find(|j| j["name"] == k.name.as_str())
+            .unwrap();
+        let want = as_json(&k.filter_budget);
+        assert_eq!(
+            shown.get("filter_budget").cloned().unwrap_or_default(),
+            want,
+            "{}",
+            k.name
+        );
+    }
+    let part = |name: &str| {
+        listed.iter().find(|j| j["name"] == name).unwrap()["filter_budget"]["budget_bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    // The shares follow the keys: the big keyspace's part is the larger.
+    assert!(
+        part("big") > 2 * part("small"),
+        "{} vs {}",
+        part("big"),
+        part("small")
+    );
+    assert!(stats.keyspaces[3].filter_budget.is_none());
+
+    let text = String::from_utf8(run(&[dir.path()]).stdout).unwrap();
+    assert!(text.contains("its part of the budget:"), "{text}");
+    assert!(text.contains("the default keyspace's part"), "{text}");
+}

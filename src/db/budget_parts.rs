@@ -13,21 +13,21 @@ use super::stats::KeyspaceStats;
 use super::version::Version;
 
 /// A keyspace as the split sees it.
-pub(super) struct Space<'a> {
-    pub(super) id: u32,
-    pub(super) version: &'a Version,
-    pub(super) opts: &'a Options,
+pub(crate) struct Space<'a> {
+    pub(crate) id: u32,
+    pub(crate) version: &'a Version,
+    pub(crate) opts: &'a Options,
     /// It follows the store's filter setting (`State::in_store_budget`).
-    pub(super) in_store_budget: bool,
+    pub(crate) in_store_budget: bool,
     /// Keys about to be flushed to its level 0.
-    pub(super) pending: u64,
+    pub(crate) pending: u64,
 }
 
 /// A keyspace's filter budget and what its plans expect of level 0.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Part {
+pub(crate) struct Part {
     /// The budget its tables are planned with.
-    pub(super) budget: FilterBudget,
+    pub(crate) budget: FilterBudget,
     /// Its share of the store's keys: what share of a flush (of every keyspace's memtable
     /// together) its level-0 tables are expected to hold, where it has none to go by.
     pub(super) flush_share: f64,
@@ -38,7 +38,7 @@ impl Part {
     /// share of the store's, since all keyspaces' memtables are flushed together when their
     /// bytes together reach `memtable_size` (so eight keyspaces do not each reserve the filters
     /// of three whole memtables for their level 0).
-    pub(super) fn outlook(&self, opts: &Options) -> Outlook {
+    pub(crate) fn outlook(&self, opts: &Options) -> Outlook {
         let mut o = Outlook::of(opts);
         o.memtable_bytes = (o.memtable_bytes as f64 * self.flush_share) as u64;
         o
@@ -47,7 +47,7 @@ impl Part {
 
 /// The budget each of `spaces` plans its new tables with (in their order), the store's
 /// options being `store` and the lookups per slot `slots`.
-pub(super) fn parts(
+pub(crate) fn parts(
     store: &Options,
     spaces: &[Space<'_>],
     slots: &[f64; SLOTS],

@@ -34,7 +34,7 @@
 
 mod allocation;
 pub(crate) mod budget;
-mod budget_parts;
+pub(crate) mod budget_parts;
 mod checkpoint;
 mod compaction;
 mod cursor;
@@ -51,7 +51,7 @@ mod keyspaces;
 mod level_cursor;
 mod limits;
 mod locks;
-mod lookups;
+pub(crate) mod lookups;
 pub mod manifest;
 mod memtable;
 mod merge;

@@ -1,7 +1,9 @@
 //! A database directory as `dump_filter DIR` shows it: every live table the manifest lists,
 //! per level, with totals (the default keyspace's, then each other keyspace's), the options
 //! record in words, and, with a filter budget (given as arguments or recorded), the
-//! allocation the store would make for the default keyspace's current shape.
+//! allocation the store would make for the current shape: with keyspaces, each keyspace's
+//! part of the budget and its allocation, split as the store splits it at open (no lookups
+//! seen: a directory keeps no lookup counts, so the parts follow the keyspaces' keys alone).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -11,7 +13,7 @@ use serde::Serialize;
 use super::{TableReport, Totals};
 use crate::db::budget::{self, Allocation, Change, FilterBudget, Outlook};
 use crate::db::version::Version;
-use crate::db::{manifest, stored_options};
+use crate::db::{budget_parts, lookups, manifest, stored_options};
 use crate::error::{Error, Result};
 use crate::fs::StdFs;
 use crate::table::Table;
@@ -60,6 +62,10 @@ pub struct KeyspaceReport {
     /// when it follows the store's (FORMAT.md §6).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub own_settings: Vec<(String, String)>,
+    /// With a budget: its part of it (or its own budget) and the allocation the store would
+    /// make for its shape now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_budget: Option<Allocation>,
 }
 
 /// A table opened, with its level.
@@ -80,6 +86,7 @@ fn read_keyspace(
         level_totals: Vec::new(),
         totals: Totals::default(),
         own_settings: Vec::new(),
+        filter_budget: None,
     };
     let mut opened = Vec::new();
     for (level, metas) in levels.iter().enumerate() {
@@ -132,13 +139,15 @@ pub(super) fn inspect(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<
     };
     let (default, opened) = read_keyspace(dir, 0, crate::DEFAULT_KEYSPACE, &data.levels)?;
     let mut keyspaces = Vec::new();
+    let mut versions = vec![(0, version_of(opened))];
     for k in &data.keyspaces {
-        let mut report = read_keyspace(dir, k.id, &k.name, &k.levels)?.0;
+        let (mut report, opened) = read_keyspace(dir, k.id, &k.name, &k.levels)?;
         let own = record
             .as_ref()
             .and_then(|r| r.keyspaces.iter().find(|o| o.id == k.id));
         report.own_settings = own.map(|o| o.describe()).unwrap_or_default();
         keyspaces.push(report);
+        versions.push((k.id, version_of(opened)));
     }
     let KeyspaceReport {
         levels,
@@ -146,19 +155,21 @@ pub(super) fn inspect(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<
         totals,
         ..
     } = default;
-    let mut version = Version::empty();
-    version.edit(|levels| {
-        for (level, t) in opened {
-            if let Some(l) = levels.get_mut(level) {
-                l.push(t);
-            }
-        }
-    });
+    let mut split = match filter_budget {
+        Some(b) if !keyspaces.is_empty() => split_budget(b, record.as_ref(), &versions),
+        _ => Vec::new(),
+    };
+    for (k, a) in keyspaces.iter_mut().zip(split.iter_mut().skip(1)) {
+        k.filter_budget = a.take();
+    }
+    let default_split = split.into_iter().next().flatten();
+    let version = &versions[0].1;
     Ok(DatabaseReport {
         levels,
         level_totals,
         totals,
-        filter_budget: filter_budget.map(|b| {
+        filter_budget: default_split.or_else(|| {
+            let b = filter_budget?;
             // Which filters tables get: the record's prefix and range settings, else
             // whole-key only.
             let prefix = record.as_ref().map(|r| &r.prefix);
@@ -173,7 +184,7 @@ pub(super) fn inspect(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<
                     .and_then(|r| stored_options::range_filters(r.range).ok())
                     .unwrap_or_default(),
             };
-            budget::plan(&b.budget, &version, Change::None, outlook).allocation
+            Some(budget::plan(&b.budget, version, Change::None, outlook).allocation)
         }),
         budget_from,
         recorded_options: record.map(|r| {
@@ -186,4 +197,67 @@ pub(super) fn inspect(dir: &Path, filter_budget: Option<&BudgetArgs>) -> Result<
         }),
         keyspaces,
     })
+}
+
+/// A version holding `opened` tables at their levels.
+fn version_of(opened: Vec<Leveled>) -> Version {
+    let mut version = Version::empty();
+    version.edit(|levels| {
+        for (level, t) in opened {
+            if let Some(l) = levels.get_mut(level) {
+                l.push(t);
+            }
+        }
+    });
+    version
+}
+
+/// Each keyspace's allocation (of `versions`, the default's first) under budget `b`: the
+/// keyspaces following the store's filters share it, split as the store splits it at open
+/// (`budget_parts::parts`, no lookups seen); one with a budget of its own plans with that;
+/// one with fixed filters has none.
+fn split_budget(
+    b: &BudgetArgs,
+    record: Option<&stored_options::StoredOptions>,
+    versions: &[(u32, Version)],
+) -> Vec<Option<Allocation>> {
+    let store = stored_options::resolve(crate::Options::default(), record)
+        .0
+        .with_filters(Some(crate::Filters::Budget(b.budget)))
+        .with_memtable_size(usize::try_from(b.memtable_bytes).unwrap_or(usize::MAX))
+        .with_l0_compaction_trigger(b.l0_compaction_trigger);
+    let own = |id: u32| {
+        record
+            .and_then(|r| r.keyspaces.iter().find(|o| o.id == id))
+            .and_then(|o| o.options().ok())
+    };
+    let opts: Vec<(crate::Options, bool)> = versions
+        .iter()
+        .map(|(id, _)| match own(*id) {
+            Some(k) => (
+                k.apply(&store).unwrap_or_else(|_| store.clone()),
+                k.follows_store_filters(),
+            ),
+            None => (store.clone(), true),
+        })
+        .collect();
+    let spaces: Vec<budget_parts::Space<'_>> = versions
+        .iter()
+        .zip(&opts)
+        .map(|((id, version), (opts, follows))| budget_parts::Space {
+            id: *id,
+            version,
+            opts,
+            in_store_budget: *follows,
+            pending: 0,
+        })
+        .collect();
+    budget_parts::parts(&store, &spaces, &[0.0; lookups::SLOTS])
+        .into_iter()
+        .zip(&spaces)
+        .map(|(part, s)| {
+            let p = part?;
+            Some(budget::plan(&p.budget, s.version, Change::None, p.outlook(s.opts)).allocation)
+        })
+        .collect()
 }

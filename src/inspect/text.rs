@@ -251,10 +251,21 @@ impl fmt::Display for Report {
                     }
                     write_levels(f, &k.levels, &k.level_totals)?;
                     write!(f, "total: {}", k.totals)?;
+                    if let Some(a) = &k.filter_budget {
+                        writeln!(f, "its part of the budget:")?;
+                        write!(f, "{a}")?;
+                    }
                 }
                 if let Some(a) = &d.filter_budget {
                     if d.budget_from == Some("record") {
                         writeln!(f, "budget from the options record:")?;
+                    }
+                    if !d.keyspaces.is_empty() {
+                        writeln!(
+                            f,
+                            "the default keyspace's part (the parts are split by keys, as at \
+                             open: a directory keeps no lookup counts):"
+                        )?;
                     }
                     write!(f, "{a}")?;
                 }
