@@ -423,5 +423,29 @@ mod tests {
             let e = parse(bad.as_bytes()).unwrap_err();
             assert!(e.contains("damaged"), "{e}");
         }
+        // 20,000 damaged copies (bytes changed, cut, added): each parses or is refused by
+        // name, none panics, and whatever parses stays within the map's bounds.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let mut b = text.clone().into_bytes();
+            for _ in 0..1 + next() % 4 {
+                let i = (next() % (b.len() as u64 + 1)) as usize;
+                match next() % 3 {
+                    0 if i < b.len() => b[i] = next() as u8,
+                    1 => b.truncate(i),
+                    _ => b.insert(i.min(b.len()), next() as u8),
+                }
+            }
+            match parse(&b) {
+                Ok((named, _)) => assert!(named.iter().all(|(n, _)| *n < MAX_DATABASES)),
+                Err(e) => assert!(e.contains("damaged"), "{e}"),
+            }
+        }
     }
 }
