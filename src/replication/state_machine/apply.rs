@@ -39,9 +39,7 @@ impl StateMachine {
             self.sessions().flush(&mut batch);
             db.write(batch)
                 .map_err(|err| sm_err(ErrorVerb::Write, err))?;
-            let done = std::mem::replace(staged, Staged::new(self.shared.spaces.load_full()));
-            done.written(|spaces| self.shared.spaces.store(spaces));
-            *staged = Staged::new(self.shared.spaces.load_full());
+            staged.written(|spaces| self.shared.spaces.store(spaces));
             for (responder, response) in answers.drain(..) {
                 if let Some(r) = responder {
                     openraft::storage::ApplyResponder::send(r, response);

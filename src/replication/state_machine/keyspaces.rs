@@ -67,6 +67,7 @@ impl Spaces {
     /// The map `db` holds (empty for a store of layout 1 or 2).
     pub(crate) fn load(db: Arc<Db>) -> Result<Spaces> {
         let mut map = HashMap::new();
+        let names = db.keyspace_names();
         for e in db.scan_prefix(MAP_PREFIX)? {
             let (k, v) = e?;
             let name = String::from_utf8(k[MAP_PREFIX.len()..].to_vec())
@@ -75,7 +76,7 @@ impl Spaces {
                 Ok("") => None,
                 Ok(DEFAULT_PLACE) => Some(Place::Default),
                 Ok(own) if own.starts_with(OWN_PREFIX) => {
-                    if !db.keyspace_names().iter().any(|n| n == own) {
+                    if !names.iter().any(|n| n == own) {
                         return Err(corrupt(
                             &db,
                             format!("{name:?} lives in {own:?}, which the store lacks"),
@@ -212,16 +213,19 @@ impl Staged {
         self.set(b, pa, batch);
     }
 
-    /// Once the staged batch is written: the new map to publish, if it changed; the emptied
-    /// places are dropped after it is published.
-    pub(crate) fn written(self, publish: impl FnOnce(Arc<Spaces>)) {
-        let Some(spaces) = self.changed else {
+    /// Once the staged batch is written: the new map is published, if it changed, and
+    /// staging goes on from it; the emptied places are dropped after it is published.
+    pub(crate) fn written(&mut self, publish: impl FnOnce(Arc<Spaces>)) {
+        let emptied = std::mem::take(&mut self.emptied);
+        let Some(spaces) = self.changed.take() else {
             return;
         };
         let default_in_use = spaces.default_in_use();
+        let spaces = Arc::new(spaces);
+        self.spaces = Arc::clone(&spaces);
         let db = Arc::clone(&spaces.db);
-        publish(Arc::new(spaces));
-        for place in self.emptied {
+        publish(spaces);
+        for place in emptied {
             match place {
                 Place::Own(k) => {
                     // Readers still on it resolve again (the module comment).
