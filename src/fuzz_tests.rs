@@ -331,7 +331,8 @@ fn data_block_target() -> Target {
 }
 
 fn wal_target() -> Target {
-    let mut log = Vec::new();
+    // A log a rotation started: its predecessor record first (FORMAT.md §2).
+    let mut log = wal::encode_predecessor(wal::Predecessor { id: 7, len: 512 });
     for n in 1..6u8 {
         let mut batch = wal::Batch::default();
         for i in 0..n {

@@ -51,6 +51,7 @@ mod keyspaces;
 mod level_cursor;
 mod limits;
 mod locks;
+mod log_chain;
 pub(crate) mod lookups;
 pub mod manifest;
 mod memtable;
@@ -61,6 +62,7 @@ mod read;
 mod recovery;
 mod registry;
 mod report;
+mod retired;
 mod running;
 mod snapshot;
 mod snapshot_list;
@@ -480,8 +482,10 @@ impl Db {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
+        let retired = self.inner.sync_retired_logs();
         let synced = lock(&self.inner.writer).sync();
         self.inner.errors.check()?;
+        retired?;
         synced.map_err(|e| self.inner.errors.set(e))
     }
 }
