@@ -77,6 +77,9 @@ impl Inner {
         let Some(first) = self.read_state().default.imm.first().cloned() else {
             return Ok(false);
         };
+        // The logs retired so far, this memtable's among them, before it is flushed: what a
+        // power loss can take stays within about one memtable (`retired.rs`).
+        self.sync_retired_logs()?;
         self.flush_generation(&first)?;
         self.prepare_spare()?;
         Ok(true)
@@ -148,8 +151,6 @@ impl Inner {
         for (_, mem, _) in members {
             self.graveyard.bury_memtable(mem);
         }
-        // Its writes are in synced tables now: its log is closed unsynced (`retired.rs`).
-        self.release_retired_log(first.wal_id);
         self.remove_obsolete(&wal::wal_path(&self.dir, first.wal_id));
         add(&self.counters.flushes, 1);
         let millis = began.elapsed().as_millis() as u64;

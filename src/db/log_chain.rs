@@ -1,6 +1,6 @@
 //! The predecessor record: the first record of each log a rotation starts names the log before
 //! it and that log's length then (FORMAT.md §2; encoded in `wal.rs`). A rotation does not sync
-//! the retired log (`retired.rs`), so a power loss may keep a
+//! the retired log (`retired.rs` syncs it off the writer's path), so a power loss may keep a
 //! newer log's records while losing the tail of an older one; replay compares the older log's
 //! intact length with what its successor says it held, and stops there when it is shorter, so
 //! a recovered store is still a point in time. RocksDB records the same in its WALs

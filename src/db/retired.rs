@@ -1,16 +1,12 @@
 //! Logs retired by a rotation and not yet synced. A rotation (`write.rs`) hands the retired
 //! log here instead of syncing it on the writer's path, and starts the next log with a
 //! predecessor record (`log_chain.rs`) so replay can tell when a power loss took the retired
-//! log's tail. A retired log is synced only when something asks for durability: a durable
-//! write (`sync_writes`, `WriteOptions::sync`), `Db::sync_wal`, a keyspace drop and `close`
-//! sync every retired log before the current one, since what they make durable must not
-//! depend on an older log that could still lose its tail. Otherwise a retired log is closed
-//! unsynced once its memtable is flushed (its writes are then in synced tables), as the current
-//! log is never synced without `sync_writes`: the log asks for writeback every MiB
-//! (`wal.rs`), and a power loss takes at most the writes of the memtables not yet flushed.
-//! RocksDB syncs closed logs on its flush thread before each flush (`SyncClosedLogs`); here that
-//! sync would hold the flush, and with it the writers, for as long as the journal makes it
-//! wait (80–230 ms at times, measured on the writer's path).
+//! log's tail. Who syncs them:
+//! - the flush thread, before it flushes a memtable (RocksDB's `SyncClosedLogs`), so the
+//!   writes a power loss can take stay within about one memtable;
+//! - a durable write (`sync_writes`, `WriteOptions::sync`), `Db::sync_wal`, a keyspace drop and
+//!   `close`, before they sync the current log: what they make durable must not depend on an
+//!   older log that could still lose its tail.
 //!
 //! `syncing` is held across the syncs, so whoever takes it after another syncer finds every
 //! log that syncer took already synced. A failed sync puts the store in the error state before
@@ -24,19 +20,6 @@ impl Inner {
     /// Keeps `log` (retired by a rotation) until a sync of retired logs.
     pub(super) fn retire_log(&self, log: WalWriter) {
         lock(&self.retired_logs).push(log);
-    }
-
-    /// Closes retired log `id` unsynced, if still here: its memtable is in tables.
-    pub(super) fn release_retired_log(&self, id: u64) {
-        let released: Vec<WalWriter> = {
-            let mut logs = lock(&self.retired_logs);
-            let (gone, kept) = std::mem::take(&mut *logs)
-                .into_iter()
-                .partition(|l| l.id() == id);
-            *logs = kept;
-            gone
-        };
-        drop(released); // closed outside the lock
     }
 
     /// Syncs and closes every retired log; on failure the store enters the error state.
