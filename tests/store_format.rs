@@ -7,10 +7,6 @@
 //! only (`write_store`). It is never regenerated; a later manifest or log format adds a
 //! fixture beside it.
 //!
-//! `fixtures/store-v3/` holds the same writes as `store-v1` in manifest version 3: each log a
-//! rotation started begins with a predecessor record (FORMAT.md §2), and the logs were not
-//! synced at their rotations.
-//!
 //! `fixtures/store-v2/` is a store with keyspaces (manifest version 2), also as a crash
 //! leaves it: tables in the default keyspace and in `users`, then logs holding batches across
 //! three keyspaces (keyspace switches, FORMAT.md §2) and writes to a keyspace dropped since,
@@ -131,36 +127,6 @@ fn store_v1_fixture_still_reads() {
     let r = db.recovery();
     assert_eq!((r.logs_replayed, r.batches_replayed), (4, 520), "{r:?}");
     db.put("after", "ok").unwrap();
-}
-
-#[test]
-fn store_v3_fixture_with_chained_logs_still_reads() {
-    let (dir, db) = check(3);
-    let r = db.recovery();
-    assert_eq!(r.batches_replayed, 520, "{r:?}");
-    drop(db);
-    // Its logs as frozen: each one after the first begins with a predecessor record (a
-    // count of 0, tag 4) naming the log before it and that log's whole length.
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(fixture_dir("store-v3"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "wal"))
-        .collect();
-    logs.sort();
-    assert!(logs.len() >= 2, "{logs:?}");
-    for pair in logs.windows(2) {
-        let (before, log) = (
-            std::fs::read(&pair[0]).unwrap(),
-            std::fs::read(&pair[1]).unwrap(),
-        );
-        let number =
-            |p: &Path| -> u64 { p.file_stem().unwrap().to_str().unwrap().parse().unwrap() };
-        assert_eq!(&log[..4], &21u32.to_le_bytes(), "{}", pair[1].display());
-        assert_eq!(&log[8..13], &[0, 0, 0, 0, 4]);
-        assert_eq!(log[13..21], number(&pair[0]).to_le_bytes());
-        assert_eq!(log[21..29], (before.len() as u64).to_le_bytes());
-    }
-    drop(dir);
 }
 
 /// Keyspace, key and value (`None`: absent) of everything `fixtures/store-v2/` holds.

@@ -77,9 +77,6 @@ impl Inner {
         let Some(first) = self.read_state().default.imm.first().cloned() else {
             return Ok(false);
         };
-        // The logs retired so far, this memtable's among them, before it is flushed: what a
-        // power loss can take stays within about one memtable (`retired.rs`).
-        self.sync_retired_logs()?;
         self.flush_generation(&first)?;
         self.prepare_spare()?;
         Ok(true)

@@ -6,8 +6,7 @@
 //! running jobs and the manifest: held to pick a job, number a table and install a result,
 //! never while a table is written; every manifest write holds it) → `publish` (serialises
 //! replacing the published `State`, `version.rs`) → `signal` (background wake-ups and
-//! progress). `syncing_retired` → `retired_logs` (the logs a rotation retired, `retired.rs`)
-//! may be taken under any of these, and take nothing further. `get` and `scan` take no lock: they load the published `State` through an `ArcSwap` (arc-swap's thread-local debt slots: no write to memory
+//! progress). `get` and `scan` take no lock: they load the published `State` through an `ArcSwap` (arc-swap's thread-local debt slots: no write to memory
 //! another reader writes).
 
 use std::fs::File;
@@ -103,10 +102,6 @@ pub(super) struct Inner {
     /// holding it.
     pub(super) queue: Mutex<super::write_queue::WriteQueue>,
     pub(super) writer: Mutex<WalWriter>,
-    /// Logs retired by rotations and not yet synced (`retired.rs`); a leaf lock.
-    pub(super) retired_logs: Mutex<Vec<WalWriter>>,
-    /// Held while retired logs are synced (`retired.rs`); taken under `writer` or alone.
-    pub(super) syncing_retired: Mutex<()>,
     /// An empty log made ready by the flush thread for the next memtable rotation, and its
     /// memtable once built (`spare.rs`); taken under `writer`.
     pub(super) spare_wal: Mutex<Option<(WalWriter, Option<super::memtable::Memtable>)>>,

@@ -163,7 +163,7 @@ impl Db {
         };
         // Every write acknowledged before the drop is made durable first, so that a crash
         // never keeps the drop while losing a write made before it (a point in time).
-        inner.sync_all_logs(&mut writer)?;
+        writer.sync().map_err(|e| inner.errors.set(e))?;
         let before = work.keyspaces.clone();
         work.keyspaces.names.retain(|(k, _)| *k != id);
         let log_number = inner.log_number_after(None);

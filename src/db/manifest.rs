@@ -20,11 +20,10 @@ use crate::framed::Framed;
 use crate::fs::FileSystem;
 
 const MAGIC: [u8; 4] = *b"LBMF";
-/// Manifest format version this build writes (it reads 1 and 2 too). Version 3 holds what
-/// version 2 does; it says that the store's logs may begin with a predecessor record
-/// (FORMAT.md §2, `log_chain.rs`), which a build that reads only 1 and 2 would take for
-/// damage and drop the writes behind: such a build refuses the store instead.
-pub const MANIFEST_VERSION: u32 = 3;
+/// Manifest format version this build writes once a keyspace other than the default exists
+/// (it reads 1 too, and writes 1 for a store that never had another keyspace, so that such a
+/// store still opens in a build from before keyspaces).
+pub const MANIFEST_VERSION: u32 = 2;
 /// File name of the live manifest.
 pub const MANIFEST_FILE: &str = "MANIFEST";
 const TEMP_FILE: &str = "MANIFEST.tmp";
@@ -96,8 +95,7 @@ impl Default for ManifestData {
     }
 }
 
-/// Version 1's content: the default keyspace alone (read only; versions 2 and 3 hold
-/// `ManifestData`).
+/// Version 1's content: the default keyspace alone.
 #[derive(Serialize, Deserialize)]
 struct ManifestDataV1 {
     next_file: u64,
@@ -112,8 +110,22 @@ const FRAMED: Framed = Framed {
     what: "manifest",
 };
 
-/// The manifest file's bytes for `data` (version `MANIFEST_VERSION`).
+/// Version 1's framing, for a store that never had a keyspace besides the default.
+const FRAMED_V1: Framed = Framed {
+    version: 1,
+    ..FRAMED
+};
+
+/// The manifest file's bytes for `data`: version 1 while no keyspace besides the default was
+/// ever created, else version 2.
 pub fn encode(data: &ManifestData) -> Result<Vec<u8>> {
+    if data.keyspaces.is_empty() && data.next_keyspace <= 1 {
+        return FRAMED_V1.encode(&ManifestDataV1 {
+            next_file: data.next_file,
+            log_number: data.log_number,
+            levels: data.levels.clone(),
+        });
+    }
     FRAMED.encode(data)
 }
 
@@ -228,19 +240,13 @@ mod tests {
             ..ManifestData::default()
         };
         write(&crate::fs::StdFs, dir.path(), &data).unwrap();
-        assert_eq!(read(dir.path()).unwrap(), Some(data.clone()));
+        assert_eq!(read(dir.path()).unwrap(), Some(data));
         let path = dir.path().join(MANIFEST_FILE);
         let good = std::fs::read(&path).unwrap();
         for i in 0..good.len() {
             let mut bad = good.clone();
             bad[i] ^= 0x01;
             std::fs::write(&path, &bad).unwrap();
-            if i == 4 {
-                // Version 3 flipped to 2, whose content is the same: read as it was (the
-                // version is outside the checksum, and this build reads logs alike in both).
-                assert_eq!(read(dir.path()).unwrap(), Some(data.clone()));
-                continue;
-            }
             assert!(read(dir.path()).is_err(), "flip at byte {i} accepted");
         }
         for (bad, why) in [
@@ -263,16 +269,13 @@ mod tests {
             let e = decode(&path, &encode(&d).unwrap()).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         }
-        assert_eq!(
-            good[4], 3,
-            "no keyspace besides the default: version 3 all the same"
-        );
+        assert_eq!(good[4], 1, "no keyspace besides the default: version 1");
         let mut future = good.clone();
-        future[4] = 4;
+        future[4] = 3;
         std::fs::write(&path, &future).unwrap();
         assert!(matches!(
             read(dir.path()),
-            Err(Error::UnsupportedVersion { found: 4, .. })
+            Err(Error::UnsupportedVersion { found: 3, .. })
         ));
     }
 
@@ -306,7 +309,7 @@ mod tests {
     }
 
     #[test]
-    fn keyspaces_round_trip_in_version_3_and_bad_lists_are_refused() {
+    fn keyspaces_round_trip_in_version_2_and_bad_lists_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let space = |id: u32, name: &str, table: u64| KeyspaceMeta {
             id,
@@ -323,14 +326,14 @@ mod tests {
         write(&crate::fs::StdFs, dir.path(), &data).unwrap();
         assert_eq!(read(dir.path()).unwrap(), Some(data.clone()));
         let bytes = std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap();
-        assert_eq!(bytes[4], 3);
-        // Every keyspace dropped again: still version 3, so a build from before keyspaces never
+        assert_eq!(bytes[4], 2);
+        // Every keyspace dropped again: still version 2, so a build from before keyspaces never
         // replays a log with keyspace switches in it.
         let dropped = ManifestData {
             keyspaces: Vec::new(),
             ..data.clone()
         };
-        assert_eq!(encode(&dropped).unwrap()[4], 3);
+        assert_eq!(encode(&dropped).unwrap()[4], 2);
         let path = dir.path().join(MANIFEST_FILE);
         let cases = [
             (vec![space(5, "a", 4), space(2, "b", 6)], 6, "out of order"),

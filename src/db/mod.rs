@@ -51,7 +51,6 @@ mod keyspaces;
 mod level_cursor;
 mod limits;
 mod locks;
-mod log_chain;
 pub(crate) mod lookups;
 pub mod manifest;
 mod memtable;
@@ -62,7 +61,6 @@ mod read;
 mod recovery;
 mod registry;
 mod report;
-mod retired;
 mod running;
 mod snapshot;
 mod snapshot_list;
@@ -482,10 +480,8 @@ impl Db {
         for w in self.workers.drain(..) {
             let _ = w.join();
         }
-        let retired = self.inner.sync_retired_logs();
         let synced = lock(&self.inner.writer).sync();
         self.inner.errors.check()?;
-        retired?;
         synced.map_err(|e| self.inner.errors.set(e))
     }
 }

@@ -31,7 +31,6 @@ use super::budget_parts::{self, Space};
 use super::files::table_path;
 use super::flush::{l0_filter, write_l0};
 use super::inner::{ErrorState, Inner, Signal, Work};
-use super::log_chain;
 use super::lookups::SLOTS;
 use super::manifest::{self, ManifestData};
 use super::memtable::Memtable;
@@ -151,7 +150,6 @@ fn replay(
     dir: &Path,
     logs: &[(u64, u64)],
     mode: WalRecovery,
-    log_number: u64,
     ids: &[u32],
     report: &mut RecoveryReport,
 ) -> Result<Vec<(u32, Arc<Memtable>)>> {
@@ -163,8 +161,6 @@ fn replay(
             _ => (id, Arc::new(Memtable::following(&lead))),
         })
         .collect();
-    // The log replayed last: its number and intact length (`log_chain.rs`).
-    let mut before: Option<(u64, u64)> = None;
     for &(id, _) in logs {
         let path = wal::wal_path(dir, id);
         let data = fs
@@ -189,18 +185,8 @@ fn replay(
             report.wal_bytes_dropped += data.len() as u64;
             continue;
         }
-        let scan = wal::scan(&data);
-        let chain = scan
-            .predecessor
-            .map(|p| log_chain::broken(p, before, log_number));
-        if let Some(damage) = chain.flatten() {
-            let dropped = log_chain::gap(damage, &path, data.len(), scan.batches.len(), mode)?;
-            report.wal_bytes_dropped += data.len() as u64;
-            report.wal_damage = Some(dropped);
-            continue;
-        }
-        before = Some((id, scan.intact_len));
         report.logs_replayed += 1;
+        let scan = wal::scan(&data);
         report.batches_replayed += scan.batches.len() as u64;
         for batch in scan.batches {
             let seq = lead.next();
@@ -396,15 +382,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         .copied()
         .filter(|l| l.0 >= m.log_number)
         .collect();
-    let recovered = replay(
-        fs,
-        dir,
-        &logs,
-        opts.wal_recovery,
-        m.log_number,
-        &ids,
-        &mut report,
-    )?;
+    let recovered = replay(fs, dir, &logs, opts.wal_recovery, &ids, &mut report)?;
     let wal_id = next_file.fetch_add(1, Ordering::SeqCst);
     let writer = WalWriter::create(fs, dir, wal_id)?;
     let manifest_of = |versions: &[(u32, Version)], reserved, log_number| {
@@ -499,8 +477,6 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         queue: Mutex::default(),
         writer: Mutex::new(writer),
         spare_wal: Mutex::default(),
-        retired_logs: Mutex::default(),
-        syncing_retired: Mutex::default(),
         throttle: Mutex::default(),
         work: Mutex::new(work),
         signal: Mutex::new(Signal::default()),

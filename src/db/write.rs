@@ -281,13 +281,8 @@ impl Inner {
         // it too) replaces memtables: this state's memtables are the ones to apply to.
         let state = self.read_state();
         self.slow_down(level0, group.iter().map(|w| w.record.len()).sum());
-        // One sync for the group when any of its writes asks for one, after the logs retired
-        // before it (`retired.rs`).
+        // One sync for the group when any of its writes asks for one.
         let sync = self.opts.sync_writes || group.iter().any(|w| w.sync);
-        if sync {
-            self.sync_retired_logs()?;
-            self.errors.check()?;
-        }
         let appended = match group.as_slice() {
             [one] => writer.append(&one.record, sync),
             _ => {
@@ -378,15 +373,16 @@ impl Inner {
     pub(super) fn sync_wal(&self) -> Result<()> {
         let mut writer = self.lock_checked(&self.writer);
         self.errors.check()?;
-        self.sync_all_logs(&mut writer)
+        writer.sync().map_err(|e| self.errors.set(e))
     }
 
     /// Makes the memtable immutable and starts a new one with a new WAL (the empty log and
     /// memtable the flush thread made ready, when there are: `spare.rs` says what they cost
-    /// the writer here); returns the retired memtable. Waits first while flushes, level 0 or
-    /// the compaction debt are behind. The retired log is not synced here (`retired.rs`): the
-    /// new log's first record names it and its length, and replay stops where a power loss
-    /// took an older log's tail (`log_chain.rs`). Called with the writer lock held.
+    /// the writer here); returns the retired memtable. Waits first
+    /// while flushes, level 0 or the compaction debt are behind. The retired log is synced
+    /// before the new one takes writes, so a power loss cannot keep a newer log's records
+    /// while losing an older one's.
+    /// Called with the writer lock held.
     pub(super) fn rotate(&self, writer: &mut WalWriter) -> Result<Arc<Memtable>> {
         let mut stalled: Option<(Instant, &str)> = None;
         loop {
@@ -442,19 +438,11 @@ impl Inner {
             );
         }
         self.errors.check()?;
+        writer.sync().map_err(|e| self.errors.set(e))?;
         // The log and memtable the flush thread made ready (`spare.rs`), or a new log and a
-        // memtable that grows as it fills. The new log first names the retired one and its
-        // length (`log_chain.rs`); the retired one is synced off this path (`retired.rs`).
+        // memtable that grows as it fills.
         let (wal, spare_mem) = self.take_spare().map_err(|e| self.errors.set(e))?;
-        let retired = std::mem::replace(writer, wal);
-        let chain = wal::encode_predecessor(wal::Predecessor {
-            id: retired.id(),
-            len: retired.len(),
-        });
-        self.retire_log(retired);
-        writer
-            .append(&chain, false)
-            .map_err(|e| self.errors.set(e))?;
+        *writer = wal;
         // Every keyspace's memtable retires together (`state::Published`); the default
         // one's leads the generation.
         let lead = Arc::new(
