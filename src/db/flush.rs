@@ -78,7 +78,7 @@ impl Inner {
             return Ok(false);
         };
         self.flush_generation(&first)?;
-        self.prepare_spare()?;
+        self.prepare_spare_wal()?;
         Ok(true)
     }
 

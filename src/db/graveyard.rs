@@ -77,9 +77,9 @@ mod tests {
     #[test]
     fn an_entry_is_dropped_only_once_no_one_else_holds_it() {
         let g = Graveyard::default();
-        let reader = Arc::new(Memtable::new(1, 0));
+        let reader = Arc::new(Memtable::new(1));
         g.bury_memtable(Arc::clone(&reader));
-        g.bury_memtable(Arc::new(Memtable::new(2, 0)));
+        g.bury_memtable(Arc::new(Memtable::new(2)));
         g.sweep();
         assert_eq!(g.len(), 1, "the memtable a reader holds was dropped");
         assert_eq!(Arc::strong_count(&reader), 2);

@@ -102,9 +102,9 @@ pub(super) struct Inner {
     /// holding it.
     pub(super) queue: Mutex<super::write_queue::WriteQueue>,
     pub(super) writer: Mutex<WalWriter>,
-    /// An empty log made ready by the flush thread for the next memtable rotation, and its
-    /// memtable once built (`spare.rs`); taken under `writer`.
-    pub(super) spare_wal: Mutex<Option<(WalWriter, Option<super::memtable::Memtable>)>>,
+    /// An empty log created ahead by the flush thread for the next memtable rotation; taken
+    /// under `writer`.
+    pub(super) spare_wal: Mutex<Option<WalWriter>>,
     /// The write slowdown; taken by a group's leader under `writer`.
     pub(super) throttle: Mutex<super::throttle::Throttle>,
     pub(super) work: Mutex<Work>,

@@ -64,7 +64,6 @@ mod report;
 mod running;
 mod snapshot;
 mod snapshot_list;
-mod spare;
 mod state;
 pub mod stats;
 pub(crate) mod stored_options;

@@ -86,9 +86,7 @@ pub struct Options {
     /// Memtable size that triggers a flush, in bytes (default 8 MiB). Each entry is charged
     /// its key, its value and 64 bytes; the memory it holds is more (the entry in the log,
     /// two allocations, the hash index): measured, 248 bytes of resident memory per entry of
-    /// a 16-byte key and a 100-byte value, which are charged 180. The next memtable waits
-    /// ready beside the current one, with its entry array (about 5/8 of this size) and hash
-    /// index (1/8 to 1/4 of it, in memory taken as it is touched) reserved.
+    /// a 16-byte key and a 100-byte value, which are charged 180.
     pub memtable_size: usize,
     /// Target data block size in bytes (default 4 KiB).
     pub block_size: usize,

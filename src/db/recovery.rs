@@ -153,7 +153,7 @@ fn replay(
     ids: &[u32],
     report: &mut RecoveryReport,
 ) -> Result<Vec<(u32, Arc<Memtable>)>> {
-    let lead = Arc::new(Memtable::new(0, 0));
+    let lead = Arc::new(Memtable::new(0));
     let recovered: Vec<(u32, Arc<Memtable>)> = ids
         .iter()
         .map(|&id| match id {
@@ -451,7 +451,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         .map(|(_, v)| v.levels()[0].len())
         .max()
         .unwrap_or(0);
-    let lead = Arc::new(Memtable::new(wal_id, opts.memtable_size));
+    let lead = Arc::new(Memtable::new(wal_id));
     let fresh = |id, version, mem| {
         let follows = work.keyspaces.follows_store_filters(id);
         State::new(id, mem, Arc::new(version), Arc::clone(opts_of(id)), follows)

@@ -33,25 +33,6 @@ const INITIAL_SLOTS: usize = 1024;
 /// doubles as it fills, so a busy keyspace pays a few small rebuilds.
 const SMALL_SLOTS: usize = 16;
 
-/// `n` slots, all 0 (empty), from `alloc_zeroed`.
-fn zeroed_slots(n: usize) -> Box<[AtomicU64]> {
-    let Ok(layout) = std::alloc::Layout::array::<AtomicU64>(n) else {
-        return (0..n).map(|_| AtomicU64::new(0)).collect(); // too large: fails as before
-    };
-    if layout.size() == 0 {
-        return Box::new([]);
-    }
-    // SAFETY: the layout has a non-zero size (checked above).
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicU64>();
-    if ptr.is_null() {
-        std::alloc::handle_alloc_error(layout);
-    }
-    // SAFETY: `ptr` is a live allocation of `layout` (`n` AtomicU64s, their alignment) from
-    // the global allocator, and all-zero bytes are a valid AtomicU64 (0); the box frees it
-    // with the same layout.
-    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n)) }
-}
-
 /// The slot of `entry` for a key hashed to `hash`.
 fn slot(hash: u64, entry: usize) -> u64 {
     hash & !u64::from(u32::MAX) | (entry as u64 + 1)
@@ -88,25 +69,11 @@ impl Index {
         Index::with_slots(SMALL_SLOTS)
     }
 
-    /// An empty table with room for `keys` keys at a load of one half, so that it never
-    /// grows while it holds at most that many (at least `INITIAL_SLOTS` slots, at most 2^32).
-    pub(super) fn for_keys(keys: usize) -> Self {
-        let n = keys
-            .saturating_mul(2)
-            .clamp(INITIAL_SLOTS, 1 << 32)
-            .next_power_of_two();
-        Index::with_slots(n)
-    }
-
-    /// An empty table of `n` slots (a power of two, at most 2^32). The slots come from a
-    /// zeroed allocation (`calloc`: fresh pages the kernel zeroes as each is first touched),
-    /// so a large table costs nothing until keys land in it. Writing the zeros here instead
-    /// (and growing by doubling) kept the writer of a 64 MiB memtable 30–56 ms in one write
-    /// under a sustained load (`db_bench --workload latency`).
+    /// An empty table of `n` slots (a power of two, at most 2^32).
     fn with_slots(n: usize) -> Self {
         debug_assert!(n.is_power_of_two() && n.trailing_zeros() <= 32);
         Index {
-            slots: zeroed_slots(n),
+            slots: (0..n).map(|_| AtomicU64::new(0)).collect(),
             shift: 32 - n.trailing_zeros(),
         }
     }
@@ -239,35 +206,6 @@ mod tests {
         let mut all: Vec<usize> = index.entries().collect();
         all.sort_unstable();
         assert_eq!(all, vec![0, 2, 3, 4, 5, 10]);
-    }
-
-    #[test]
-    fn a_table_sized_for_n_keys_takes_them_without_growing() {
-        let hashes: Vec<u64> = (1..=3000u64)
-            .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
-            .collect();
-        let index = Index::for_keys(hashes.len());
-        assert_eq!(
-            index.slots.len(),
-            8192,
-            "the next power of two above 2 x 3000"
-        );
-        assert!(
-            index.slots.iter().all(|s| s.load(Ordering::Relaxed) == 0),
-            "a new table's slots are empty"
-        );
-        for (e, &h) in hashes.iter().enumerate() {
-            assert!(!index.needs_growth(e), "grew at key {e}");
-            assert_eq!(insert(&index, h, e, |o| o == e), None);
-        }
-        assert!(
-            index.needs_growth(4096),
-            "past half the slots it grows as before"
-        );
-        for (e, &h) in hashes.iter().enumerate() {
-            assert_eq!(index.find(h, |o| o == e), Some(e), "entry {e}");
-        }
-        assert_eq!(Index::for_keys(0).slots.len(), INITIAL_SLOTS);
     }
 
     #[test]

@@ -56,10 +56,6 @@ use sorted::{Keys, View};
 /// memtable holds as many entries as before and stores keep their flush sizes.
 pub(crate) const ENTRY_OVERHEAD: usize = 64;
 
-/// Bytes per entry (as charged: key, value and `ENTRY_OVERHEAD`) a new memtable's index is
-/// sized for (`Memtable::new`): a 64-byte key and value.
-const SIZED_ENTRY: usize = 128;
-
 /// `Entry::prev` of a key's first entry.
 const NO_PREV: usize = usize::MAX;
 
@@ -161,19 +157,9 @@ impl std::fmt::Debug for Memtable {
 
 impl Memtable {
     /// An empty memtable leading a new generation (the default keyspace's), backed by log
-    /// `wal_id`, that will be retired at about `size` bytes (`Options::memtable_size`): its
-    /// index starts with room for that many bytes of entries of `SIZED_ENTRY` bytes each, so
-    /// that it does not grow on the writer's path (smaller entries grow it as before).
-    pub(crate) fn new(wal_id: u64, size: usize) -> Self {
-        Self::with(wal_id, Index::for_keys(size / SIZED_ENTRY), None)
-    }
-
-    /// `new` with room for the same entries reserved up front, so that appends never allocate:
-    /// zeroed memory the size of the entry array, made off the writer's path (`spare.rs`).
-    pub(crate) fn reserved(wal_id: u64, size: usize) -> Self {
-        let mut m = Self::new(wal_id, size);
-        m.entries = boxcar::Vec::with_capacity(size / SIZED_ENTRY);
-        m
+    /// `wal_id`.
+    pub(crate) fn new(wal_id: u64) -> Self {
+        Self::with(wal_id, Index::default(), None)
     }
 
     /// An empty memtable of `leader`'s generation (another keyspace's): it reads and

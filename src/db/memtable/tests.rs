@@ -2,7 +2,7 @@ use super::*;
 
 #[test]
 fn latest_write_wins_and_tombstones_are_kept() {
-    let m = Arc::new(Memtable::new(1, 0));
+    let m = Arc::new(Memtable::new(1));
     m.apply(vec![
         (b"a".to_vec(), Some(b"1".to_vec())),
         (b"a".to_vec(), Some(b"2".to_vec())),
@@ -23,7 +23,7 @@ fn latest_write_wins_and_tombstones_are_kept() {
 
 #[test]
 fn versions_and_bounds() {
-    let m = Arc::new(Memtable::new(1, 0));
+    let m = Arc::new(Memtable::new(1));
     assert!(m.is_empty());
     for round in 0..3u8 {
         m.apply(
@@ -78,7 +78,7 @@ fn every_snapshot_reads_as_the_model_at_its_batch() {
     // index growing several times; after each batch, a point read and a scan at a random
     // earlier batch (a snapshot) must equal the model as it was then.
     use std::collections::BTreeMap;
-    let m = Arc::new(Memtable::new(1, 0));
+    let m = Arc::new(Memtable::new(1));
     let mut rng = Rng(0x2545_F491_4F6C_DD1D);
     let mut models: Vec<BTreeMap<Vec<u8>, Option<Vec<u8>>>> = vec![BTreeMap::new()];
     let key = |i: u64| format!("key:{i:05}").into_bytes();
@@ -149,7 +149,7 @@ fn readers_see_whole_batches_while_the_writer_appends() {
     // Each batch writes its number to keys a<i> and b<i> for a random i, and to key "n";
     // readers on other threads check that what they see at one `seen` is one batch's
     // writes whole, by point reads and by scans, while the index grows under them.
-    let m = Arc::new(Memtable::new(1, 0));
+    let m = Arc::new(Memtable::new(1));
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|r| {
@@ -207,7 +207,7 @@ fn memtables_sharing_a_count_show_a_batch_in_all_at_once() {
     // published. A reader reads the count once, then `b`, then `a`: each must show exactly
     // that batch, point read and scan, however the reader interleaves with the writer. Each
     // batch also appends to `b` alone every third time, so the memtables' logs diverge.
-    let a = Arc::new(Memtable::new(1, 0));
+    let a = Arc::new(Memtable::new(1));
     let b = Arc::new(Memtable::following(&a));
     let empty = Memtable::following(&b); // the leader's follower, through a follower
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -260,25 +260,4 @@ fn memtables_sharing_a_count_show_a_batch_in_all_at_once() {
         b.range(Bound::Unbounded, Bound::Unbounded).len(),
         1 + 20_000 / 3
     );
-}
-
-#[test]
-fn a_reserved_memtable_holds_past_its_reservation() {
-    // Reserved for 4 KiB of 128-byte entries (32), then given 100 keys written twice.
-    let m = Arc::new(Memtable::reserved(7, 4096));
-    assert_eq!(m.wal_id, 7);
-    assert!(m.is_empty());
-    for round in 0..2u8 {
-        m.apply(
-            (0..100u8)
-                .map(|i| (vec![b'k', i], Some(vec![round, i])))
-                .collect(),
-        );
-    }
-    for i in 0..100u8 {
-        assert_eq!(m.get(&[b'k', i]), Some(Some(vec![1, i])), "key {i}");
-    }
-    assert_eq!(m.get(b"k"), None);
-    assert_eq!(m.key_count(), 100);
-    assert_eq!(m.range(Bound::Unbounded, Bound::Unbounded).len(), 100);
 }
