@@ -278,6 +278,65 @@ fn stalls_are_counted_with_their_length_and_logged() {
     );
 }
 
+/// Flushes held back: with all but one of `max_immutable_memtables` waiting, writes are
+/// slowed down (counted, logged naming the memtables) before they would stop; once the
+/// flushes go through, the slowdown ends and nothing is lost.
+#[test]
+fn memtables_waiting_for_a_flush_slow_writes_before_they_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FaultyFs::new();
+    let opts = Options::default()
+        .with_memtable_size(16 * 1024)
+        .with_max_immutable_memtables(3)
+        .with_delayed_write_rate(256 * 1024)
+        .with_idle_compaction_after(None)
+        .with_fs(Arc::new(fs.clone()));
+    let db = Db::open(dir.path(), opts).unwrap();
+    let log = Captured::default();
+    /// Lets held flushes go however the test ends (a failed assertion would otherwise
+    /// leave the store's close waiting for them).
+    struct Release(FaultyFs);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            self.0.hold_table_creates(false);
+        }
+    }
+    let _release = Release(fs.clone());
+    fs.hold_table_creates(true);
+    tracing::subscriber::with_default(log.clone(), || {
+        // ~171 bytes a record as a memtable counts it: a 16 KiB memtable is full at ~96, so
+        // two wait after ~192 writes and a third would stop writes at ~288.
+        fill(&db, "a", 250);
+        let s = db.stats();
+        assert!(s.write_slowdowns > 0, "{s:?}");
+        assert_eq!(
+            s.write_stalls, 0,
+            "stopped before the third memtable: {s:?}"
+        );
+        assert!(
+            log.any(&[
+                "INFO",
+                "write slowdown begins",
+                "immutable memtables one short of max_immutable_memtables",
+                "immutable_memtables=2",
+            ]),
+            "{:?}",
+            log.0
+        );
+        fs.hold_table_creates(false);
+        db.flush().unwrap();
+        fill(&db, "b", 10);
+        assert!(
+            log.any(&["write slowdown ends", "immutable_memtables=0"]),
+            "{:?}",
+            log.0
+        );
+    });
+    for tag in ["a", "b"] {
+        assert!(db.get(format!("{tag}000007")).unwrap().is_some(), "{tag}");
+    }
+}
+
 /// Writes stop: level 0 is compacted away by itself once `idle_compaction_after` has passed,
 /// though it holds fewer tables than the trigger; `wait_for_compactions` does it at once.
 #[test]

@@ -1,12 +1,14 @@
-//! Write slowdown: how long a group commit waits when compaction falls behind — level 0
-//! filling faster than it is emptied, or the compaction debt (`compaction::pending_bytes`)
-//! growing — so writers ease off before they meet the stop (`Options::l0_stop_writes_trigger`,
-//! `hard_pending_compaction_bytes_limit`, where a write waits for compaction outright).
+//! Write slowdown: how long a group commit waits when background work falls behind —
+//! memtables retired faster than they are flushed, level 0 filling faster than it is emptied,
+//! or the compaction debt (`compaction::pending_bytes`) growing — so writers ease off before
+//! they meet the stop (`Options::max_immutable_memtables`, `l0_stop_writes_trigger`,
+//! `hard_pending_compaction_bytes_limit`, where a write waits outright).
 //!
-//! RocksDB's write controller: from `l0_slowdown_writes_trigger` tables on, or past
+//! RocksDB's write controller: with all but one of `max_immutable_memtables` waiting for a
+//! flush (when it allows at least 3), from `l0_slowdown_writes_trigger` tables on, or past
 //! `soft_pending_compaction_bytes_limit`, writes may go at `delayed_write_rate` bytes per
-//! second (`pressure` decides); each time what set the slowdown off (level 0's table count,
-//! or else the debt) has grown since the last group the rate falls by a fifth, each time it
+//! second (`pressure` decides); each time what set the slowdown off (the memtables waiting,
+//! level 0's table count, or else the debt) has grown since the last group the rate falls by a fifth, each time it
 //! shrank it rises by a quarter (never above the configured rate). A group's wait is its WAL
 //! bytes over the rate, added up and slept once it reaches a millisecond, so that a single
 //! small write is not rounded up to the scheduler's granularity. The leader sleeps holding
@@ -22,12 +24,15 @@ const MIN_SLEEP: Duration = Duration::from_millis(1);
 /// The rate never falls below this share of `delayed_write_rate`.
 const FLOOR: f64 = 1.0 / 256.0;
 
-/// What the slowdown follows: level 0's table count when it is at its trigger, else the
-/// compaction debt in bytes. One signal at a time: the two can move apart (a level-0
-/// compaction empties level 0 and may add to level 1's excess), and following both would
-/// slow writes down for the compaction that relieves the pressure.
+/// What the slowdown follows: the memtables waiting for a flush when they are one short of
+/// the stop, else level 0's table count when it is at its trigger, else the compaction debt
+/// in bytes. One signal at a time: they can move apart (a level-0 compaction empties level
+/// 0 and may add to level 1's excess), and following both would slow writes down for the
+/// work that relieves the pressure. The memtables come first: theirs is the nearest stop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Pressure {
+    /// Immutable memtables waiting for a flush.
+    Memtables(usize),
     /// Level-0 tables.
     Level0(usize),
     /// Compaction debt, in bytes.
@@ -38,6 +43,7 @@ impl Pressure {
     /// How `self` compares with `then`; `None` when they measure different things.
     fn change_since(self, then: Option<Pressure>) -> Option<Ordering> {
         match (self, then) {
+            (Pressure::Memtables(a), Some(Pressure::Memtables(b))) => Some(a.cmp(&b)),
             (Pressure::Level0(a), Some(Pressure::Level0(b))) => Some(a.cmp(&b)),
             (Pressure::Debt(a), Some(Pressure::Debt(b))) => Some(a.cmp(&b)),
             _ => None,
@@ -47,16 +53,23 @@ impl Pressure {
     /// Why writes are slowed, for the log.
     pub(super) fn reason(self) -> &'static str {
         match self {
+            Pressure::Memtables(_) => "immutable memtables one short of max_immutable_memtables",
             Pressure::Level0(_) => "level 0 at l0_slowdown_writes_trigger",
             Pressure::Debt(_) => "pending compaction bytes at soft_pending_compaction_bytes_limit",
         }
     }
 }
 
-/// What slows writes down with `l0` level-0 tables and a compaction debt of `pending` bytes
-/// under `opts`, if anything does. A trigger at or above its stop slows nothing: only the
-/// stop applies (`Options`).
-pub(super) fn pressure(opts: &Options, l0: usize, pending: u64) -> Option<Pressure> {
+/// What slows writes down with `imm` immutable memtables waiting for a flush, `l0` level-0
+/// tables and a compaction debt of `pending` bytes under `opts`, if anything does. A trigger
+/// at or above its stop slows nothing: only the stop applies (`Options`). The memtables slow
+/// writes only where `max_immutable_memtables` is at least 3, as in RocksDB: with fewer, one
+/// short of the stop is most of the time, and a write would be slowed at every rotation.
+pub(super) fn pressure(opts: &Options, imm: usize, l0: usize, pending: u64) -> Option<Pressure> {
+    let max = opts.max_immutable_memtables;
+    if max >= 3 && imm + 1 >= max {
+        return Some(Pressure::Memtables(imm));
+    }
     let (from, stop) = (opts.l0_slowdown_writes_trigger, opts.l0_stop_writes_trigger);
     if from < stop && l0 >= from {
         return Some(Pressure::Level0(l0));
@@ -119,7 +132,7 @@ impl Throttle {
 mod tests {
     use super::*;
 
-    use Pressure::{Debt, Level0};
+    use Pressure::{Debt, Level0, Memtables};
 
     #[test]
     fn waits_that_grow_with_the_pressure_and_ease_as_it_falls() {
@@ -176,20 +189,28 @@ mod tests {
             .with_l0_stop_writes_trigger(8)
             .with_soft_pending_compaction_bytes_limit(Some(100))
             .with_hard_pending_compaction_bytes_limit(Some(200));
-        assert_eq!(pressure(&o, 3, 99), None);
-        assert_eq!(pressure(&o, 4, 500), Some(Level0(4)));
-        assert_eq!(pressure(&o, 3, 100), Some(Debt(100)));
+        assert_eq!(pressure(&o, 0, 3, 99), None);
+        assert_eq!(pressure(&o, 0, 4, 500), Some(Level0(4)));
+        assert_eq!(pressure(&o, 0, 3, 100), Some(Debt(100)));
         assert_eq!(
-            pressure(&o, 3, 100).map(Pressure::reason),
+            pressure(&o, 0, 3, 100).map(Pressure::reason),
             Some(Debt(0).reason())
         );
         let o2 = o.clone().with_l0_slowdown_writes_trigger(8);
-        assert_eq!(pressure(&o2, 9, 0), None);
+        assert_eq!(pressure(&o2, 0, 9, 0), None);
         let o3 = o
             .clone()
             .with_soft_pending_compaction_bytes_limit(Some(200));
-        assert_eq!(pressure(&o3, 0, 1 << 40), None);
-        let o4 = o.with_soft_pending_compaction_bytes_limit(None);
-        assert_eq!(pressure(&o4, 0, 1 << 40), None);
+        assert_eq!(pressure(&o3, 0, 0, 1 << 40), None);
+        let o4 = o.clone().with_soft_pending_compaction_bytes_limit(None);
+        assert_eq!(pressure(&o4, 0, 0, 1 << 40), None);
+        // Memtables one short of the stop come first, where the stop is at least 3.
+        let o5 = o.clone().with_max_immutable_memtables(4);
+        assert_eq!(pressure(&o5, 2, 0, 0), None);
+        assert_eq!(pressure(&o5, 3, 0, 0), Some(Memtables(3)));
+        assert_eq!(pressure(&o5, 3, 4, 500), Some(Memtables(3)));
+        assert_eq!(pressure(&o5, 2, 4, 500), Some(Level0(4)));
+        let o6 = o.with_max_immutable_memtables(2);
+        assert_eq!(pressure(&o6, 1, 0, 0), None);
     }
 }

@@ -280,7 +280,8 @@ impl Inner {
         // Keyspaces are created and dropped under the writer lock, and only a rotation (under
         // it too) replaces memtables: this state's memtables are the ones to apply to.
         let state = self.read_state();
-        self.slow_down(level0, group.iter().map(|w| w.record.len()).sum());
+        let imm = state.default.imm.len();
+        self.slow_down(imm, level0, group.iter().map(|w| w.record.len()).sum());
         // One sync for the group when any of its writes asks for one.
         let sync = self.opts.sync_writes || group.iter().any(|w| w.sync);
         let appended = match group.as_slice() {
@@ -328,12 +329,13 @@ impl Inner {
         Ok(())
     }
 
-    /// Sleeps as the write slowdown says for a group of `bytes` with `l0` level-0 tables and
-    /// the current compaction debt (`throttle.rs`). Called by the group's leader with the
-    /// writer lock held, so the writes queued behind it wait too.
-    fn slow_down(&self, l0: usize, bytes: usize) {
+    /// Sleeps as the write slowdown says for a group of `bytes` with `imm` immutable
+    /// memtables waiting, `l0` level-0 tables and the current compaction debt
+    /// (`throttle.rs`). Called by the group's leader with the writer lock held, so the writes
+    /// queued behind it wait too.
+    fn slow_down(&self, imm: usize, l0: usize, bytes: usize) {
         let pending = self.pending_compaction_bytes.load(Ordering::Relaxed);
-        let now = throttle::pressure(&self.opts, l0, pending);
+        let now = throttle::pressure(&self.opts, imm, l0, pending);
         let slowing = now.is_some();
         // The common case, neither slowing nor ending a slowdown, takes no lock.
         if !slowing && !self.slowing.load(Ordering::Relaxed) {
@@ -347,6 +349,7 @@ impl Inner {
                 (None, true) => {
                     t.reset();
                     tracing::info!(
+                        immutable_memtables = imm,
                         level0_tables = l0,
                         pending_compaction_bytes = pending,
                         "write slowdown ends"
@@ -357,6 +360,7 @@ impl Inner {
                     if !active {
                         tracing::info!(
                             reason = now.reason(),
+                            immutable_memtables = imm,
                             level0_tables = l0,
                             pending_compaction_bytes = pending,
                             "write slowdown begins"
