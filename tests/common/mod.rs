@@ -6,6 +6,7 @@ pub mod captured;
 pub mod certs;
 #[cfg(feature = "replication")]
 pub mod cluster;
+pub mod keyspaces;
 pub mod kv;
 #[cfg(feature = "replication")]
 pub mod proxy;
