@@ -8,11 +8,12 @@
 //! flush (when it allows at least 3), from `l0_slowdown_writes_trigger` tables on, or past
 //! `soft_pending_compaction_bytes_limit`, writes may go at `delayed_write_rate` bytes per
 //! second (`pressure` decides); each time what set the slowdown off (the memtables waiting,
-//! level 0's table count, or else the debt) has grown since the last group the rate falls by a fifth, each time it
-//! shrank it rises by a quarter (never above the configured rate). A group's wait is its WAL
-//! bytes over the rate, added up and slept once it reaches a millisecond, so that a single
-//! small write is not rounded up to the scheduler's granularity. The leader sleeps holding
-//! the writer lock: the writes queued behind it wait too, which is the point.
+//! level 0's table count, or else the debt) has grown since the last group the rate falls by
+//! a fifth, each time it shrank it rises by a quarter (never above the configured rate). A
+//! group's wait is its WAL bytes over the rate, added up and slept once it reaches a
+//! millisecond, so that a single small write is not rounded up to the scheduler's
+//! granularity. The leader sleeps holding the writer lock: the writes queued behind it wait
+//! too, which is the point.
 
 use std::cmp::Ordering;
 use std::time::Duration;
