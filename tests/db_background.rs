@@ -293,16 +293,9 @@ fn memtables_waiting_for_a_flush_slow_writes_before_they_stop() {
         .with_fs(Arc::new(fs.clone()));
     let db = Db::open(dir.path(), opts).unwrap();
     let log = Captured::default();
-    /// Lets held flushes go however the test ends (a failed assertion would otherwise
-    /// leave the store's close waiting for them).
-    struct Release(FaultyFs);
-    impl Drop for Release {
-        fn drop(&mut self) {
-            self.0.hold_table_creates(false);
-        }
-    }
-    let _release = Release(fs.clone());
-    fs.hold_table_creates(true);
+    // Held flushes go however the test ends (a failed assertion would otherwise leave the
+    // store's close waiting for them).
+    let held = fs.hold_table_creates_scoped();
     tracing::subscriber::with_default(log.clone(), || {
         // ~171 bytes a record as a memtable counts it: a 16 KiB memtable is full at ~96, so
         // two wait after ~192 writes and a third would stop writes at ~288.
@@ -323,7 +316,7 @@ fn memtables_waiting_for_a_flush_slow_writes_before_they_stop() {
             "{:?}",
             log.0
         );
-        fs.hold_table_creates(false);
+        drop(held);
         db.flush().unwrap();
         fill(&db, "b", 10);
         assert!(

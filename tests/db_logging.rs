@@ -130,10 +130,10 @@ fn the_store_logs_what_a_service_needs_to_see() {
     // one flush waits, and no write does.
     db.flush().unwrap();
     log.0.lock().unwrap().clear();
-    fs.hold_table_creates(true);
+    let held = fs.hold_table_creates_scoped();
     fill(&db, "f", 120);
     fs.fail_from(fs.ops() + 1, Fault::Error);
-    fs.hold_table_creates(false);
+    drop(held);
     let failed = || log.any(&["ERROR", "background job failed", "error="]);
     common::wait_until("the failed flush is logged", Duration::from_secs(5), failed);
     expect(&["ERROR", "background job failed", "job=Flush", "error="]);

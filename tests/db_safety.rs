@@ -523,7 +523,8 @@ fn flush_waits_for_the_memtable_it_rotated_not_for_later_ones() {
         .with_fs(Arc::new(fs.clone()))
         .with_max_immutable_memtables(4);
     let db = Arc::new(Db::open(dir.path(), opts).unwrap());
-    fs.hold_table_creates(true);
+    // Declared after the store: released first however the test ends.
+    let held = fs.hold_table_creates_scoped();
     db.put(b"first", b"1").unwrap();
     let (done, flushed) = std::sync::mpsc::channel();
     {
@@ -545,10 +546,10 @@ fn flush_waits_for_the_memtable_it_rotated_not_for_later_ones() {
     // One table may be written: the flush's own memtable. The later one stays held.
     fs.allow_table_creates(1);
     let flushed = flushed.recv_timeout(Duration::from_secs(10));
-    if flushed.is_err() {
-        fs.hold_table_creates(false);
-        panic!("flush still waiting with its own memtable written: it waits for later ones");
-    }
+    assert!(
+        flushed.is_ok(),
+        "flush still waiting with its own memtable written: it waits for later ones"
+    );
     assert!(matches!(flushed, Ok(Ok(()))), "{flushed:?}");
     assert_eq!(
         db.stats().immutable_memtables,
@@ -556,7 +557,7 @@ fn flush_waits_for_the_memtable_it_rotated_not_for_later_ones() {
         "the later memtable is still waiting"
     );
     assert_eq!(db.get(b"first").unwrap().as_deref(), Some(&b"1"[..]));
-    fs.hold_table_creates(false);
+    drop(held);
     db.flush().unwrap();
     assert_eq!(db.stats().immutable_memtables, 0);
 }

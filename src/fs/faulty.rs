@@ -29,6 +29,15 @@ pub enum FsOp {
     SyncDir,
 }
 
+/// Table creates held by [`FaultyFs::hold_table_creates_scoped`]; dropping it releases them.
+pub struct HeldTableCreates(FaultyFs);
+
+impl Drop for HeldTableCreates {
+    fn drop(&mut self) {
+        self.0.hold_table_creates(false);
+    }
+}
+
 /// What a failing operation does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fault {
@@ -179,6 +188,15 @@ impl FaultyFs {
     pub fn hold_table_creates(&self, hold: bool) {
         self.lock().table_create_permits = hold.then_some(0);
         self.state.1.notify_all();
+    }
+
+    /// Holds table creates (`hold_table_creates(true)`) until the returned guard is dropped,
+    /// also when a failed assertion unwinds: declared after the store, the guard is dropped
+    /// first, so the store's close does not wait forever for a held flush.
+    #[must_use = "creates are released when the guard is dropped"]
+    pub fn hold_table_creates_scoped(&self) -> HeldTableCreates {
+        self.hold_table_creates(true);
+        HeldTableCreates(self.clone())
     }
 
     /// While holding, lets `n` more table files be created (then holds again).

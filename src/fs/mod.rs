@@ -23,7 +23,7 @@ use std::path::Path;
 mod faulty;
 mod power;
 
-pub use faulty::{Fault, FaultyFs, FsOp, ReadFault};
+pub use faulty::{Fault, FaultyFs, FsOp, HeldTableCreates, ReadFault};
 pub use power::{PowerLossFs, UnsyncedTail};
 
 /// A file being written: the write path only appends, syncs and (after a failed append)
