@@ -19,12 +19,12 @@
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
+use super::counters::Counters;
 use super::iter::{merge_of, own_bounds, Source};
 use super::level_cursor::ScanSetup;
 use super::memtable::range_is_empty;
 use super::merge::Merge;
 use super::state::State;
-use super::stats::Counters;
 use crate::error::Result;
 use crate::prefix::PrefixExtractor;
 use crate::table::{BlockCache, Direction, KeyRange};

@@ -21,9 +21,9 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::counters::{bump, Counters};
 use super::memtable::range_is_empty;
 use super::state::State;
-use super::stats::{bump, Counters};
 use super::version::MAX_LEVELS;
 use crate::table::{RangeCheck, Table};
 

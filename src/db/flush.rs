@@ -8,12 +8,12 @@ use std::sync::Arc;
 
 use super::budget::{self, Change};
 use super::budget_parts::Part;
+use super::counters::add;
 use super::files::table_path;
 use super::filters::TableFilters;
 use super::inner::Inner;
 use super::memtable::Memtable;
 use super::options::Options;
-use super::stats::add;
 use super::version::Version;
 use super::wal;
 use crate::error::Result;

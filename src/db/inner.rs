@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use arc_swap::{ArcSwap, Guard};
 
+use super::counters::Counters;
 pub(super) use super::locks::lock;
 use super::options::Options;
 use super::report::RecoveryReport;
 use super::state::Published;
-use super::stats::Counters;
 use super::version::Version;
 use super::wal::WalWriter;
 use crate::error::{Error, Result};

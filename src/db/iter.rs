@@ -32,11 +32,11 @@
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
+use super::counters::{bump, Counters};
 use super::level_cursor::{LevelCursor, ScanSetup};
 use super::memtable::{range_is_empty, MemtableCursor};
 use super::merge::Merge;
 use super::state::State;
-use super::stats::{bump, Counters};
 use crate::error::Result;
 use crate::filter::hash_key;
 use crate::prefix::{prefix_end, PrefixExtractor};

@@ -20,7 +20,7 @@ use super::inner::Inner;
 use super::iter::{self, DbIter};
 use super::keyspace_options::KeyspaceOptions;
 use super::state::{Published, State};
-use super::{exists, stats, WriteBatch};
+use super::{counters, exists, WriteBatch};
 use crate::error::{Error, Result};
 
 /// The name of the default keyspace (id 0), the one `Db`'s own methods act on.
@@ -252,7 +252,7 @@ impl View<'_> {
         let asks_prefix = iter::asks_prefix(state.rule, start, end);
         let (counters, seen) = (&self.inner.counters, state.mem.visible());
         if exists::known_empty(counters, asks_prefix, state, seen, start, end) {
-            stats::bump(&counters.reader().scans, 1);
+            counters::bump(&counters.reader().scans, 1);
             return Ok(false);
         }
         let (start, end) = iter::own_bounds(&range);

@@ -14,7 +14,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::stats::{bump, Counters};
+use super::counters::{bump, Counters};
 use super::version::Version;
 use crate::error::Result;
 use crate::prefix::PrefixExtractor;

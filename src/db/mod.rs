@@ -23,7 +23,8 @@
 //!   `checkpoint.rs`: a snapshot written out as a store. `inner.rs`: shared state and lock
 //!   order. `version.rs`: what readers load (`Published`: every keyspace's `State`).
 //! - `stored_options.rs`: the `OPTIONS` record and how it merges with the options passed.
-//! - `wal.rs`, `manifest.rs`, `memtable/` (log, hash index, sorted runs), `compaction.rs`, `merge.rs`, `stats.rs`.
+//! - `wal.rs`, `manifest.rs`, `memtable/` (log, hash index, sorted runs), `compaction.rs`,
+//!   `merge.rs`. `counters.rs`: the live counters; `stats.rs`: the `DbStats` taken from them.
 //!
 //! Guarantees (README "What survives what"): a write that returned `Ok` survives a process
 //! crash, and with `sync_writes` a power loss; after any write-path I/O error (full disk,
@@ -37,6 +38,7 @@ pub(crate) mod budget;
 pub(crate) mod budget_parts;
 mod checkpoint;
 mod compaction;
+mod counters;
 mod cursor;
 mod exists;
 mod files;

@@ -19,11 +19,11 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
+use super::counters::{bump, ReadCounters};
 use super::read::{
     ask_filters, in_memtables, prefetch_filter, FilterTally, KeyPrefix, Lookup, ReadPath, Verdict,
 };
 use super::state::State;
-use super::stats::{bump, ReadCounters};
 use crate::coding::key_prefix;
 use crate::error::Result;
 use crate::filter::hash_key;

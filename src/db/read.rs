@@ -16,9 +16,9 @@ use std::sync::atomic::AtomicU64;
 
 use smallvec::SmallVec;
 
+use super::counters::{bump, Counters, LevelCounters, ReadCounters};
 use super::inner::Inner;
 use super::state::State;
-use super::stats::{bump, Counters, LevelCounters, ReadCounters};
 use crate::error::Result;
 use crate::filter::hash_key;
 use crate::prefetch::CacheLevel;

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::budget_parts::{self, Space};
+use super::counters::{add, Counters};
 use super::files::table_path;
 use super::flush::{l0_filter, write_l0};
 use super::inner::{ErrorState, Inner, Signal, Work};
@@ -38,7 +39,6 @@ use super::options::{Options, WalRecovery};
 use super::registry::Registry;
 use super::report::{RecoveryReport, WalDamage};
 use super::state::{Published, State};
-use super::stats::{add, Counters};
 use super::stored_options;
 use super::version::{Version, MAX_LEVELS};
 use super::wal::{self, WalWriter};

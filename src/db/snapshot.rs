@@ -26,6 +26,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::counters::Counters;
 use super::cursor::DbCursor;
 use super::inner::{lock, Inner};
 use super::iter::DbIter;
@@ -33,7 +34,6 @@ use super::keyspace::Keyspace;
 use super::read::ReadPath;
 use super::snapshot_list::Snapshots;
 use super::state::{Published, State};
-use super::stats::Counters;
 use crate::error::{Error, Result};
 use crate::table::BlockCache;
 
@@ -307,7 +307,7 @@ impl SnapshotKeyspace<'_> {
         let asks_prefix = super::iter::asks_prefix(self.state.rule, start, end);
         let (counters, seen) = (&self.snap.counters, self.snap.mem_seen);
         if super::exists::known_empty(counters, asks_prefix, self.state, seen, start, end) {
-            super::stats::bump(&counters.reader().scans, 1);
+            super::counters::bump(&counters.reader().scans, 1);
             return Ok(false);
         }
         self.scan(range)?.next().transpose().map(|e| e.is_some())

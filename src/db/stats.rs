@@ -1,12 +1,5 @@
-//! Counters kept by the store, RocksDB-style: per level for the read path, global for the
-//! rest; `Db::stats()` takes a snapshot.
-//!
-//! The read path's counters are per thread (`ThreadLocal<ReadCounters>`, each cache-line
-//! aligned): a `get` adds to its own thread's copy with a plain load and store (no locked
-//! instruction, no cache line another reader writes), and `stats()` sums every thread's copy.
-//! Shared atomics counted on every get cost two threads more than a third of their throughput
-//! (measured: two threads did less than one). The write path's counters are shared
-//! atomics: writers are serialised anyway.
+//! The store's figures, RocksDB-style: per level for the read path, global for the rest.
+//! `Db::stats()` takes a snapshot (`collect`) of the live counters (`counters.rs`).
 //!
 //! Filter counters follow RocksDB's tickers: `filter_checks` counts tables whose key range
 //! held the key and whose filter was consulted; `filter_useful` the checks that said "absent"
@@ -23,115 +16,19 @@
 //! whether its range (cut to the table's keys) may hold a key, `range_useful` those that said
 //! "empty" (skipped unread), `range_false_positives` the "maybe"s where the table held no key
 //! in the range after all, and `range_unfiltered` the tables a scan of a range with both
-//! bounds read unasked (no usable range filter, or the range wider than the filter answers). Observed rate =
-//! false positives / (useful + false positives).
+//! bounds read unasked (no usable range filter, or the range wider than the filter answers).
+//! Observed rate = false positives / (useful + false positives).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
-use thread_local::ThreadLocal;
 
+use super::counters::{Counters, LevelCounters};
 use super::version::Version;
 use crate::table::{FilterState, RangeFilterState};
 
 /// Levels the store uses (defined beside the table set, `version.rs`).
 pub use super::version::MAX_LEVELS;
-
-#[derive(Default)]
-pub(crate) struct LevelCounters {
-    pub(crate) filter_checks: AtomicU64,
-    pub(crate) filter_useful: AtomicU64,
-    pub(crate) filter_positive: AtomicU64,
-    pub(crate) filter_true_positive: AtomicU64,
-    pub(crate) unfiltered_probes: AtomicU64,
-    pub(crate) data_block_reads: AtomicU64,
-    pub(crate) bytes_read: AtomicU64,
-    pub(crate) prefix_checks: AtomicU64,
-    pub(crate) prefix_useful: AtomicU64,
-    pub(crate) prefix_unfiltered: AtomicU64,
-    pub(crate) scan_block_reads: AtomicU64,
-    pub(crate) scan_block_cache_hits: AtomicU64,
-    pub(crate) range_checks: AtomicU64,
-    pub(crate) range_useful: AtomicU64,
-    pub(crate) range_false_positives: AtomicU64,
-    pub(crate) range_unfiltered: AtomicU64,
-}
-
-/// One thread's read-path counters. Only the owning thread writes them (see `bump`); the
-/// alignment keeps two threads' copies off each other's cache lines.
-#[derive(Default)]
-#[repr(align(128))]
-pub(crate) struct ReadCounters {
-    pub(crate) levels: [LevelCounters; MAX_LEVELS],
-    pub(crate) gets: AtomicU64,
-    pub(crate) scans: AtomicU64,
-    pub(crate) prefix_scans: AtomicU64,
-    pub(crate) tables_probed: AtomicU64,
-    pub(crate) block_cache_hits: AtomicU64,
-    pub(crate) block_cache_misses: AtomicU64,
-    /// Point lookups per keyspace slot (`lookups::slot`): what weights the filter budget's
-    /// split among keyspaces.
-    pub(crate) keyspace_lookups: [AtomicU64; super::lookups::SLOTS],
-}
-
-#[derive(Default)]
-pub(crate) struct Counters {
-    read: ThreadLocal<ReadCounters>,
-    pub(crate) flushes: AtomicU64,
-    pub(crate) compactions: AtomicU64,
-    pub(crate) compaction_bytes_read: AtomicU64,
-    pub(crate) compaction_bytes_written: AtomicU64,
-    pub(crate) filter_validation_failures: AtomicU64,
-    pub(crate) wal_bytes_dropped: AtomicU64,
-    pub(crate) write_stalls: AtomicU64,
-    pub(crate) write_stall_micros: AtomicU64,
-    pub(crate) longest_write_stall_micros: AtomicU64,
-    pub(crate) write_slowdowns: AtomicU64,
-    pub(crate) write_slowdown_micros: AtomicU64,
-    pub(crate) longest_write_slowdown_micros: AtomicU64,
-    pub(crate) writes_grouped: AtomicU64,
-    pub(crate) most_compactions_running: AtomicU64,
-}
-
-impl Counters {
-    /// This thread's read counters (created on its first read).
-    pub(crate) fn reader(&self) -> &ReadCounters {
-        self.read.get_or_default()
-    }
-
-    /// Point lookups so far per keyspace slot, over every thread.
-    pub(crate) fn keyspace_lookups(&self) -> [u64; super::lookups::SLOTS] {
-        let mut out = [0u64; super::lookups::SLOTS];
-        for r in self.read.iter() {
-            for (o, c) in out.iter_mut().zip(&r.keyspace_lookups) {
-                *o = o.wrapping_add(c.load(Relaxed));
-            }
-        }
-        out
-    }
-}
-
-/// Adds to a shared counter.
-pub(crate) fn add(c: &AtomicU64, n: u64) {
-    c.fetch_add(n, Relaxed);
-}
-
-/// Counts one wait of `d` in `count`, `total` and `longest` (microseconds).
-pub(crate) fn add_wait(
-    (count, total, longest): (&AtomicU64, &AtomicU64, &AtomicU64),
-    d: std::time::Duration,
-) {
-    let micros = d.as_micros().min(u64::MAX as u128) as u64;
-    count.fetch_add(1, Relaxed);
-    total.fetch_add(micros, Relaxed);
-    longest.fetch_max(micros, Relaxed);
-}
-
-/// Adds to a counter of this thread's `ReadCounters`: only this thread writes it, so a plain
-/// load and store suffice (no read-modify-write), and `stats()` still reads whole values.
-pub(crate) fn bump(c: &AtomicU64, n: u64) {
-    c.store(c.load(Relaxed).wrapping_add(n), Relaxed);
-}
 
 /// Read-path figures of one level (or of all levels, in `DbStats::total`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -307,8 +204,8 @@ pub struct DbStats {
     pub gets: u64,
     /// `scan` and `scan_prefix` calls.
     pub scans: u64,
-    /// Scans whose range lies inside one prefix of the prefix rule (`Options::prefix_filters`), so prefix
-    /// filters were consulted.
+    /// Scans whose range lies inside one prefix of the prefix rule
+    /// (`Options::prefix_filters`), so prefix filters were consulted.
     pub prefix_scans: u64,
     /// Tables whose key range held the key, over all gets.
     pub tables_probed: u64,
@@ -421,7 +318,7 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
         ..DbStats::default()
     };
     let mut per_level: [LevelStats; MAX_LEVELS] = Default::default();
-    for r in c.read.iter() {
+    for r in c.readers() {
         s.gets = s.gets.saturating_add(load(&r.gets));
         s.scans = s.scans.saturating_add(load(&r.scans));
         s.prefix_scans = s.prefix_scans.saturating_add(load(&r.prefix_scans));

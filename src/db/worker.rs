@@ -22,6 +22,7 @@ use std::time::Duration;
 use super::budget::{self, Change};
 use super::budget_parts::Part;
 use super::compaction::{self, Job};
+use super::counters::add;
 use super::filters::TableFilters;
 use super::inner::{lock, Inner, Work};
 use super::manifest::{self, KeyspaceMeta, ManifestData, TableMeta};
@@ -29,7 +30,6 @@ use super::memtable::Memtable;
 use super::options::Options;
 use super::registry::Registry;
 use super::state::Published;
-use super::stats::add;
 use super::version::{Version, MAX_LEVELS};
 use crate::error::{Error, Result};
 

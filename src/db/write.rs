@@ -296,7 +296,7 @@ impl Inner {
         };
         appended.map_err(|e| self.errors.set(e))?;
         self.note_write();
-        super::stats::add(&self.counters.writes_grouped, group.len() as u64 - 1);
+        super::counters::add(&self.counters.writes_grouped, group.len() as u64 - 1);
         let lead = &state.default.mem;
         for w in group {
             let seq = lead.next();
@@ -378,7 +378,7 @@ impl Inner {
                 &c.write_slowdown_micros,
                 &c.longest_write_slowdown_micros,
             );
-            super::stats::add_wait(counters, wait);
+            super::counters::add_wait(counters, wait);
         }
     }
 
@@ -446,7 +446,7 @@ impl Inner {
                 &c.write_stall_micros,
                 &c.longest_write_stall_micros,
             );
-            super::stats::add_wait(counters, waited);
+            super::counters::add_wait(counters, waited);
             tracing::warn!(
                 reason = why,
                 waited_ms = waited.as_millis() as u64,
