@@ -52,6 +52,7 @@ pub(crate) struct ReadCounters {
     pub(crate) keyspace_lookups: [AtomicU64; super::lookups::SLOTS],
 }
 
+/// Every counter of one store: each thread's read counters, and the shared write-path ones.
 #[derive(Default)]
 pub(crate) struct Counters {
     read: ThreadLocal<ReadCounters>,
@@ -85,7 +86,7 @@ impl Counters {
     /// Point lookups so far per keyspace slot, over every thread.
     pub(crate) fn keyspace_lookups(&self) -> [u64; super::lookups::SLOTS] {
         let mut out = [0u64; super::lookups::SLOTS];
-        for r in self.read.iter() {
+        for r in self.readers() {
             for (o, c) in out.iter_mut().zip(&r.keyspace_lookups) {
                 *o = o.wrapping_add(c.load(Relaxed));
             }
