@@ -12,6 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use crate::db::manifest::{self, ManifestData, TableMeta};
 use crate::db::wal;
+use crate::expiry::Now;
 use crate::filter::{FilterBuilder, FilterKind, FilterPolicy, FilterReader};
 use crate::table::decoders::{
     decode_entries, find, find_checked, open_block, put_entry, seal, seek, unseal, BlockCompressor,
@@ -267,10 +268,17 @@ fn properties_target() -> Target {
         prefix_extractor: Some("delimiter:3a:1".into()),
         prefixes: 7,
         range_filter: None,
+        expiring: 0,
+        expiry_span: None,
     };
     let ranged = Properties {
         range_filter: Some(crate::filter::RangePolicy::bits_per_key(12.0, 32).expect("policy")),
         ..p.clone()
+    };
+    let expiring = Properties {
+        expiring: 5,
+        expiry_span: Some((1_000, 2_000)),
+        ..ranged.clone()
     };
     let plain = Properties {
         prefix_filter_kind: None,
@@ -283,6 +291,7 @@ fn properties_target() -> Target {
     Target {
         name: "properties block",
         seeds: vec![
+            expiring.encode(5).unwrap(),
             ranged.encode(4).unwrap(),
             p.encode(3).unwrap(),
             plain.encode(2).unwrap(),
@@ -293,7 +302,8 @@ fn properties_target() -> Target {
             let v1 = Properties::decode(b, 1).is_ok();
             let v2 = Properties::decode(b, 2).is_ok();
             let v4 = Properties::decode(b, 4).is_ok();
-            Properties::decode(b, 3).is_ok() || v1 || v2 || v4
+            let v5 = Properties::decode(b, 5).is_ok();
+            Properties::decode(b, 3).is_ok() || v1 || v2 || v4 || v5
         },
     }
 }
@@ -302,7 +312,19 @@ fn data_block_target() -> Target {
     let mut block = Vec::new();
     for i in 0..30 {
         let v = (i % 4 != 0).then(|| vec![b'v'; i]);
-        put_entry(&mut block, format!("key{i:03}").as_bytes(), v.as_deref()).unwrap();
+        // Every third put expires (format 5's entry with an expiry).
+        let expiry = if i % 3 == 0 {
+            1_000 + i as u64
+        } else {
+            crate::expiry::NEVER
+        };
+        put_entry(
+            &mut block,
+            format!("key{i:03}").as_bytes(),
+            v.as_deref(),
+            expiry,
+        )
+        .unwrap();
     }
     seal(&mut block, 0);
     Target {
@@ -313,8 +335,19 @@ fn data_block_target() -> Target {
             // The point lookup's fast scan answers as the checked one on every input (a
             // mismatch panics, which the harness reports).
             for payload in [Some(b), unseal(b).ok()].into_iter().flatten() {
-                for key in [&b""[..], b"key000", b"key0075", b"key029", b"zzz"] {
-                    assert_eq!(find(payload, key), find_checked(payload, key), "{key:?}");
+                for key in [
+                    &b""[..],
+                    b"key000",
+                    b"key0075",
+                    b"key029",
+                    b"key003",
+                    b"zzz",
+                ] {
+                    for now in [Now::never(), Now::fixed(1_010)] {
+                        let (fast, checked) =
+                            (find(payload, key, &now), find_checked(payload, key, &now));
+                        assert_eq!(fast, checked, "{key:?}");
+                    }
                     // A scan's seek stops inside the payload, or at its end.
                     let p = crate::coding::key_prefix(key);
                     for exclusive in [false, true] {
@@ -337,8 +370,18 @@ fn wal_target() -> Target {
         for i in 0..n {
             // Keyspace switches too: every other operation from the third batch on.
             let keyspace = if n > 2 { u32::from(i % 2) * 3 } else { 0 };
-            let op = (vec![i; 3], (i % 2 == 0).then(|| vec![n; i as usize * 7]));
-            batch.part(keyspace).push(op);
+            let value = (i % 2 == 0).then(|| vec![n; i as usize * 7]);
+            // Expiring puts too (operation tag 4): every third operation.
+            let expiry = if i % 3 == 1 {
+                5_000 + u64::from(n)
+            } else {
+                crate::expiry::NEVER
+            };
+            batch.part(keyspace).push(wal::Op {
+                key: vec![i; 3],
+                value,
+                expiry,
+            });
         }
         log.extend_from_slice(&wal::encode_batch(&batch).unwrap());
     }
@@ -394,6 +437,11 @@ fn manifest_target() -> Target {
         seeds: vec![
             manifest::encode(&data).unwrap(),
             manifest::encode(&with_keyspaces).unwrap(),
+            manifest::encode(&ManifestData {
+                expiring: true,
+                ..with_keyspaces.clone()
+            })
+            .unwrap(),
             manifest::encode(&ManifestData::default()).unwrap(),
         ],
         reseal: |b| {
@@ -531,7 +579,13 @@ fn compressed_block_target() -> Target {
     let mut raw = Vec::new();
     for i in 0..60 {
         let v = (i % 5 != 0).then(|| format!("value {i} and some repeated text").into_bytes());
-        put_entry(&mut raw, format!("key{i:03}").as_bytes(), v.as_deref()).unwrap();
+        put_entry(
+            &mut raw,
+            format!("key{i:03}").as_bytes(),
+            v.as_deref(),
+            crate::expiry::NEVER,
+        )
+        .unwrap();
     }
     let mut seeds = Vec::new();
     for codec in [Compression::Lz4, Compression::Zstd(3), Compression::None] {

@@ -17,6 +17,8 @@
 //!   budget, as RocksDB filter policies.
 //! - [`fs`]: the file operations the write path makes, and a fault-injecting file system
 //!   for testing what happens when they fail.
+//! - [`expiry`]: keys that expire (`WriteBatch::put_with_expiry`), and the clock that says
+//!   when.
 //!
 //! Every on-disk byte is specified in `FORMAT.md`.
 //!
@@ -43,6 +45,7 @@ mod setters;
 mod coding;
 pub mod db;
 pub mod error;
+pub mod expiry;
 pub mod filter;
 mod framed;
 pub mod fs;
@@ -77,6 +80,7 @@ pub use db::{
     SnapshotKeyspace, WalRecovery, WriteBatch, WriteOptions, DEFAULT_KEYSPACE,
 };
 pub use error::{Error, Result};
+pub use expiry::{Clock, KeyExpiry, ManualClock, SystemClock};
 pub use filter::{FilterKind, FilterPolicy, RangePolicy};
 pub use prefix::PrefixExtractor;
 pub use table::Compression;
@@ -95,3 +99,8 @@ pub struct OptionsDoctests;
 #[doc = include_str!("../docs/keyspaces.md")]
 #[cfg(doctest)]
 pub struct KeyspacesDoctests;
+
+/// docs/expiry.md's example, compiled and run as a doctest.
+#[doc = include_str!("../docs/expiry.md")]
+#[cfg(doctest)]
+pub struct ExpiryDoctests;

@@ -592,3 +592,23 @@ fn database_with_keyspaces_shows_each_ones_part_of_the_budget() {
     assert!(text.contains("its part of the budget:"), "{text}");
     assert!(text.contains("the default keyspace's part"), "{text}");
 }
+
+/// A format 5 table shows how many of its puts expire and when; its JSON carries the same.
+#[test]
+fn dumps_a_tables_expiring_entries() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/table-v5/blocked-expiring.sst");
+    let text = report_text(&path);
+    assert_fields(
+        &text,
+        &["expiring ", " puts, expiries ", "table format 5"],
+        &path,
+    );
+    let out = run(&[&path, Path::new("--json")]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let props = &json["properties"];
+    assert!(props["expiring"].as_u64().unwrap() > 0, "{json}");
+    assert_eq!(props["expiry_span"].as_array().unwrap().len(), 2, "{json}");
+    let v4 = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/table-v4/blocked-range12.sst");
+    assert!(!report_text(&v4).contains("expiring "));
+}

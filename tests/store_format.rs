@@ -318,3 +318,135 @@ fn store_fixture_with_keyspace_settings_still_reads_and_keeps_them() {
     assert!(codecs(&plain).iter().all(|c| *c == Compression::None));
     drop((packed, plain, dir));
 }
+
+/// The expiry `fixtures/store-v3/` gives key `i` of its 300: every third at 2,000,000 ms past
+/// the epoch, every third but one at 3,000,000, the rest none.
+fn expiry_v3(i: usize) -> Option<u64> {
+    match i % 3 {
+        0 => Some(2_000_000),
+        1 => Some(3_000_000),
+        _ => None,
+    }
+}
+
+/// Writes `fixtures/store-v3/` into `dir` (created): a store whose logs hold expiring puts
+/// (manifest version 3, FORMAT.md §2 and §4), as a crash leaves it. Keys `e00000..e00299`
+/// with `expiry_v3`, flushed and compacted into format 5 tables; then, with flushes held,
+/// `f00000..f00199` in keyspace `users` the same way, every tenth `e` key put again without
+/// an expiry, and every seventh `e` key deleted, in logs only. Written at clock 1,000,000.
+fn write_store_v3(dir: &Path) {
+    use lsm_bloom::{ManualClock, WriteBatch};
+    use std::time::{Duration, UNIX_EPOCH};
+    let at = |ms: u64| UNIX_EPOCH + Duration::from_millis(ms);
+    let fs = FaultyFs::new();
+    let opts = Options::default()
+        .with_memtable_size(16 * 1024)
+        .with_max_immutable_memtables(8)
+        .with_idle_compaction_after(None)
+        .with_clock(Arc::new(ManualClock::new(1_000_000)))
+        .with_fs(Arc::new(fs.clone()));
+    let live = tempfile::tempdir().unwrap();
+    let db = Db::open(live.path(), opts).unwrap();
+    let users = db.keyspace("users").unwrap();
+    for i in 0..300 {
+        let k = format!("e{i:05}");
+        match expiry_v3(i) {
+            Some(ms) => db.put_with_expiry(&k, value(&k), at(ms)).unwrap(),
+            None => db.put(&k, value(&k)).unwrap(),
+        }
+    }
+    db.flush().unwrap();
+    db.compact().unwrap();
+    fs.hold_table_creates(true);
+    for i in 0..200 {
+        let f = format!("f{i:05}");
+        let mut batch = WriteBatch::new();
+        match expiry_v3(i) {
+            Some(ms) => batch.put_in_with_expiry(&users, f.clone(), value(&f), at(ms)),
+            None => batch.put_in(&users, f.clone(), value(&f)),
+        };
+        db.write(batch).unwrap();
+    }
+    for i in (0..300).step_by(10) {
+        let k = format!("e{i:05}");
+        db.put(&k, "again").unwrap();
+    }
+    for i in (0..300).step_by(7) {
+        db.delete(format!("e{i:05}")).unwrap();
+    }
+    copy_dir(live.path(), dir);
+    std::fs::remove_file(dir.join("LOCK")).unwrap();
+    fs.hold_table_creates(false);
+    drop(db);
+}
+
+/// What `fixtures/store-v3/` holds for `e` key `i` when the clock reads `now`.
+fn model_v3_e(i: usize, now: u64) -> (Option<Vec<u8>>, lsm_bloom::KeyExpiry) {
+    use lsm_bloom::KeyExpiry;
+    let k = format!("e{i:05}");
+    if i.is_multiple_of(7) {
+        return (None, KeyExpiry::Absent);
+    }
+    if i.is_multiple_of(10) {
+        return (Some(b"again".to_vec()), KeyExpiry::Never);
+    }
+    match expiry_v3(i) {
+        Some(ms) if ms <= now => (None, KeyExpiry::Absent),
+        Some(ms) => (Some(value(&k)), KeyExpiry::At(ms)),
+        None => (Some(value(&k)), KeyExpiry::Never),
+    }
+}
+
+#[test]
+fn store_v3_fixture_with_expiring_entries_still_reads() {
+    use lsm_bloom::{KeyExpiry, ManualClock};
+    let fixture = fixture_dir("store-v3");
+    if !fixture.exists() {
+        assert!(
+            std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some(),
+            "missing fixture {}",
+            fixture.display()
+        );
+        write_store_v3(&fixture);
+    }
+    let manifest = std::fs::read(fixture.join("MANIFEST")).unwrap();
+    assert_eq!(
+        manifest[4..8],
+        3u32.to_le_bytes(),
+        "the fixture's manifest version"
+    );
+    for now in [1_500_000, 2_500_000, 3_500_000] {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&fixture, dir.path());
+        let clock = Arc::new(ManualClock::new(now));
+        let db = Db::open(dir.path(), Options::default().with_clock(clock)).unwrap();
+        let r = db.recovery();
+        assert!(r.wal_damage.is_none() && r.logs_replayed >= 2, "{r:?}");
+        let mut live = 0;
+        for i in 0..300 {
+            let k = format!("e{i:05}");
+            let (v, expiry) = model_v3_e(i, now);
+            live += usize::from(v.is_some());
+            assert_eq!(db.get(&k).unwrap(), v, "{k} at {now}");
+            assert_eq!(db.expiry_of(&k).unwrap(), expiry, "{k} at {now}");
+        }
+        assert_eq!(db.iter().count(), live, "live e keys at {now}");
+        let users = db.keyspace("users").unwrap();
+        for i in 0..200 {
+            let f = format!("f{i:05}");
+            let live = expiry_v3(i).is_none_or(|ms| ms > now);
+            assert_eq!(
+                users.get(&f).unwrap(),
+                live.then(|| value(&f)),
+                "{f} at {now}"
+            );
+            let want = match expiry_v3(i) {
+                _ if !live => KeyExpiry::Absent,
+                Some(ms) => KeyExpiry::At(ms),
+                None => KeyExpiry::Never,
+            };
+            assert_eq!(users.expiry_of(&f).unwrap(), want, "{f} at {now}");
+        }
+        db.put("after", "ok").unwrap();
+    }
+}

@@ -3,10 +3,10 @@
 //! `fixtures/table-v1/` was written by the table format 1 writer, `fixtures/table-v2/` by the
 //! format 2 writer (prefix filters), `fixtures/table-v3/` by the format 3 writer (per-block
 //! compression; `raw-aligned-blocked.sst` by the later one that pads uncompressed blocks to
-//! pages), `fixtures/table-v4/` by the format 4 writer (range filters); none is ever
-//! regenerated.
+//! pages), `fixtures/table-v4/` by the format 4 writer (range filters), `fixtures/table-v5/`
+//! by the format 5 writer (entries that expire); none is ever regenerated.
 //! Each fixture holds the keys of `fixtures/filter-v1/keys.txt` sorted, value `v<i>` for the
-//! i-th key, every 7th key a tombstone.
+//! i-th key, every 7th key a tombstone; in format 5, every fifth put expires (`expiry_of`).
 
 use std::path::{Path, PathBuf};
 
@@ -36,8 +36,14 @@ fn entries() -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
         .collect()
 }
 
+/// The expiry the format 5 fixture gives the i-th entry: every fifth put's, 1000 + i ms past
+/// the epoch.
+fn expiry_of(i: usize, v: &Option<Vec<u8>>) -> Option<u64> {
+    (v.is_some() && i % 5 == 1).then_some(1_000 + i as u64)
+}
+
 /// Writes a missing fixture when `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwrites),
-/// in table format `version`.
+/// in table format `version` (from 5, with `expiry_of`'s expiries).
 fn fixture_path(version: u32, name: &str, opts: TableBuilderOptions) -> PathBuf {
     let opts = opts.with_format_version(version);
     let path = fixture_dir(version).join(name);
@@ -49,8 +55,9 @@ fn fixture_path(version: u32, name: &str, opts: TableBuilderOptions) -> PathBuf 
         );
         std::fs::create_dir_all(fixture_dir(version)).unwrap();
         let mut b = TableBuilder::create(&path, opts).unwrap();
-        for (k, v) in entries() {
-            b.add(&k, v.as_deref()).unwrap();
+        for (i, (k, v)) in entries().into_iter().enumerate() {
+            let expiry = expiry_of(i, &v).filter(|_| version >= 5);
+            b.add_with_expiry(&k, v.as_deref(), expiry).unwrap();
         }
         b.finish().unwrap();
     }
@@ -305,11 +312,64 @@ fn table_v4_fixtures_read_with_their_range_filters() {
     );
 }
 
+/// Format 5 tables (expiring entries): a raw one and a compressed one; every entry reads as
+/// written, with its expiry, and the properties count them.
+#[test]
+fn table_v5_fixtures_read_with_their_expiries() {
+    let want = entries();
+    for (name, opts) in [
+        (
+            "blocked-expiring.sst",
+            options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0))),
+        ),
+        (
+            "lz4-expiring.sst",
+            options(None).with_compression(Compression::Lz4),
+        ),
+    ] {
+        let t = check_table(&fixture_path(5, name, opts));
+        assert_eq!(t.format_version(), 5);
+        let t = std::sync::Arc::new(t);
+        let expiries: Vec<Option<u64>> = t
+            .iter(std::ops::Bound::Unbounded)
+            .map(|e| e.unwrap().expiry)
+            .collect();
+        let model: Vec<Option<u64>> = want
+            .iter()
+            .enumerate()
+            .map(|(i, (_, v))| expiry_of(i, v))
+            .collect();
+        assert_eq!(expiries, model, "{name}");
+        let expiring: Vec<u64> = model.iter().flatten().copied().collect();
+        let p = t.properties();
+        assert_eq!(p.expiring, expiring.len() as u64, "{name}");
+        let span = (
+            *expiring.iter().min().unwrap(),
+            *expiring.iter().max().unwrap(),
+        );
+        assert_eq!(p.expiry_span, Some(span), "{name}");
+    }
+    // Older formats hold none, and refuse to.
+    let v4 = check_table(&fixture_path(4, "blocked-range12.sst", options(None)));
+    assert_eq!(
+        (v4.properties().expiring, v4.properties().expiry_span),
+        (0, None)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = TableBuilder::create(
+        &dir.path().join("v4.sst"),
+        options(None).with_format_version(4),
+    )
+    .unwrap();
+    let e = b.add_with_expiry(b"k", Some(b"v"), Some(5)).unwrap_err();
+    assert!(e.to_string().contains("version 5"), "{e}");
+}
+
 /// The builder writes older formats on request, and they read as such.
 #[test]
 fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
     let dir = tempfile::tempdir().unwrap();
-    for version in 1..=4 {
+    for version in 1..=5 {
         let path = dir.path().join(format!("v{version}.sst"));
         let mut b = TableBuilder::create(
             &path,
@@ -333,7 +393,7 @@ fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
             3,
             options(None).with_range_filter(Some(RangePolicy::bits_per_key(12.0, 32).unwrap())),
         ),
-        (5, options(None)),
+        (6, options(None)),
         (0, options(None)),
     ] {
         let opts = opts.with_format_version(version);

@@ -25,7 +25,7 @@ use super::memtable::Memtable;
 use super::snapshot::Snapshot;
 use super::state::State;
 use super::stored_options;
-use super::wal::{self, Batch, WalWriter};
+use super::wal::{self, Batch, Op, WalWriter};
 use super::worker::manifest_data;
 use crate::error::{Error, Result};
 use crate::fs::{CreateMode, FileSystem};
@@ -174,11 +174,13 @@ fn write_memtable(log: &mut WalWriter, keyspace: u32, m: &Arc<Memtable>, seen: u
     let mut batch = Batch::default();
     let mut bytes = 0;
     while let Some(k) = cursor.key() {
-        let v = cursor.value();
-        bytes += wal::op_encoded_len(k.len(), v.map(<[u8]>::len));
-        batch
-            .part(keyspace)
-            .push((k.to_vec(), v.map(<[u8]>::to_vec)));
+        let (v, expiry) = (cursor.value(), cursor.expiry());
+        bytes += wal::op_encoded_len(k.len(), v.map(<[u8]>::len), expiry);
+        batch.part(keyspace).push(Op {
+            key: k.to_vec(),
+            value: v.map(<[u8]>::to_vec),
+            expiry,
+        });
         count += 1;
         cursor.step()?;
         if bytes >= BATCH_BYTES {

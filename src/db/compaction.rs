@@ -29,6 +29,7 @@ use super::options::Options;
 use super::running::Running;
 use super::version::{Version, MAX_LEVELS};
 use crate::error::{Error, Result};
+use crate::expiry::{Now, NEVER};
 use crate::table::{Direction, KeyRange, Table, TableBuilder, TableCursor};
 
 /// A compaction to run: inputs (level, table) and where the output goes.
@@ -247,8 +248,18 @@ pub(crate) fn run(
     std::thread::scope(|scope| -> Result<Output> {
         let mut finishing: Option<std::thread::ScopedJoinHandle<'_, Result<Option<Table>>>> = None;
         let mut current: Option<(u64, TableBuilder)> = None;
+        // One reading of the clock for the whole job, taken at the first expiring entry.
+        let now = Now::of(&*opts.clock);
         while let Some(key) = merged.key() {
-            let value = merged.value();
+            let expiry = merged.expiry();
+            // A put expired at `now` is a tombstone from here on (it hides the key's older
+            // versions, and its value is never read again): its value goes, and at the
+            // bottom the whole entry goes, as a tombstone's does. Snapshots taken before it
+            // expired hold the input tables, not these.
+            let (value, expiry) = match merged.value() {
+                Some(_) if now.expired(expiry) => (None, NEVER),
+                value => (value, expiry),
+            };
             if value.is_none() && job.drop_tombstones {
                 merged.step()?;
                 continue;
@@ -262,7 +273,7 @@ pub(crate) fn run(
                     current.insert((id, b))
                 }
             };
-            b.add(key, value)?;
+            b.add_with_expiry(key, value, (expiry != NEVER).then_some(expiry))?;
             merged.step()?;
             if b.estimated_size() >= opts.target_file_size {
                 collect(finishing.take(), &mut out)?;

@@ -26,6 +26,7 @@ use super::memtable::range_is_empty;
 use super::merge::Merge;
 use super::state::State;
 use crate::error::Result;
+use crate::expiry::WalkNow;
 use crate::prefix::PrefixExtractor;
 use crate::table::{BlockCache, Direction, KeyRange};
 
@@ -72,6 +73,8 @@ pub struct DbCursor {
     state: State,
     /// Batches of `state.mem` the cursor sees.
     mem_seen: u64,
+    /// The clock reading that expires entries for this cursor (taken once, kept).
+    now: WalkNow,
     counters: Arc<Counters>,
     rule: Option<PrefixExtractor>,
     cache: Option<Arc<BlockCache>>,
@@ -123,12 +126,14 @@ impl DbCursor {
         cache: Option<Arc<BlockCache>>,
         state: &State,
         mem_seen: u64,
+        now: WalkNow,
         range: R,
     ) -> DbCursor {
         let (lower, upper) = own_bounds(&range);
         DbCursor {
             state: state.clone(),
             mem_seen,
+            now,
             counters: Arc::clone(counters),
             rule,
             cache,
@@ -216,7 +221,9 @@ impl DbCursor {
         match &mut self.at {
             At::Nowhere => Ok(false),
             At::On { merge, dir } if *dir == to => {
-                let stepped = merge.step().and_then(|()| skip_tombstones(merge));
+                let stepped = merge
+                    .step()
+                    .and_then(|()| skip_tombstones(merge, &self.now));
                 self.settle(stepped)
             }
             At::On { merge, .. } => {
@@ -249,7 +256,7 @@ impl DbCursor {
         }
         let scan = ScanSetup::new(&self.counters, self.rule, self.cache.clone(), range);
         let mut merge = merge_of(&self.state, self.mem_seen, &scan, dir)?;
-        let first = skip_tombstones(&mut merge);
+        let first = skip_tombstones(&mut merge, &self.now);
         self.at = At::On { merge, dir };
         self.settle(first)
     }
@@ -263,12 +270,14 @@ impl DbCursor {
     }
 }
 
-/// Steps `merge` past tombstones onto a live entry (true) or its end (false).
-fn skip_tombstones(merge: &mut Merge<Source>) -> Result<bool> {
+/// Steps `merge` past tombstones and entries expired at `now` onto a live entry (true) or
+/// its end (false).
+fn skip_tombstones(merge: &mut Merge<Source>, now: &WalkNow) -> Result<bool> {
     loop {
         match merge.entry() {
             None => return Ok(false),
             Some((_, None)) => merge.step()?,
+            Some((_, Some(_))) if now.expired(merge.expiry()) => merge.step()?,
             Some((_, Some(_))) => return Ok(true),
         }
     }

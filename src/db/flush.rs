@@ -17,6 +17,7 @@ use super::options::Options;
 use super::version::Version;
 use super::wal;
 use crate::error::Result;
+use crate::expiry::NEVER;
 use crate::fs::FileSystem;
 use crate::table::{Table, TableBuilder};
 
@@ -36,7 +37,7 @@ pub(super) fn l0_filter(
     // Keys, and distinct prefixes (adjacent in key order) under the rule.
     let (mut keys, mut prefixes) = (0u64, 0u64);
     let mut last: Option<Vec<u8>> = None;
-    let counted: std::result::Result<(), ()> = mem.for_each_newest(|k, _| {
+    let counted: std::result::Result<(), ()> = mem.for_each_newest(|k, _, _| {
         keys += 1;
         if let Some(p) = opts.prefix_rule().and_then(|r| r.prefix(k)) {
             if last.as_deref() != Some(p) {
@@ -65,7 +66,9 @@ pub(super) fn write_l0(
 ) -> Result<Table> {
     let path = table_path(dir, id);
     let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filters))?;
-    mem.for_each_newest(|k, v| b.add(k, v))?;
+    mem.for_each_newest(|k, v, expiry| {
+        b.add_with_expiry(k, v, (expiry != NEVER).then_some(expiry))
+    })?;
     b.finish()?;
     Table::open_in(fs, &path, id, opts.table_open(0))
 }

@@ -123,6 +123,9 @@ pub(super) struct Inner {
     pub(super) quiet: Mutex<(u64, std::time::Instant)>,
     /// Whether the write slowdown is on: read without the `throttle` lock by every group.
     pub(super) slowing: std::sync::atomic::AtomicBool,
+    /// The manifest says the logs may hold expiring puts (`Registry::expiring`, mirrored here
+    /// so that an expiring write checks it without the work lock: `expiring.rs`).
+    pub(super) expiring: std::sync::atomic::AtomicBool,
     /// A keyspace's memtable reached its own `KeyspaceOptions::memtable_size`: the next group
     /// commit rotates the generation (set by the commit that filled it, cleared by `rotate`).
     pub(super) keyspace_full: std::sync::atomic::AtomicBool,

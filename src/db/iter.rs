@@ -38,6 +38,7 @@ use super::memtable::{range_is_empty, MemtableCursor};
 use super::merge::Merge;
 use super::state::State;
 use crate::error::Result;
+use crate::expiry::WalkNow;
 use crate::filter::hash_key;
 use crate::prefix::{prefix_end, PrefixExtractor};
 use crate::table::{BlockCache, Cursor, Direction, KeyRange};
@@ -159,6 +160,13 @@ impl Cursor for Source {
         }
     }
     #[inline]
+    fn expiry(&self) -> u64 {
+        match self {
+            Source::Mem(c) => c.expiry(),
+            Source::Level(c) => c.expiry(),
+        }
+    }
+    #[inline]
     fn step(&mut self) -> Result<()> {
         match self {
             Source::Mem(c) => c.step(),
@@ -191,6 +199,8 @@ pub struct DbIter {
     state: State,
     /// The batches of `state.mem` the scan sees.
     mem_seen: u64,
+    /// The clock reading that expires entries for this scan.
+    now: WalkNow,
     scan: Arc<ScanSetup>,
     front: Side,
     back: Side,
@@ -207,14 +217,15 @@ impl DbIter {
         cache: Option<Arc<BlockCache>>,
         state: &State,
         mem_seen: u64,
-        start: Bound<Vec<u8>>,
-        end: Bound<Vec<u8>>,
+        now: WalkNow,
+        (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
     ) -> DbIter {
         let range = KeyRange::new(start, end);
         let done = range_is_empty(range.start(), range.end());
         DbIter {
             state: state.clone(),
             mem_seen,
+            now,
             scan: ScanSetup::new(shared, rule, cache, range),
             front: Side::default(),
             back: Side::default(),
@@ -246,8 +257,12 @@ impl DbIter {
                 }
             }
         }
-        let (side, other) = self.sides(dir);
-        let found = next_live(side, other.last.as_deref(), dir);
+        let now = &self.now;
+        let (side, other) = match dir {
+            Direction::Forward => (&mut self.front, &self.back),
+            Direction::Backward => (&mut self.back, &self.front),
+        };
+        let found = next_live(side, other.last.as_deref(), dir, now);
         if !matches!(found, Some(Ok(_))) {
             self.done = true;
         }
@@ -276,11 +291,13 @@ impl DbIter {
     }
 }
 
-/// `side`'s next live entry, stopping at `stop` (the other direction's last key).
+/// `side`'s next live entry (not a tombstone, not expired at `now`), stopping at `stop` (the
+/// other direction's last key).
 fn next_live(
     side: &mut Side,
     stop: Option<&[u8]>,
     dir: Direction,
+    now: &WalkNow,
 ) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
     let merge = side.merge.as_mut()?;
     if std::mem::take(&mut side.handed_out) {
@@ -297,7 +314,7 @@ fn next_live(
         if met {
             return None;
         }
-        if let Some(v) = value {
+        if let Some(v) = value.filter(|_| !now.expired(merge.expiry())) {
             let last = side.last.get_or_insert_with(Vec::new);
             last.clear();
             last.extend_from_slice(key);

@@ -22,6 +22,7 @@ use super::keyspace_options::KeyspaceOptions;
 use super::state::{Published, State};
 use super::{counters, exists, WriteBatch};
 use crate::error::{Error, Result};
+use crate::expiry::WalkNow;
 
 /// The name of the default keyspace (id 0), the one `Db`'s own methods act on.
 pub const DEFAULT_KEYSPACE: &str = "default";
@@ -81,7 +82,12 @@ impl Keyspace {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
 
-    fn view(&self) -> View<'_> {
+    /// The store it is a keyspace of.
+    pub(super) fn inner(&self) -> &Inner {
+        &self.inner
+    }
+
+    pub(super) fn view(&self) -> View<'_> {
         View {
             inner: &self.inner,
             id: self.id,
@@ -191,7 +197,7 @@ pub(super) struct View<'a> {
 
 impl View<'_> {
     /// The keyspace's state in `published`, or `Error::KeyspaceDropped`.
-    fn state<'p>(&self, published: &'p Published) -> Result<&'p State> {
+    pub(super) fn state<'p>(&self, published: &'p Published) -> Result<&'p State> {
         published
             .get(self.id)
             .ok_or_else(|| Error::KeyspaceDropped {
@@ -276,8 +282,8 @@ pub(super) fn iter_in(
         inner.cache.clone(),
         state,
         state.mem.visible(),
-        start,
-        end,
+        WalkNow::of(&inner.opts.clock),
+        (start, end),
     )
 }
 
@@ -293,6 +299,7 @@ pub(super) fn cursor_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
         inner.cache.clone(),
         state,
         state.mem.visible(),
+        WalkNow::of(&inner.opts.clock),
         range,
     )
 }

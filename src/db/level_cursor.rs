@@ -204,6 +204,13 @@ impl Cursor for LevelCursor {
         self.table.as_ref()?.entry()
     }
 
+    #[inline]
+    fn expiry(&self) -> u64 {
+        self.table
+            .as_ref()
+            .map_or(crate::expiry::NEVER, |t| t.expiry())
+    }
+
     fn step(&mut self) -> Result<()> {
         let Some(t) = self.table.as_mut() else {
             return Ok(());

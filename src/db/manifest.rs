@@ -20,10 +20,12 @@ use crate::framed::Framed;
 use crate::fs::FileSystem;
 
 const MAGIC: [u8; 4] = *b"LBMF";
-/// Manifest format version this build writes once a keyspace other than the default exists
-/// (it reads 1 too, and writes 1 for a store that never had another keyspace, so that such a
-/// store still opens in a build from before keyspaces).
-pub const MANIFEST_VERSION: u32 = 2;
+/// Manifest format version this build writes once the store's logs may hold puts with an
+/// expiry (FORMAT.md §2), which builds before expiry would take for damage: they refuse the
+/// version instead. Its payload is version 2's. The build reads 1 and 2 too, and writes them
+/// for a store that never wrote an expiring put (2 once a keyspace other than the default was
+/// created, else 1), so that such a store still opens in older builds.
+pub const MANIFEST_VERSION: u32 = 3;
 /// File name of the live manifest.
 pub const MANIFEST_FILE: &str = "MANIFEST";
 const TEMP_FILE: &str = "MANIFEST.tmp";
@@ -81,6 +83,9 @@ pub struct ManifestData {
     pub keyspaces: Vec<KeyspaceMeta>,
     /// The id the next keyspace created gets (version 2; 1 in version 1).
     pub next_keyspace: u32,
+    /// The logs may hold puts with an expiry: written as version 3 (not in the payload).
+    #[serde(skip)]
+    pub expiring: bool,
 }
 
 impl Default for ManifestData {
@@ -91,6 +96,7 @@ impl Default for ManifestData {
             levels: Vec::new(),
             keyspaces: Vec::new(),
             next_keyspace: 1,
+            expiring: false,
         }
     }
 }
@@ -116,9 +122,18 @@ const FRAMED_V1: Framed = Framed {
     ..FRAMED
 };
 
-/// The manifest file's bytes for `data`: version 1 while no keyspace besides the default was
-/// ever created, else version 2.
+/// Version 2's framing, for a store whose logs never held an expiring put.
+const FRAMED_V2: Framed = Framed {
+    version: 2,
+    ..FRAMED
+};
+
+/// The manifest file's bytes for `data`: version 3 once the logs may hold expiring puts;
+/// else version 1 while no keyspace besides the default was ever created, else version 2.
 pub fn encode(data: &ManifestData) -> Result<Vec<u8>> {
+    if data.expiring {
+        return FRAMED.encode(data);
+    }
     if data.keyspaces.is_empty() && data.next_keyspace <= 1 {
         return FRAMED_V1.encode(&ManifestDataV1 {
             next_file: data.next_file,
@@ -126,7 +141,7 @@ pub fn encode(data: &ManifestData) -> Result<Vec<u8>> {
             levels: data.levels.clone(),
         });
     }
-    FRAMED.encode(data)
+    FRAMED_V2.encode(data)
 }
 
 /// Writes `data` as the new manifest, atomically, through `fs`.
@@ -171,7 +186,11 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<ManifestData> {
                 ..ManifestData::default()
             }
         }
-        (_, payload) => FRAMED.parse(path, payload)?,
+        (2, payload) => FRAMED.parse(path, payload)?,
+        (_, payload) => ManifestData {
+            expiring: true,
+            ..FRAMED.parse(path, payload)?
+        },
     };
     let mut seen = std::collections::HashSet::new();
     let mut names = std::collections::HashSet::new();
@@ -271,11 +290,11 @@ mod tests {
         }
         assert_eq!(good[4], 1, "no keyspace besides the default: version 1");
         let mut future = good.clone();
-        future[4] = 3;
+        future[4] = 4;
         std::fs::write(&path, &future).unwrap();
         assert!(matches!(
             read(dir.path()),
-            Err(Error::UnsupportedVersion { found: 3, .. })
+            Err(Error::UnsupportedVersion { found: 4, .. })
         ));
     }
 
@@ -322,6 +341,7 @@ mod tests {
             levels: vec![vec![TableMeta { id: 3, size: 100 }]],
             keyspaces: vec![space(2, "users", 4), space(5, "sessions", 6)],
             next_keyspace: 6,
+            expiring: false,
         };
         write(&crate::fs::StdFs, dir.path(), &data).unwrap();
         assert_eq!(read(dir.path()).unwrap(), Some(data.clone()));
@@ -355,6 +375,37 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(why), "{why}: {e}");
+        }
+    }
+
+    #[test]
+    fn expiring_logs_make_version_3_and_it_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        for keyspaces in [
+            Vec::new(),
+            vec![KeyspaceMeta {
+                id: 1,
+                name: "a".into(),
+                levels: Vec::new(),
+            }],
+        ] {
+            let data = ManifestData {
+                next_file: 9,
+                keyspaces,
+                next_keyspace: 2,
+                expiring: true,
+                ..ManifestData::default()
+            };
+            write(&crate::fs::StdFs, dir.path(), &data).unwrap();
+            let bytes = std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap();
+            assert_eq!(bytes[4], 3);
+            assert_eq!(read(dir.path()).unwrap(), Some(data.clone()));
+            // Without expiring logs the same content is version 2 (a keyspace was created).
+            let plain = ManifestData {
+                expiring: false,
+                ..data
+            };
+            assert_eq!(encode(&plain).unwrap()[4], 2);
         }
     }
 }

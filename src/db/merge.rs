@@ -66,6 +66,14 @@ impl<S: Cursor> Merge<S> {
         self.sources[*self.heap.first()?].value()
     }
 
+    /// The winning entry's expiry (`expiry::NEVER`: none, or no entry).
+    #[inline]
+    pub(crate) fn expiry(&self) -> u64 {
+        self.heap
+            .first()
+            .map_or(crate::expiry::NEVER, |&i| self.sources[i].expiry())
+    }
+
     /// Moves past the current key in every source that holds it. After an error the merge
     /// is over.
     pub(crate) fn step(&mut self) -> Result<()> {
@@ -204,6 +212,9 @@ pub(crate) mod tests {
         }
         fn value(&self) -> Option<&[u8]> {
             self.items.get(self.at)?.1.as_deref()
+        }
+        fn expiry(&self) -> u64 {
+            crate::expiry::NEVER
         }
         fn step(&mut self) -> Result<()> {
             self.at += 1;

@@ -11,7 +11,10 @@
 //! One concern per file:
 //! - `options.rs`: `Options`, `WalRecovery`.
 //! - `recovery.rs`: `open` — lock, manifest, which files are obsolete, log replay rules.
-//! - `write.rs`: `WriteBatch`, WAL append, memtable rotation, the read-only error state.
+//! - `batch.rs`: `WriteBatch`, `WriteOptions`. `write.rs`: group commit, WAL append, memtable
+//!   rotation, the read-only error state.
+//!   `expiring.rs`: puts with an expiry, `expiry_of`, and the manifest version they need
+//!   (the clock and the expiry rules: `crate::expiry`).
 //! - `worker.rs`: the background threads (one flushing, `Options::background_threads`
 //!   compacting), and how a change to the table sets is committed (table synced → directory
 //!   synced → manifest → published → old removed). `flush.rs`: a memtable generation written
@@ -34,6 +37,7 @@
 //! not prove obsolete.
 
 mod allocation;
+mod batch;
 pub(crate) mod budget;
 pub(crate) mod budget_parts;
 mod checkpoint;
@@ -41,6 +45,7 @@ mod compaction;
 mod counters;
 mod cursor;
 mod exists;
+mod expiring;
 mod files;
 mod filters;
 mod flush;
@@ -87,6 +92,7 @@ use stats::DbStats;
 
 use crate::error::{Error, Result};
 
+pub use batch::{BatchOps, WriteBatch, WriteOptions};
 pub use budget::{Allocation, FilterBudget, FilterMemory, LevelAllocation};
 pub use checkpoint::CheckpointReport;
 pub use cursor::DbCursor;
@@ -100,7 +106,6 @@ pub use limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use options::{HugePages, Options, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
 pub use snapshot::{Snapshot, SnapshotKeyspace};
-pub use write::{BatchOps, WriteBatch, WriteOptions};
 
 /// An open database. `Send + Sync`: share it between threads with `Arc<Db>`.
 ///

@@ -84,7 +84,7 @@ impl ReadPath<'_> {
                 let key = key.as_ref();
                 let hash = hash_key(key);
                 let slot = base * CHUNK + i;
-                match in_memtables(state, mem_seen, key, hash) {
+                match in_memtables(state, mem_seen, key, hash, &self.now) {
                     Lookup::Value(v) => out[slot] = Ok(Some(v.to_vec())),
                     Lookup::Tombstone => {}
                     Lookup::Absent => {
@@ -216,7 +216,7 @@ impl ReadPath<'_> {
                 current = Some((r.table, r.block, block));
             }
             let found = match current.as_ref().map(|(_, _, b)| b) {
-                Some(Ok(block)) => t.find_in(block, r.block, p.key),
+                Some(Ok(block)) => t.find_in(block, r.block, p.key, &self.now),
                 Some(Err(e)) => Err(e.replicate()),
                 None => continue,
             };

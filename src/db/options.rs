@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::filters::{Compressions, Filters, PrefixFilters, RangeFilters, TableFilters};
 use super::version::MAX_LEVELS;
 use crate::error::{Error, Result};
+use crate::expiry::{Clock, SystemClock};
 use crate::filter::RangePolicy;
 use crate::fs::{FileSystem, StdFs};
 use crate::prefix::PrefixExtractor;
@@ -197,6 +198,10 @@ pub struct Options {
     /// The file system the write path uses (default the real one; tests pass a
     /// [`crate::fs::FaultyFs`] to make operations fail).
     pub fs: Arc<dyn FileSystem>,
+    /// The clock that decides when an expiring key expires (default the system's; tests pass
+    /// a [`crate::ManualClock`]). Read at most once per read, and only when the read meets an
+    /// entry with an expiry (docs/expiry.md).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for Options {
@@ -231,6 +236,7 @@ impl Default for Options {
             mmap_reads: false,
             filter_huge_pages: HugePages::default(),
             fs: Arc::new(StdFs),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -263,6 +269,7 @@ setters!(Options {
     with_mmap_reads => mmap_reads: bool,
     with_filter_huge_pages => filter_huge_pages: HugePages,
     with_fs => fs: Arc<dyn FileSystem>,
+    with_clock => clock: Arc<dyn Clock>,
 });
 
 /// `Filters::default()`, for `Options::filters` to lend.

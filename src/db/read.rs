@@ -20,6 +20,7 @@ use super::counters::{bump, Counters, LevelCounters, ReadCounters};
 use super::inner::Inner;
 use super::state::State;
 use crate::error::Result;
+use crate::expiry::Now;
 use crate::filter::hash_key;
 use crate::prefetch::CacheLevel;
 use crate::prefix::PrefixExtractor;
@@ -105,6 +106,7 @@ pub(super) trait Take<'s> {
         key: &[u8],
         reads: &mut TableReadStats,
         cache: Option<&BlockCache>,
+        now: &Now,
     ) -> Result<Option<Option<Self::Value>>>;
 }
 
@@ -123,8 +125,9 @@ impl<'s> Take<'s> for Copied {
         key: &[u8],
         reads: &mut TableReadStats,
         cache: Option<&BlockCache>,
+        now: &Now,
     ) -> Result<Option<Option<Vec<u8>>>> {
-        t.get(key, reads, cache)
+        t.get_at(key, reads, cache, now)
     }
 }
 
@@ -140,19 +143,22 @@ impl<'s> Take<'s> for Lent<'s> {
         key: &[u8],
         reads: &mut TableReadStats,
         cache: Option<&BlockCache>,
+        now: &Now,
     ) -> Result<Option<Option<Lent<'s>>>> {
-        let found = t.get_lent(key, reads, cache)?;
+        let found = t.get_lent(key, reads, cache, now)?;
         Ok(found.map(|v| v.map(Lent::Table)))
     }
 }
 
 /// What a point lookup reads with: the store's counters and block cache (the prefix rule is
-/// the keyspace's, `State::rule`). The
-/// store lends its own (`Inner::read_path`); a `Snapshot` holds its own references, so that it does
-/// not keep the store (and its directory lock) alive.
+/// the keyspace's, `State::rule`), and its reading of the clock, which decides whether an
+/// expiring entry has expired (taken at the first such entry met). The store lends its own
+/// (`Inner::read_path`); a `Snapshot` holds its own references, so that it does not keep the
+/// store (and its directory lock) alive, and its own reading, taken when it was made.
 pub(super) struct ReadPath<'a> {
     pub(super) counters: &'a Counters,
     pub(super) cache: Option<&'a BlockCache>,
+    pub(super) now: Now<'a>,
 }
 
 impl Inner {
@@ -160,6 +166,7 @@ impl Inner {
         ReadPath {
             counters: &self.counters,
             cache: self.cache.as_deref(),
+            now: Now::of(&*self.opts.clock),
         }
     }
 }
@@ -198,7 +205,7 @@ impl ReadPath<'_> {
         bump(&counters.gets, 1);
         bump(&counters.keyspace_lookups[state.slot], 1);
         let hash = hash_key(key);
-        match in_memtables(state, mem_seen, key, hash) {
+        match in_memtables(state, mem_seen, key, hash, &self.now) {
             Lookup::Value(v) => return Ok(Some(T::from_memtable(v))),
             Lookup::Tombstone => return Ok(None),
             Lookup::Absent => {}
@@ -259,7 +266,7 @@ impl ReadPath<'_> {
             return Ok(Lookup::Absent);
         };
         let mut reads = TableReadStats::default();
-        let found = T::from_table(t, key, &mut reads, self.cache);
+        let found = T::from_table(t, key, &mut reads, self.cache, &self.now);
         self.count_reads(counters, c, &reads);
         let found = Lookup::from(found?);
         if filtered && !matches!(found, Lookup::Absent) {
@@ -298,17 +305,20 @@ pub(super) fn prefetch_filter(t: &Table, hash: u64, into: CacheLevel) {
 }
 
 /// The newest entry for `key` in the memtables: the first `mem_seen` batches of the active
-/// one, then the immutable ones newest first. `hash` is `hash_key(key)`.
+/// one, then the immutable ones newest first. `hash` is `hash_key(key)`; a put expired at
+/// `now` is a tombstone.
 #[inline(always)]
 pub(super) fn in_memtables<'s>(
     state: &'s State,
     mem_seen: u64,
     key: &[u8],
     hash: u64,
+    now: &Now,
 ) -> Lookup<&'s [u8]> {
-    let newest = state.mem.get_at(key, hash, mem_seen);
+    let newest = state.mem.get_at(key, hash, mem_seen, now);
     let older = state.imm.iter().rev();
-    for found in std::iter::once(newest).chain(older.map(|m| m.get_at(key, hash, m.visible()))) {
+    let older = older.map(|m| m.get_at(key, hash, m.visible(), now));
+    for found in std::iter::once(newest).chain(older) {
         match Lookup::from(found) {
             Lookup::Absent => {}
             known => return known,

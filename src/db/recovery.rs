@@ -469,6 +469,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
             }
         }
     }
+    let expiring = work.keyspaces.expiring;
     Ok(Inner {
         dir: dir.to_path_buf(),
         state: arc_swap::ArcSwap::from_pointee(published),
@@ -487,6 +488,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         quiet: Mutex::new((0, std::time::Instant::now())),
         slowing: Default::default(),
         keyspace_full: Default::default(),
+        expiring: expiring.into(),
         lookup_weights: Default::default(),
         pending_compaction_bytes: AtomicU64::new(pending),
         level0_tables: std::sync::atomic::AtomicUsize::new(level0),

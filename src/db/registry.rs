@@ -22,6 +22,9 @@ pub(super) struct Registry {
     /// The settings keyspaces were given of their own (`Db::create_keyspace`); one not
     /// listed follows the store's.
     pub(super) own: BTreeMap<u32, KeyspaceOptions>,
+    /// The logs may hold puts with an expiry (manifest version 3, FORMAT.md §4): set before the
+    /// first such put is logged, and kept.
+    pub(super) expiring: bool,
 }
 
 impl Registry {
@@ -32,6 +35,7 @@ impl Registry {
             names: m.keyspaces.iter().map(|k| (k.id, k.name.clone())).collect(),
             next_id: m.next_keyspace,
             own: BTreeMap::new(),
+            expiring: m.expiring,
         }
     }
 

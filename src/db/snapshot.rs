@@ -35,6 +35,7 @@ use super::read::ReadPath;
 use super::snapshot_list::Snapshots;
 use super::state::{Published, State};
 use crate::error::{Error, Result};
+use crate::expiry::{Now, WalkNow};
 use crate::table::BlockCache;
 
 /// A consistent, read-only view of the store as of `Db::snapshot`: every write acknowledged
@@ -59,6 +60,8 @@ pub struct Snapshot {
     published: Arc<Published>,
     /// Batches of the current generation (every keyspace's `mem`) this snapshot sees.
     mem_seen: u64,
+    /// The store's clock when it was taken: its reads expire what had expired then.
+    clock_ms: u64,
     counters: Arc<Counters>,
     cache: Option<Arc<BlockCache>>,
     registry: Arc<Snapshots>,
@@ -98,6 +101,7 @@ impl Snapshot {
         Snapshot {
             published,
             mem_seen,
+            clock_ms: inner.opts.clock.now_millis(),
             counters: Arc::clone(&inner.counters),
             cache: inner.cache.clone(),
             registry,
@@ -124,6 +128,7 @@ impl Snapshot {
         ReadPath {
             counters: &self.counters,
             cache: self.cache.as_deref(),
+            now: Now::fixed(self.clock_ms),
         }
     }
 
@@ -275,8 +280,8 @@ impl SnapshotKeyspace<'_> {
             snap.cache.clone(),
             self.state,
             snap.mem_seen,
-            start,
-            end,
+            WalkNow::fixed(snap.clock_ms),
+            (start, end),
         )
     }
 
@@ -294,6 +299,7 @@ impl SnapshotKeyspace<'_> {
             snap.cache.clone(),
             self.state,
             snap.mem_seen,
+            WalkNow::fixed(snap.clock_ms),
             range,
         )
     }

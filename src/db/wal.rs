@@ -12,14 +12,39 @@ use std::path::{Path, PathBuf};
 
 use crate::coding::{put_u32_len, Cursor};
 use crate::error::{Error, Result};
+use crate::expiry::NEVER;
 use crate::fs::{CreateMode, FileSystem, WritableFile};
 use crate::table::{TAG_DELETE, TAG_PUT};
 
-/// One keyspace's part of a batch: (key, value-or-tombstone), in order.
-pub(crate) type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+/// One operation of a batch: a put (with an expiry, or `NEVER`) or a deletion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Op {
+    pub(crate) key: Vec<u8>,
+    /// `None`: a deletion.
+    pub(crate) value: Option<Vec<u8>>,
+    /// A put's stored expiry (`expiry::stored`), or `NEVER`; always `NEVER` for a deletion.
+    pub(crate) expiry: u64,
+}
+
+impl From<(Vec<u8>, Option<Vec<u8>>)> for Op {
+    /// A put that never expires, or a deletion.
+    fn from((key, value): (Vec<u8>, Option<Vec<u8>>)) -> Op {
+        Op {
+            key,
+            value,
+            expiry: NEVER,
+        }
+    }
+}
+
+/// One keyspace's part of a batch, in order.
+pub(crate) type Ops = Vec<Op>;
 
 /// Operation tag that switches the keyspace of the operations after it (FORMAT.md §2).
 const TAG_KEYSPACE: u8 = 3;
+/// Operation tag of a put with an expiry (FORMAT.md §2): only in logs of a store whose
+/// manifest is of version 3.
+const TAG_PUT_EXPIRING: u8 = 4;
 
 /// A batch: the default keyspace's operations and each other keyspace's, each part in the
 /// order written (operations on different keyspaces never meet, so only the order within
@@ -68,9 +93,10 @@ pub(crate) const MAX_RECORD: usize = 1 << 30;
 pub(crate) const HEADER_LEN: usize = 8;
 
 /// Encoded payload bytes of one operation (FORMAT.md §2): tag, key length, key, and for a put
-/// the value length and value.
-pub(crate) fn op_encoded_len(key: usize, value: Option<usize>) -> usize {
-    1 + 4 + key + value.map_or(0, |v| 4 + v)
+/// the value length and value, and the expiry of an expiring one.
+pub(crate) fn op_encoded_len(key: usize, value: Option<usize>, expiry: u64) -> usize {
+    let expiring = value.is_some() && expiry != NEVER;
+    1 + 4 + key + value.map_or(0, |v| 4 + v) + if expiring { 8 } else { 0 }
 }
 
 /// Payload bytes of a batch before its operations (the operation count).
@@ -106,7 +132,7 @@ pub(crate) fn encode_batch(batch: &Batch) -> Result<Vec<u8>> {
     let size: usize = batch
         .parts()
         .flat_map(|(_, ops)| ops)
-        .map(|(k, v)| op_encoded_len(k.len(), v.as_ref().map(Vec::len)))
+        .map(|op| op_encoded_len(op.key.len(), op.value.as_ref().map(Vec::len), op.expiry))
         .sum::<usize>()
         + batch.spaces.len() * KEYSPACE_SWITCH_LEN;
     if BATCH_HEADER_LEN + size > MAX_RECORD {
@@ -123,13 +149,21 @@ pub(crate) fn encode_batch(batch: &Batch) -> Result<Vec<u8>> {
             out.push(TAG_KEYSPACE);
             out.extend_from_slice(&id.to_le_bytes());
         }
-        for (k, v) in ops {
-            out.push(if v.is_some() { TAG_PUT } else { TAG_DELETE });
-            put_u32_len(&mut out, k.len(), "key")?;
-            out.extend_from_slice(k);
-            if let Some(v) = v {
+        for op in ops {
+            let expiring = op.value.is_some() && op.expiry != NEVER;
+            out.push(match (&op.value, expiring) {
+                (None, _) => TAG_DELETE,
+                (Some(_), false) => TAG_PUT,
+                (Some(_), true) => TAG_PUT_EXPIRING,
+            });
+            put_u32_len(&mut out, op.key.len(), "key")?;
+            out.extend_from_slice(&op.key);
+            if let Some(v) = &op.value {
                 put_u32_len(&mut out, v.len(), "value")?;
                 out.extend_from_slice(v);
+            }
+            if expiring {
+                out.extend_from_slice(&op.expiry.to_le_bytes());
             }
         }
     }
@@ -155,12 +189,18 @@ pub(crate) fn decode_batch(payload: &[u8]) -> Option<Batch> {
             continue;
         }
         let key = c.len_prefixed().ok()?.to_vec();
-        let value = match tag {
-            TAG_PUT => Some(c.len_prefixed().ok()?.to_vec()),
-            TAG_DELETE => None,
+        let (value, expiry) = match tag {
+            TAG_PUT => (Some(c.len_prefixed().ok()?.to_vec()), NEVER),
+            TAG_PUT_EXPIRING => {
+                let value = c.len_prefixed().ok()?.to_vec();
+                // Stored expiries lie in 1..NEVER (`expiry::stored`).
+                let at = c.u64().ok().filter(|&at| at != 0 && at != NEVER)?;
+                (Some(value), at)
+            }
+            TAG_DELETE => (None, NEVER),
             _ => return None,
         };
-        batch.part(keyspace).push((key, value));
+        batch.part(keyspace).push(Op { key, value, expiry });
         decoded += 1;
     }
     c.is_empty().then_some(batch)
@@ -379,22 +419,62 @@ mod tests {
         let mut b = Batch::default();
         for i in 0..n {
             let value = (i % 3 != 0).then(|| vec![i; i as usize]);
-            b.part(0).push((vec![i], value));
+            b.part(0).push((vec![i], value).into());
         }
         if n >= 4 {
-            b.part(u32::from(n))
-                .extend([(vec![n, 1], None), (vec![n, 2], Some(vec![2]))]);
+            b.part(u32::from(n)).extend([
+                (vec![n, 1], None).into(),
+                (vec![n, 2], Some(vec![2])).into(),
+            ]);
         }
         b
     }
 
     #[test]
+    fn expiring_puts_round_trip_and_bad_expiries_are_refused() {
+        let mut b = Batch::default();
+        b.part(0).push(Op {
+            key: b"e".to_vec(),
+            value: Some(b"x".to_vec()),
+            expiry: 1_234,
+        });
+        b.part(7).push((b"f".to_vec(), None).into());
+        let record = encode_batch(&b).unwrap();
+        let payload = &record[HEADER_LEN..];
+        assert_eq!(decode_batch(payload), Some(b.clone()));
+        let put = op_encoded_len(1, Some(1), 1_234);
+        assert_eq!(put, op_encoded_len(1, Some(1), NEVER) + 8);
+        assert_eq!(
+            payload.len(),
+            BATCH_HEADER_LEN + put + KEYSPACE_SWITCH_LEN + 6
+        );
+        // The expiry follows the value: 0 and NEVER are not stored expiries.
+        let at = BATCH_HEADER_LEN + put - 8;
+        for bad in [0, NEVER] {
+            let mut p = payload.to_vec();
+            p[at..at + 8].copy_from_slice(&bad.to_le_bytes());
+            assert_eq!(decode_batch(&p), None, "expiry {bad}");
+        }
+        // A deletion carries no expiry, whatever the operation says.
+        let mut d = Batch::default();
+        d.part(0).push(Op {
+            key: b"g".to_vec(),
+            value: None,
+            expiry: 5,
+        });
+        let payload = encode_batch(&d).unwrap()[HEADER_LEN..].to_vec();
+        assert_eq!(payload[BATCH_HEADER_LEN], TAG_DELETE);
+        assert_eq!(decode_batch(&payload).unwrap().default[0].expiry, NEVER);
+    }
+
+    #[test]
     fn keyspace_switches_round_trip_and_bad_ones_are_refused() {
         let mut b = Batch::default();
-        b.part(9).push((b"a".to_vec(), Some(b"1".to_vec())));
-        b.part(0).push((b"b".to_vec(), None));
-        b.part(9).push((b"a".to_vec(), None));
-        b.part(u32::MAX).push((b"c".to_vec(), Some(Vec::new())));
+        b.part(9).push((b"a".to_vec(), Some(b"1".to_vec())).into());
+        b.part(0).push((b"b".to_vec(), None).into());
+        b.part(9).push((b"a".to_vec(), None).into());
+        b.part(u32::MAX)
+            .push((b"c".to_vec(), Some(Vec::new())).into());
         let record = encode_batch(&b).unwrap();
         let payload = &record[HEADER_LEN..];
         assert_eq!(decode_batch(payload), Some(b.clone()));
@@ -417,8 +497,8 @@ mod tests {
         p.extend([TAG_KEYSPACE, 5, 0, 0, 0, TAG_DELETE, 1, 0, 0, 0, b'x']);
         p.extend([TAG_KEYSPACE, 0, 0, 0, 0, TAG_DELETE, 1, 0, 0, 0, b'y']);
         let d = decode_batch(&p).unwrap();
-        assert_eq!(d.default, vec![(b"y".to_vec(), None)]);
-        assert_eq!(d.spaces, vec![(5, vec![(b"x".to_vec(), None)])]);
+        assert_eq!(d.default, vec![Op::from((b"y".to_vec(), None))]);
+        assert_eq!(d.spaces, vec![(5, vec![Op::from((b"x".to_vec(), None))])]);
     }
 
     #[test]

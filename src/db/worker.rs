@@ -115,6 +115,7 @@ pub(super) fn manifest_data<'v>(
             })
             .collect(),
         next_keyspace: registry.next_id(),
+        expiring: registry.expiring,
     }
 }
 

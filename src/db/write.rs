@@ -1,5 +1,5 @@
-//! The write path: `WriteBatch`, group commit, WAL append, memtable rotation, and how failures
-//! stop writes.
+//! The write path: group commit of `WriteBatch`es (`batch.rs`), WAL append, memtable
+//! rotation, and how failures stop writes.
 //!
 //! Group commit (LevelDB's write queue): a write encodes its batch as one WAL record and joins
 //! the queue. If no leader is running, the oldest waiting write's thread becomes leader: it
@@ -21,127 +21,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::batch::WriteBatch;
 use super::inner::{lock, Inner};
-use super::keyspace::Keyspace;
-use super::limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use super::memtable::Memtable;
 use super::state::State;
 use super::throttle;
 use super::wal::{self, Batch, WalWriter};
 use super::write_queue::{take_group, Queued};
 use crate::error::{Error, Result};
-
-/// A batch's operations on one keyspace, in order: each a key and its value (`None`: a
-/// delete).
-pub type BatchOps = Vec<(Vec<u8>, Option<Vec<u8>>)>;
-
-/// Writes applied together: all or none survive a crash, and readers see all or none. A batch
-/// may change several keyspaces (`put_in`, `delete_in`): it is still one log record, and
-/// applied to all of them at once.
-#[derive(Clone, Debug, Default)]
-pub struct WriteBatch {
-    pub(super) ops: Batch,
-    /// Size of the batch's WAL record payload after its count (FORMAT.md §2).
-    encoded: usize,
-    /// A handle of each keyspace other than the default the batch changes: checked to belong
-    /// to the store it is written to, and to be live, when it is written.
-    keyspaces: Vec<Keyspace>,
-}
-
-impl WriteBatch {
-    /// An empty batch.
-    pub fn new() -> Self {
-        Self::default()
-    }
-    /// Sets `key` to `value` in the default keyspace.
-    pub fn put(&mut self, key: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> &mut Self {
-        self.add(0, key.into(), Some(value.into()))
-    }
-    /// Deletes `key` from the default keyspace.
-    pub fn delete(&mut self, key: impl Into<Vec<u8>>) -> &mut Self {
-        self.add(0, key.into(), None)
-    }
-    /// Sets `key` to `value` in `keyspace` (a handle of the store the batch is written to).
-    pub fn put_in(
-        &mut self,
-        keyspace: &Keyspace,
-        key: impl Into<Vec<u8>>,
-        value: impl Into<Vec<u8>>,
-    ) -> &mut Self {
-        self.note(keyspace);
-        self.add(keyspace.id(), key.into(), Some(value.into()))
-    }
-    /// Deletes `key` from `keyspace`.
-    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl Into<Vec<u8>>) -> &mut Self {
-        self.note(keyspace);
-        self.add(keyspace.id(), key.into(), None)
-    }
-    fn note(&mut self, keyspace: &Keyspace) {
-        let known = |k: &Keyspace| k.id() == keyspace.id() && k.same_store(keyspace);
-        if keyspace.id() != 0 && !self.keyspaces.iter().any(known) {
-            self.keyspaces.push(keyspace.clone());
-        }
-    }
-    fn add(&mut self, keyspace: u32, k: Vec<u8>, v: Option<Vec<u8>>) -> &mut Self {
-        self.encoded += wal::op_encoded_len(k.len(), v.as_ref().map(Vec::len));
-        if keyspace != 0 && !self.ops.spaces.iter().any(|(id, _)| *id == keyspace) {
-            self.encoded += wal::KEYSPACE_SWITCH_LEN;
-        }
-        self.ops.part(keyspace).push((k, v));
-        self
-    }
-    /// Operations in the batch, on every keyspace.
-    pub fn len(&self) -> usize {
-        self.ops.len()
-    }
-    /// True when the batch holds nothing.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// The batch's operations on the default keyspace in order, each a key and its value
-    /// (`None`: a delete). `Error::InvalidArgument` if it changes other keyspaces too: their
-    /// operations have no place in this list.
-    pub fn into_ops(self) -> Result<BatchOps> {
-        match self.ops.spaces.first() {
-            None => Ok(self.ops.default),
-            Some((id, _)) => Err(Error::InvalidArgument(format!(
-                "into_ops: the batch also changes keyspace id {id}, not only the default one"
-            ))),
-        }
-    }
-
-    /// Bytes the batch takes in the write-ahead log (what `MAX_BATCH_SIZE` limits).
-    pub fn encoded_len(&self) -> usize {
-        wal::BATCH_HEADER_LEN + self.encoded
-    }
-
-    /// Checks every size limit, so a batch that would not replay is never acknowledged.
-    pub(super) fn validate(&self) -> Result<()> {
-        if self.encoded_len() > MAX_BATCH_SIZE {
-            return Err(Error::InvalidArgument(format!(
-                "write batch of {} operations encodes to {} bytes, over the {MAX_BATCH_SIZE}-byte \
-                 limit (MAX_BATCH_SIZE): split it",
-                self.len(),
-                self.encoded_len()
-            )));
-        }
-        for (k, v) in self.ops.parts().flat_map(|(_, ops)| ops) {
-            if k.len() > MAX_KEY_SIZE {
-                return Err(Error::InvalidArgument(format!(
-                    "key of {} bytes exceeds the {MAX_KEY_SIZE}-byte limit",
-                    k.len()
-                )));
-            }
-            if let Some(v) = v.as_ref().filter(|v| v.len() > MAX_VALUE_SIZE) {
-                return Err(Error::InvalidArgument(format!(
-                    "value of {} bytes exceeds the {MAX_VALUE_SIZE}-byte limit",
-                    v.len()
-                )));
-            }
-        }
-        Ok(())
-    }
-}
 
 /// Hands out the group's results when the leader is done, or `Error::Panicked` to every write
 /// of the group if the leader unwinds (a panicking file system), so no writer waits forever.
@@ -179,31 +66,6 @@ impl Drop for Leader<'_> {
     }
 }
 
-/// How one write is made (`Db::write_opt`): `WriteOptions::default()`, or
-/// `WriteOptions::synced()` for a write that must survive a power loss. `#[non_exhaustive]`
-/// (see `Options`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WriteOptions {
-    /// Make the batch durable (the log synced, `fdatasync`) before the write returns `Ok`,
-    /// whatever `Options::sync_writes` says: it then survives a power loss, and so does every
-    /// write acknowledged before it. `false`: as `sync_writes` says. Concurrent durable
-    /// writes share one sync (group commit), and a write without it that joins their group
-    /// is synced with them.
-    pub sync: bool,
-}
-
-impl WriteOptions {
-    /// A write made durable before it returns (`sync` set).
-    pub fn synced() -> Self {
-        WriteOptions { sync: true }
-    }
-}
-
-setters!(WriteOptions {
-    with_sync => sync: bool,
-});
-
 impl Inner {
     /// Commits `batch` (see the module comment): `Ok` once it is in the WAL and the memtable,
     /// and durable too with `sync` (or `Options::sync_writes`).
@@ -224,6 +86,9 @@ impl Inner {
                     name: k.name().to_string(),
                 });
             }
+        }
+        if batch.expiring() {
+            self.admit_expiring()?;
         }
         let record = wal::encode_batch(&batch.ops)?;
         let mut q = lock(&self.queue);

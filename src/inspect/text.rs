@@ -92,6 +92,13 @@ impl fmt::Display for TableReport {
             "  entries         {} ({} tombstones) in {} data blocks",
             p.entries, p.tombstones, p.data_blocks
         )?;
+        if let Some((earliest, latest)) = p.expiry_span {
+            writeln!(
+                f,
+                "  expiring        {} puts, expiries {earliest} .. {latest} ms since the epoch",
+                p.expiring
+            )?;
+        }
         writeln!(
             f,
             "  data blocks     {} bytes on disk, {} uncompressed ({}, table format {})",

@@ -4,6 +4,7 @@
 
 use crate::coding::put_u32_len;
 pub(crate) use crate::coding::Cursor;
+use crate::expiry::NEVER;
 use crate::prefetch::{prefetch_address, prefetch_lines};
 
 /// Where a block lives in a table file: offset and size, the size including the 4-byte CRC
@@ -23,6 +24,8 @@ pub struct Entry {
     pub key: Vec<u8>,
     /// The value; `None` marks a deletion.
     pub value: Option<Vec<u8>>,
+    /// When the entry expires, in milliseconds since the Unix epoch; `None`: never.
+    pub expiry: Option<u64>,
 }
 
 /// How far ahead of the entry being decoded `cache::find` and `seek` request the block's lines: a block taken
@@ -38,21 +41,49 @@ pub(crate) const ENTRY_HEAD: usize = 9;
 
 pub(crate) const TAG_PUT: u8 = 1;
 pub(crate) const TAG_DELETE: u8 = 2;
+/// A put with an expiry (format 5): the entry of `TAG_PUT` followed by a `u64` expiry.
+pub(crate) const TAG_PUT_EXPIRING: u8 = 3;
+/// Bytes an expiry adds to an entry (`TAG_PUT_EXPIRING`).
+pub(crate) const EXPIRY_LEN: usize = 8;
 
-/// Appends one data-block entry; a key or value too long for its length field is an error.
+/// Appends one data-block entry; `expiry` is `expiry::NEVER` or a stored expiry (a put's
+/// only). A key or value too long for its length field is an error.
 pub(crate) fn put_entry(
     out: &mut Vec<u8>,
     key: &[u8],
     value: Option<&[u8]>,
+    expiry: u64,
 ) -> crate::error::Result<()> {
-    out.push(if value.is_some() { TAG_PUT } else { TAG_DELETE });
+    let expiring = expiry != NEVER && value.is_some();
+    out.push(match (value, expiring) {
+        (None, _) => TAG_DELETE,
+        (Some(_), false) => TAG_PUT,
+        (Some(_), true) => TAG_PUT_EXPIRING,
+    });
     put_u32_len(out, key.len(), "key")?;
     put_u32_len(out, value.map_or(0, <[u8]>::len), "value")?;
     out.extend_from_slice(key);
     if let Some(v) = value {
         out.extend_from_slice(v);
     }
+    if expiring {
+        out.extend_from_slice(&expiry.to_le_bytes());
+    }
     Ok(())
+}
+
+/// The bytes of an entry in a data block.
+pub(crate) fn entry_len(key: usize, value: Option<usize>, expiry: u64) -> usize {
+    let expiring = expiry != NEVER && value.is_some();
+    ENTRY_HEAD + key + value.unwrap_or(0) + if expiring { EXPIRY_LEN } else { 0 }
+}
+
+/// An expiry as stored after an entry: a time since the epoch, never 0 nor `NEVER`.
+fn check_expiry(at: u64) -> Result<u64, String> {
+    if at == 0 || at == NEVER {
+        return Err(format!("entry with expiry {at}, outside 1..u64::MAX"));
+    }
+    Ok(at)
 }
 
 /// Appends the CRC-32 of everything in `out` from `start`.
@@ -81,6 +112,8 @@ pub(crate) fn unseal(block: &[u8]) -> Result<&[u8], String> {
 pub(crate) struct RawEntry<'a> {
     pub(crate) key: &'a [u8],
     pub(crate) value: Option<&'a [u8]>,
+    /// `expiry::NEVER` unless the entry is an expiring put.
+    pub(crate) expiry: u64,
 }
 
 /// Decodes the next entry of a data block payload.
@@ -95,8 +128,18 @@ pub(crate) fn next_entry<'a>(c: &mut Cursor<'a>) -> Result<RawEntry<'a>, String>
         TAG_PUT => Ok(RawEntry {
             key,
             value: Some(value),
+            expiry: NEVER,
         }),
-        TAG_DELETE if value_len == 0 => Ok(RawEntry { key, value: None }),
+        TAG_PUT_EXPIRING => Ok(RawEntry {
+            key,
+            value: Some(value),
+            expiry: check_expiry(c.u64()?)?,
+        }),
+        TAG_DELETE if value_len == 0 => Ok(RawEntry {
+            key,
+            value: None,
+            expiry: NEVER,
+        }),
         TAG_DELETE => Err(format!("tombstone with a {value_len}-byte value")),
         other => Err(format!("unknown entry tag {other}")),
     }
@@ -108,6 +151,8 @@ pub(crate) struct EntrySpan {
     pub(crate) key: std::ops::Range<usize>,
     /// The value's bytes; `None` for a tombstone.
     pub(crate) value: Option<std::ops::Range<usize>>,
+    /// `expiry::NEVER` unless the entry is an expiring put.
+    pub(crate) expiry: u64,
     /// Where the next entry starts.
     pub(crate) end: usize,
 }
@@ -139,15 +184,26 @@ pub(crate) fn entry_at(payload: &[u8], pos: usize) -> Result<EntrySpan, String> 
             payload.len()
         ));
     };
-    let value = match head[0] {
-        TAG_PUT => Some(key_end..end),
-        TAG_DELETE if value_len == 0 => None,
+    let (value, expiry, end) = match head[0] {
+        TAG_PUT => (Some(key_end..end), NEVER, end),
+        TAG_PUT_EXPIRING => {
+            let Some(at) = payload
+                .get(end..)
+                .and_then(|r| r.first_chunk::<EXPIRY_LEN>())
+            else {
+                return Err(format!("entry at offset {pos} has its expiry cut short"));
+            };
+            let at = check_expiry(u64::from_le_bytes(*at))?;
+            (Some(key_end..end), at, end + EXPIRY_LEN)
+        }
+        TAG_DELETE if value_len == 0 => (None, NEVER, end),
         TAG_DELETE => return Err(format!("tombstone with a {value_len}-byte value")),
         other => return Err(format!("unknown entry tag {other}")),
     };
     Ok(EntrySpan {
         key: key_start..key_end,
         value,
+        expiry,
         end,
     })
 }
@@ -219,6 +275,7 @@ pub(crate) fn decode_entries(payload: &[u8]) -> Result<Vec<Entry>, String> {
         out.push(Entry {
             key: e.key.to_vec(),
             value: e.value.map(<[u8]>::to_vec),
+            expiry: (e.expiry != NEVER).then_some(e.expiry),
         });
     }
     Ok(out)
@@ -231,13 +288,29 @@ mod tests {
     #[test]
     fn entries_round_trip_and_damage_is_an_error() {
         let mut b = Vec::new();
-        put_entry(&mut b, b"a", Some(b"1")).unwrap();
-        put_entry(&mut b, b"b", None).unwrap();
-        put_entry(&mut b, b"c", Some(b"")).unwrap();
+        put_entry(&mut b, b"a", Some(b"1"), NEVER).unwrap();
+        put_entry(&mut b, b"b", None, 7).unwrap();
+        put_entry(&mut b, b"c", Some(b""), NEVER).unwrap();
+        put_entry(&mut b, b"d", Some(b"x"), 7).unwrap();
         let e = decode_entries(&b).unwrap();
-        assert_eq!(e.len(), 3);
-        assert_eq!(e[1].value, None);
+        assert_eq!(e.len(), 4);
+        assert_eq!(
+            (e[1].value.clone(), e[1].expiry),
+            (None, None),
+            "a tombstone never expires"
+        );
         assert_eq!(e[2].value, Some(vec![]));
+        assert_eq!(
+            (e[3].value.clone(), e[3].expiry),
+            (Some(b"x".to_vec()), Some(7))
+        );
+        // An expiry of 0 or NEVER is damage.
+        for at in [0, NEVER] {
+            let mut bad = b.clone();
+            let n = bad.len();
+            bad[n - 8..].copy_from_slice(&u64::to_le_bytes(at));
+            assert!(decode_entries(&bad).unwrap_err().contains("expiry"));
+        }
         for len in 0..b.len() {
             // Every strict prefix that cuts an entry is an error, never a panic.
             let _ = decode_entries(&b[..len]);
@@ -255,9 +328,9 @@ mod tests {
     #[test]
     fn entry_at_walks_as_decode_entries() {
         let mut b = Vec::new();
-        put_entry(&mut b, b"a", Some(b"1")).unwrap();
-        put_entry(&mut b, b"b", None).unwrap();
-        put_entry(&mut b, b"c", Some(b"xyz")).unwrap();
+        put_entry(&mut b, b"a", Some(b"1"), NEVER).unwrap();
+        put_entry(&mut b, b"b", None, NEVER).unwrap();
+        put_entry(&mut b, b"c", Some(b"xyz"), 99).unwrap();
         let walk = |p: &[u8]| -> Result<Vec<Entry>, String> {
             let mut out = Vec::new();
             let mut pos = 0;
@@ -266,6 +339,7 @@ mod tests {
                 out.push(Entry {
                     key: p[e.key].to_vec(),
                     value: e.value.map(|v| p[v].to_vec()),
+                    expiry: (e.expiry != NEVER).then_some(e.expiry),
                 });
                 pos = e.end;
             }

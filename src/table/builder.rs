@@ -12,12 +12,13 @@
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::block::{put_entry, seal, BlockHandle, ENTRY_HEAD};
+use super::block::{entry_len, put_entry, seal, BlockHandle};
 use super::compression::{BlockCompressor, Compression};
 use super::footer::{Footer, TABLE_VERSION};
 use super::properties::Properties;
 use crate::coding::put_len_prefixed;
 use crate::error::{Error, Result};
+use crate::expiry::NEVER;
 use crate::filter::{hash_key, FilterBuilder, FilterPolicy, RangeFilterBuilder, RangePolicy};
 use crate::fs::{CreateMode, FileSystem, StdFs, WritableFile};
 use crate::prefix::PrefixExtractor;
@@ -62,7 +63,7 @@ pub struct TableBuilderOptions {
     /// Also build a range filter over every key with this policy (default none; needs
     /// format version 4).
     pub range_filter: Option<RangePolicy>,
-    /// Table format version to write (default `TABLE_VERSION`, 4). 3 writes tables that
+    /// Table format version to write (default `TABLE_VERSION`, 5). 3 writes tables that
     /// builds before range filters read; 2 those before compression; 1 those before prefix
     /// filters too.
     pub format_version: u32,
@@ -145,6 +146,9 @@ pub struct TableBuilder {
     tombstones: u64,
     data_blocks: u64,
     raw_data_bytes: u64,
+    /// Expiring puts, and the earliest and latest expiry among them.
+    expiring: u64,
+    expiry_span: Option<(u64, u64)>,
     compressor: BlockCompressor,
     /// The block being sealed (reused).
     sealed: Vec<u8>,
@@ -168,7 +172,7 @@ impl TableBuilder {
             )))
         };
         if !(1..=TABLE_VERSION).contains(&v) {
-            return refuse("anything: versions are 1..=4");
+            return refuse("anything: versions are 1..=5");
         }
         let prefix_policy = opts.prefix_filter_policy.or(opts.filter);
         if v < 2 && opts.prefix_extractor.is_some() && prefix_policy.is_some() {
@@ -214,6 +218,8 @@ impl TableBuilder {
             tombstones: 0,
             data_blocks: 0,
             raw_data_bytes: 0,
+            expiring: 0,
+            expiry_span: None,
             compressor,
             sealed: Vec::new(),
         })
@@ -221,18 +227,46 @@ impl TableBuilder {
 
     /// Adds an entry; `value == None` is a tombstone. Keys must strictly increase.
     pub fn add(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.add_with_expiry(key, value, None)
+    }
+
+    /// `add`, for a put that expires at `expiry` (milliseconds since the Unix epoch; `None`:
+    /// never; a tombstone's is ignored). Expiries need table format 5.
+    pub fn add_with_expiry(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        expiry: Option<u64>,
+    ) -> Result<()> {
+        let expiry = match (expiry, value) {
+            (Some(at), Some(_)) if self.opts.format_version >= 5 => crate::expiry::stored(at),
+            (Some(_), Some(_)) => {
+                return Err(Error::InvalidArgument(format!(
+                    "table format version {} cannot hold an expiring entry (version 5 added them)",
+                    self.opts.format_version
+                )))
+            }
+            _ => NEVER,
+        };
         if self.last_key.as_deref().is_some_and(|last| last >= key) {
             return Err(Error::InvalidArgument(
                 "table keys must be added in strictly increasing order".into(),
             ));
         }
         if self.aligned() && !self.block.is_empty() {
-            let entry = ENTRY_HEAD + key.len() + value.map_or(0, <[u8]>::len);
+            let entry = entry_len(key.len(), value.map(<[u8]>::len), expiry);
             if self.block.len() + entry + RAW_TRAILER > self.opts.block_size {
                 self.cut_block()?;
             }
         }
-        put_entry(&mut self.block, key, value)?;
+        put_entry(&mut self.block, key, value, expiry)?;
+        if expiry != NEVER {
+            self.expiring += 1;
+            self.expiry_span = Some(match self.expiry_span {
+                None => (expiry, expiry),
+                Some((e, l)) => (e.min(expiry), l.max(expiry)),
+            });
+        }
         if self.min_key.is_none() {
             self.min_key = Some(key.to_vec());
         }
@@ -373,6 +407,8 @@ impl TableBuilder {
                 .map(|r| r.id()),
             prefixes: self.prefixes,
             range_filter: self.opts.range_filter,
+            expiring: self.expiring,
+            expiry_span: self.expiry_span,
         };
         let properties = self.write(&props.encode(self.opts.format_version)?)?;
         self.write(

@@ -54,6 +54,7 @@ use quick_cache::Weighter;
 use super::block::{entry_at, next_entry, Cursor, SCAN_AHEAD};
 use super::doorkeeper::Doorkeeper;
 use crate::coding::{cmp_prefixed, key_prefix};
+use crate::expiry::Now;
 use crate::prefetch::{prefetch_address, prefetch_lines};
 
 /// A data block whose checksum was verified when it was read: its payload.
@@ -76,7 +77,7 @@ impl Block {
     /// `find` in this block.
     #[cfg(test)]
     pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Option<&[u8]>>, String> {
-        find(&self.payload, key)
+        find(&self.payload, key, &Now::never())
     }
 
     /// Bytes charged to the cache: the payload and the fixed parts.
@@ -86,7 +87,7 @@ impl Block {
 }
 
 /// The entry for `key` in a verified data block payload: `Some(Some(v))` a value,
-/// `Some(None)` a tombstone, `None` absent. Decodes entries in order up to `key`; the error
+/// `Some(None)` a tombstone or a put expired at `now`, `None` absent. Decodes entries in order up to `key`; the error
 /// says what was malformed.
 ///
 /// Keys are compared by their 8-byte `key_prefix` first (one load and compare for keys of 8
@@ -102,7 +103,11 @@ impl Block {
 /// lookups); the scan was 7% of an absent get's profile at 2×10^6 keys settled (`find_in`,
 /// one false positive per 35 gets) and ~10% of a present get's. Any entry this decoding
 /// cannot take sends the whole lookup to `find_checked`, whose errors say what was wrong.
-pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'b [u8]>>, String> {
+pub(crate) fn find<'b>(
+    payload: &'b [u8],
+    key: &[u8],
+    now: &Now,
+) -> Result<Option<Option<&'b [u8]>>, String> {
     let p = key_prefix(key);
     let base = payload.as_ptr() as usize;
     prefetch_lines(base, SCAN_AHEAD);
@@ -111,11 +116,12 @@ pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'
         prefetch_address(base + pos + SCAN_AHEAD);
         // An entry in place (FORMAT.md §3.2): its fixed part, key and value bounds-checked.
         let Ok(e) = entry_at(payload, pos) else {
-            return find_checked(payload, key);
+            return find_checked(payload, key, now);
         };
         let k = &payload[e.key];
         match cmp_prefixed(key_prefix(k), k, p, key) {
             Ordering::Less => pos = e.end,
+            Ordering::Equal if now.expired(e.expiry) => return Ok(Some(None)),
             Ordering::Equal => return Ok(Some(e.value.map(|v| &payload[v]))),
             Ordering::Greater => break,
         }
@@ -129,6 +135,7 @@ pub(crate) fn find<'b>(payload: &'b [u8], key: &[u8]) -> Result<Option<Option<&'
 pub(crate) fn find_checked<'b>(
     payload: &'b [u8],
     key: &[u8],
+    now: &Now,
 ) -> Result<Option<Option<&'b [u8]>>, String> {
     let p = key_prefix(key);
     let mut c = Cursor::new(payload);
@@ -136,6 +143,7 @@ pub(crate) fn find_checked<'b>(
         let e = next_entry(&mut c)?;
         match cmp_prefixed(key_prefix(e.key), e.key, p, key) {
             Ordering::Less => continue,
+            Ordering::Equal if now.expired(e.expiry) => return Ok(Some(None)),
             Ordering::Equal => return Ok(Some(e.value)),
             Ordering::Greater => break,
         }
@@ -212,9 +220,35 @@ mod tests {
         let mut b = Vec::new();
         for (i, k) in keys.iter().enumerate() {
             let v = format!("v{i}");
-            put_entry(&mut b, k, (i % 3 != 2).then_some(v.as_bytes())).unwrap();
+            // Every fifth entry (a put unless also every third) expires at 1000 + i.
+            let expiry = if i % 5 == 0 {
+                1_000 + i as u64
+            } else {
+                crate::expiry::NEVER
+            };
+            put_entry(&mut b, k, (i % 3 != 2).then_some(v.as_bytes()), expiry).unwrap();
         }
         b
+    }
+
+    #[test]
+    fn an_expired_put_is_found_as_a_tombstone() {
+        let keys: Vec<Vec<u8>> = (0..40u32).map(|i| (i * 2).to_be_bytes().to_vec()).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let b = block(&refs);
+        for (i, k) in refs.iter().enumerate() {
+            for at in [0, 1_000, 1_010, 2_000] {
+                let now = if at == 0 {
+                    Now::never()
+                } else {
+                    Now::fixed(at)
+                };
+                let expired = i % 5 == 0 && at >= 1_000 + i as u64;
+                let want = (i % 3 != 2 && !expired).then(|| format!("v{i}").into_bytes());
+                let got = find(&b, k, &now).unwrap().map(|v| v.map(<[u8]>::to_vec));
+                assert_eq!(got, Some(want), "key {i} at {at}");
+            }
+        }
     }
 
     #[test]
@@ -297,13 +331,17 @@ mod tests {
             }
             b.extend_from_slice(&tail);
             for p in &probes {
-                prop_assert_eq!(find(&b, p), find_checked(&b, p), "probe {:?}", p);
+                for now in [Now::never(), Now::fixed(1_010)] {
+                    prop_assert_eq!(find(&b, p, &now), find_checked(&b, p, &now), "probe {:?}", p);
+                }
             }
         });
         // And on the unedited block, every key is found.
         for (i, k) in refs.iter().enumerate() {
             let want = (i % 3 != 2).then(|| format!("v{i}").into_bytes());
-            let found = find(&good, k).unwrap().map(|v| v.map(<[u8]>::to_vec));
+            let found = find(&good, k, &Now::never())
+                .unwrap()
+                .map(|v| v.map(<[u8]>::to_vec));
             assert_eq!(found, Some(want));
         }
     }

@@ -34,6 +34,7 @@ use super::reader::{Held, Table, TableReadStats};
 use super::scratch::Scratch;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
+use crate::expiry::NEVER;
 
 /// Where the current entry's key and value lie in the held block.
 #[derive(Clone, Debug)]
@@ -42,6 +43,8 @@ struct Current {
     /// `key_prefix` of the key.
     prefix: u64,
     value: Option<Range<usize>>,
+    /// `expiry::NEVER` unless the entry is an expiring put.
+    expiry: u64,
     /// Where the entry after it starts (forward walks).
     end: usize,
 }
@@ -183,6 +186,7 @@ impl TableCursor {
             key: e.key,
             prefix,
             value: e.value,
+            expiry: e.expiry,
             end: e.end,
         });
         Ok(())
@@ -231,6 +235,7 @@ impl TableCursor {
             prefix: key_prefix(&payload[e.key.clone()]),
             key: e.key,
             value: e.value,
+            expiry: e.expiry,
             end: e.end,
         });
         Ok(())
@@ -342,6 +347,11 @@ impl Cursor for TableCursor {
         Some((payload.get(c.key.clone())?, value))
     }
 
+    #[inline]
+    fn expiry(&self) -> u64 {
+        self.current.as_ref().map_or(NEVER, |c| c.expiry)
+    }
+
     fn step(&mut self) -> Result<()> {
         if self.current.is_none() {
             return Ok(());
@@ -405,9 +415,11 @@ impl Iterator for TableIter {
             self.cursor = None;
             return None;
         };
+        let expiry = c.expiry();
         Some(Ok(Entry {
             key: key.to_vec(),
             value: c.value().map(<[u8]>::to_vec),
+            expiry: (expiry != NEVER).then_some(expiry),
         }))
     }
 }

@@ -53,6 +53,11 @@ pub struct Properties {
     /// The policy the range filter was built with, `None` when the table has none (always
     /// before table format 4).
     pub range_filter: Option<RangePolicy>,
+    /// Puts that carry an expiry (always 0 before table format 5).
+    pub expiring: u64,
+    /// The earliest and the latest expiry among them, milliseconds since the Unix epoch;
+    /// `None` exactly when `expiring` is 0.
+    pub expiry_span: Option<(u64, u64)>,
 }
 
 /// The properties' range filter kind id of Grafite (FORMAT.md §3; `0` is none).
@@ -84,6 +89,9 @@ impl Properties {
         }
         if version < 4 && self.range_filter.is_some() {
             return lacks("a range filter");
+        }
+        if version < 5 && self.expiring > 0 {
+            return lacks("expiring entries");
         }
         let mut b = Vec::new();
         for v in [
@@ -121,6 +129,12 @@ impl Properties {
             b.push(kind);
             b.extend_from_slice(&bits.to_le_bytes());
             b.extend_from_slice(&range.to_le_bytes());
+        }
+        if version >= 5 {
+            let (earliest, latest) = self.expiry_span.unwrap_or((0, 0));
+            for v in [self.expiring, earliest, latest] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
         }
         seal(&mut b, 0);
         Ok(b)
@@ -191,6 +205,23 @@ impl Properties {
         } else {
             None
         };
+        let (expiring, expiry_span) = if version >= 5 {
+            let (n, earliest, latest) = (c.u64()?, c.u64()?, c.u64()?);
+            let puts = entries - tombstones.min(entries);
+            match (n, earliest, latest) {
+                (0, 0, 0) => (0, None),
+                (n, e, l) if n > 0 && n <= puts && 0 < e && e <= l && l < u64::MAX => {
+                    (n, Some((e, l)))
+                }
+                _ => {
+                    return Err(format!(
+                        "expiry fields disagree: {n} expiring of {puts} puts, span {earliest}..={latest}"
+                    ))
+                }
+            }
+        } else {
+            (0, None)
+        };
         if !c.is_empty() {
             return Err("trailing bytes in properties block".into());
         }
@@ -215,6 +246,8 @@ impl Properties {
             prefix_extractor,
             prefixes,
             range_filter,
+            expiring,
+            expiry_span,
         })
     }
 }
@@ -251,6 +284,8 @@ mod tests {
             prefix_extractor: prefix.then(|| "fixed:4".to_string()),
             prefixes: if prefix { 2 } else { 0 },
             range_filter: None,
+            expiring: 0,
+            expiry_span: None,
         }
     }
 
@@ -323,6 +358,43 @@ mod tests {
         ] {
             let err = tail(kind, bits, range).unwrap_err();
             assert!(err.contains("range filter"), "{kind} {bits} {range}: {err}");
+        }
+    }
+
+    #[test]
+    fn expiry_properties_round_trip_in_format_5_only() {
+        let p = Properties {
+            expiring: 2,
+            expiry_span: Some((10, 20)),
+            ..properties(true)
+        };
+        let b = p.encode(5).unwrap();
+        assert_eq!(Properties::decode(&b, 5).unwrap(), p);
+        for len in 0..b.len() {
+            assert!(Properties::decode(&b[..len], 5).is_err());
+        }
+        assert!(p.encode(4).is_err(), "format 4 has no expiry fields");
+        let none = properties(true);
+        assert_eq!(
+            Properties::decode(&none.encode(5).unwrap(), 5).unwrap(),
+            none
+        );
+        assert!(Properties::decode(&none.encode(4).unwrap(), 5).is_err());
+        // The tail is three u64s: expiring, earliest, latest; then the CRC. 3 entries, 1 a
+        // tombstone: at most 2 expiring puts.
+        let tail = |n: u64, e: u64, l: u64| {
+            let mut raw = unseal(&none.encode(5).unwrap()).unwrap().to_vec();
+            raw.truncate(raw.len() - 24);
+            for v in [n, e, l] {
+                raw.extend_from_slice(&v.to_le_bytes());
+            }
+            seal(&mut raw, 0);
+            Properties::decode(&raw, 5)
+        };
+        assert!(tail(2, 5, 5).is_ok());
+        for (n, e, l) in [(3, 1, 2), (0, 1, 2), (1, 0, 2), (1, 3, 2), (1, 2, u64::MAX)] {
+            let err = tail(n, e, l).unwrap_err();
+            assert!(err.contains("expiry"), "{n} {e} {l}: {err}");
         }
     }
 

@@ -109,6 +109,10 @@ pub(crate) trait Cursor {
     fn key(&self) -> Option<&[u8]>;
     /// The current entry's value; `None` for a tombstone (or when `key` is `None`).
     fn value(&self) -> Option<&[u8]>;
+    /// The current entry's expiry: `expiry::NEVER` for an entry without one (and when `key` is
+    /// `None`). A cursor shows every entry as stored; whether it has expired is its reader's
+    /// question (`expiry::Now`).
+    fn expiry(&self) -> u64;
     /// Moves to the next entry in the cursor's direction. After an error the cursor is over.
     fn step(&mut self) -> Result<()>;
     /// The current entry's key and value (`None` for a tombstone) in one call: a cursor

@@ -23,6 +23,7 @@ mod open;
 mod ranges;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::{Error, Result};
+use crate::expiry::Now;
 use crate::fs::RandomAccessFile;
 use crate::prefix::PrefixExtractor;
 use held::Found;
@@ -278,36 +279,50 @@ impl Table {
 
     /// Looks `key` up: `Some(Some(v))` a value, `Some(None)` a tombstone, `None` not in this
     /// table. Finds at most one data block: in `cache` if given (a miss reads, verifies and
-    /// inserts it), else read from the file. Does not consult the filter. Never inlined: the
-    /// read path calls it only after a filter said "maybe", and inlined into `Inner::get` it
-    /// made absent gets ~10% slower (`db_bench --hold absent`, 10^6 keys, 4 rounds).
-    #[inline(never)]
+    /// inserts it), else read from the file. Does not consult the filter. An expiring entry is
+    /// returned whether or not its time has passed (`get_at` decides that).
     pub fn get(
         &self,
         key: &[u8],
         stats: &mut TableReadStats,
         cache: Option<&BlockCache>,
     ) -> Result<Option<Option<Vec<u8>>>> {
+        self.get_at(key, stats, cache, &Now::never())
+    }
+
+    /// `get`, with a put expired at `now` found as `Some(None)` (it hides older versions as a
+    /// tombstone does). Never inlined: the read path calls it only after a filter said
+    /// "maybe", and inlined into `Inner::get` it made absent gets ~10% slower (`db_bench
+    /// --hold absent`, 10^6 keys, 4 rounds).
+    #[inline(never)]
+    pub(crate) fn get_at(
+        &self,
+        key: &[u8],
+        stats: &mut TableReadStats,
+        cache: Option<&BlockCache>,
+        now: &Now,
+    ) -> Result<Option<Option<Vec<u8>>>> {
         let Some(i) = self.block_of(key) else {
             return Ok(None);
         };
         let block = self.data_block(i, stats, cache)?;
-        self.find_in(&block, i, key)
+        self.find_in(&block, i, key, now)
     }
 
-    /// `get`, the value lent where it lies (`LentValue`) instead of copied.
+    /// `get_at`, the value lent where it lies (`LentValue`) instead of copied.
     #[inline(never)]
     pub(crate) fn get_lent(
         &self,
         key: &[u8],
         stats: &mut TableReadStats,
         cache: Option<&BlockCache>,
+        now: &Now,
     ) -> Result<Option<Option<LentValue<'_>>>> {
         let Some(i) = self.block_of(key) else {
             return Ok(None);
         };
         let block = self.data_block(i, stats, cache)?;
-        let found = self.find_at(&block, i, key)?;
+        let found = self.find_at(&block, i, key, now)?;
         Ok(found.map(|at| at.map(|at| LentValue { block, at })))
     }
 
@@ -434,27 +449,30 @@ impl Table {
         }
     }
 
-    /// Looks `key` up in `block`, data block `i` of this table (as `get`).
+    /// Looks `key` up in `block`, data block `i` of this table (as `get_at`).
     pub(crate) fn find_in(
         &self,
         block: &BlockRef<'_>,
         i: usize,
         key: &[u8],
+        now: &Now,
     ) -> Result<Option<Option<Vec<u8>>>> {
-        let found = self.find_at(block, i, key)?;
+        let found = self.find_at(block, i, key, now)?;
         Ok(found.map(|at| at.map(|at| block.payload()[at].to_vec())))
     }
 
     /// Looks `key` up in `block`, data block `i` of this table: `Some(Some(at))` its value at
-    /// `at` in the block's payload, `Some(None)` a tombstone, `None` not here.
+    /// `at` in the block's payload, `Some(None)` a tombstone or a put expired at `now`, `None`
+    /// not here.
     fn find_at(
         &self,
         block: &BlockRef<'_>,
         i: usize,
         key: &[u8],
+        now: &Now,
     ) -> Result<Option<Option<Range<usize>>>> {
         let payload = block.payload();
-        let found = find(payload, key).map_err(|r| {
+        let found = find(payload, key, now).map_err(|r| {
             let offset = self.index.handle(i).map_or(0, |h| h.offset);
             Error::corruption(&self.path, format!("data block at {offset}: {r}"))
         })?;

@@ -25,6 +25,8 @@ pub(crate) trait Versions: Keys {
     fn key(&self, e: usize) -> &[u8];
     /// Entry `e`'s value; `None` for a tombstone.
     fn value(&self, e: usize) -> Option<&[u8]>;
+    /// Entry `e`'s expiry (`expiry::NEVER`: none).
+    fn expiry(&self, e: usize) -> u64;
     /// Entry `e` or the newest earlier version of its key among the first `seen` batches.
     fn version_at(&self, e: usize, seen: u64) -> Option<usize>;
 }
@@ -137,6 +139,12 @@ impl<M: Versions> Cursor for MemCursor<M> {
     #[inline]
     fn value(&self) -> Option<&[u8]> {
         self.mem.value(self.current?)
+    }
+
+    #[inline]
+    fn expiry(&self) -> u64 {
+        self.current
+            .map_or(crate::expiry::NEVER, |e| self.mem.expiry(e))
     }
 
     fn step(&mut self) -> Result<()> {

@@ -43,7 +43,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use arc_swap::ArcSwap;
 
+use super::wal::{Op, Ops};
 use crate::coding::{cmp_prefixed, key_prefix};
+use crate::expiry::{Now, NEVER};
 use crate::filter::hash_key;
 use crate::table::{Direction, KeyRange};
 use cursor::{MemCursor, Versions};
@@ -71,6 +73,8 @@ struct Entry {
     key: Vec<u8>,
     /// `None`: a tombstone.
     value: Option<Vec<u8>>,
+    /// A put's stored expiry, or `expiry::NEVER`.
+    expiry: u64,
 }
 
 impl Keys for Memtable {
@@ -103,6 +107,9 @@ impl Versions for Memtable {
     }
     fn value(&self, e: usize) -> Option<&[u8]> {
         self.entry(e).value.as_deref()
+    }
+    fn expiry(&self, e: usize) -> u64 {
+        self.entry(e).expiry
     }
     fn version_at(&self, e: usize, seen: u64) -> Option<usize> {
         self.version_index_at(e, seen)
@@ -232,7 +239,7 @@ impl Memtable {
     /// it or none. One writer at a time.
     pub(crate) fn apply(&self, ops: Vec<(Vec<u8>, Option<Vec<u8>>)>) {
         let seq = self.next();
-        self.append(ops, seq);
+        self.append(ops.into_iter().map(Op::from).collect(), seq);
         self.publish(seq);
     }
 
@@ -240,11 +247,11 @@ impl Memtable {
     /// see until it is published: a batch that spans several memtables of one generation is
     /// appended to each, then published once. One writer at a time (the store's writer lock;
     /// recovery is single-threaded).
-    pub(crate) fn append(&self, ops: Vec<(Vec<u8>, Option<Vec<u8>>)>, seq: u64) {
+    pub(crate) fn append(&self, ops: Ops, seq: u64) {
         let mut index = self.index.load_full();
         let mut keys = self.keys.load(Ordering::Relaxed);
         let mut added = 0;
-        for (key, value) in ops {
+        for Op { key, value, expiry } in ops {
             added += key.len() + value.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD;
             let hash = hash_key(&key);
             if index.needs_growth(keys) {
@@ -261,6 +268,8 @@ impl Memtable {
                 prefix: key_prefix(&key),
                 prev,
                 key,
+                // A deletion has no expiry, whatever its operation says.
+                expiry: if value.is_some() { expiry } else { NEVER },
                 value,
             });
             assert!(
@@ -278,11 +287,12 @@ impl Memtable {
     }
 
     /// `Some(Some(v))` value, `Some(None)` tombstone, `None` not here. An empty memtable (the
-    /// common case right after a flush) answers without hashing.
+    /// common case right after a flush) answers without hashing. Expiring entries are values.
     #[cfg(test)]
     pub(crate) fn get(&self, key: &[u8]) -> Option<Option<Vec<u8>>> {
         let seen = self.visible();
-        let found = (seen != 0).then(|| self.get_at(key, hash_key(key), seen))?;
+        let now = Now::never();
+        let found = (seen != 0).then(|| self.get_at(key, hash_key(key), seen, &now))?;
         found.map(|v| v.map(<[u8]>::to_vec))
     }
 
@@ -294,12 +304,20 @@ impl Memtable {
     }
 
     /// `get` as of the first `seen` batches (at most the visible ones), the value lent where
-    /// it lies; `hash` is `hash_key(key)`.
-    pub(crate) fn get_at(&self, key: &[u8], hash: u64, seen: u64) -> Option<Option<&[u8]>> {
+    /// it lies; `hash` is `hash_key(key)`. A put expired at `now` is `Some(None)`: it hides
+    /// older versions as a tombstone does.
+    pub(crate) fn get_at(
+        &self,
+        key: &[u8],
+        hash: u64,
+        seen: u64,
+        now: &Now,
+    ) -> Option<Option<&[u8]>> {
         if seen == 0 {
             return None;
         }
-        self.newest(key, hash, seen).map(|e| e.value.as_deref())
+        let e = self.newest(key, hash, seen)?;
+        Some(e.value.as_deref().filter(|_| !now.expired(e.expiry)))
     }
 
     /// The key's newest entry among the first `seen` batches.
@@ -358,7 +376,7 @@ impl Memtable {
     /// batch is added, so a flush's two passes (count, then write) sort once.
     pub(crate) fn for_each_newest<E>(
         &self,
-        mut f: impl FnMut(&[u8], Option<&[u8]>) -> Result<(), E>,
+        mut f: impl FnMut(&[u8], Option<&[u8]>, u64) -> Result<(), E>,
     ) -> Result<(), E> {
         let seen = self.visible();
         let len = self.len.load(Ordering::Acquire);
@@ -380,7 +398,7 @@ impl Memtable {
         for &e in order.iter() {
             let newest = self.entry(e);
             if let Some(at) = self.version_at(newest, seen) {
-                f(&newest.key, at.value.as_deref())?;
+                f(&newest.key, at.value.as_deref(), at.expiry)?;
             }
         }
         Ok(())

@@ -98,7 +98,7 @@ fn every_snapshot_reads_as_the_model_at_its_batch() {
         let want = &models[at as usize];
         for _ in 0..20 {
             let k = key(rng.below(3000));
-            let got = m.get_at(&k, hash_key(&k), at);
+            let got = m.get_at(&k, hash_key(&k), at, &Now::never());
             assert_eq!(
                 got,
                 want.get(&k).map(Option::as_deref),
@@ -132,7 +132,7 @@ fn every_snapshot_reads_as_the_model_at_its_batch() {
         assert_eq!(got, expect, "scan [{lo:?}, {hi:?}) at batch {at} of {seq}");
     }
     let mut flushed = Vec::new();
-    m.for_each_newest(|k, v| {
+    m.for_each_newest(|k, v, _| {
         flushed.push((k.to_vec(), v.map(<[u8]>::to_vec)));
         Ok::<(), ()>(())
     })
@@ -158,7 +158,7 @@ fn readers_see_whole_batches_while_the_writer_appends() {
                 let mut checks = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     let seen = m.visible();
-                    let n = m.get_at(b"n", hash_key(b"n"), seen);
+                    let n = m.get_at(b"n", hash_key(b"n"), seen, &Now::never());
                     if seen == 0 {
                         assert_eq!(n, None);
                         continue;
@@ -220,8 +220,16 @@ fn memtables_sharing_a_count_show_a_batch_in_all_at_once() {
                 assert!(b.visible() >= seen, "one count");
                 let bytes = seen.to_le_bytes();
                 let want = (seen != 0).then_some(Some(&bytes[..]));
-                assert_eq!(b.get_at(b"n", hash_key(b"n"), seen), want, "b at {seen}");
-                assert_eq!(a.get_at(b"n", hash_key(b"n"), seen), want, "a at {seen}");
+                assert_eq!(
+                    b.get_at(b"n", hash_key(b"n"), seen, &Now::never()),
+                    want,
+                    "b at {seen}"
+                );
+                assert_eq!(
+                    a.get_at(b"n", hash_key(b"n"), seen, &Now::never()),
+                    want,
+                    "a at {seen}"
+                );
                 let scanned = b.range_at(
                     Bound::Included(b"n"),
                     Bound::Included(b"n"),
@@ -241,11 +249,11 @@ fn memtables_sharing_a_count_show_a_batch_in_all_at_once() {
     for _ in 0..20_000u64 {
         let seq = b.next();
         let v = Some(seq.to_le_bytes().to_vec());
-        a.append(vec![(b"n".to_vec(), v.clone())], seq);
+        a.append(vec![(b"n".to_vec(), v.clone()).into()], seq);
         std::thread::yield_now();
-        let mut ops = vec![(b"n".to_vec(), v)];
+        let mut ops = vec![(b"n".to_vec(), v).into()];
         if seq.is_multiple_of(3) {
-            ops.push((format!("only-b{seq}").into_bytes(), None));
+            ops.push((format!("only-b{seq}").into_bytes(), None).into());
         }
         b.append(ops, seq);
         b.publish(seq);
@@ -255,7 +263,10 @@ fn memtables_sharing_a_count_show_a_batch_in_all_at_once() {
     // A memtable that got no entry of the published batches is empty, and answers nothing.
     assert!(empty.is_empty() && !a.is_empty());
     assert_eq!(empty.visible(), 20_000);
-    assert_eq!(empty.get_at(b"n", hash_key(b"n"), empty.visible()), None);
+    assert_eq!(
+        empty.get_at(b"n", hash_key(b"n"), empty.visible(), &Now::never()),
+        None
+    );
     assert_eq!(
         b.range(Bound::Unbounded, Bound::Unbounded).len(),
         1 + 20_000 / 3

@@ -1,0 +1,147 @@
+//! Writes that expire, and what a key's expiry is (docs/expiry.md, `crate::expiry`).
+//!
+//! A put with an expiry is logged with it (FORMAT.md §2, operation tag 4), which builds from
+//! before expiry would take for damage. So before the first such put is logged the store
+//! writes a manifest of version 3 (FORMAT.md §4), which those builds refuse to open; the
+//! manifest stays at version 3 from then on (`Registry::expiring`). Tables hold expiries from
+//! table format 5 on, so a store told to write an older format refuses expiring puts.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::inner::Inner;
+use super::iter::merge_of;
+use super::keyspace::{Keyspace, View};
+use super::level_cursor::ScanSetup;
+use super::{Db, WriteBatch};
+use crate::error::{Error, Result};
+use crate::expiry::{KeyExpiry, WalkNow, NEVER};
+use crate::table::{Direction, KeyRange};
+
+impl Db {
+    /// Sets `key` to `value` until `at` (`WriteBatch::put_with_expiry`).
+    pub fn put_with_expiry(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        at: SystemTime,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put_with_expiry(key.as_ref(), value.as_ref(), at);
+        self.write(b)
+    }
+
+    /// Sets `key` to `value` for `ttl` from now, as the store's clock reads now
+    /// (`Options::clock`).
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.put_with_expiry(key, value, self.expiry_in(ttl))
+    }
+
+    /// The time `ttl` from now on the store's clock (`Options::clock`): the expiry to give
+    /// `WriteBatch::put_with_expiry` for a put that should live `ttl`.
+    pub fn expiry_in(&self, ttl: Duration) -> SystemTime {
+        expiry_in(&self.inner, ttl)
+    }
+
+    /// Whether `key` is live, and until when: `KeyExpiry::Absent` (never written, deleted or
+    /// expired), `Never`, or `At` its expiry. Reads like a one-key scan, and is counted as one.
+    pub fn expiry_of(&self, key: impl AsRef<[u8]>) -> Result<KeyExpiry> {
+        self.view().expiry_of(key.as_ref())
+    }
+}
+
+impl Keyspace {
+    /// `Db::put_with_expiry` in this keyspace.
+    pub fn put_with_expiry(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        at: SystemTime,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put_in_with_expiry(self, key.as_ref(), value.as_ref(), at);
+        self.inner().write_batch(b, false)
+    }
+
+    /// `Db::put_with_ttl` in this keyspace.
+    pub fn put_with_ttl(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<()> {
+        self.put_with_expiry(key, value, expiry_in(self.inner(), ttl))
+    }
+
+    /// `Db::expiry_of` in this keyspace.
+    pub fn expiry_of(&self, key: impl AsRef<[u8]>) -> Result<KeyExpiry> {
+        self.view().expiry_of(key.as_ref())
+    }
+}
+
+/// `Db::expiry_in` on `inner`'s clock.
+fn expiry_in(inner: &Inner, ttl: Duration) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(inner.opts.clock.now_millis()) + ttl
+}
+
+impl View<'_> {
+    /// `Db::expiry_of`: the newest entry of `key` through a scan's merge of `[key, key]`.
+    pub(super) fn expiry_of(&self, key: &[u8]) -> Result<KeyExpiry> {
+        let published = self.inner.read_state();
+        let state = self.state(&published)?;
+        let range = KeyRange::new(
+            std::ops::Bound::Included(key.to_vec()),
+            std::ops::Bound::Included(key.to_vec()),
+        );
+        let inner = self.inner;
+        let scan = ScanSetup::new(&inner.counters, state.rule, inner.cache.clone(), range);
+        let merge = merge_of(state, state.mem.visible(), &scan, Direction::Forward)?;
+        let now = WalkNow::of(&inner.opts.clock);
+        Ok(match merge.entry() {
+            Some((_, Some(_))) => match merge.expiry() {
+                NEVER => KeyExpiry::Never,
+                at if now.expired(at) => KeyExpiry::Absent,
+                at => KeyExpiry::At(at),
+            },
+            Some((_, None)) | None => KeyExpiry::Absent,
+        })
+    }
+}
+
+impl Inner {
+    /// Before a batch with expiring puts is logged: refuses it if tables could not hold it,
+    /// and records that logs may hold such puts (a manifest of version 3) if not yet done.
+    pub(super) fn admit_expiring(&self) -> Result<()> {
+        if self.opts.table_format_version < 5 {
+            return Err(Error::InvalidArgument(format!(
+                "a put with an expiry needs table format 5; the store writes format {} \
+                 (Options::table_format_version)",
+                self.opts.table_format_version
+            )));
+        }
+        if self.expiring.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // Under the writer lock, as a keyspace's creation: no group is being logged while
+        // the manifest changes.
+        let _writer = self.lock_checked(&self.writer);
+        self.errors.check()?;
+        let mut work = self.lock_checked(&self.work);
+        if !work.keyspaces.expiring {
+            work.keyspaces.expiring = true;
+            let log_number = self.log_number_after(None);
+            if let Err(e) = self.write_manifest(&mut work, &[], log_number) {
+                work.keyspaces.expiring = false;
+                return Err(self.errors.set(e));
+            }
+            tracing::info!("the logs may now hold expiring puts: manifest version 3");
+        }
+        self.expiring.store(true, Ordering::Release);
+        Ok(())
+    }
+}
