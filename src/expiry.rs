@@ -7,10 +7,10 @@
 //! older versions, as a tombstone does. The store never rewrites an entry to expire it; a
 //! read decides, from its own reading of the store's clock (`Options::clock`).
 //!
-//! A read takes that reading at most once, and only when it meets an entry that carries an
-//! expiry (`Now`), so a store without expiring entries never reads the clock. A snapshot
-//! takes its reading when it is made and keeps it: reads through it see the keys that were
-//! live then, whatever the time now.
+//! A point read takes that reading at most once, and only when it meets an entry that carries
+//! an expiry (`Now`). A scan, a cursor and a snapshot take theirs when they start and keep it
+//! (`Reading`): a snapshot's reads see the keys that were live when it was made, whatever the
+//! time now. A store that never held an expiring entry reads no clock at all.
 //!
 //! Depends on nothing else in the crate: the table layer decodes expiries, the store reads
 //! the clock.
@@ -18,7 +18,6 @@
 use std::cell::Cell;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The expiry of an entry that never expires (a put without one, in memory only: the
@@ -157,42 +156,17 @@ impl<'c> Now<'c> {
     }
 }
 
-/// A scan's or a cursor's reading of the clock (`Now`, holding the clock): taken at the
-/// first expiring entry the walk meets, then kept for the rest of it.
-#[derive(Debug)]
-pub(crate) struct WalkNow {
-    clock: Option<Arc<dyn Clock>>,
-    /// As in `Now`.
-    reading: Cell<u64>,
-}
+/// A scan's, a cursor's or a snapshot's reading of the clock, taken when it starts: 0 (nothing
+/// expires) when the store has never held an expiring entry, so such a walk reads no clock
+/// and shares nothing with other threads (`Inner::reading`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Reading(pub(crate) u64);
 
-impl WalkNow {
-    /// A reading of `clock`, taken when first needed.
-    pub(crate) fn of(clock: &Arc<dyn Clock>) -> Self {
-        WalkNow {
-            clock: Some(Arc::clone(clock)),
-            reading: Cell::new(0),
-        }
-    }
-    /// A reading already taken (a snapshot's).
-    pub(crate) fn fixed(millis: u64) -> Self {
-        WalkNow {
-            clock: None,
-            reading: Cell::new(millis),
-        }
-    }
+impl Reading {
     /// Whether an entry expiring at `at` has expired at this reading (as `Now::expired`).
     #[inline(always)]
-    pub(crate) fn expired(&self, at: u64) -> bool {
-        at != NEVER && at <= self.millis()
-    }
-    fn millis(&self) -> u64 {
-        if let Some(c) = &self.clock {
-            if self.reading.get() == 0 {
-                self.reading.set(c.now_millis().min(NEVER - 1));
-            }
-        }
-        self.reading.get()
+    pub(crate) fn expired(self, at: u64) -> bool {
+        at != NEVER && at <= self.0
     }
 }
 

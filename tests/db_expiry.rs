@@ -496,3 +496,172 @@ fn a_checkpoint_keeps_expiries() {
     assert_eq!(copy.get("in-memtable").unwrap(), None);
     assert_eq!(users.get("u").unwrap(), Some(b"3".to_vec()));
 }
+
+/// A table whose every entry has expired, and under which no older table holds any of its
+/// keys, is dropped whole by the background work without being read; one that shadows older
+/// values stays (dropping it would bring them back).
+#[test]
+fn fully_expired_tables_are_dropped_whole_unread() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(100_000));
+    let opts = Options::default()
+        .with_clock(clock.clone())
+        .with_idle_compaction_after(None)
+        // Only the drop of whole tables here (the d keys' table would be rewritten, `a_table_
+        // mostly_expired_is_rewritten`).
+        .with_expired_reclaim_after(None)
+        .with_expired_share_to_reclaim(None)
+        .with_l0_compaction_trigger(8)
+        .with_l0_slowdown_writes_trigger(16)
+        .with_l0_stop_writes_trigger(20);
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..100 {
+        db.put(format!("d{i:03}"), "old").unwrap();
+    }
+    db.compact().unwrap(); // level 1: the d keys without expiry
+    let tables = |db: &Db| -> Vec<u64> { db.stats().levels.iter().map(|l| l.tables).collect() };
+    let mut batch = WriteBatch::new();
+    for i in 0..200 {
+        batch.put_with_expiry(format!("a{i:03}"), "soon", at(200_000));
+    }
+    db.write(batch).unwrap();
+    db.flush().unwrap(); // level 0: every entry expires, nothing under it
+    for i in 0..100 {
+        db.put(format!("b{i:03}"), "kept").unwrap();
+    }
+    db.flush().unwrap();
+    for i in 0..100 {
+        db.put_with_expiry(format!("d{i:03}"), "new", at(200_000))
+            .unwrap();
+    }
+    db.flush().unwrap(); // level 0: every entry expires, but it hides level 1's d keys
+    assert_eq!(tables(&db)[..2], [3, 1]);
+    let files = || std::fs::read_dir(dir.path()).unwrap().count();
+    let (before, read_before) = (files(), db.stats().compaction_bytes_read);
+    clock.set(200_000);
+    // Any wake-up of the background threads looks again: a flush is one.
+    db.put("c", "x").unwrap();
+    db.flush().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db.stats().expired_tables_dropped == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no expired table dropped"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(50)); // nothing else goes
+    let s = db.stats();
+    assert_eq!(s.expired_tables_dropped, 1);
+    assert_eq!(s.compaction_bytes_read, read_before, "dropped unread");
+    assert_eq!(tables(&db)[..2], [3, 1], "a's table went, c's came");
+    assert_eq!(files(), before, "a's file removed, c's added");
+    for i in (0..100).step_by(7) {
+        assert_eq!(db.get(format!("a{i:03}")).unwrap(), None);
+        assert_eq!(db.get(format!("b{i:03}")).unwrap(), Some(b"kept".to_vec()));
+        assert_eq!(
+            db.get(format!("d{i:03}")).unwrap(),
+            None,
+            "the old d value stays hidden"
+        );
+    }
+}
+
+/// A store of 200 keys on one level, every other one (or 3 in 5) expiring at 1,005,000, on a
+/// clock at 1,000,000 that the compaction threads look at every 10 ms.
+fn half_expiring(
+    dir: &std::path::Path,
+    opts: Options,
+    expiring_per_5: u64,
+) -> (Db, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let opts = opts
+        .with_clock(clock.clone())
+        .with_idle_compaction_after(Some(Duration::from_millis(10)));
+    let db = Db::open(dir, opts).unwrap();
+    for i in 0..200u64 {
+        let k = format!("k{i:03}");
+        match i % 5 < expiring_per_5 {
+            true => db.put_with_expiry(&k, [b'e'; 100], at(1_005_000)).unwrap(),
+            false => db.put(&k, [b'p'; 100]).unwrap(),
+        }
+    }
+    db.compact().unwrap();
+    (db, clock)
+}
+
+fn data_bytes(db: &Db) -> u64 {
+    db.stats().total.data_bytes
+}
+
+/// Waits up to 10 s for a compaction beyond `done`; false if none came.
+fn compaction_after(db: &Db, done: u64) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while db.stats().compactions == done {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+/// A table holding puts that expired longer ago than `expired_reclaim_after` is rewritten
+/// without them, though nothing else would compact it; not before.
+#[test]
+fn expired_data_leaves_the_disk_within_the_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .with_expired_reclaim_after(Some(Duration::from_secs(10)))
+        .with_expired_share_to_reclaim(None);
+    let (db, clock) = half_expiring(dir.path(), opts, 1);
+    let (full, done) = (data_bytes(&db), db.stats().compactions);
+    clock.set(1_005_000 + 9_000);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(db.stats().compactions, done, "expired 9 s ago: not yet");
+    clock.set(1_005_000 + 10_000);
+    assert!(
+        compaction_after(&db, done),
+        "expired 10 s ago: no compaction came"
+    );
+    let left = data_bytes(&db);
+    assert!(left * 100 < full * 85, "{left} of {full} data bytes left");
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(db.stats().compactions, done + 1, "one rewrite, not a loop");
+    for i in (0..200u64).step_by(3) {
+        let want = (i % 5 != 0).then(|| vec![b'p'; 100]);
+        assert_eq!(db.get(format!("k{i:03}")).unwrap(), want);
+    }
+}
+
+/// A table whose expired share reaches `expired_share_to_reclaim` is rewritten as soon as it
+/// does; below it, not.
+#[test]
+fn a_table_mostly_expired_is_rewritten() {
+    for (per_5, rewritten) in [(3, true), (2, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::default()
+            .with_expired_reclaim_after(None)
+            .with_expired_share_to_reclaim(Some(0.5));
+        let (db, clock) = half_expiring(dir.path(), opts, per_5);
+        let done = db.stats().compactions;
+        clock.set(1_005_000);
+        let came = if rewritten {
+            compaction_after(&db, done)
+        } else {
+            std::thread::sleep(Duration::from_millis(200));
+            db.stats().compactions != done
+        };
+        assert_eq!(came, rewritten, "{per_5} in 5 expired");
+    }
+}
+
+#[test]
+fn a_bad_share_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    for share in [0.0, 1.5, f64::NAN] {
+        let opts = Options::default().with_expired_share_to_reclaim(Some(share));
+        let e = Db::open(dir.path(), opts).err().unwrap().to_string();
+        assert!(e.contains("expired_share_to_reclaim"), "{e}");
+    }
+}

@@ -39,6 +39,9 @@ pub(crate) struct Job {
     pub(crate) inputs: Vec<(usize, Arc<Table>)>,
     pub(crate) output_level: usize,
     pub(crate) drop_tombstones: bool,
+    /// Every entry of the inputs has expired and they shadow nothing (`expired_table`): the
+    /// job drops them unread and writes nothing.
+    pub(crate) expired: bool,
 }
 
 fn overlapping(tables: &[Arc<Table>], min: &[u8], max: &[u8]) -> Vec<Arc<Table>> {
@@ -74,6 +77,7 @@ fn finish_job(
         inputs,
         output_level,
         drop_tombstones,
+        expired: false,
     })
 }
 
@@ -136,8 +140,87 @@ pub(crate) fn pending_bytes(v: &Version, opts: &Options) -> u64 {
     owed as u64
 }
 
+/// A table of keyspace `keyspace` (of table set `v`) to drop whole, unread, if there is one
+/// that may go beside the `running` jobs: every entry of it is a put expired at `now`
+/// (`Properties::expire_whole_by`), and no older table holds any of its keys (none of a deeper
+/// level overlaps its key range, nor an older one of level 0, nor a running job's output
+/// deeper down). Such a table answers "absent" for each of its keys, and so would the store
+/// without it. Snapshots hold the table sets they read, this table in them.
+fn expired_table(v: &Version, keyspace: u32, now: &Now, running: &Running) -> Option<Job> {
+    for (level, tables) in v.levels().iter().enumerate() {
+        for (i, t) in tables.iter().enumerate() {
+            let Some(latest) = t.properties().expire_whole_by() else {
+                continue;
+            };
+            if running.is_busy(t.id()) || !now.expired(latest) {
+                continue;
+            }
+            let (min, max) = (t.min_key(), t.max_key());
+            let meets = |o: &Arc<Table>| o.max_key() >= min && o.min_key() <= max;
+            let older_l0 = level == 0 && tables[..i].iter().any(meets);
+            let deeper = v.levels()[level + 1..].iter().flatten().any(meets);
+            let inputs = vec![(level, Arc::clone(t))];
+            if older_l0
+                || deeper
+                || running.conflicts(keyspace, &inputs, level)
+                || running.keeps_tombstones(keyspace, &inputs, level)
+            {
+                continue;
+            }
+            return Some(Job {
+                keyspace,
+                inputs,
+                output_level: level,
+                drop_tombstones: true,
+                expired: true,
+            });
+        }
+    }
+    None
+}
+
+/// A compaction that takes expired data off the disk (`Options::expired_reclaim_after`,
+/// `expired_share_to_reclaim`), if one may run beside the `running` jobs: a table of level 1
+/// or deeper holding a put that expired longer ago than the bound, or whose estimated expired
+/// share reaches the threshold, rewritten in place; a level-0 table so, with the rest of level
+/// 0 into level 1. The rewrite drops what has expired (`run`): the output's earliest expiry
+/// lies ahead, so the same table is not picked again before the bound has passed once more.
+fn reclaim_expired(
+    v: &Version,
+    keyspace: u32,
+    opts: &Options,
+    now: &Now,
+    running: &Running,
+) -> Option<Job> {
+    let bound = opts.expired_reclaim_after.map(|d| d.as_millis() as u64);
+    let due = |t: &Arc<Table>| {
+        let p = t.properties();
+        let Some((earliest, _)) = p.expiry_span else {
+            return false;
+        };
+        let old = bound.is_some_and(|b| now.expired(earliest.saturating_add(b)));
+        let share = opts
+            .expired_share_to_reclaim
+            .is_some_and(|s| p.expired_share(now.millis()) >= s);
+        old || share
+    };
+    for (level, tables) in v.levels().iter().enumerate() {
+        for t in tables.iter().filter(|t| !running.is_busy(t.id()) && due(t)) {
+            let job = match level {
+                0 => level0(v, keyspace, running),
+                _ => finish_job(v, keyspace, vec![(level, Arc::clone(t))], level, running),
+            };
+            if job.is_some() {
+                return job;
+            }
+        }
+    }
+    None
+}
+
 /// The most urgent compaction of keyspace `keyspace` (of table set `v`) that may run beside the
-/// `running` ones, if any level is over its limit. `cursors[l]` is the largest key of the last table compacted out of level `l`
+/// `running` ones, if any level is over its limit; before that, a table whose entries have all
+/// expired (`expired_table`). `cursors[l]` is the largest key of the last table compacted out of level `l`
 /// (round robin): a level's tables are tried from there on, skipping those that conflict.
 pub(crate) fn pick(
     v: &Version,
@@ -146,6 +229,11 @@ pub(crate) fn pick(
     cursors: &mut [Vec<u8>],
     running: &Running,
 ) -> Option<Job> {
+    // The clock is read only when some table holds expiring puts.
+    let now = Now::of(&*opts.clock);
+    if let Some(job) = expired_table(v, keyspace, &now, running) {
+        return Some(job);
+    }
     let mut scored = scores(v, opts, &|id| running.is_busy(id));
     scored.sort_by(|a, b| b.1.total_cmp(&a.1));
     for (level, _) in scored.into_iter().take_while(|(_, s)| *s >= 1.0) {
@@ -174,7 +262,7 @@ pub(crate) fn pick(
             }
         }
     }
-    None
+    reclaim_expired(v, keyspace, opts, &now, running)
 }
 
 /// All of level 0 and the level-1 tables it overlaps, into level 1, if level 0 holds any
@@ -206,6 +294,7 @@ pub(crate) fn full(v: &Version, keyspace: u32) -> Option<Job> {
         inputs,
         output_level,
         drop_tombstones: true,
+        expired: false,
     })
 }
 
@@ -225,6 +314,14 @@ pub(crate) fn run(
     filters: TableFilters,
     next_id: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Output> {
+    if job.expired {
+        // Nothing to read or write: the inputs only go.
+        return Ok(Output {
+            tables: Vec::new(),
+            bytes_read: 0,
+            bytes_written: 0,
+        });
+    }
     // Newest first: L0 newest to oldest, then each deeper level (disjoint within a level).
     let mut ordered: Vec<&(usize, Arc<Table>)> = job.inputs.iter().collect();
     ordered.sort_by_key(|(l, t)| (*l, if *l == 0 { u64::MAX - t.id() } else { 0 }));
@@ -373,6 +470,7 @@ mod tests {
             ],
             output_level: 1,
             drop_tombstones: true,
+            expired: false,
         };
         let opts = Options::default()
             .with_target_file_size(8 * 1024)

@@ -26,7 +26,7 @@ use super::memtable::range_is_empty;
 use super::merge::Merge;
 use super::state::State;
 use crate::error::Result;
-use crate::expiry::WalkNow;
+use crate::expiry::Reading;
 use crate::prefix::PrefixExtractor;
 use crate::table::{BlockCache, Direction, KeyRange};
 
@@ -74,7 +74,7 @@ pub struct DbCursor {
     /// Batches of `state.mem` the cursor sees.
     mem_seen: u64,
     /// The clock reading that expires entries for this cursor (taken once, kept).
-    now: WalkNow,
+    now: Reading,
     counters: Arc<Counters>,
     rule: Option<PrefixExtractor>,
     cache: Option<Arc<BlockCache>>,
@@ -126,7 +126,7 @@ impl DbCursor {
         cache: Option<Arc<BlockCache>>,
         state: &State,
         mem_seen: u64,
-        now: WalkNow,
+        now: Reading,
         range: R,
     ) -> DbCursor {
         let (lower, upper) = own_bounds(&range);
@@ -221,9 +221,7 @@ impl DbCursor {
         match &mut self.at {
             At::Nowhere => Ok(false),
             At::On { merge, dir } if *dir == to => {
-                let stepped = merge
-                    .step()
-                    .and_then(|()| skip_tombstones(merge, &self.now));
+                let stepped = merge.step().and_then(|()| skip_tombstones(merge, self.now));
                 self.settle(stepped)
             }
             At::On { merge, .. } => {
@@ -256,7 +254,7 @@ impl DbCursor {
         }
         let scan = ScanSetup::new(&self.counters, self.rule, self.cache.clone(), range);
         let mut merge = merge_of(&self.state, self.mem_seen, &scan, dir)?;
-        let first = skip_tombstones(&mut merge, &self.now);
+        let first = skip_tombstones(&mut merge, self.now);
         self.at = At::On { merge, dir };
         self.settle(first)
     }
@@ -272,7 +270,7 @@ impl DbCursor {
 
 /// Steps `merge` past tombstones and entries expired at `now` onto a live entry (true) or
 /// its end (false).
-fn skip_tombstones(merge: &mut Merge<Source>, now: &WalkNow) -> Result<bool> {
+fn skip_tombstones(merge: &mut Merge<Source>, now: Reading) -> Result<bool> {
     loop {
         match merge.entry() {
             None => return Ok(false),

@@ -15,7 +15,7 @@ use super::keyspace::{Keyspace, View};
 use super::level_cursor::ScanSetup;
 use super::{Db, WriteBatch};
 use crate::error::{Error, Result};
-use crate::expiry::{KeyExpiry, WalkNow, NEVER};
+use crate::expiry::{KeyExpiry, Reading, NEVER};
 use crate::table::{Direction, KeyRange};
 
 impl Db {
@@ -101,7 +101,7 @@ impl View<'_> {
         let inner = self.inner;
         let scan = ScanSetup::new(&inner.counters, state.rule, inner.cache.clone(), range);
         let merge = merge_of(state, state.mem.visible(), &scan, Direction::Forward)?;
-        let now = WalkNow::of(&inner.opts.clock);
+        let now = inner.reading();
         Ok(match merge.entry() {
             Some((_, Some(_))) => match merge.expiry() {
                 NEVER => KeyExpiry::Never,
@@ -114,6 +114,18 @@ impl View<'_> {
 }
 
 impl Inner {
+    /// A walk's reading of the clock (`expiry::Reading`): the clock's, or 0 (nothing expires)
+    /// while the store has never held an expiring entry. Taken after the walk read its
+    /// memtable's batch count: the flag is set before the first expiring put is logged, so a
+    /// walk that could see one sees the flag set (the write's publish of its batch
+    /// happens after the flag's store, and the walk's load of the count before this one).
+    pub(super) fn reading(&self) -> Reading {
+        match self.expiring.load(Ordering::Acquire) {
+            true => Reading(self.opts.clock.now_millis().min(NEVER - 1)),
+            false => Reading(0),
+        }
+    }
+
     /// Before a batch with expiring puts is logged: refuses it if tables could not hold it,
     /// and records that logs may hold such puts (a manifest of version 3) if not yet done.
     pub(super) fn admit_expiring(&self) -> Result<()> {

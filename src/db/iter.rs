@@ -38,7 +38,7 @@ use super::memtable::{range_is_empty, MemtableCursor};
 use super::merge::Merge;
 use super::state::State;
 use crate::error::Result;
-use crate::expiry::WalkNow;
+use crate::expiry::Reading;
 use crate::filter::hash_key;
 use crate::prefix::{prefix_end, PrefixExtractor};
 use crate::table::{BlockCache, Cursor, Direction, KeyRange};
@@ -200,7 +200,7 @@ pub struct DbIter {
     /// The batches of `state.mem` the scan sees.
     mem_seen: u64,
     /// The clock reading that expires entries for this scan.
-    now: WalkNow,
+    now: Reading,
     scan: Arc<ScanSetup>,
     front: Side,
     back: Side,
@@ -217,7 +217,7 @@ impl DbIter {
         cache: Option<Arc<BlockCache>>,
         state: &State,
         mem_seen: u64,
-        now: WalkNow,
+        now: Reading,
         (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
     ) -> DbIter {
         let range = KeyRange::new(start, end);
@@ -257,7 +257,7 @@ impl DbIter {
                 }
             }
         }
-        let now = &self.now;
+        let now = self.now;
         let (side, other) = match dir {
             Direction::Forward => (&mut self.front, &self.back),
             Direction::Backward => (&mut self.back, &self.front),
@@ -297,7 +297,7 @@ fn next_live(
     side: &mut Side,
     stop: Option<&[u8]>,
     dir: Direction,
-    now: &WalkNow,
+    now: Reading,
 ) -> Option<Result<(Vec<u8>, Vec<u8>)>> {
     let merge = side.merge.as_mut()?;
     if std::mem::take(&mut side.handed_out) {

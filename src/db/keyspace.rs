@@ -22,7 +22,6 @@ use super::keyspace_options::KeyspaceOptions;
 use super::state::{Published, State};
 use super::{counters, exists, WriteBatch};
 use crate::error::{Error, Result};
-use crate::expiry::WalkNow;
 
 /// The name of the default keyspace (id 0), the one `Db`'s own methods act on.
 pub const DEFAULT_KEYSPACE: &str = "default";
@@ -276,13 +275,16 @@ pub(super) fn iter_in(
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
 ) -> DbIter {
+    let seen = state.mem.visible();
+    // Taken after the count (`Inner::reading`).
+    let now = inner.reading();
     DbIter::new(
         &inner.counters,
         state.rule,
         inner.cache.clone(),
         state,
-        state.mem.visible(),
-        WalkNow::of(&inner.opts.clock),
+        seen,
+        now,
         (start, end),
     )
 }
@@ -293,13 +295,16 @@ pub(super) fn cursor_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
     state: &State,
     range: R,
 ) -> DbCursor {
+    let seen = state.mem.visible();
+    // Taken after the count (`Inner::reading`).
+    let now = inner.reading();
     DbCursor::new(
         &inner.counters,
         state.rule,
         inner.cache.clone(),
         state,
-        state.mem.visible(),
-        WalkNow::of(&inner.opts.clock),
+        seen,
+        now,
         range,
     )
 }

@@ -150,6 +150,15 @@ pub struct Options {
     /// filter probe and each short scan a block; a store that has stopped taking writes should
     /// not keep paying for them.
     pub idle_compaction_after: Option<std::time::Duration>,
+    /// Expired values leave the disk within about this long of expiring (default 10 minutes;
+    /// `None`: only as compactions happen to reach them): a table holding a put that expired
+    /// longer ago than this is rewritten, the expired entries dropped (docs/expiry.md). The
+    /// compaction threads look whenever they wake (`idle_compaction_after`).
+    pub expired_reclaim_after: Option<std::time::Duration>,
+    /// A table whose expired share of entries reaches this (estimated from its expiry span)
+    /// is rewritten too, however recently they expired (default 0.5; `None`: never; at most
+    /// 1, above 0).
+    pub expired_share_to_reclaim: Option<f64>,
     /// Threads that run compactions (at least 1; by default half the cores the process may
     /// use, from 1 to 4). Flushes have a thread of their own besides, so a memtable is written
     /// out while compactions run; compactions of disjoint key ranges, or of different levels,
@@ -199,8 +208,8 @@ pub struct Options {
     /// [`crate::fs::FaultyFs`] to make operations fail).
     pub fs: Arc<dyn FileSystem>,
     /// The clock that decides when an expiring key expires (default the system's; tests pass
-    /// a [`crate::ManualClock`]). Read at most once per read, and only when the read meets an
-    /// entry with an expiry (docs/expiry.md).
+    /// a [`crate::ManualClock`]). Read at most once per read, and never by a store that has
+    /// held no expiring entry (docs/expiry.md).
     pub clock: Arc<dyn Clock>,
 }
 
@@ -230,6 +239,8 @@ impl Default for Options {
                 .map_or(1, |n| n.get() / 2)
                 .clamp(1, 4),
             idle_compaction_after: Some(std::time::Duration::from_secs(1)),
+            expired_reclaim_after: Some(std::time::Duration::from_secs(600)),
+            expired_share_to_reclaim: Some(0.5),
             target_file_size: 8 << 20,
             max_immutable_memtables: 4,
             block_cache_bytes: 32 << 20,
@@ -262,6 +273,8 @@ setters!(Options {
     with_soft_pending_compaction_bytes_limit => soft_pending_compaction_bytes_limit: Option<u64>,
     with_hard_pending_compaction_bytes_limit => hard_pending_compaction_bytes_limit: Option<u64>,
     with_idle_compaction_after => idle_compaction_after: Option<std::time::Duration>,
+    with_expired_reclaim_after => expired_reclaim_after: Option<std::time::Duration>,
+    with_expired_share_to_reclaim => expired_share_to_reclaim: Option<f64>,
     with_background_threads => background_threads: usize,
     with_target_file_size => target_file_size: u64,
     with_max_immutable_memtables => max_immutable_memtables: usize,
@@ -375,6 +388,12 @@ impl Options {
         }
         if self.size_ratio < 2 {
             return bad("size_ratio must be at least 2");
+        }
+        if self
+            .expired_share_to_reclaim
+            .is_some_and(|s| !(s > 0.0 && s <= 1.0))
+        {
+            return bad("expired_share_to_reclaim must be above 0 and at most 1");
         }
         if self.l0_compaction_trigger == 0
             || self.l0_stop_writes_trigger <= self.l0_compaction_trigger

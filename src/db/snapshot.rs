@@ -35,7 +35,7 @@ use super::read::ReadPath;
 use super::snapshot_list::Snapshots;
 use super::state::{Published, State};
 use crate::error::{Error, Result};
-use crate::expiry::{Now, WalkNow};
+use crate::expiry::{Now, Reading};
 use crate::table::BlockCache;
 
 /// A consistent, read-only view of the store as of `Db::snapshot`: every write acknowledged
@@ -61,7 +61,7 @@ pub struct Snapshot {
     /// Batches of the current generation (every keyspace's `mem`) this snapshot sees.
     mem_seen: u64,
     /// The store's clock when it was taken: its reads expire what had expired then.
-    clock_ms: u64,
+    reading: Reading,
     counters: Arc<Counters>,
     cache: Option<Arc<BlockCache>>,
     registry: Arc<Snapshots>,
@@ -101,7 +101,8 @@ impl Snapshot {
         Snapshot {
             published,
             mem_seen,
-            clock_ms: inner.opts.clock.now_millis(),
+            // After the count (`Inner::reading`).
+            reading: inner.reading(),
             counters: Arc::clone(&inner.counters),
             cache: inner.cache.clone(),
             registry,
@@ -128,7 +129,7 @@ impl Snapshot {
         ReadPath {
             counters: &self.counters,
             cache: self.cache.as_deref(),
-            now: Now::fixed(self.clock_ms),
+            now: Now::fixed(self.reading.0),
         }
     }
 
@@ -280,7 +281,7 @@ impl SnapshotKeyspace<'_> {
             snap.cache.clone(),
             self.state,
             snap.mem_seen,
-            WalkNow::fixed(snap.clock_ms),
+            snap.reading,
             (start, end),
         )
     }
@@ -299,7 +300,7 @@ impl SnapshotKeyspace<'_> {
             snap.cache.clone(),
             self.state,
             snap.mem_seen,
-            WalkNow::fixed(snap.clock_ms),
+            snap.reading,
             range,
         )
     }

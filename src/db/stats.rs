@@ -213,6 +213,9 @@ pub struct DbStats {
     pub flushes: u64,
     /// Compactions run.
     pub compactions: u64,
+    /// Tables dropped whole, unread, because every entry had expired (docs/expiry.md); not
+    /// counted in `compactions` (nor in their bytes: none are read or written).
+    pub expired_tables_dropped: u64,
     /// Bytes compactions read.
     pub compaction_bytes_read: u64,
     /// Bytes compactions wrote.
@@ -303,6 +306,7 @@ pub(crate) fn collect(c: &Counters, version: &Version) -> DbStats {
     let mut s = DbStats {
         flushes: load(&c.flushes),
         compactions: load(&c.compactions),
+        expired_tables_dropped: load(&c.expired_tables_dropped),
         compaction_bytes_read: load(&c.compaction_bytes_read),
         compaction_bytes_written: load(&c.compaction_bytes_written),
         filter_validation_failures: load(&c.filter_validation_failures),

@@ -414,9 +414,18 @@ impl Inner {
         }
         self.graveyard
             .bury_tables(job.inputs.iter().map(|(_, t)| Arc::clone(t)));
-        add(&self.counters.compactions, 1);
         add(&self.counters.compaction_bytes_read, out.bytes_read);
         add(&self.counters.compaction_bytes_written, out.bytes_written);
+        if job.expired {
+            let dropped = job.inputs.len() as u64;
+            add(&self.counters.expired_tables_dropped, dropped);
+            tracing::debug!(
+                tables = ?job.inputs.iter().map(|(l, t)| (*l, t.id())).collect::<Vec<_>>(),
+                "expired tables dropped"
+            );
+            return Ok(());
+        }
+        add(&self.counters.compactions, 1);
         tracing::debug!(
             inputs = ?job.inputs.iter().map(|(l, t)| (*l, t.id())).collect::<Vec<_>>(),
             output_level = job.output_level,

@@ -252,6 +252,31 @@ impl Properties {
     }
 }
 
+impl Properties {
+    /// The share of the table's entries expired at `now` (ms since the epoch), estimated with
+    /// its expiring puts spread evenly over its expiry span; 0 for a table without any.
+    pub fn expired_share(&self, now: u64) -> f64 {
+        let Some((earliest, latest)) = self.expiry_span.filter(|_| self.entries > 0) else {
+            return 0.0;
+        };
+        let passed = match now {
+            n if n >= latest => 1.0,
+            n if n < earliest => 0.0,
+            n => (n - earliest + 1) as f64 / (latest - earliest + 1) as f64,
+        };
+        passed * self.expiring as f64 / self.entries as f64
+    }
+
+    /// When every entry of the table has expired: the latest expiry, when each entry is a put
+    /// with an expiry (no tombstone, no put without one); else `None`.
+    pub fn expire_whole_by(&self) -> Option<u64> {
+        match self.expiry_span {
+            Some((_, latest)) if self.entries > 0 && self.expiring == self.entries => Some(latest),
+            _ => None,
+        }
+    }
+}
+
 fn kind_from_id(id: u8, what: &str) -> Result<Option<FilterKind>, String> {
     match id {
         0 => Ok(None),
