@@ -68,13 +68,11 @@ fn check_reads(d: &Db, snap: Option<&Snapshot>, model: &Model, now: u64, rng: &m
             String::from_utf8_lossy(&k)
         );
         assert_eq!(with, lookup(&k), "{ctx}: get_with");
-        if snap.is_none() {
-            assert_eq!(
-                d.expiry_of(&k).unwrap(),
-                model_expiry(model, &k, now),
-                "{ctx}: expiry_of"
-            );
-        }
+        let expiry = match snap {
+            Some(s) => s.expiry_of(&k).unwrap(),
+            None => d.expiry_of(&k).unwrap(),
+        };
+        assert_eq!(expiry, model_expiry(model, &k, now), "{ctx}: expiry_of");
     }
     let keys: Vec<Vec<u8>> = (0..6).map(|_| key(rng)).collect();
     let got = match snap {
@@ -664,4 +662,24 @@ fn a_bad_share_is_refused_by_name() {
         let e = Db::open(dir.path(), opts).err().unwrap().to_string();
         assert!(e.contains("expired_share_to_reclaim"), "{e}");
     }
+}
+
+/// A snapshot's `expiry_of` answers at the snapshot's time, in every keyspace.
+#[test]
+fn a_snapshot_tells_expiries_at_its_own_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(10_000));
+    let db = Db::open(dir.path(), Options::default().with_clock(clock.clone())).unwrap();
+    let users = db.keyspace("users").unwrap();
+    db.put_with_expiry("k", "v", at(11_000)).unwrap();
+    users.put_with_expiry("u", "v", at(12_000)).unwrap();
+    let snap = db.snapshot();
+    clock.set(20_000);
+    db.put("k", "again").unwrap();
+    assert_eq!(snap.expiry_of("k").unwrap(), KeyExpiry::At(11_000));
+    let in_users = snap.keyspace(&users).unwrap();
+    assert_eq!(in_users.expiry_of("u").unwrap(), KeyExpiry::At(12_000));
+    assert_eq!(users.expiry_of("u").unwrap(), KeyExpiry::Absent);
+    assert_eq!(db.expiry_of("k").unwrap(), KeyExpiry::Never);
+    assert_eq!(snap.expiry_of("none").unwrap(), KeyExpiry::Absent);
 }

@@ -7,10 +7,10 @@
 //! A cursor reads the store as it was when the cursor was made (memtables and table set, as a
 //! `DbIter` does), within the bounds it was made with. Each seek builds the merge of
 //! `iter.rs` for the range from the sought key to the bound in the direction of the walk; each
-//! `next` or `prev` then steps that merge past tombstones, allocating nothing (the tables'
-//! blocks come from the block cache or the thread's read buffers, `table/iter.rs`). A move
-//! against the walk's direction seeks again from the current key (the merge walks one way),
-//! which costs what a seek costs; so does a seek.
+//! `next` or `prev` then steps that merge past tombstones (and expired entries), allocating
+//! nothing (the tables' blocks come from the block cache or the thread's read buffers,
+//! `table/iter.rs`). A move against the walk's direction seeks again from the current key
+//! (the merge walks one way), which costs what a seek costs; so does a seek.
 //!
 //! Why a cursor and not only `DbIter`: the iterator hands out each entry as two new `Vec`s and
 //! keeps a copy of the last key (to meet the other direction); the cursor hands out borrowed

@@ -6,17 +6,22 @@
 //! manifest stays at version 3 from then on (`Registry::expiring`). Tables hold expiries from
 //! table format 5 on, so a store told to write an older format refuses expiring puts.
 
+use std::ops::Bound;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::counters::Counters;
 use super::inner::Inner;
 use super::iter::merge_of;
 use super::keyspace::{Keyspace, View};
 use super::level_cursor::ScanSetup;
+use super::snapshot::{Snapshot, SnapshotKeyspace};
+use super::state::State;
 use super::{Db, WriteBatch};
 use crate::error::{Error, Result};
 use crate::expiry::{KeyExpiry, Reading, NEVER};
-use crate::table::{Direction, KeyRange};
+use crate::table::{BlockCache, Direction, KeyRange};
 
 impl Db {
     /// Sets `key` to `value` until `at` (`WriteBatch::put_with_expiry`).
@@ -90,27 +95,62 @@ fn expiry_in(inner: &Inner, ttl: Duration) -> SystemTime {
 }
 
 impl View<'_> {
-    /// `Db::expiry_of`: the newest entry of `key` through a scan's merge of `[key, key]`.
+    /// `Db::expiry_of` in this view's keyspace.
     pub(super) fn expiry_of(&self, key: &[u8]) -> Result<KeyExpiry> {
         let published = self.inner.read_state();
         let state = self.state(&published)?;
-        let range = KeyRange::new(
-            std::ops::Bound::Included(key.to_vec()),
-            std::ops::Bound::Included(key.to_vec()),
-        );
         let inner = self.inner;
-        let scan = ScanSetup::new(&inner.counters, state.rule, inner.cache.clone(), range);
-        let merge = merge_of(state, state.mem.visible(), &scan, Direction::Forward)?;
+        let seen = state.mem.visible();
+        // After the count (`Inner::reading`).
         let now = inner.reading();
-        Ok(match merge.entry() {
-            Some((_, Some(_))) => match merge.expiry() {
-                NEVER => KeyExpiry::Never,
-                at if now.expired(at) => KeyExpiry::Absent,
-                at => KeyExpiry::At(at),
-            },
-            Some((_, None)) | None => KeyExpiry::Absent,
-        })
+        expiry_in_state(&inner.counters, inner.cache.clone(), state, seen, now, key)
     }
+}
+
+impl Snapshot {
+    /// `Db::expiry_of` as of the snapshot (and its clock reading).
+    pub fn expiry_of(&self, key: impl AsRef<[u8]>) -> Result<KeyExpiry> {
+        self.default_view().expiry_of(key)
+    }
+}
+
+impl SnapshotKeyspace<'_> {
+    /// `Snapshot::expiry_of` in this keyspace.
+    pub fn expiry_of(&self, key: impl AsRef<[u8]>) -> Result<KeyExpiry> {
+        let (snap, state) = self.parts();
+        let (counters, cache) = snap.shared();
+        expiry_in_state(
+            counters,
+            cache,
+            state,
+            snap.mem_seen(),
+            snap.reading(),
+            key.as_ref(),
+        )
+    }
+}
+
+/// The expiry of `key` in `state` (seeing `mem_seen` batches of its memtable) at `now`: the
+/// newest entry of the key through a scan's merge of `[key, key]`.
+fn expiry_in_state(
+    counters: &Arc<Counters>,
+    cache: Option<Arc<BlockCache>>,
+    state: &State,
+    mem_seen: u64,
+    now: Reading,
+    key: &[u8],
+) -> Result<KeyExpiry> {
+    let range = KeyRange::new(Bound::Included(key.to_vec()), Bound::Included(key.to_vec()));
+    let scan = ScanSetup::new(counters, state.rule, cache, range);
+    let merge = merge_of(state, mem_seen, &scan, Direction::Forward)?;
+    Ok(match merge.entry() {
+        Some((_, Some(_))) => match merge.expiry() {
+            NEVER => KeyExpiry::Never,
+            at if now.expired(at) => KeyExpiry::Absent,
+            at => KeyExpiry::At(at),
+        },
+        Some((_, None)) | None => KeyExpiry::Absent,
+    })
 }
 
 impl Inner {

@@ -1,5 +1,6 @@
 //! Range scans: `Db::scan` (and `Snapshot::scan`) returns a `DbIter`, which walks the
-//! range forward (`next`) or backward (`next_back`, `.rev()`), hiding tombstones. Each
+//! range forward (`next`) or backward (`next_back`, `.rev()`), hiding tombstones and entries
+//! expired at the scan's clock reading (`expiry::Reading`). Each
 //! direction is a merge (`merge.rs`: newest source wins per key) of one cursor per memtable
 //! (`memtable/cursor.rs`), one per level-0 table whose range meets the scan's, and one per
 //! deeper level (`level_cursor.rs`: one table open at a time). A direction's merge is built
@@ -193,8 +194,8 @@ struct Side {
     last: Option<Vec<u8>>,
 }
 
-/// Iterator returned by `Db::scan`: `(key, value)` in key order, tombstones hidden; from the
-/// back too (`next_back`, `.rev()`).
+/// Iterator returned by `Db::scan`: `(key, value)` in key order, deleted and expired keys
+/// hidden; from the back too (`next_back`, `.rev()`).
 pub struct DbIter {
     state: State,
     /// The batches of `state.mem` the scan sees.
@@ -258,10 +259,7 @@ impl DbIter {
             }
         }
         let now = self.now;
-        let (side, other) = match dir {
-            Direction::Forward => (&mut self.front, &self.back),
-            Direction::Backward => (&mut self.back, &self.front),
-        };
+        let (side, other) = self.sides(dir);
         let found = next_live(side, other.last.as_deref(), dir, now);
         if !matches!(found, Some(Ok(_))) {
             self.done = true;

@@ -125,6 +125,16 @@ impl Snapshot {
         self.mem_seen
     }
 
+    /// The clock reading it reads with.
+    pub(super) fn reading(&self) -> Reading {
+        self.reading
+    }
+
+    /// The counters and block cache it reads with.
+    pub(super) fn shared(&self) -> (&Arc<Counters>, Option<Arc<BlockCache>>) {
+        (&self.counters, self.cache.clone())
+    }
+
     fn read_path(&self) -> ReadPath<'_> {
         ReadPath {
             counters: &self.counters,
@@ -134,7 +144,7 @@ impl Snapshot {
     }
 
     /// The default keyspace as of the snapshot.
-    fn default_view(&self) -> SnapshotKeyspace<'_> {
+    pub(super) fn default_view(&self) -> SnapshotKeyspace<'_> {
         SnapshotKeyspace {
             snap: self,
             state: self.state(),
@@ -231,6 +241,13 @@ impl Snapshot {
 pub struct SnapshotKeyspace<'a> {
     snap: &'a Snapshot,
     state: &'a State,
+}
+
+impl<'a> SnapshotKeyspace<'a> {
+    /// Its snapshot and the keyspace's state in it.
+    pub(super) fn parts(&self) -> (&'a Snapshot, &'a State) {
+        (self.snap, self.state)
+    }
 }
 
 impl SnapshotKeyspace<'_> {
