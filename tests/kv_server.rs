@@ -56,8 +56,11 @@ fn kv_server_end_to_end() {
     assert_eq!(call(&mut s, &[b"EXISTS", b"d", b"d"]), b":2\r\n");
     assert_eq!(call(&mut s, &[b"DEL", b"d", b"d"]), b":1\r\n");
     assert_eq!(call(&mut s, &[b"DEL", b"d", b"d"]), b":0\r\n");
-    assert!(call(&mut s, &[b"SET", b"k", b"v", b"EX", b"10"])
-        .starts_with(b"-ERR SET EX is not supported"));
+    assert_eq!(
+        call(&mut s, &[b"SET", b"k", b"v", b"EX", b"10"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(call(&mut s, &[b"TTL", b"k"]), b":10\r\n");
     assert!(call(&mut s, &[b"BGSAVE"]).starts_with(b"-ERR unknown command"));
     let size = call(&mut s, &[b"DBSIZE"]);
     let exact = format!(":{}\r\n", keys_now(&mut s));

@@ -74,13 +74,20 @@ fn exercise(con: &mut redis::Connection, tag: &str) {
     assert_eq!(kind, "none");
     let deleted: i64 = con.del(&[&key, &key]).unwrap();
     assert_eq!(deleted, 1);
-    let r: RedisResult<()> = redis::cmd("SET")
-        .arg("k")
+    // Keys expire (the differential test against Redis: `kv_server_expiry.rs`).
+    let () = redis::cmd("SET")
+        .arg(format!("{tag}:ex"))
         .arg("v")
         .arg("EX")
         .arg(5)
-        .query(con);
-    assert!(r.unwrap_err().to_string().contains("do not expire"));
+        .query(con)
+        .unwrap();
+    let ttl: i64 = con.ttl(format!("{tag}:ex")).unwrap();
+    assert_eq!(ttl, 5);
+    let set: bool = con.persist(format!("{tag}:ex")).unwrap();
+    assert!(set);
+    let ttl: i64 = con.ttl(format!("{tag}:ex")).unwrap();
+    assert_eq!(ttl, -1);
     let r: RedisResult<()> = redis::cmd("SELECT").arg(16).query(con);
     assert!(r.unwrap_err().to_string().contains("out of range"));
     let id: i64 = redis::cmd("CLIENT").arg("ID").query(con).unwrap();

@@ -5,14 +5,17 @@
 //!  [--requirepass PASS | --requirepass-file FILE] [--protected-mode no]`
 //!
 //! Commands: PING, ECHO, QUIT, HELLO [2|3 [AUTH user pass] [SETNAME name]], AUTH,
-//! CLIENT SETINFO|SETNAME|GETNAME|ID, CONFIG GET, GET, SET [NX|XX] [GET], SETNX, GETDEL,
-//! STRLEN, TYPE, DEL, EXISTS, MGET, MSET, SCAN [MATCH] [COUNT] [TYPE], INFO (the store's filter
-//! statistics), COMMAND; numbered databases (`--databases`, 16 by default): SELECT, FLUSHDB,
-//! FLUSHALL, SWAPDB, MOVE, DBSIZE. Anything else, and every option not supported (key
-//! expiry, CONFIG SET), gets a precise `-ERR`.
+//! CLIENT SETINFO|SETNAME|GETNAME|ID, CONFIG GET, GET, SET [NX|XX] [GET]
+//! [EX|PX|EXAT|PXAT|KEEPTTL], SETNX, GETDEL, STRLEN, TYPE, DEL, EXISTS, MGET, MSET, SCAN
+//! [MATCH] [COUNT] [TYPE], INFO (the store's filter statistics), COMMAND; expiry: SETEX,
+//! PSETEX, GETEX, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL, EXPIRETIME, PEXPIRETIME,
+//! PERSIST (`expire.rs`; not in cluster mode yet); numbered databases (`--databases`, 16 by
+//! default): SELECT, FLUSHDB, FLUSHALL, SWAPDB, MOVE, DBSIZE. Anything else, and every option
+//! not supported (CONFIG SET), gets a precise `-ERR`.
 //!
 //! Modules: `resp.rs` (parser, reply encoding), `commands.rs` (dispatch, sessions, auth),
-//! `values.rs` (the commands on stored values, and the order of writes), `databases.rs` and
+//! `values.rs` (the commands on stored values, and the order of writes), `expire.rs` (keys
+//! that expire), `databases.rs` and
 //! `db_commands.rs` (numbered databases as keyspaces), `store.rs` (local or cluster),
 //! `scan.rs` (SCAN cursors and glob), `conn.rs` (one connection, shared memory budget),
 //! `info.rs` (INFO text).
@@ -29,6 +32,7 @@ mod commands;
 mod conn;
 mod databases;
 mod db_commands;
+mod expire;
 mod info;
 #[path = "../common/logging.rs"]
 mod logging;

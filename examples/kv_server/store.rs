@@ -5,10 +5,11 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 #[cfg(feature = "replication")]
 use lsm_bloom::replication::Op;
-use lsm_bloom::{DbIter, DbStats, Keyspace, WriteBatch};
+use lsm_bloom::{DbIter, DbStats, KeyExpiry, Keyspace, WriteBatch};
 
 use super::databases::Databases;
 use super::resp::Reply;
@@ -203,6 +204,41 @@ impl Space<'_> {
             Space::Unmade => Ok(None),
             #[cfg(feature = "replication")]
             Space::Cluster(c, name) => c.get_with(name, key, f),
+        }
+    }
+
+    /// Whether `key` is live and until when (`Db::expiry_of`). In cluster mode, where keys
+    /// do not expire, `Never` for a key that exists.
+    pub fn expiry_of(&self, key: &[u8]) -> StoreResult<KeyExpiry> {
+        match self {
+            Space::Local(_, ks) => ks.expiry_of(key).map_err(db_err),
+            Space::Unmade => Ok(KeyExpiry::Absent),
+            #[cfg(feature = "replication")]
+            Space::Cluster(..) => Ok(match self.get_with(key, |_| ())? {
+                Some(()) => KeyExpiry::Never,
+                None => KeyExpiry::Absent,
+            }),
+        }
+    }
+
+    /// `Err` with the reply to send when this space cannot hold expiries (cluster mode: the
+    /// replicated store does not carry them yet).
+    pub fn expiry_supported(&self) -> StoreResult<()> {
+        match self {
+            #[cfg(feature = "replication")]
+            Space::Cluster(..) => Err(Reply::err(
+                "keys do not expire in cluster mode yet: the replicated store does not carry expiries",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Adds "set `key` to `value` here until `at`" (ms since the epoch) to `b`; only where
+    /// `expiry_supported`.
+    pub fn put_until(&self, b: &mut Batch, key: Vec<u8>, value: Vec<u8>, at: u64) {
+        if let (Space::Local(_, ks), Batch::Local(b)) = (self, b) {
+            let at = UNIX_EPOCH + Duration::from_millis(at);
+            b.put_in_with_expiry(ks, key, value, at);
         }
     }
 

@@ -1,5 +1,6 @@
-//! Commands on stored values: GET, SET [NX|XX] [GET], SETNX, GETDEL, STRLEN, TYPE, DEL,
-//! EXISTS, MGET, MSET, MOVE, and a pipeline's plain SETs committed together. Each acts on the
+//! Commands on stored values: GET, SET [NX|XX] [GET] [EX|PX|EXAT|PXAT|KEEPTTL] (expiries:
+//! `expire.rs`), SETNX, GETDEL, STRLEN, TYPE, DEL, EXISTS, MGET, MSET, MOVE, and a pipeline's
+//! plain SETs committed together. Each acts on the
 //! session's database, resolved once per command (`Store::space`).
 //!
 //! Memory: a reply that carries a stored value is encoded into the connection's output
@@ -17,6 +18,9 @@
 use std::collections::HashSet;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use lsm_bloom::KeyExpiry;
+
+use super::expire::{self, ExpireOpt};
 use super::resp::{Out, Proto, Reply};
 use super::store::{Space, Store, StoreResult};
 
@@ -26,7 +30,7 @@ pub struct Writes(RwLock<()>);
 
 impl Writes {
     /// Held by a read-then-write: no other write runs in between.
-    fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+    pub fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
         self.0.write().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -70,6 +74,9 @@ impl Values<'_> {
         out: &mut impl Out,
         proto: Proto,
     ) -> std::io::Result<bool> {
+        if self.run_expiry(cmd, rest, out, proto) {
+            return Ok(true);
+        }
         match (cmd, rest) {
             ("GET", [k]) => self.get(k, out, proto),
             ("GETDEL", [k]) => self.getdel(k, out, proto),
@@ -178,8 +185,8 @@ impl Values<'_> {
         }
     }
 
-    /// `SET key value [NX|XX] [GET]`, and `SETNX` (`nx_int`: reply 1 or 0). With GET the old
-    /// value is put in `out` as it is read; a failed write replaces it with the error.
+    /// `SET key value [NX|XX] [GET] [EX|PX|EXAT|PXAT t|KEEPTTL]`, and `SETNX` (`nx_int`: reply
+    /// 1 or 0).
     fn set(
         &self,
         k: &[u8],
@@ -189,42 +196,61 @@ impl Values<'_> {
         out: &mut impl Out,
         proto: Proto,
     ) {
-        let (mut nx, mut xx, mut get) = (nx_int, false, false);
-        for o in opts {
-            match o.to_ascii_uppercase().as_slice() {
-                b"NX" => nx = true,
-                b"XX" => xx = true,
-                b"GET" => get = true,
-                b"EX" | b"PX" | b"EXAT" | b"PXAT" | b"KEEPTTL" => {
-                    let e = format!(
-                        "SET {} is not supported: keys in lsm-bloom do not expire",
-                        String::from_utf8_lossy(o).to_ascii_uppercase()
-                    );
-                    out.reply(&Reply::err(e), proto);
-                    return;
-                }
-                _ => {
-                    out.reply(&Reply::err("syntax error"), proto);
-                    return;
-                }
+        match expire::parse_opts(opts, true) {
+            Ok(mut o) => {
+                o.nx |= nx_int;
+                self.set_with(k, v, o, nx_int, "SET", out, proto);
+            }
+            Err(e) => {
+                out.reply(&e, proto);
             }
         }
-        if nx && xx {
-            out.reply(
-                &Reply::err("syntax error: NX and XX exclude each other"),
-                proto,
-            );
-            return;
-        }
-        let conditional = nx || xx || get;
+    }
+
+    /// SET with its options parsed (also SETEX and PSETEX, `cmd` naming the command in
+    /// errors), in Redis's order (`setGenericCommand`): the expiry checked, the old value read
+    /// (GET), NX or XX applied, the value written with its expiry. With GET the old value is
+    /// put in `out` as it is read; a failed write replaces it with the error.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "SET's parts, as Redis passes them"
+    )]
+    pub fn set_with(
+        &self,
+        k: &[u8],
+        v: Vec<u8>,
+        o: expire::SetOpts,
+        nx_int: bool,
+        cmd: &str,
+        out: &mut impl Out,
+        proto: Proto,
+    ) {
+        let at = match &o.expire {
+            ExpireOpt::Given(unit, t) => match expire::expire_ms(*unit, t, cmd, expire::now_ms()) {
+                Ok(at) => Some(at),
+                Err(e) => {
+                    out.reply(&e, proto);
+                    return;
+                }
+            },
+            _ => None,
+        };
+        let keep = o.expire == ExpireOpt::Keep;
         let Some(space) = self.space_for_write(out, proto) else {
             return;
         };
+        if at.is_some() || keep {
+            if let Err(e) = space.expiry_supported() {
+                out.reply(&e, proto);
+                return;
+            }
+        }
+        let conditional = o.nx || o.xx || o.get || keep;
         let _exclusive = conditional.then(|| self.writes.exclusive());
         let _shared = (!conditional).then(|| self.writes.plain());
         let mark = out.mark();
-        let existed = if conditional {
-            let found = if get {
+        let existed = if o.nx || o.xx || o.get {
+            let found = if o.get {
                 space.get_with(k, |old| out.bulk(old))
             } else {
                 space.get_with(k, |_| true)
@@ -240,17 +266,34 @@ impl Values<'_> {
         } else {
             false
         };
-        let write = !(nx && existed || xx && !existed);
+        let write = !(o.nx && existed || o.xx && !existed);
         if write {
+            let kept = match keep {
+                true => space.expiry_of(k).map(|e| match e {
+                    KeyExpiry::At(ms) => Some(ms),
+                    KeyExpiry::Absent | KeyExpiry::Never => None,
+                }),
+                false => Ok(at.map(|at| at.max(0) as u64)),
+            };
             let mut batch = space.batch();
-            space.put(&mut batch, k.to_vec(), v);
+            let now = expire::now_ms().max(0) as u64;
+            match kept {
+                Ok(None) => space.put(&mut batch, k.to_vec(), v),
+                Ok(Some(at)) if at <= now => space.delete(&mut batch, k.to_vec()),
+                Ok(Some(at)) => space.put_until(&mut batch, k.to_vec(), v, at),
+                Err(e) => {
+                    out.undo(mark);
+                    out.reply(&db_err(e), proto);
+                    return;
+                }
+            }
             if let Err(e) = space.write(batch) {
                 out.undo(mark);
                 out.reply(&db_err(e), proto);
                 return;
             }
         }
-        let reply = match (nx_int, get, write) {
+        let reply = match (nx_int, o.get, write) {
             (true, _, w) => Reply::Int(i64::from(w)),
             (false, true, _) if existed => return, // the old value is the reply, already out
             (false, true, _) => Reply::Null,
@@ -385,12 +428,17 @@ impl Values<'_> {
             let Some(value) = from.get_with(k, <[u8]>::to_vec)? else {
                 return Ok(false);
             };
+            // The key keeps its expiry, as in Redis.
+            let expiry = from.expiry_of(k)?;
             let dest = self.db.space_for_write(to)?;
             if dest.get_with(k, |_| ())?.is_some() {
                 return Ok(false);
             }
             let mut b = dest.batch();
-            dest.put(&mut b, k.to_vec(), value);
+            match expiry {
+                KeyExpiry::At(at) => dest.put_until(&mut b, k.to_vec(), value, at),
+                KeyExpiry::Absent | KeyExpiry::Never => dest.put(&mut b, k.to_vec(), value),
+            }
             from.delete(&mut b, k.to_vec());
             dest.write(b)?;
             Ok(true)

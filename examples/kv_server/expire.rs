@@ -1,0 +1,393 @@
+//! Keys that expire, as Redis has them: SET's EX|PX|EXAT|PXAT|KEEPTTL (parsed here for
+//! `values.rs`), SETEX, PSETEX, GETEX, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT (with
+//! NX|XX|GT|LT), TTL, PTTL, EXPIRETIME, PEXPIRETIME and PERSIST.
+//!
+//! A key's expiry is the store's (`Db::put_with_expiry`, `expiry_of`, docs/expiry.md): an
+//! expired key is absent to every command, exactly when it expires. A command that changes an
+//! expiry but not the value (EXPIRE, PERSIST, GETEX, SET KEEPTTL) rewrites the value with the
+//! new expiry under the exclusive write lock (`values::Writes`), so no other write comes in
+//! between. An expiry already passed deletes the key, as Redis does. Replies and errors are
+//! Redis 7's, byte for byte (`tests/kv_server_expiry.rs` sends the same commands to
+//! redis-server). In cluster mode these commands answer an error: the replicated store does
+//! not carry expiries yet.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use lsm_bloom::KeyExpiry;
+
+use super::resp::{Out, Proto, Reply};
+use super::store::{Space, StoreResult};
+use super::values::Values;
+
+/// How an expiry option counts (Redis's `UNIT_SECONDS` / `UNIT_MILLISECONDS`, relative or
+/// absolute).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// EX: seconds from now.
+    Ex,
+    /// PX: milliseconds from now.
+    Px,
+    /// EXAT: a Unix time in seconds.
+    ExAt,
+    /// PXAT: a Unix time in milliseconds.
+    PxAt,
+}
+
+/// What SET's or GETEX's options say of the expiry.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ExpireOpt {
+    /// None given: SET removes any expiry, GETEX leaves it.
+    Unset,
+    /// KEEPTTL (SET): the key keeps the expiry it has.
+    Keep,
+    /// PERSIST (GETEX): the expiry is removed.
+    Persist,
+    /// EX, PX, EXAT or PXAT with its argument, not yet checked.
+    Given(Unit, Vec<u8>),
+}
+
+/// The options of SET (`set`: NX, XX, GET allowed) or GETEX, as Redis's
+/// `parseExtendedStringArgumentsOrReply` takes them: each option may repeat, but the expiry
+/// options exclude each other (`-ERR syntax error`).
+pub struct SetOpts {
+    pub nx: bool,
+    pub xx: bool,
+    pub get: bool,
+    pub expire: ExpireOpt,
+}
+
+pub fn parse_opts(opts: &[Vec<u8>], set: bool) -> Result<SetOpts, Reply> {
+    let mut o = SetOpts {
+        nx: false,
+        xx: false,
+        get: false,
+        expire: ExpireOpt::Unset,
+    };
+    let mut i = 0;
+    while i < opts.len() {
+        let opt = opts[i].to_ascii_uppercase();
+        let next = opts.get(i + 1);
+        let unit = match opt.as_slice() {
+            b"EX" => Some(Unit::Ex),
+            b"PX" => Some(Unit::Px),
+            b"EXAT" => Some(Unit::ExAt),
+            b"PXAT" => Some(Unit::PxAt),
+            _ => None,
+        };
+        // An expiry option is refused beside another kind of expiry option (not itself).
+        let other_expiry = |u: Option<Unit>| match &o.expire {
+            ExpireOpt::Unset => false,
+            ExpireOpt::Given(g, _) => Some(*g) != u,
+            ExpireOpt::Keep | ExpireOpt::Persist => true,
+        };
+        match (opt.as_slice(), unit, next) {
+            (b"NX", ..) if set && !o.xx => o.nx = true,
+            (b"XX", ..) if set && !o.nx => o.xx = true,
+            (b"GET", ..) if set => o.get = true,
+            (b"KEEPTTL", ..) if set && !other_expiry(None) => o.expire = ExpireOpt::Keep,
+            (b"PERSIST", ..) if !set && !other_expiry(None) => o.expire = ExpireOpt::Persist,
+            (_, Some(u), Some(v)) if !other_expiry(Some(u)) => {
+                o.expire = ExpireOpt::Given(u, v.clone());
+                i += 1;
+            }
+            _ => return Err(Reply::err("syntax error")),
+        }
+        i += 1;
+    }
+    Ok(o)
+}
+
+/// Milliseconds since the Unix epoch now (the store's clock is the system's).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Redis's `string2ll`: a decimal integer with an optional `-`, no `+`, no leading zeros, no
+/// spaces, in range.
+pub fn parse_int(b: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(b).ok()?;
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let canonical = match digits.as_bytes() {
+        [b'0'] => s == "0",
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    canonical.then(|| s.parse().ok()).flatten()
+}
+
+fn not_an_integer() -> Reply {
+    Reply::err("value is not an integer or out of range")
+}
+
+fn invalid_expire(cmd: &str) -> Reply {
+    Reply::err(format!(
+        "invalid expire time in '{}' command",
+        cmd.to_ascii_lowercase()
+    ))
+}
+
+/// Redis's `getExpireMillisecondsOrReply`: the absolute expiry in ms of SET's or GETEX's
+/// option; a value ≤ 0, or one that overflows, is refused.
+pub fn expire_ms(unit: Unit, v: &[u8], cmd: &str, now: i64) -> Result<i64, Reply> {
+    let n = parse_int(v).ok_or_else(not_an_integer)?;
+    let seconds = matches!(unit, Unit::Ex | Unit::ExAt);
+    if n <= 0 || (seconds && n > i64::MAX / 1000) {
+        return Err(invalid_expire(cmd));
+    }
+    let ms = if seconds { n * 1000 } else { n };
+    let ms = match unit {
+        Unit::Ex | Unit::Px => ms.checked_add(now).ok_or_else(|| invalid_expire(cmd))?,
+        Unit::ExAt | Unit::PxAt => ms,
+    };
+    Ok(ms)
+}
+
+/// A key's expiry as Redis reports it: -2 absent, -1 none, else ms since the epoch.
+fn current(space: &Space<'_>, k: &[u8]) -> StoreResult<i64> {
+    Ok(match space.expiry_of(k)? {
+        KeyExpiry::Absent => -2,
+        KeyExpiry::Never => -1,
+        KeyExpiry::At(ms) => i64::try_from(ms).unwrap_or(i64::MAX),
+    })
+}
+
+impl Values<'_> {
+    /// Runs `cmd` if it is one of this module's (not SET), its reply put in `out`; false if
+    /// it is not one.
+    pub fn run_expiry(
+        &self,
+        cmd: &str,
+        rest: &mut [Vec<u8>],
+        out: &mut impl Out,
+        proto: Proto,
+    ) -> bool {
+        let reply = match (cmd, &mut *rest) {
+            ("SETEX" | "PSETEX", [k, t, v]) => {
+                let unit = if cmd == "SETEX" { Unit::Ex } else { Unit::Px };
+                let v = std::mem::take(v);
+                let opts = SetOpts {
+                    nx: false,
+                    xx: false,
+                    get: false,
+                    expire: ExpireOpt::Given(unit, t.clone()),
+                };
+                self.set_with(k, v, opts, false, cmd, out, proto);
+                return true;
+            }
+            ("GETEX", [k, opts @ ..]) => {
+                self.getex(k, opts, out, proto);
+                return true;
+            }
+            ("EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT", [k, t, flags @ ..]) => {
+                self.expire(cmd, k, t, flags)
+            }
+            ("TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME", [k]) => self.ttl(cmd, k),
+            ("PERSIST", [k]) => self.persist(k),
+            (
+                "SETEX" | "PSETEX" | "GETEX" | "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT"
+                | "TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME" | "PERSIST",
+                _,
+            ) => Reply::wrong_args(cmd),
+            _ => return false,
+        };
+        out.reply(&reply, proto);
+        true
+    }
+
+    /// EXPIRE and its kin (Redis's `expireGenericCommand`): 1 when the expiry was set (or the
+    /// key deleted, the time being past), 0 when the key is absent or a flag refused it.
+    fn expire(&self, cmd: &str, k: &[u8], t: &[u8], flags: &[Vec<u8>]) -> Reply {
+        let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
+        for f in flags {
+            match f.to_ascii_uppercase().as_slice() {
+                b"NX" => nx = true,
+                b"XX" => xx = true,
+                b"GT" => gt = true,
+                b"LT" => lt = true,
+                _ => {
+                    let f = String::from_utf8_lossy(f);
+                    return Reply::err(format!("Unsupported option {f}"));
+                }
+            }
+        }
+        if nx && (xx || gt || lt) {
+            return Reply::err("NX and XX, GT or LT options at the same time are not compatible");
+        }
+        if gt && lt {
+            return Reply::err("GT and LT options at the same time are not compatible");
+        }
+        let Some(mut when) = parse_int(t) else {
+            return not_an_integer();
+        };
+        if matches!(cmd, "EXPIRE" | "EXPIREAT") {
+            if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
+                return invalid_expire(cmd);
+            }
+            when *= 1000;
+        }
+        let now = now_ms();
+        let base = if matches!(cmd, "EXPIRE" | "PEXPIRE") {
+            now
+        } else {
+            0
+        };
+        let Some(when) = when.checked_add(base) else {
+            return invalid_expire(cmd);
+        };
+        let run = || -> StoreResult<i64> {
+            let space = self.db.space(self.index)?;
+            space.expiry_supported()?;
+            let _w = self.writes.exclusive();
+            let cur = current(&space, k)?;
+            if cur == -2 {
+                return Ok(0);
+            }
+            let refused = (nx && cur != -1)
+                || (xx && cur == -1)
+                || (gt && (cur == -1 || when <= cur))
+                || (lt && cur != -1 && when >= cur);
+            if refused {
+                return Ok(0);
+            }
+            let Some(value) = space.get_with(k, <[u8]>::to_vec)? else {
+                return Ok(0);
+            };
+            let mut b = space.batch();
+            match when <= now_ms() {
+                true => space.delete(&mut b, k.to_vec()),
+                false => space.put_until(&mut b, k.to_vec(), value, when as u64),
+            }
+            space.write(b)?;
+            Ok(1)
+        };
+        run().map_or_else(|e| e, Reply::Int)
+    }
+
+    /// TTL, PTTL, EXPIRETIME, PEXPIRETIME (Redis's `ttlGenericCommand`): -2 absent, -1 no
+    /// expiry; a TTL in seconds rounds to the nearest.
+    fn ttl(&self, cmd: &str, k: &[u8]) -> Reply {
+        let run = || -> StoreResult<i64> {
+            let space = self.db.space(self.index)?;
+            space.expiry_supported()?;
+            let at = current(&space, k)?;
+            if at < 0 {
+                return Ok(at);
+            }
+            let (ms, absolute) = match cmd {
+                "TTL" => (false, false),
+                "PTTL" => (true, false),
+                "EXPIRETIME" => (false, true),
+                _ => (true, true),
+            };
+            let t = if absolute { at } else { (at - now_ms()).max(0) };
+            Ok(if ms { t } else { (t + 500) / 1000 })
+        };
+        run().map_or_else(|e| e, Reply::Int)
+    }
+
+    /// PERSIST: 1 when an expiry was removed, else 0.
+    fn persist(&self, k: &[u8]) -> Reply {
+        let run = || -> StoreResult<i64> {
+            let space = self.db.space(self.index)?;
+            space.expiry_supported()?;
+            let _w = self.writes.exclusive();
+            if current(&space, k)? < 0 {
+                return Ok(0);
+            }
+            let Some(value) = space.get_with(k, <[u8]>::to_vec)? else {
+                return Ok(0);
+            };
+            let mut b = space.batch();
+            space.put(&mut b, k.to_vec(), value);
+            space.write(b)?;
+            Ok(1)
+        };
+        run().map_or_else(|e| e, Reply::Int)
+    }
+
+    /// GETEX (Redis's `getexCommand`): the value, then its expiry changed as the options say.
+    /// A missing key answers nil before its option's value is checked.
+    fn getex(&self, k: &[u8], opts: &[Vec<u8>], out: &mut impl Out, proto: Proto) {
+        let run = || -> Result<Option<Vec<u8>>, Reply> {
+            let o = parse_opts(opts, false)?;
+            let space = self.db.space(self.index)?;
+            space.expiry_supported()?;
+            let _w = self.writes.exclusive();
+            let Some(value) = space.get_with(k, <[u8]>::to_vec)? else {
+                return Ok(None);
+            };
+            let mut b = space.batch();
+            match &o.expire {
+                ExpireOpt::Unset | ExpireOpt::Keep => return Ok(Some(value)),
+                ExpireOpt::Persist => {
+                    if current(&space, k)? < 0 {
+                        return Ok(Some(value));
+                    }
+                    space.put(&mut b, k.to_vec(), value.clone());
+                }
+                ExpireOpt::Given(unit, v) => {
+                    let at = expire_ms(*unit, v, "getex", now_ms())?;
+                    let absolute = matches!(unit, Unit::ExAt | Unit::PxAt);
+                    match absolute && at <= now_ms() {
+                        true => space.delete(&mut b, k.to_vec()),
+                        false => space.put_until(&mut b, k.to_vec(), value.clone(), at as u64),
+                    }
+                }
+            }
+            space.write(b)?;
+            Ok(Some(value))
+        };
+        let reply = match run() {
+            Ok(Some(v)) => Reply::Bulk(v),
+            Ok(None) => Reply::Null,
+            Err(e) => e,
+        };
+        out.reply(&reply, proto);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_parse_as_redis_parses_them() {
+        for (s, want) in [
+            ("0", Some(0)),
+            ("10", Some(10)),
+            ("-7", Some(-7)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("+1", None),
+            ("01", None),
+            ("-0", None),
+            ("", None),
+            ("-", None),
+            (" 1", None),
+            ("1.5", None),
+        ] {
+            assert_eq!(parse_int(s.as_bytes()), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn expiry_options_exclude_each_other_but_may_repeat() {
+        let opts =
+            |s: &str| -> Vec<Vec<u8>> { s.split(' ').map(|w| w.as_bytes().to_vec()).collect() };
+        assert!(parse_opts(&opts("EX 1 EX 2"), true).is_ok());
+        assert!(parse_opts(&opts("EX 1 PX 2"), true).is_err());
+        assert!(parse_opts(&opts("KEEPTTL EX 2"), true).is_err());
+        assert!(parse_opts(&opts("NX XX"), true).is_err());
+        assert!(parse_opts(&opts("PERSIST"), true).is_err(), "GETEX only");
+        assert!(parse_opts(&opts("GET"), false).is_err(), "SET only");
+        assert!(parse_opts(&opts("EX"), true).is_err(), "no value");
+        let o = parse_opts(&opts("nx get pxat 5"), true).unwrap();
+        assert!(o.nx && o.get && o.expire == ExpireOpt::Given(Unit::PxAt, b"5".to_vec()));
+        assert_eq!(expire_ms(Unit::Ex, b"2", "set", 1_000).ok(), Some(3_000));
+        assert!(expire_ms(Unit::PxAt, b"0", "set", 1_000).is_err());
+        assert!(expire_ms(Unit::Ex, b"9223372036854775", "set", 1_000).is_err());
+    }
+}

@@ -1,0 +1,265 @@
+//! `kv_server`'s expiry commands against Redis itself: the same random stream of SET (with
+//! EX|PX|EXAT|PXAT|KEEPTTL, NX|XX, GET), SETEX, PSETEX, GETEX, EXPIRE, PEXPIRE, EXPIREAT,
+//! PEXPIREAT (NX|XX|GT|LT), TTL, PTTL, EXPIRETIME, PEXPIRETIME, PERSIST, GET, DEL and EXISTS,
+//! with bad arguments among them, goes to a `kv_server` and to Debian's `redis-server`, and
+//! every reply must be equal byte for byte — the relative times (TTL, PTTL and the
+//! expiry times of keys given relative ones) within a clock tolerance.
+//!
+//! Keys are made to expire while the stream runs by absolute expiries on a 100 ms grid, the
+//! same for both servers; a command is never sent within 5 ms of a grid point, so both
+//! servers see a key on the same side of its expiry. Relative expiries are long whole seconds
+//! (they test what is stored and reported, not the moment of expiry), set 50 ms off the
+//! grid, so that TTL and EXPIRETIME, in seconds, must be equal too; PTTL and PEXPIRETIME may
+//! differ by the milliseconds between the two servers' readings.
+//!
+//! Needs `redis-server` (`apt-get install redis-server`): skipped without it, unless
+//! `LSM_BLOOM_REQUIRE_REDIS_SERVER=1` (as `.ci/run` sets).
+
+mod common;
+
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::kv::*;
+use common::Rng;
+
+/// A `redis-server` on `port`, without persistence; killed when dropped.
+struct Redis(Child);
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `redis-server` on a free port, or `None` when it is not installed (a failure when
+/// `LSM_BLOOM_REQUIRE_REDIS_SERVER` is set).
+fn redis() -> Option<(Redis, u16)> {
+    let port = free_port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn();
+    let Ok(child) = child else {
+        assert!(
+            std::env::var_os("LSM_BLOOM_REQUIRE_REDIS_SERVER").is_none(),
+            "redis-server not installed (apt-get install redis-server)"
+        );
+        eprintln!("note: redis-server not installed; skipping the comparison with Redis");
+        return None;
+    };
+    let redis = Redis(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some((redis, port))
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The grid absolute expiries lie on (ms).
+const GRID: u64 = 100;
+
+/// Waits until the clock is at least 5 ms from a grid point and from the middle between two:
+/// a key expiring on the grid then lies on the same side of its expiry for both servers, and
+/// no time left in seconds (or expiry time in seconds) lies near a half second, where the two
+/// servers' readings could round apart (`mid_grid`).
+fn away_from_the_grid() {
+    loop {
+        let off = now_ms() % GRID;
+        if (5..45).contains(&off) || (55..95).contains(&off) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Waits until the clock is in the middle between two grid points: a relative expiry of whole
+/// seconds set now falls 50 ms off the grid, so its time left in seconds is never read near a
+/// half second (`away_from_the_grid`).
+fn mid_grid() {
+    loop {
+        let off = now_ms() % GRID;
+        if (49..=51).contains(&off) {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+/// Whether `cmd` sets an expiry relative to now.
+fn relative(cmd: &[Vec<u8>]) -> bool {
+    let name = cmd[0].to_ascii_uppercase();
+    matches!(
+        name.as_slice(),
+        b"SETEX" | b"PSETEX" | b"EXPIRE" | b"PEXPIRE"
+    ) || cmd[1..]
+        .iter()
+        .any(|w| matches!(w.to_ascii_uppercase().as_slice(), b"EX" | b"PX"))
+}
+
+/// One random command of the stream (`t` a few grid points ahead, for absolute expiries).
+fn random_command(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let key = format!("k{}", rng.below(6));
+    let grid_ms = (now_ms() / GRID + 1 + rng.below(8)) * GRID;
+    let long_s = 1_000 + rng.below(1_000); // relative expiries: long, never reached
+    let opt_expiry = |rng: &mut Rng| -> Vec<String> {
+        match rng.below(9) {
+            0 => vec!["EX".into(), long_s.to_string()],
+            1 => vec!["PX".into(), (long_s * 1000).to_string()],
+            2 => vec!["EXAT".into(), (grid_ms / 1000 + 1).to_string()],
+            3 => vec!["PXAT".into(), grid_ms.to_string()],
+            4 => vec!["KEEPTTL".into()],
+            5 => vec!["PXAT".into(), (grid_ms - 10 * GRID * 10).to_string()], // past
+            6 => vec![
+                "EX".into(),
+                ["0", "-5", "x", "1.5", "9223372036854775807"][rng.below(5) as usize].into(),
+            ],
+            _ => vec![],
+        }
+    };
+    let words: Vec<String> = match rng.below(22) {
+        0..=3 => {
+            let mut w = vec!["SET".into(), key, format!("v{}", rng.below(100))];
+            for _ in 0..rng.below(3) {
+                match rng.below(4) {
+                    0 => w.push("NX".into()),
+                    1 => w.push("XX".into()),
+                    2 => w.push("GET".into()),
+                    _ => w.extend(opt_expiry(rng)),
+                }
+            }
+            w
+        }
+        4 => vec![
+            "SETEX".into(),
+            key,
+            ["100", "0", "-1", "abc"][rng.below(4) as usize].into(),
+            "v".into(),
+        ],
+        5 => vec![
+            "PSETEX".into(),
+            key,
+            ["100000", "0", "x"][rng.below(3) as usize].into(),
+            "v".into(),
+        ],
+        6 | 7 => {
+            let mut w = vec!["GETEX".into(), key];
+            match rng.below(4) {
+                0 => w.push("PERSIST".into()),
+                1 => {}
+                _ => w.extend(opt_expiry(rng)),
+            }
+            w
+        }
+        8..=11 => {
+            let (cmd, t) = match rng.below(5) {
+                0 => ("EXPIRE", long_s.to_string()),
+                1 => ("PEXPIRE", (long_s * 1000).to_string()),
+                2 => ("EXPIREAT", (grid_ms / 1000 + 1).to_string()),
+                3 => ("PEXPIREAT", grid_ms.to_string()),
+                _ => (
+                    "EXPIRE",
+                    ["-1", "0", "x", "99999999999999999"][rng.below(4) as usize].to_string(),
+                ),
+            };
+            let mut w = vec![cmd.into(), key, t];
+            for _ in 0..rng.below(3) {
+                w.push(["NX", "XX", "GT", "LT", "nx", "bad"][rng.below(6) as usize].into());
+            }
+            w
+        }
+        12 => vec!["TTL".into(), key],
+        13 => vec!["PTTL".into(), key],
+        14 => vec!["EXPIRETIME".into(), key],
+        15 => vec!["PEXPIRETIME".into(), key],
+        16 => vec!["PERSIST".into(), key],
+        17 | 18 => vec!["GET".into(), key],
+        19 => vec!["DEL".into(), key],
+        20 => match rng.below(2) {
+            0 => vec!["EXISTS".into(), key],
+            _ => vec!["SET".into(), key, "kept".into(), "KEEPTTL".into()],
+        },
+        _ => vec![["TTL", "EXPIRE", "SETEX", "GETEX"][rng.below(4) as usize].into()],
+    };
+    words.into_iter().map(String::into_bytes).collect()
+}
+
+/// An integer reply's value.
+fn int(reply: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(reply.strip_prefix(b":")?).ok()?;
+    s.trim_end().parse().ok()
+}
+
+/// Whether two replies to `cmd` agree: equal bytes, or for the commands that report a time
+/// left (or an expiry set relative to now), integers within the clock tolerance.
+fn agree(cmd: &[u8], ours: &[u8], theirs: &[u8]) -> bool {
+    if ours == theirs {
+        return true;
+    }
+    let tolerance = match cmd.to_ascii_uppercase().as_slice() {
+        b"PTTL" | b"PEXPIRETIME" => 10,
+        _ => return false,
+    };
+    match (int(ours), int(theirs)) {
+        (Some(a), Some(b)) if a >= 0 && b >= 0 => (a - b).abs() <= tolerance,
+        _ => false,
+    }
+}
+
+#[test]
+fn expiry_commands_answer_as_redis_does() {
+    let Some((_redis, redis_port)) = redis() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(dir.path(), port);
+    let (mut ours, mut theirs) = (connect(port), connect(redis_port));
+    let mut rng = Rng::new(57);
+    let steps = if std::env::var_os("LSM_BLOOM_THOROUGH").is_some() {
+        4_000
+    } else {
+        2_000
+    };
+    let (mut expired_reads, mut differing_times) = (0, 0);
+    for step in 0..steps {
+        if rng.below(40) == 0 {
+            std::thread::sleep(Duration::from_millis(rng.below(250)));
+        }
+        let cmd = random_command(&mut rng);
+        let args: Vec<&[u8]> = cmd.iter().map(Vec::as_slice).collect();
+        match relative(&cmd) {
+            true => mid_grid(),
+            false => away_from_the_grid(),
+        }
+        let (a, b) = (call(&mut ours, &args), call(&mut theirs, &args));
+        let shown: Vec<String> = cmd
+            .iter()
+            .map(|w| String::from_utf8_lossy(w).into())
+            .collect();
+        assert!(
+            agree(&cmd[0], &a, &b),
+            "step {step}: {shown:?}\n kv_server: {:?}\n     redis: {:?}",
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b)
+        );
+        differing_times += usize::from(a != b);
+        expired_reads += usize::from(cmd[0] == b"GET" && a == b"$-1\r\n");
+    }
+    // The stream must have reached keys gone, and not only agreed on what is trivial.
+    assert!(expired_reads > 20, "only {expired_reads} GETs found no key");
+    eprintln!("{steps} commands; {differing_times} time replies within tolerance, not equal");
+    stop(server);
+}
