@@ -74,19 +74,27 @@ pub fn parse_opts(opts: &[Vec<u8>], set: bool) -> Result<SetOpts, Reply> {
             b"PXAT" => Some(Unit::PxAt),
             _ => None,
         };
-        // An expiry option is refused beside another kind of expiry option (not itself).
-        let other_expiry = |u: Option<Unit>| match &o.expire {
-            ExpireOpt::Unset => false,
-            ExpireOpt::Given(g, _) => Some(*g) != u,
-            ExpireOpt::Keep | ExpireOpt::Persist => true,
+        // An expiry option is refused beside another kind of expiry option; the same one
+        // may repeat (the last value counts).
+        let other_expiry = |kind: &ExpireOpt| match (&o.expire, kind) {
+            (ExpireOpt::Unset, _)
+            | (ExpireOpt::Keep, ExpireOpt::Keep)
+            | (ExpireOpt::Persist, ExpireOpt::Persist) => false,
+            (ExpireOpt::Given(a, _), ExpireOpt::Given(b, _)) => a != b,
+            _ => true,
         };
+        let given = |u: Unit| ExpireOpt::Given(u, Vec::new());
         match (opt.as_slice(), unit, next) {
             (b"NX", ..) if set && !o.xx => o.nx = true,
             (b"XX", ..) if set && !o.nx => o.xx = true,
             (b"GET", ..) if set => o.get = true,
-            (b"KEEPTTL", ..) if set && !other_expiry(None) => o.expire = ExpireOpt::Keep,
-            (b"PERSIST", ..) if !set && !other_expiry(None) => o.expire = ExpireOpt::Persist,
-            (_, Some(u), Some(v)) if !other_expiry(Some(u)) => {
+            (b"KEEPTTL", ..) if set && !other_expiry(&ExpireOpt::Keep) => {
+                o.expire = ExpireOpt::Keep;
+            }
+            (b"PERSIST", ..) if !set && !other_expiry(&ExpireOpt::Persist) => {
+                o.expire = ExpireOpt::Persist;
+            }
+            (_, Some(u), Some(v)) if !other_expiry(&given(u)) => {
                 o.expire = ExpireOpt::Given(u, v.clone());
                 i += 1;
             }
@@ -378,6 +386,8 @@ mod tests {
         let opts =
             |s: &str| -> Vec<Vec<u8>> { s.split(' ').map(|w| w.as_bytes().to_vec()).collect() };
         assert!(parse_opts(&opts("EX 1 EX 2"), true).is_ok());
+        assert!(parse_opts(&opts("KEEPTTL KEEPTTL"), true).is_ok());
+        assert!(parse_opts(&opts("PERSIST PERSIST"), false).is_ok());
         assert!(parse_opts(&opts("EX 1 PX 2"), true).is_err());
         assert!(parse_opts(&opts("KEEPTTL EX 2"), true).is_err());
         assert!(parse_opts(&opts("NX XX"), true).is_err());
