@@ -263,3 +263,45 @@ fn expiry_commands_answer_as_redis_does() {
     eprintln!("{steps} commands; {differing_times} time replies within tolerance, not equal");
     stop(server);
 }
+
+/// A pipeline's SETs with an expiry are committed together with the plain ones
+/// (`Values::set_many`); each keeps its own expiry, and one whose expiry is bad runs alone
+/// with its own error, as in Redis.
+#[test]
+fn pipelined_sets_with_expiries_answer_as_redis_does() {
+    use std::io::Write;
+    let Some((_redis, redis_port)) = redis() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(dir.path(), port);
+    let (mut ours, mut theirs) = (connect(port), connect(redis_port));
+    mid_grid();
+    let past = (now_ms() - 10_000).to_string();
+    let cmds: Vec<Vec<&[u8]>> = vec![
+        vec![b"SET", b"a", b"1"],
+        vec![b"SET", b"b", b"2", b"EX", b"100"],
+        vec![b"SET", b"c", b"3", b"px", b"200000"],
+        vec![b"SET", b"d", b"4", b"EX", b"0"],
+        vec![b"SET", b"e", b"5", b"PXAT", past.as_bytes()],
+        vec![b"SET", b"a", b"6", b"EX", b"300"],
+        vec![b"SET", b"f", b"7", b"EX", b"x"],
+    ];
+    let pipeline: Vec<u8> = cmds.iter().flat_map(|c| command(c)).collect();
+    for s in [&mut ours, &mut theirs] {
+        s.write_all(&pipeline).unwrap();
+    }
+    for c in &cmds {
+        let (a, b) = (reply(&mut ours), reply(&mut theirs));
+        assert_eq!(a, b, "{:?}", String::from_utf8_lossy(&c.concat()));
+    }
+    away_from_the_grid();
+    for k in [b"a", b"b", b"c", b"d", b"e", b"f"] {
+        for cmd in [&b"GET"[..], b"TTL", b"PTTL"] {
+            let (a, b) = (call(&mut ours, &[cmd, k]), call(&mut theirs, &[cmd, k]));
+            assert!(agree(cmd, &a, &b), "{cmd:?} {k:?}: {a:?} vs {b:?}");
+        }
+    }
+    stop(server);
+}

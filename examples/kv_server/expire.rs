@@ -33,6 +33,17 @@ pub enum Unit {
     PxAt,
 }
 
+/// The unit an expiry option names (EX, PX, EXAT or PXAT, any case).
+pub fn unit_of(opt: &[u8]) -> Option<Unit> {
+    match opt.to_ascii_uppercase().as_slice() {
+        b"EX" => Some(Unit::Ex),
+        b"PX" => Some(Unit::Px),
+        b"EXAT" => Some(Unit::ExAt),
+        b"PXAT" => Some(Unit::PxAt),
+        _ => None,
+    }
+}
+
 /// What SET's or GETEX's options say of the expiry.
 #[derive(Clone, PartialEq, Eq)]
 pub enum ExpireOpt {
@@ -67,13 +78,7 @@ pub fn parse_opts(opts: &[Vec<u8>], set: bool) -> Result<SetOpts, Reply> {
     while i < opts.len() {
         let opt = opts[i].to_ascii_uppercase();
         let next = opts.get(i + 1);
-        let unit = match opt.as_slice() {
-            b"EX" => Some(Unit::Ex),
-            b"PX" => Some(Unit::Px),
-            b"EXAT" => Some(Unit::ExAt),
-            b"PXAT" => Some(Unit::PxAt),
-            _ => None,
-        };
+        let unit = unit_of(&opt);
         // An expiry option is refused beside another kind of expiry option; the same one
         // may repeat (the last value counts).
         let other_expiry = |kind: &ExpireOpt| match (&o.expire, kind) {

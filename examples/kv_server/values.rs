@@ -364,8 +364,9 @@ impl Values<'_> {
         Ok(())
     }
 
-    /// Runs the plain SETs of one pipeline (`is_plain_set`; `sets` is emptied) as one write
-    /// batch (one log append, one memtable update visible at once), in their order (a later
+    /// Runs the plain SETs of one pipeline (`is_plain_set`: with or without an expiry; `sets`
+    /// is emptied) as one write batch (one log append, one memtable update visible at once),
+    /// in their order (a later
     /// SET of a key wins, as it would one by one). Redis runs a pipeline's commands one after
     /// the other with no other client's in between only if nothing else arrives; committing
     /// them together is one of the orders a client could observe. The reply, `+OK` or the
@@ -387,19 +388,44 @@ impl Values<'_> {
                 return;
             }
         };
+        // A SET with an expiry where keys cannot expire (cluster mode) gets that error alone.
+        let refused = space.expiry_supported().err();
+        let mut replies: Vec<Option<Reply>> = Vec::with_capacity(n);
         let mut batch = space.batch();
+        let now = expire::now_ms();
         for mut args in sets.drain(..) {
+            let expiry = (args.len() == 5).then(|| (args.pop(), args.pop()));
             let v = args.pop().unwrap_or_default();
             let k = args.pop().unwrap_or_default();
-            space.put(&mut batch, k, v);
+            let at = match expiry {
+                None => None,
+                Some(_) if refused.is_some() => {
+                    replies.push(refused.clone());
+                    continue;
+                }
+                Some((t, unit)) => {
+                    let unit = unit.as_deref().and_then(expire::unit_of);
+                    let at = unit
+                        .zip(t)
+                        .map(|(u, t)| expire::expire_ms(u, &t, "set", now));
+                    // `is_plain_set` let only a valid expiry through.
+                    Some(at.and_then(Result::ok).unwrap_or(0))
+                }
+            };
+            match at {
+                None => space.put(&mut batch, k, v),
+                Some(at) if at <= now => space.delete(&mut batch, k),
+                Some(at) => space.put_until(&mut batch, k, v, at as u64),
+            }
+            replies.push(None);
         }
         let _shared = self.writes.plain();
         let reply = match space.write(batch) {
             Ok(()) => Reply::ok(),
             Err(e) => db_err(e),
         };
-        for _ in 0..n {
-            if !out.reply(&reply, proto) {
+        for r in &replies {
+            if !out.reply(r.as_ref().unwrap_or(&reply), proto) {
                 return;
             }
         }
@@ -455,8 +481,15 @@ fn answer<'a>(r: StoreResult<Space<'a>>, out: &mut impl Out, proto: Proto) -> Op
 /// True when `args` is a plain `SET key value` a session that `authed` may run: such requests
 /// in one pipeline may be committed together (`Values::set_many`).
 pub fn is_plain_set(authed: bool, args: &[Vec<u8>]) -> bool {
+    // A valid expiry option (EX, PX, EXAT or PXAT) may follow: it cannot fail either.
+    let expiry_ok = match args {
+        [_, _, _] => true,
+        [_, _, _, unit, t] => expire::unit_of(unit)
+            .is_some_and(|u| expire::expire_ms(u, t, "set", expire::now_ms()).is_ok()),
+        _ => false,
+    };
     authed
-        && args.len() == 3
+        && expiry_ok
         && args[0].eq_ignore_ascii_case(b"SET")
         // One that the store would refuse runs alone, so its error is its own.
         && args[1].len() <= lsm_bloom::db::MAX_KEY_SIZE
