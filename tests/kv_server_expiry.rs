@@ -61,6 +61,28 @@ fn redis() -> Option<(Redis, u16)> {
     Some((redis, port))
 }
 
+/// A `kv_server` on `dir` and a `redis-server`, each with a connection.
+struct Pair {
+    redis: Redis,
+    server: Server,
+    ours: TcpStream,
+    theirs: TcpStream,
+}
+
+/// Both servers started (`None` without `redis-server`, as `redis` says).
+fn pair(dir: &std::path::Path) -> Option<Pair> {
+    let (redis, redis_port) = redis()?;
+    let port = free_port();
+    let server = start(dir, port);
+    let (ours, theirs) = (connect(port), connect(redis_port));
+    Some(Pair {
+        redis,
+        server,
+        ours,
+        theirs,
+    })
+}
+
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -220,13 +242,16 @@ fn agree(cmd: &[u8], ours: &[u8], theirs: &[u8]) -> bool {
 
 #[test]
 fn expiry_commands_answer_as_redis_does() {
-    let Some((_redis, redis_port)) = redis() else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(Pair {
+        redis: _redis,
+        server,
+        mut ours,
+        mut theirs,
+    }) = pair(dir.path())
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let server = start(dir.path(), port);
-    let (mut ours, mut theirs) = (connect(port), connect(redis_port));
     let mut rng = Rng::new(57);
     let steps = if std::env::var_os("LSM_BLOOM_THOROUGH").is_some() {
         4_000
@@ -270,13 +295,16 @@ fn expiry_commands_answer_as_redis_does() {
 #[test]
 fn pipelined_sets_with_expiries_answer_as_redis_does() {
     use std::io::Write;
-    let Some((_redis, redis_port)) = redis() else {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(Pair {
+        redis: _redis,
+        server,
+        mut ours,
+        mut theirs,
+    }) = pair(dir.path())
+    else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let server = start(dir.path(), port);
-    let (mut ours, mut theirs) = (connect(port), connect(redis_port));
     mid_grid();
     let past = (now_ms() - 10_000).to_string();
     let cmds: Vec<Vec<&[u8]>> = vec![

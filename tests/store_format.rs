@@ -82,10 +82,10 @@ fn write_store(dir: &Path) {
     drop(db);
 }
 
-/// Opens a copy of fixture `name` (written first by `write` if missing and
-/// `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set; never overwriting), after checking that its
-/// manifest is of `version`. The copy lives as long as the directory returned.
-fn open_fixture(name: &str, version: u32, write: fn(&Path)) -> (tempfile::TempDir, Db) {
+/// The directory of fixture `name`, written first by `write` if missing and
+/// `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwriting), after checking that its
+/// manifest is of `version`.
+fn fixture(name: &str, version: u32, write: fn(&Path)) -> PathBuf {
     let fixture = fixture_dir(name);
     if !fixture.exists() {
         assert!(
@@ -101,10 +101,27 @@ fn open_fixture(name: &str, version: u32, write: fn(&Path)) -> (tempfile::TempDi
         version.to_le_bytes(),
         "the fixture's manifest version"
     );
+    fixture
+}
+
+/// Opens a copy of fixture `name` (`fixture`) with `opts`. The copy lives as long as the
+/// directory returned.
+fn open_fixture_with(
+    name: &str,
+    version: u32,
+    write: fn(&Path),
+    opts: Options,
+) -> (tempfile::TempDir, Db) {
+    let fixture = fixture(name, version, write);
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&fixture, dir.path());
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let db = Db::open(dir.path(), opts).unwrap();
     (dir, db)
+}
+
+/// `open_fixture_with` the default options.
+fn open_fixture(name: &str, version: u32, write: fn(&Path)) -> (tempfile::TempDir, Db) {
+    open_fixture_with(name, version, write, Options::default())
 }
 
 /// Opens a copy of fixture `version` of `model` and checks every key.
@@ -400,26 +417,10 @@ fn model_v3_e(i: usize, now: u64) -> (Option<Vec<u8>>, lsm_bloom::KeyExpiry) {
 #[test]
 fn store_v3_fixture_with_expiring_entries_still_reads() {
     use lsm_bloom::{KeyExpiry, ManualClock};
-    let fixture = fixture_dir("store-v3");
-    if !fixture.exists() {
-        assert!(
-            std::env::var_os("LSM_BLOOM_WRITE_MISSING_FIXTURES").is_some(),
-            "missing fixture {}",
-            fixture.display()
-        );
-        write_store_v3(&fixture);
-    }
-    let manifest = std::fs::read(fixture.join("MANIFEST")).unwrap();
-    assert_eq!(
-        manifest[4..8],
-        3u32.to_le_bytes(),
-        "the fixture's manifest version"
-    );
     for now in [1_500_000, 2_500_000, 3_500_000] {
-        let dir = tempfile::tempdir().unwrap();
-        copy_dir(&fixture, dir.path());
         let clock = Arc::new(ManualClock::new(now));
-        let db = Db::open(dir.path(), Options::default().with_clock(clock)).unwrap();
+        let opts = Options::default().with_clock(clock);
+        let (_dir, db) = open_fixture_with("store-v3", 3, write_store_v3, opts);
         let r = db.recovery();
         assert!(r.wal_damage.is_none() && r.logs_replayed >= 2, "{r:?}");
         let mut live = 0;
