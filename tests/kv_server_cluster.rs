@@ -349,3 +349,132 @@ fn a_clusters_databases_are_replicated() {
         }
     }
 }
+
+/// Milliseconds since the Unix epoch, by this machine's clock (the nodes').
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// An integer reply's value.
+fn int(reply: &[u8]) -> i64 {
+    let s = std::str::from_utf8(reply).unwrap();
+    s.strip_prefix(':')
+        .and_then(|s| s.strip_suffix("\r\n"))
+        .unwrap_or_else(|| panic!("not an integer reply: {s:?}"))
+        .parse()
+        .unwrap()
+}
+
+/// Keys expire in a cluster as on one server, through any node, and at the same moment on
+/// every node: a relative expiry becomes one absolute time in the log entry, so every node
+/// answers the same PEXPIRETIME; a key is gone from every node once it passes; PERSIST and
+/// GETEX through one node change what every node answers; a node SIGKILLed and restarted
+/// answers the same.
+#[test]
+fn a_clusters_keys_expire_alike_on_every_node() {
+    let root = tempfile::tempdir().unwrap();
+    let c = Cluster::new(root.path());
+    for i in 0..3 {
+        c.start(i, i == 0);
+    }
+    c.wait_for_leader();
+    let ports = c.ports();
+    let conn = |i: usize| {
+        let s = TcpStream::connect(("127.0.0.1", ports[i])).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while call(&mut conn(1), &[b"SET", b"warm", b"up"]) != b"+OK\r\n" {
+        assert!(Instant::now() < deadline, "the cluster takes no write");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = now_ms();
+    assert_eq!(
+        call(&mut conn(1), &[b"SET", b"a", b"1", b"EX", b"100"]),
+        b"+OK\r\n"
+    );
+    let after = now_ms();
+    let soon = (now_ms() + 1500).to_string();
+    assert_eq!(
+        call(
+            &mut conn(2),
+            &[b"SET", b"b", b"2", b"PXAT", soon.as_bytes()]
+        ),
+        b"+OK\r\n"
+    );
+    assert_eq!(call(&mut conn(0), &[b"SET", b"c", b"3"]), b"+OK\r\n");
+    assert_eq!(call(&mut conn(0), &[b"EXPIRE", b"c", b"200"]), b":1\r\n");
+    assert_eq!(
+        call(&mut conn(2), &[b"SETEX", b"d", b"300", b"4"]),
+        b"+OK\r\n"
+    );
+    assert_eq!(call(&mut conn(1), &[b"PERSIST", b"d"]), b":1\r\n");
+    // A time already passed deletes the key, on every node.
+    assert_eq!(call(&mut conn(1), &[b"SET", b"e", b"5"]), b"+OK\r\n");
+    assert_eq!(
+        call(&mut conn(2), &[b"PEXPIREAT", b"e", b"1000"]),
+        b":1\r\n"
+    );
+
+    let a_at = int(&call(&mut conn(0), &[b"PEXPIRETIME", b"a"]));
+    assert!(
+        (before + 100_000..=after + 100_000).contains(&(a_at as u64)),
+        "PEXPIRETIME a = {a_at}, set between {before} and {after} with EX 100"
+    );
+    let check = |when: &str| {
+        for i in 0..3 {
+            let mut s = conn(i);
+            let at = |s: &mut TcpStream, k: &[u8]| int(&call(s, &[b"PEXPIRETIME", k]));
+            assert_eq!(at(&mut s, b"a"), a_at, "{when}: node {i}, a");
+            assert_eq!(at(&mut s, b"d"), -1, "{when}: node {i}, d");
+            assert_eq!(at(&mut s, b"e"), -2, "{when}: node {i}, e");
+            assert_eq!(
+                call(&mut s, &[b"GET", b"a"]),
+                b"$1\r\n1\r\n",
+                "{when}: node {i}"
+            );
+            let ttl = int(&call(&mut s, &[b"TTL", b"c"]));
+            assert!(
+                (198..=200).contains(&ttl),
+                "{when}: node {i}: TTL c = {ttl}"
+            );
+        }
+    };
+    check("at once");
+    for i in 0..3 {
+        let at = int(&call(&mut conn(i), &[b"PEXPIRETIME", b"b"]));
+        assert_eq!(at.to_string(), soon, "node {i}, b");
+    }
+    // Past b's expiry: gone from every node.
+    std::thread::sleep(Duration::from_millis(
+        (soon.parse::<u64>().unwrap() + 50).saturating_sub(now_ms()),
+    ));
+    for i in 0..3 {
+        let mut s = conn(i);
+        assert_eq!(call(&mut s, &[b"GET", b"b"]), b"$-1\r\n", "node {i}");
+        assert_eq!(call(&mut s, &[b"EXISTS", b"b"]), b":0\r\n", "node {i}");
+        assert_eq!(call(&mut s, &[b"TTL", b"b"]), b":-2\r\n", "node {i}");
+    }
+    // GETEX through one node sets a short expiry every node keeps.
+    assert_eq!(call(&mut conn(2), &[b"SET", b"f", b"6"]), b"+OK\r\n");
+    assert_eq!(
+        call(&mut conn(1), &[b"GETEX", b"f", b"PX", b"300"]),
+        b"$1\r\n6\r\n"
+    );
+    for i in 0..3 {
+        let ttl = int(&call(&mut conn(i), &[b"PTTL", b"f"]));
+        assert!((1..=300).contains(&ttl), "node {i}: PTTL f = {ttl}");
+    }
+    std::thread::sleep(Duration::from_millis(350));
+    for i in 0..3 {
+        assert_eq!(call(&mut conn(i), &[b"GET", b"f"]), b"$-1\r\n", "node {i}");
+    }
+    c.kill(2);
+    c.start(2, false);
+    c.wait_for_leader();
+    check("after node 2's SIGKILL and restart");
+}

@@ -26,7 +26,7 @@ use lsm_bloom::replication::tcp::{Forwarder, PeerAuth, PeerKey, RaftServer, TcpN
 use lsm_bloom::replication::{
     BasicNode, Error, NodeId, Op, ReplicatedDb, ReplicationConfig, Request, Scan,
 };
-use lsm_bloom::{DbStats, Options};
+use lsm_bloom::{DbStats, KeyExpiry, Options};
 
 use super::resp::Reply;
 use super::store::StoreResult;
@@ -178,6 +178,16 @@ impl Cluster {
         self.node
             .state_machine()
             .get_with_in(keyspace, key, f)
+            .map_err(|e| Reply::err(e.to_string()))
+    }
+
+    /// Whether `key` is live in `keyspace` and until when, after a read barrier, by this
+    /// node's clock.
+    pub fn expiry_of(&self, keyspace: &str, key: &[u8]) -> StoreResult<KeyExpiry> {
+        self.barrier()?;
+        self.node
+            .state_machine()
+            .expiry_of_in(keyspace, key)
             .map_err(|e| Reply::err(e.to_string()))
     }
 

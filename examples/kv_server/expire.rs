@@ -8,8 +8,10 @@
 //! new expiry under the exclusive write lock (`values::Writes`), so no other write comes in
 //! between. An expiry already passed deletes the key, as Redis does. Replies and errors are
 //! Redis 7's, byte for byte (`tests/kv_server_expiry.rs` sends the same commands to
-//! redis-server). In cluster mode these commands answer an error: the replicated store does
-//! not carry expiries yet.
+//! redis-server). In cluster mode the node that takes the command turns a relative time into
+//! an absolute one by its clock, and the replicated write carries that (`Op::PutUntil`), so
+//! every node expires the key at the same moment by its own clock; a read (after its read
+//! barrier) answers by the clock of the node that serves it.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -251,7 +253,6 @@ impl Values<'_> {
         };
         let run = || -> StoreResult<i64> {
             let space = self.db.space(self.index)?;
-            space.expiry_supported()?;
             let _w = self.writes.exclusive();
             let cur = current(&space, k)?;
             if cur == -2 {
@@ -283,7 +284,6 @@ impl Values<'_> {
     fn ttl(&self, cmd: &str, k: &[u8]) -> Reply {
         let run = || -> StoreResult<i64> {
             let space = self.db.space(self.index)?;
-            space.expiry_supported()?;
             let at = current(&space, k)?;
             if at < 0 {
                 return Ok(at);
@@ -304,7 +304,6 @@ impl Values<'_> {
     fn persist(&self, k: &[u8]) -> Reply {
         let run = || -> StoreResult<i64> {
             let space = self.db.space(self.index)?;
-            space.expiry_supported()?;
             let _w = self.writes.exclusive();
             if current(&space, k)? < 0 {
                 return Ok(0);
@@ -326,7 +325,6 @@ impl Values<'_> {
         let run = || -> Result<Option<Vec<u8>>, Reply> {
             let o = parse_opts(opts, false)?;
             let space = self.db.space(self.index)?;
-            space.expiry_supported()?;
             let _w = self.writes.exclusive();
             let Some(value) = space.get_with(k, <[u8]>::to_vec)? else {
                 return Ok(None);

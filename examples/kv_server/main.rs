@@ -9,7 +9,7 @@
 //! [EX|PX|EXAT|PXAT|KEEPTTL], SETNX, GETDEL, STRLEN, TYPE, DEL, EXISTS, MGET, MSET, SCAN
 //! [MATCH] [COUNT] [TYPE], INFO (the store's filter statistics), COMMAND; expiry: SETEX,
 //! PSETEX, GETEX, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL, EXPIRETIME, PEXPIRETIME,
-//! PERSIST (`expire.rs`; not in cluster mode yet); numbered databases (`--databases`, 16 by
+//! PERSIST (`expire.rs`, in cluster mode too); numbered databases (`--databases`, 16 by
 //! default): SELECT, FLUSHDB, FLUSHALL, SWAPDB, MOVE, DBSIZE. Anything else, and every option
 //! not supported (CONFIG SET), gets a precise `-ERR`.
 //!

@@ -207,38 +207,33 @@ impl Space<'_> {
         }
     }
 
-    /// Whether `key` is live and until when (`Db::expiry_of`). In cluster mode, where keys
-    /// do not expire, `Never` for a key that exists.
+    /// Whether `key` is live and until when (`Db::expiry_of`; in cluster mode after a
+    /// linearizable read barrier, by this node's clock).
     pub fn expiry_of(&self, key: &[u8]) -> StoreResult<KeyExpiry> {
         match self {
             Space::Local(_, ks) => ks.expiry_of(key).map_err(db_err),
             Space::Unmade => Ok(KeyExpiry::Absent),
             #[cfg(feature = "replication")]
-            Space::Cluster(..) => Ok(match self.get_with(key, |_| ())? {
-                Some(()) => KeyExpiry::Never,
-                None => KeyExpiry::Absent,
-            }),
+            Space::Cluster(c, name) => c.expiry_of(name, key),
         }
     }
 
-    /// `Err` with the reply to send when this space cannot hold expiries (cluster mode: the
-    /// replicated store does not carry them yet).
-    pub fn expiry_supported(&self) -> StoreResult<()> {
-        match self {
-            #[cfg(feature = "replication")]
-            Space::Cluster(..) => Err(Reply::err(
-                "keys do not expire in cluster mode yet: the replicated store does not carry expiries",
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// Adds "set `key` to `value` here until `at`" (ms since the epoch) to `b`; only where
-    /// `expiry_supported`.
+    /// Adds "set `key` to `value` here until `at`" (ms since the epoch) to `b`. In cluster
+    /// mode the log entry carries `at` as it is, so every node expires the key at once.
     pub fn put_until(&self, b: &mut Batch, key: Vec<u8>, value: Vec<u8>, at: u64) {
-        if let (Space::Local(_, ks), Batch::Local(b)) = (self, b) {
-            let at = UNIX_EPOCH + Duration::from_millis(at);
-            b.put_in_with_expiry(ks, key, value, at);
+        match (self, b) {
+            (Space::Local(_, ks), Batch::Local(b)) => {
+                let at = UNIX_EPOCH + Duration::from_millis(at);
+                b.put_in_with_expiry(ks, key, value, at);
+            }
+            #[cfg(feature = "replication")]
+            (Space::Cluster(_, name), Batch::Cluster(ops)) => ops.push(Op::PutUntil {
+                keyspace: name.clone(),
+                key,
+                value,
+                at,
+            }),
+            _ => {}
         }
     }
 

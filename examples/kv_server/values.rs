@@ -239,12 +239,6 @@ impl Values<'_> {
         let Some(space) = self.space_for_write(out, proto) else {
             return;
         };
-        if at.is_some() || keep {
-            if let Err(e) = space.expiry_supported() {
-                out.reply(&e, proto);
-                return;
-            }
-        }
         let conditional = o.nx || o.xx || o.get || keep;
         let _exclusive = conditional.then(|| self.writes.exclusive());
         let _shared = (!conditional).then(|| self.writes.plain());
@@ -388,8 +382,6 @@ impl Values<'_> {
                 return;
             }
         };
-        // A SET with an expiry where keys cannot expire (cluster mode) gets that error alone.
-        let refused = space.expiry_supported().err();
         let mut replies: Vec<Option<Reply>> = Vec::with_capacity(n);
         let mut batch = space.batch();
         let now = expire::now_ms();
@@ -399,10 +391,6 @@ impl Values<'_> {
             let k = args.pop().unwrap_or_default();
             let at = match expiry {
                 None => None,
-                Some(_) if refused.is_some() => {
-                    replies.push(refused.clone());
-                    continue;
-                }
                 Some((t, unit)) => {
                     let unit = unit.as_deref().and_then(expire::unit_of);
                     let at = unit

@@ -33,6 +33,8 @@ const PUT_IN: u8 = 3;
 const DELETE_IN: u8 = 4;
 const CLEAR: u8 = 5;
 const SWAP: u8 = 6;
+/// A put with an expiry; layout version 4.
+const PUT_UNTIL: u8 = 7;
 
 /// Longest node address accepted.
 pub(crate) const MAX_ADDR: usize = 1024;
@@ -55,9 +57,10 @@ fn check_term(term: u64, what: &str) -> DecodeResult<u64> {
 
 /// The layout version of a node's two stores (FORMAT.md §7): 2 added entries with parts
 /// (payload tag 3) and the state machine's write sessions; 3 keyspace operations (tags 3 to
-/// 6) and the state machine's keyspace map. A store of an older version is read as it is,
-/// and marked 3 when opened, as this build may add them.
-pub(crate) const LAYOUT_VERSION: u32 = 3;
+/// 6) and the state machine's keyspace map; 4 puts with an expiry (tag 7, and the store
+/// formats that carry expiries). A store of an older version is read as it is, and marked 4
+/// when opened, as this build may add them.
+pub(crate) const LAYOUT_VERSION: u32 = 4;
 /// The key each store keeps its layout version under.
 const LAYOUT_KEY: &[u8] = b"m/format";
 
@@ -68,14 +71,14 @@ pub(crate) fn check_layout(db: &crate::Db, what: &str) -> crate::Result<()> {
     let current = LAYOUT_VERSION.to_le_bytes();
     match v.as_deref() {
         Some(v) if v == current => Ok(()),
-        None | Some([1, 0, 0, 0] | [2, 0, 0, 0]) => {
+        None | Some([1, 0, 0, 0] | [2, 0, 0, 0] | [3, 0, 0, 0]) => {
             let mut b = crate::WriteBatch::new();
             b.put(LAYOUT_KEY, current);
             db.write_opt(b, crate::WriteOptions { sync: true })
         }
         Some(v) => Err(crate::Error::Corruption {
             path: db.path().to_path_buf(),
-            reason: format!("{what} layout version {v:?} (this build reads 1 to 3)"),
+            reason: format!("{what} layout version {v:?} (this build reads 1 to 4)"),
         }),
     }
 }
@@ -273,6 +276,18 @@ pub(crate) fn put_request(out: &mut Vec<u8>, r: &Request) {
                 put_bytes(out, a.as_bytes());
                 put_bytes(out, b.as_bytes());
             }
+            Op::PutUntil {
+                keyspace,
+                key,
+                value,
+                at,
+            } => {
+                out.push(PUT_UNTIL);
+                put_bytes(out, keyspace.as_bytes());
+                put_bytes(out, key);
+                put_bytes(out, value);
+                out.extend_from_slice(&at.to_le_bytes());
+            }
         }
     }
 }
@@ -290,6 +305,13 @@ fn get_key(c: &mut Cursor<'_>) -> DecodeResult<Vec<u8>> {
     Ok(c.len_prefixed()?.to_vec())
 }
 
+/// A put in a keyspace: its name, key and value.
+fn get_put_in(c: &mut Cursor<'_>) -> DecodeResult<(String, Vec<u8>, Vec<u8>)> {
+    let keyspace = get_name(c)?;
+    let key = get_key(c)?;
+    Ok((keyspace, key, c.len_prefixed()?.to_vec()))
+}
+
 pub(crate) fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
     let n = c.u32()?;
     let mut ops = Vec::new();
@@ -302,9 +324,7 @@ pub(crate) fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
             }
             DELETE => Op::Delete { key: get_key(c)? },
             PUT_IN => {
-                let keyspace = get_name(c)?;
-                let key = get_key(c)?;
-                let value = c.len_prefixed()?.to_vec();
+                let (keyspace, key, value) = get_put_in(c)?;
                 Op::PutIn {
                     keyspace,
                     key,
@@ -325,7 +345,16 @@ pub(crate) fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
                 let a = get_name(c)?;
                 Op::Swap { a, b: get_name(c)? }
             }
-            t => return Err(format!("operation {i} has tag {t} (not 1 to 6)")),
+            PUT_UNTIL => {
+                let (keyspace, key, value) = get_put_in(c)?;
+                Op::PutUntil {
+                    keyspace,
+                    key,
+                    value,
+                    at: c.u64()?,
+                }
+            }
+            t => return Err(format!("operation {i} has tag {t} (not 1 to 7)")),
         });
     }
     Ok(Request::new(ops))

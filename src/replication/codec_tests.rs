@@ -41,9 +41,28 @@ fn entries() -> Vec<Entry> {
     ]
 }
 
-/// One of each keyspace operation (layout version 3), names empty, long and not ASCII.
+/// One of each keyspace operation (layout version 3), names empty, long and not ASCII, and
+/// puts with an expiry (version 4), at the ends of its range.
 fn keyspace_ops() -> Vec<Op> {
     vec![
+        Op::PutUntil {
+            keyspace: String::new(),
+            key: b"e".to_vec(),
+            value: b"soon".to_vec(),
+            at: 1_700_000_000_123,
+        },
+        Op::PutUntil {
+            keyspace: "db1".into(),
+            key: vec![],
+            value: vec![],
+            at: u64::MAX,
+        },
+        Op::PutUntil {
+            keyspace: "db2".into(),
+            key: b"z".to_vec(),
+            value: vec![1],
+            at: 0,
+        },
         Op::PutIn {
             keyspace: "users".into(),
             key: b"u1".to_vec(),

@@ -53,6 +53,13 @@ pub(crate) fn entries() -> Vec<Vec<u8>> {
                                 key: vec![j as u8; 2],
                                 value: vec![5; 4],
                             }
+                        } else if j % 5 == 0 {
+                            Op::PutUntil {
+                                keyspace: "db1".into(),
+                                key: vec![j as u8; 2],
+                                value: vec![6; 3],
+                                at: 1_700_000_000_000 + j,
+                            }
                         } else {
                             Op::Swap {
                                 a: "a".into(),

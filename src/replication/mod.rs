@@ -33,6 +33,7 @@ mod log_tail;
 mod log_trim;
 pub mod network;
 mod node;
+mod node_reads;
 mod read_index;
 mod receive;
 mod send;
@@ -189,6 +190,22 @@ pub enum Op {
         /// The other's.
         b: String,
     },
+    /// Sets `key` to `value` in `keyspace` (`""`: the default one) until `at`, milliseconds
+    /// since the Unix epoch: from then on the key is absent on every node
+    /// (`WriteBatch::put_with_expiry`). The time is absolute, so every node expires the key
+    /// at once, by its own clock; the writer turns a relative time into one before it
+    /// writes. An `at` of 0 is taken as 1 ms past the epoch, `u64::MAX` as the latest time
+    /// a store keeps.
+    PutUntil {
+        /// The keyspace's name.
+        keyspace: String,
+        /// The key.
+        key: Vec<u8>,
+        /// The value.
+        value: Vec<u8>,
+        /// When the key expires, in milliseconds since the Unix epoch.
+        at: u64,
+    },
 }
 
 /// Longest keyspace name an [`Op`] may carry, in bytes.
@@ -201,7 +218,8 @@ impl Op {
             Op::Put { key, .. }
             | Op::Delete { key }
             | Op::PutIn { key, .. }
-            | Op::DeleteIn { key, .. } => Some(key),
+            | Op::DeleteIn { key, .. }
+            | Op::PutUntil { key, .. } => Some(key),
             Op::Clear { .. } | Op::Swap { .. } => None,
         }
     }
@@ -210,9 +228,10 @@ impl Op {
     fn names(&self) -> [Option<&str>; 2] {
         match self {
             Op::Put { .. } | Op::Delete { .. } => [None, None],
-            Op::PutIn { keyspace, .. } | Op::DeleteIn { keyspace, .. } | Op::Clear { keyspace } => {
-                [Some(keyspace), None]
-            }
+            Op::PutIn { keyspace, .. }
+            | Op::DeleteIn { keyspace, .. }
+            | Op::Clear { keyspace }
+            | Op::PutUntil { keyspace, .. } => [Some(keyspace), None],
             Op::Swap { a, b } => [Some(a), Some(b)],
         }
     }
@@ -221,6 +240,7 @@ impl Op {
     fn payload_len(&self) -> usize {
         let value = match self {
             Op::Put { value, .. } | Op::PutIn { value, .. } => value.len(),
+            Op::PutUntil { value, .. } => value.len() + 8,
             _ => 0,
         };
         let names: usize = self.names().iter().flatten().map(|n| n.len()).sum();

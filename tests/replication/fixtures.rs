@@ -3,9 +3,10 @@
 //! with data, its applied position and membership; a snapshot pack. Version 2 adds writes
 //! with ids: one applied, a plain write after it, and a copy of the first, skipped (entries
 //! with parts, and a write session). Version 3 adds keyspace operations: writes in two
-//! keyspaces, a swap of them, a clear and a write after it. Frozen: this build must read each
-//! as written. Written once, when missing and `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never
-//! overwritten; this build writes version 3 only).
+//! keyspaces, a swap of them, a clear and a write after it. Version 4 adds puts with an expiry
+//! (`Op::PutUntil`): one long passed, two far off. Frozen: this build must read each as
+//! written. Written once, when missing and `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never
+//! overwritten; this build writes version 4 only).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -16,13 +17,15 @@ use lsm_bloom::replication::openraft::{RaftLogReader, SnapshotPolicy};
 use lsm_bloom::replication::{
     BasicNode, LogStore, Op, Part, ReadPolicy, ReplicatedDb, Request, StateMachine, WriteId,
 };
-use lsm_bloom::Options;
+use lsm_bloom::{KeyExpiry, Options};
 
 use crate::cluster::fast_config;
 use crate::common::copy_dir;
 
 pub const WRITES: usize = 60;
 pub const DELETED: usize = 7;
+/// The expiry of the version 4 fixture's lasting expiring keys: 2100-01-01, in ms.
+const FAR: u64 = 4_102_444_800_000;
 
 pub fn dir(version: u32) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/replication-v{version}/node"))
@@ -43,7 +46,21 @@ pub fn expected(version: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
     if version >= 2 {
         data.push((b"t0".to_vec(), b"second".to_vec()));
     }
+    if version >= 4 {
+        data.push((b"e2".to_vec(), b"later".to_vec()));
+    }
+    data.sort();
     data
+}
+
+/// A put until `at` of `key` = `value` in `keyspace`.
+fn until(keyspace: &str, key: &str, value: &str, at: u64) -> Op {
+    Op::PutUntil {
+        keyspace: keyspace.into(),
+        key: key.into(),
+        value: value.into(),
+        at,
+    }
 }
 
 /// `t0` = `value`, as write 0 of session `0xf1` (a forwarded write's id).
@@ -65,7 +82,7 @@ fn with_id(value: &str) -> Request {
 }
 
 async fn write_fixture(to: &Path, version: u32) {
-    assert_eq!(version, 3, "this build writes layout version 3");
+    assert_eq!(version, 4, "this build writes layout version 4");
     let mut config = fast_config();
     config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(25);
     config.raft.max_in_snapshot_log_to_keep = 5;
@@ -113,6 +130,11 @@ async fn write_fixture(to: &Path, version: u32) {
             },
             put_in("users", "u3", "cy"),
         ],
+        vec![
+            until("", "e1", "soon", 1_000),
+            until("", "e2", "later", FAR),
+        ],
+        vec![until("users", "u5", "dan", FAR)],
     ];
     for ops in writes {
         node.write(Request::new(ops)).await.unwrap();
@@ -133,10 +155,32 @@ pub fn expected_keyspaces(version: u32) -> Vec<(&'static str, Pairs)> {
         return Vec::new();
     }
     let kv = |k: &str, v: &str| (k.as_bytes().to_vec(), v.as_bytes().to_vec());
+    let mut users = vec![kv("u3", "cy")];
+    if version >= 4 {
+        users.push(kv("u5", "dan"));
+    }
     vec![
         ("sessions", vec![kv("u1", "ada"), kv("u2", "bob")]),
-        ("users", vec![kv("u3", "cy")]),
+        ("users", users),
     ]
+}
+
+/// The expiries the fixture holds (keyspace, key, expiry) from version 4, and of a key of
+/// every version.
+fn expected_expiries(version: u32) -> Vec<(&'static str, &'static str, KeyExpiry)> {
+    let mut e = vec![
+        ("", "k00", KeyExpiry::Never),
+        ("", "k07", KeyExpiry::Absent),
+    ];
+    if version >= 4 {
+        e.extend([
+            ("", "e1", KeyExpiry::Absent),
+            ("", "e2", KeyExpiry::At(FAR)),
+            ("users", "u5", KeyExpiry::At(FAR)),
+            ("users", "u3", KeyExpiry::Never),
+        ]);
+    }
+    e
 }
 
 /// A fresh copy of the fixture (opening a store changes its directory).
@@ -196,6 +240,10 @@ pub async fn check(version: u32) {
             .collect();
         assert_eq!(got, want, "keyspace {name}");
     }
+    for (name, key, want) in expected_expiries(version) {
+        let got = sm.expiry_of_in(name, key.as_bytes()).unwrap();
+        assert_eq!(got, want, "expiry of {name:?}/{key}");
+    }
     let snap = sm
         .get_current_snapshot()
         .await
@@ -253,5 +301,26 @@ pub async fn check(version: u32) {
     let t0 = node.get("t0", ReadPolicy::Linearizable).await.unwrap();
     let want: &[u8] = if version >= 2 { b"second" } else { b"first" };
     assert_eq!(t0.as_deref(), Some(want));
+    // A store of any version takes expiring puts once opened here, in the default place
+    // (where every version keeps `""`) and in a keyspace.
+    node.write(Request::new(vec![
+        until("", "e3", "new", FAR + 1),
+        until("users", "u6", "eve", FAR + 2),
+        until("", "e4", "gone", 5),
+    ]))
+    .await
+    .unwrap();
+    for (name, key, want) in [
+        ("", "e3", KeyExpiry::At(FAR + 1)),
+        ("users", "u6", KeyExpiry::At(FAR + 2)),
+        ("", "e4", KeyExpiry::Absent),
+    ] {
+        let got = node.expiry_of_in(name, key, ReadPolicy::Linearizable);
+        assert_eq!(got.await.unwrap(), want, "expiry of {name:?}/{key}");
+    }
+    assert_eq!(
+        node.get("e3", ReadPolicy::Linearizable).await.unwrap(),
+        Some(b"new".to_vec())
+    );
     node.shutdown().await.unwrap();
 }

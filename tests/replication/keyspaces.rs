@@ -1,31 +1,52 @@
-//! Replicated keyspaces (`Op::PutIn`, `DeleteIn`, `Clear`, `Swap`) against a model of maps:
-//! random requests over four names (the default `""` among them) on a 3-node cluster, one
-//! follower stopped long enough to catch up by a snapshot, and every node restarted at the
-//! end. Every node reads what the model holds, and holds no store keyspace a cleared name
-//! left behind.
+//! Replicated keyspaces (`Op::PutIn`, `DeleteIn`, `Clear`, `Swap`) and expiring puts
+//! (`PutUntil`) against a model of maps: random requests over four names (the default `""`
+//! among them) on a 3-node cluster whose nodes share a `ManualClock`, moved forward as the
+//! run goes; one follower stopped long enough to catch up by a snapshot, and every node
+//! restarted at the end. Every node reads what the model holds live at the clock's reading,
+//! with each key's expiry, and holds no store keyspace a cleared name left behind.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use lsm_bloom::replication::openraft::SnapshotPolicy;
 use lsm_bloom::replication::{NodeId, Op, ReadPolicy, ReplicatedDb, Request};
+use lsm_bloom::{Clock, KeyExpiry, ManualClock};
 
 use crate::cluster::{fast_config, Cluster};
 use crate::common::Rng;
 
 const NAMES: [&str; 4] = ["", "a", "b", "c"];
 
-type Model = HashMap<&'static str, BTreeMap<Vec<u8>, Vec<u8>>>;
+/// Each name's keys: value and expiry (ms since the epoch, `None`: never).
+type Model = HashMap<&'static str, BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)>>;
+/// What a node reads: each name's live keys and values.
+type Live = HashMap<&'static str, BTreeMap<Vec<u8>, Vec<u8>>>;
 
-/// A random operation, applied to `model` as the state machine must.
-fn op(rng: &mut Rng, model: &mut Model, step: usize) -> Op {
+/// The clock's reading when the run starts.
+const T0: u64 = 1_700_000_000_000;
+
+/// A random operation, applied to `model` as the state machine must; `now` is the clock's
+/// reading.
+fn op(rng: &mut Rng, model: &mut Model, step: usize, now: u64) -> Op {
     let name = NAMES[rng.below(4) as usize];
     let key = format!("k{:02}", rng.below(20)).into_bytes();
     let value = format!("v{step}").into_bytes();
     let m = model.entry(name).or_default();
     match rng.below(100) {
-        0..=39 => {
-            m.insert(key.clone(), value.clone());
+        // Expiring: some already passed, most within the next few clock moves.
+        0..=14 => {
+            let at = (now + rng.below(3000)).saturating_sub(200);
+            m.insert(key.clone(), (value.clone(), Some(at)));
+            Op::PutUntil {
+                keyspace: name.into(),
+                key,
+                value,
+                at,
+            }
+        }
+        15..=39 => {
+            m.insert(key.clone(), (value.clone(), None));
             if name.is_empty() && rng.below(2) == 0 {
                 Op::Put { key, value }
             } else {
@@ -67,8 +88,30 @@ fn op(rng: &mut Rng, model: &mut Model, step: usize) -> Op {
     }
 }
 
+/// The model's live keys at `now`.
+fn live(model: &Model, now: u64) -> Live {
+    NAMES
+        .iter()
+        .map(|&n| {
+            let m = model.get(n).into_iter().flatten();
+            let kept = m.filter(|(_, (_, at))| at.is_none_or(|at| at > now));
+            (n, kept.map(|(k, (v, _))| (k.clone(), v.clone())).collect())
+        })
+        .collect()
+}
+
+/// What `expiry_of_in` must answer for `key` of `name` at `now`.
+fn expiry(model: &Model, name: &str, key: &[u8], now: u64) -> KeyExpiry {
+    match model.get(name).and_then(|m| m.get(key)) {
+        None => KeyExpiry::Absent,
+        Some((_, None)) => KeyExpiry::Never,
+        Some((_, Some(at))) if *at > now => KeyExpiry::At(*at),
+        Some(_) => KeyExpiry::Absent,
+    }
+}
+
 /// Node `n`'s keyspaces, read from its local state machine.
-fn read(n: &ReplicatedDb) -> Model {
+fn read(n: &ReplicatedDb) -> Live {
     NAMES
         .iter()
         .map(|&name| {
@@ -83,14 +126,21 @@ fn read(n: &ReplicatedDb) -> Model {
         .collect()
 }
 
-fn check(c: &Cluster, ids: &[NodeId], model: &Model, when: &str) {
-    let want: Model = NAMES
-        .iter()
-        .map(|&n| (n, model.get(n).cloned().unwrap_or_default()))
-        .collect();
+fn check(c: &Cluster, ids: &[NodeId], model: &Model, now: u64, when: &str) {
+    let want = live(model, now);
     for &id in ids {
         let n = c.node(id).unwrap();
         assert_eq!(read(&n), want, "node {id} {when}");
+        for name in NAMES {
+            for k in 0..20 {
+                let key = format!("k{k:02}").into_bytes();
+                assert_eq!(
+                    n.state_machine().expiry_of_in(name, &key).unwrap(),
+                    expiry(model, name, &key, now),
+                    "node {id} {when}: expiry of {name:?}/k{k:02}"
+                );
+            }
+        }
         for name in NAMES {
             let len = n.state_machine().len_in(name, 1000).unwrap();
             assert_eq!(
@@ -119,6 +169,8 @@ pub async fn model_run(seed: u64, requests: usize) {
     config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(40);
     config.raft.max_in_snapshot_log_to_keep = 5;
     config.raft.purge_batch_size = 1;
+    let clock = Arc::new(ManualClock::new(T0));
+    config.db.clock = clock.clone();
     let ids: [NodeId; 3] = [1, 2, 3];
     let c = Cluster::start(&ids, config).await;
     let mut rng = Rng::new(seed);
@@ -155,27 +207,38 @@ pub async fn model_run(seed: u64, requests: usize) {
                 model
                     .entry("")
                     .or_default()
-                    .insert(b"filler".to_vec(), vec![]);
+                    .insert(b"filler".to_vec(), (vec![], None));
             }
             c.open(follower).await;
         }
+        if r % 25 == 24 {
+            clock.advance(Duration::from_millis(400));
+        }
+        let now = clock.now_millis();
         let n = 1 + rng.below(4) as usize;
         let ops: Vec<Op> = (0..n)
             .map(|_| {
                 step += 1;
-                op(&mut rng, &mut model, step)
+                op(&mut rng, &mut model, step, now)
             })
             .collect();
         l.write(Request::new(ops)).await.unwrap();
         if r % 50 == 0 {
-            // Linearizable reads on the leader, through `get_in`.
+            // Linearizable reads on the leader, through `get_in` and `expiry_of_in`.
+            let want = live(&model, now);
             for name in NAMES {
-                let want = model.get(name).and_then(|m| m.get(&b"k07"[..])).cloned();
                 let got = l
                     .get_in(name, "k07", ReadPolicy::Linearizable)
                     .await
                     .unwrap();
-                assert_eq!(got, want, "seed {seed}, request {r}: {name:?}/k07");
+                let v = want[name].get(&b"k07"[..]).cloned();
+                assert_eq!(got, v, "seed {seed}, request {r}: {name:?}/k07");
+                let got = l
+                    .expiry_of_in(name, "k07", ReadPolicy::Linearizable)
+                    .await
+                    .unwrap();
+                let e = expiry(&model, name, b"k07", now);
+                assert_eq!(got, e, "seed {seed}, request {r}: expiry of {name:?}/k07");
             }
         }
     }
@@ -186,7 +249,7 @@ pub async fn model_run(seed: u64, requests: usize) {
         c.snapshots_installed() >= 1,
         "the follower caught up without a snapshot"
     );
-    check(&c, &ids, &model, "after the run");
+    check(&c, &ids, &model, clock.now_millis(), "after the run");
     drop(l);
     for id in ids {
         c.stop(id).await;
@@ -194,5 +257,8 @@ pub async fn model_run(seed: u64, requests: usize) {
     }
     c.wait_for_leader(Duration::from_secs(10)).await;
     c.wait_converged(Duration::from_secs(60)).await;
-    check(&c, &ids, &model, "after restarts");
+    check(&c, &ids, &model, clock.now_millis(), "after restarts");
+    // Time passes: every expiring key is gone, on every node.
+    clock.advance(Duration::from_secs(10));
+    check(&c, &ids, &model, clock.now_millis(), "once all expired");
 }

@@ -307,6 +307,12 @@ async fn layout_v3_fixture_still_reads() {
     fixtures::check(3).await;
 }
 
+/// `fixtures/replication-v4/node/` (layout version 4: puts with an expiry) reads as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn layout_v4_fixture_still_reads() {
+    fixtures::check(4).await;
+}
+
 /// Over TCP on 127.0.0.1: leaders restarted, a node caught up by a snapshot in 4 KiB chunks;
 /// every node ends with every write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

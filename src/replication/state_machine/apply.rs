@@ -6,6 +6,7 @@
 //! (`keyspaces.rs`).
 
 use std::sync::PoisonError;
+use std::time::{Duration, UNIX_EPOCH};
 
 use futures_util::{Stream, StreamExt};
 use openraft::storage::EntryResponder;
@@ -147,6 +148,12 @@ fn stage(
                 Op::DeleteIn { keyspace, key } => delete(staged, batch, &keyspace, key),
                 Op::Clear { keyspace } => staged.clear(&keyspace, batch),
                 Op::Swap { a, b } => staged.swap(&a, &b, batch),
+                Op::PutUntil {
+                    keyspace,
+                    key,
+                    value,
+                    at,
+                } => put_until(staged, batch, &keyspace, key, value, at)?,
             }
         }
     }
@@ -163,6 +170,26 @@ fn put(
     match staged.place_for_write(keyspace, batch)? {
         Place::Default => batch.put(data_key(&key), value),
         Place::Own(k) => batch.put_in(&k, key, value),
+    };
+    Ok(())
+}
+
+/// `put` until `at` (ms since the epoch).
+fn put_until(
+    staged: &mut Staged,
+    batch: &mut WriteBatch,
+    keyspace: &str,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    at: u64,
+) -> crate::Result<()> {
+    // Past SystemTime's range (never on Linux: i64 seconds): the latest time a store keeps.
+    let at = UNIX_EPOCH
+        .checked_add(Duration::from_millis(at))
+        .unwrap_or(UNIX_EPOCH + Duration::from_millis(u64::MAX >> 11));
+    match staged.place_for_write(keyspace, batch)? {
+        Place::Default => batch.put_with_expiry(data_key(&key), value, at),
+        Place::Own(k) => batch.put_in_with_expiry(&k, key, value, at),
     };
     Ok(())
 }

@@ -119,8 +119,17 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> crate::Error {
 }
 
 impl StateMachine {
-    /// Opens (or creates) the state machine in `dir`; its store is opened with `opts`.
+    /// Opens (or creates) the state machine in `dir`; its store is opened with `opts`, which
+    /// must write table format 5 or later: the log may carry puts with an expiry
+    /// (`Op::PutUntil`), and every node must apply every entry.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> crate::Result<StateMachine> {
+        if opts.table_format_version < 5 {
+            return Err(crate::Error::InvalidArgument(format!(
+                "a replicated store writes table format 5 or later (expiring puts), not {} \
+                 (Options::table_format_version)",
+                opts.table_format_version
+            )));
+        }
         let dir = dir.as_ref().to_path_buf();
         let snaps = dir.join("snapshots");
         fs::create_dir_all(&snaps).map_err(io_err(format!("creating {}", snaps.display())))?;

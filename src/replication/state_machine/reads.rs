@@ -6,6 +6,7 @@ use std::ops::{Bound, RangeBounds};
 use super::keyspaces::Place;
 use super::{data_key, StateMachine, DATA};
 use crate::db::{Db, DbIter};
+use crate::KeyExpiry;
 
 impl StateMachine {
     /// The value of `key` as applied on this node (no consensus round: may be stale).
@@ -54,6 +55,16 @@ impl StateMachine {
             }
         })?;
         Ok(found.flatten())
+    }
+
+    /// Whether `key` is live in the replicated keyspace `keyspace` and until when
+    /// (`Db::expiry_of`), as applied on this node and by its clock.
+    pub fn expiry_of_in(&self, keyspace: &str, key: &[u8]) -> crate::Result<KeyExpiry> {
+        self.read(keyspace, |place, db| match place {
+            None => Ok(KeyExpiry::Absent),
+            Some(Place::Default) => db.expiry_of(data_key(key)),
+            Some(Place::Own(k)) => k.expiry_of(key),
+        })
     }
 
     /// Live keys in `range` with their values, in key order, as applied on this node.
