@@ -523,7 +523,15 @@ fn fully_expired_tables_are_dropped_whole_unread() {
         batch.put_with_expiry(format!("a{i:03}"), "soon", at(200_000));
     }
     db.write(batch).unwrap();
+    let expiring = |db: &Db| {
+        db.keyspace(lsm_bloom::DEFAULT_KEYSPACE)
+            .unwrap()
+            .approximate_expiring_len()
+            .unwrap()
+    };
+    assert_eq!(expiring(&db), 200, "the memtable's count");
     db.flush().unwrap(); // level 0: every entry expires, nothing under it
+    assert_eq!(expiring(&db), 200, "the table's properties");
     for i in 0..100 {
         db.put(format!("b{i:03}"), "kept").unwrap();
     }
@@ -551,6 +559,11 @@ fn fully_expired_tables_are_dropped_whole_unread() {
     std::thread::sleep(Duration::from_millis(50)); // nothing else goes
     let s = db.stats();
     assert_eq!(s.expired_tables_dropped, 1);
+    assert_eq!(
+        s.expired_entries_dropped, 200,
+        "each put of the dropped table"
+    );
+    assert_eq!(expiring(&db), 100, "the d keys' table's");
     assert_eq!(s.compaction_bytes_read, read_before, "dropped unread");
     assert_eq!(tables(&db)[..2], [3, 1], "a's table went, c's came");
     assert_eq!(files(), before, "a's file removed, c's added");
@@ -563,6 +576,10 @@ fn fully_expired_tables_are_dropped_whole_unread() {
             "the old d value stays hidden"
         );
     }
+    // A compaction rewrites the rest: the expired d puts go, counted once each.
+    db.compact().unwrap();
+    assert_eq!(db.stats().expired_entries_dropped, 300);
+    assert_eq!(expiring(&db), 0);
 }
 
 /// A store of 200 keys on one level, every other one (or 3 in 5) expiring at 1,005,000, on a

@@ -333,3 +333,45 @@ fn pipelined_sets_with_expiries_answer_as_redis_does() {
     }
     stop(server);
 }
+
+/// INFO's `# Keyspace` line counts the keys with an expiry (`expires=`), per database, and
+/// `# Stats` names `expired_keys` (the store's `expired_entries_dropped`).
+#[test]
+fn info_counts_keys_with_an_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(dir.path(), port);
+    let mut s = connect(port);
+    for (k, ex) in [
+        ("a", None),
+        ("b", Some("100")),
+        ("c", Some("200")),
+        ("d", None),
+    ] {
+        let mut cmd: Vec<&[u8]> = vec![b"SET", k.as_bytes(), b"v"];
+        if let Some(ex) = ex {
+            cmd.extend([&b"EX"[..], ex.as_bytes()]);
+        }
+        assert_eq!(call(&mut s, &cmd), b"+OK\r\n");
+    }
+    assert_eq!(call(&mut s, &[b"SELECT", b"2"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"SETEX", b"e", b"50", b"v"]), b"+OK\r\n");
+    let info = String::from_utf8(call(&mut s, &[b"INFO"])).unwrap();
+    let line = |p: &str| info.lines().find(|l| l.starts_with(p)).map(str::to_string);
+    assert_eq!(
+        line("db0:").as_deref(),
+        Some("db0:keys=4,expires=2,avg_ttl=0"),
+        "{info}"
+    );
+    assert_eq!(
+        line("db2:").as_deref(),
+        Some("db2:keys=1,expires=1,avg_ttl=0"),
+        "{info}"
+    );
+    assert_eq!(
+        line("expired_keys:").as_deref(),
+        Some("expired_keys:0"),
+        "{info}"
+    );
+    stop(server);
+}

@@ -218,6 +218,15 @@ impl Cluster {
             .map_err(|e| Reply::err(e.to_string()))
     }
 
+    /// This node's upper bound of the keys of `keyspace` with an expiry, without a read
+    /// barrier (for INFO).
+    pub fn expiring_len(&self, keyspace: &str) -> StoreResult<u64> {
+        self.node
+            .state_machine()
+            .expiring_len_in(keyspace)
+            .map_err(|e| Reply::err(e.to_string()))
+    }
+
     pub fn stats(&self) -> DbStats {
         self.node.state_machine().db().stats()
     }

@@ -25,7 +25,7 @@ pub fn info(
     output_bytes: &AtomicUsize,
 ) -> String {
     let mut text = String::new();
-    if ["server", "filters", "storage"]
+    if ["server", "stats", "filters", "storage"]
         .iter()
         .any(|s| asked(args, s))
     {
@@ -42,13 +42,14 @@ pub fn info(
     }
     if asked(args, "keyspace") {
         // Redis's per-database line, for databases with keys; `keys` is
-        // `Keyspace::approximate_len` (an upper bound: `DBSIZE` counts exactly). Keys never
-        // expire yet.
+        // `Keyspace::approximate_len` and `expires` `approximate_expiring_len`, upper bounds
+        // taken without reading a table (`DBSIZE` counts exactly). No average TTL is kept.
         text += "\r\n# Keyspace\r\n";
         for n in 0..db.databases() {
-            let keys = db.space(n).ok().and_then(|s| s.approximate_len());
-            if let Some(keys) = keys.filter(|&k| k > 0) {
-                text += &format!("db{n}:keys={keys},expires=0,avg_ttl=0\r\n");
+            let Ok(space) = db.space(n) else { continue };
+            if let Some(keys) = space.approximate_len().filter(|&k| k > 0) {
+                let expires = space.approximate_expiring_len().unwrap_or(0).min(keys);
+                text += &format!("db{n}:keys={keys},expires={expires},avg_ttl=0\r\n");
             }
         }
     }
@@ -60,7 +61,7 @@ fn stats(
     db: &Store,
     request_bytes: &AtomicUsize,
     output_bytes: &AtomicUsize,
-) -> [(&'static str, String); 3] {
+) -> [(&'static str, String); 4] {
     let s = db.stats();
     let t = &s.total;
     let mut server = format!(
@@ -71,6 +72,13 @@ fn stats(
         "request_budget_used:{}\r\noutput_budget_used:{}\r\n",
         request_bytes.load(Ordering::Relaxed),
         output_bytes.load(Ordering::Relaxed)
+    );
+    // Expired keys as the store reclaims them: counted when a compaction takes them off the
+    // disk (`DbStats::expired_entries_dropped`), not when they expire — reads hide them from
+    // that moment on without writing anything.
+    let expired = format!(
+        "\r\n# Stats\r\nexpired_keys:{}\r\nexpired_tables_dropped:{}\r\n",
+        s.expired_entries_dropped, s.expired_tables_dropped
     );
     let mut filters = "\r\n# Filters\r\n".to_string();
     filters += &format!(
@@ -105,6 +113,7 @@ fn stats(
     }
     [
         ("server", server),
+        ("stats", expired),
         ("filters", filters),
         ("storage", storage),
     ]

@@ -328,6 +328,17 @@ impl Space<'_> {
         }
     }
 
+    /// INFO's upper bound of the keys with an expiry (`Keyspace::approximate_expiring_len`;
+    /// in cluster mode this node's, without a read barrier).
+    pub fn approximate_expiring_len(&self) -> Option<u64> {
+        match self {
+            Space::Local(_, ks) => ks.approximate_expiring_len().ok(),
+            Space::Unmade => None,
+            #[cfg(feature = "replication")]
+            Space::Cluster(c, name) => c.expiring_len(name).ok(),
+        }
+    }
+
     /// INFO's estimate of the keys held (`Keyspace::approximate_len`; in cluster mode this
     /// node's, without a read barrier).
     pub fn approximate_len(&self) -> Option<u64> {

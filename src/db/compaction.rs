@@ -303,6 +303,8 @@ pub(crate) struct Output {
     pub(crate) tables: Vec<Arc<Table>>,
     pub(crate) bytes_read: u64,
     pub(crate) bytes_written: u64,
+    /// Expired puts dropped or rewritten as deletions.
+    pub(crate) expired: u64,
 }
 
 /// Merges the job's inputs into new tables; `next_id` hands out (reserved) file numbers. On
@@ -315,11 +317,16 @@ pub(crate) fn run(
     next_id: &mut dyn FnMut() -> Result<u64>,
 ) -> Result<Output> {
     if job.expired {
-        // Nothing to read or write: the inputs only go.
+        // Nothing to read or write: the inputs only go, with every put they hold.
         return Ok(Output {
             tables: Vec::new(),
             bytes_read: 0,
             bytes_written: 0,
+            expired: job
+                .inputs
+                .iter()
+                .map(|(_, t)| t.properties().expiring)
+                .sum(),
         });
     }
     // Newest first: L0 newest to oldest, then each deeper level (disjoint within a level).
@@ -338,6 +345,7 @@ pub(crate) fn run(
         tables: Vec::new(),
         bytes_read,
         bytes_written: 0,
+        expired: 0,
     };
     // A full output table is finished (filter built; filter, index and footer written; file
     // synced; reopened) on a second thread while the merge fills the next one: at most one
@@ -354,7 +362,10 @@ pub(crate) fn run(
             // bottom the whole entry goes, as a tombstone's does. Snapshots taken before it
             // expired hold the input tables, not these.
             let (value, expiry) = match merged.value() {
-                Some(_) if now.expired(expiry) => (None, NEVER),
+                Some(_) if now.expired(expiry) => {
+                    out.expired += 1;
+                    (None, NEVER)
+                }
                 value => (value, expiry),
             };
             if value.is_none() && job.drop_tombstones {

@@ -59,6 +59,7 @@ pub(crate) struct Counters {
     pub(crate) flushes: AtomicU64,
     pub(crate) compactions: AtomicU64,
     pub(crate) expired_tables_dropped: AtomicU64,
+    pub(crate) expired_entries_dropped: AtomicU64,
     pub(crate) compaction_bytes_read: AtomicU64,
     pub(crate) compaction_bytes_written: AtomicU64,
     pub(crate) filter_validation_failures: AtomicU64,

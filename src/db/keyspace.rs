@@ -116,13 +116,32 @@ impl Keyspace {
     /// RocksDB's `rocksdb.estimate-num-keys` answers the same question the same way.
     /// `Error::KeyspaceDropped` once it is dropped.
     pub fn approximate_len(&self) -> Result<u64> {
+        self.count_unread(|m| m.key_count(), super::version::Version::entries)
+    }
+
+    /// An upper bound of the keys that carry an expiry, taken without reading a table: the
+    /// puts with an expiry its tables' properties count and its memtables hold, whether
+    /// overwritten or expired since (kv_server's INFO `expires=`).
+    pub fn approximate_expiring_len(&self) -> Result<u64> {
+        self.count_unread(
+            |m| m.expiring_count(),
+            super::version::Version::expiring_entries,
+        )
+    }
+
+    /// `in_tables` of its version plus `in_memtable` of each of its memtables.
+    fn count_unread(
+        &self,
+        in_memtable: impl Fn(&super::memtable::Memtable) -> usize,
+        in_tables: impl Fn(&super::version::Version) -> u64,
+    ) -> Result<u64> {
         let published = self.inner.read_state();
         let state = self.view().state(&published)?;
         let memtables = std::iter::once(&state.mem)
             .chain(state.imm.iter())
-            .map(|m| m.key_count() as u64)
+            .map(|m| in_memtable(m) as u64)
             .sum::<u64>();
-        Ok(state.version.entries() + memtables)
+        Ok(in_tables(&state.version) + memtables)
     }
 
     /// Sets `key` to `value` in this keyspace.

@@ -186,6 +186,15 @@ impl Version {
             .sum()
     }
 
+    /// Puts with an expiry in every table (their properties' count).
+    pub(crate) fn expiring_entries(&self) -> u64 {
+        self.levels
+            .iter()
+            .flatten()
+            .map(|t| t.properties().expiring)
+            .sum()
+    }
+
     /// Deepest level holding any table.
     pub(crate) fn deepest_nonempty(&self) -> Option<usize> {
         (0..MAX_LEVELS).rev().find(|&l| !self.levels[l].is_empty())

@@ -416,6 +416,7 @@ impl Inner {
             .bury_tables(job.inputs.iter().map(|(_, t)| Arc::clone(t)));
         add(&self.counters.compaction_bytes_read, out.bytes_read);
         add(&self.counters.compaction_bytes_written, out.bytes_written);
+        add(&self.counters.expired_entries_dropped, out.expired);
         if job.expired {
             let dropped = job.inputs.len() as u64;
             add(&self.counters.expired_tables_dropped, dropped);

@@ -138,6 +138,8 @@ pub(crate) struct Memtable {
     index: ArcSwap<Index>,
     /// Keys in `index` (the writer's count, deciding when it grows).
     keys: AtomicUsize,
+    /// Puts with an expiry appended.
+    expiring: AtomicUsize,
     /// Entries appended and indexed, raised after each batch (scans sort up to it).
     len: AtomicUsize,
     /// The last sorted view built for scans (`sorted.rs`).
@@ -185,6 +187,7 @@ impl Memtable {
             entries: boxcar::Vec::new(),
             index: ArcSwap::from_pointee(index),
             keys: AtomicUsize::new(0),
+            expiring: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
             sorted: ArcSwap::from_pointee(View::default()),
             flush_order: Mutex::new(None),
@@ -251,7 +254,9 @@ impl Memtable {
         let mut index = self.index.load_full();
         let mut keys = self.keys.load(Ordering::Relaxed);
         let mut added = 0;
+        let mut expiring = 0;
         for Op { key, value, expiry } in ops {
+            expiring += usize::from(value.is_some() && expiry != NEVER);
             added += key.len() + value.as_ref().map_or(0, Vec::len) + ENTRY_OVERHEAD;
             let hash = hash_key(&key);
             if index.needs_growth(keys) {
@@ -281,6 +286,9 @@ impl Memtable {
             index.set(at, hash, entry);
         }
         self.keys.store(keys, Ordering::Relaxed);
+        if expiring > 0 {
+            self.expiring.fetch_add(expiring, Ordering::Relaxed);
+        }
         self.size.fetch_add(added, Ordering::Relaxed);
         self.counts().bytes.fetch_add(added, Ordering::Relaxed);
         self.len.store(self.entries.count(), Ordering::Release);
@@ -339,6 +347,12 @@ impl Memtable {
     /// Distinct keys held.
     pub(crate) fn key_count(&self) -> usize {
         self.keys.load(Ordering::Relaxed)
+    }
+
+    /// Puts with an expiry appended (each, not each key: an upper bound of the keys that
+    /// carry one).
+    pub(crate) fn expiring_count(&self) -> usize {
+        self.expiring.load(Ordering::Relaxed)
     }
 
     /// Approximate bytes held (this memtable's alone).

@@ -67,6 +67,19 @@ impl StateMachine {
         })
     }
 
+    /// An upper bound of the keys of the replicated keyspace `keyspace` with an expiry, as
+    /// applied on this node (`Keyspace::approximate_expiring_len`; the default place's counts
+    /// the whole default keyspace's).
+    pub fn expiring_len_in(&self, keyspace: &str) -> crate::Result<u64> {
+        self.read(keyspace, |place, db| match place {
+            None => Ok(0),
+            Some(Place::Default) => db
+                .keyspace(crate::DEFAULT_KEYSPACE)?
+                .approximate_expiring_len(),
+            Some(Place::Own(k)) => k.approximate_expiring_len(),
+        })
+    }
+
     /// Live keys in `range` with their values, in key order, as applied on this node.
     pub fn scan<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> crate::Result<Scan> {
         self.scan_in("", range)
