@@ -155,13 +155,8 @@ fn expired_table(v: &Version, keyspace: u32, now: &Now, running: &Running) -> Op
             if running.is_busy(t.id()) || !now.expired(latest) {
                 continue;
             }
-            let (min, max) = (t.min_key(), t.max_key());
-            let meets = |o: &Arc<Table>| o.max_key() >= min && o.min_key() <= max;
-            let older_l0 = level == 0 && tables[..i].iter().any(meets);
-            let deeper = v.levels()[level + 1..].iter().flatten().any(meets);
             let inputs = vec![(level, Arc::clone(t))];
-            if older_l0
-                || deeper
+            if !v.shadows_nothing(level, i)
                 || running.conflicts(keyspace, &inputs, level)
                 || running.keeps_tombstones(keyspace, &inputs, level)
             {

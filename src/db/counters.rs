@@ -22,6 +22,7 @@ pub(crate) struct LevelCounters {
     pub(crate) filter_positive: AtomicU64,
     pub(crate) filter_true_positive: AtomicU64,
     pub(crate) unfiltered_probes: AtomicU64,
+    pub(crate) expired_skips: AtomicU64,
     pub(crate) data_block_reads: AtomicU64,
     pub(crate) bytes_read: AtomicU64,
     pub(crate) prefix_checks: AtomicU64,

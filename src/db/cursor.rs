@@ -252,7 +252,13 @@ impl DbCursor {
         if range_is_empty(range.start(), range.end()) {
             return Ok(false);
         }
-        let scan = ScanSetup::new(&self.counters, self.rule, self.cache.clone(), range);
+        let scan = ScanSetup::new(
+            &self.counters,
+            self.rule,
+            self.cache.clone(),
+            range,
+            self.now,
+        );
         let mut merge = merge_of(&self.state, self.mem_seen, &scan, dir)?;
         let first = skip_tombstones(&mut merge, self.now);
         self.at = At::On { merge, dir };

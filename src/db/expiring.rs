@@ -141,7 +141,7 @@ fn expiry_in_state(
     key: &[u8],
 ) -> Result<KeyExpiry> {
     let range = KeyRange::new(Bound::Included(key.to_vec()), Bound::Included(key.to_vec()));
-    let scan = ScanSetup::new(counters, state.rule, cache, range);
+    let scan = ScanSetup::new(counters, state.rule, cache, range, now);
     let merge = merge_of(state, mem_seen, &scan, Direction::Forward)?;
     Ok(match merge.entry() {
         Some((_, Some(_))) => match merge.expiry() {

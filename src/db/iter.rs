@@ -84,6 +84,7 @@ impl ScanSetup {
         rule: Option<PrefixExtractor>,
         cache: Option<Arc<BlockCache>>,
         range: KeyRange,
+        now: Reading,
     ) -> Arc<ScanSetup> {
         let counters = shared.reader();
         bump(&counters.scans, 1);
@@ -95,6 +96,7 @@ impl ScanSetup {
             bump(&counters.prefix_scans, 1);
         }
         Arc::new(ScanSetup {
+            now,
             ask_ranges: !matches!(range.start(), Bound::Unbounded)
                 && !matches!(range.end(), Bound::Unbounded),
             range: Arc::new(range),
@@ -227,7 +229,7 @@ impl DbIter {
             state: state.clone(),
             mem_seen,
             now,
-            scan: ScanSetup::new(shared, rule, cache, range),
+            scan: ScanSetup::new(shared, rule, cache, range, now),
             front: Side::default(),
             back: Side::default(),
             done,

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use super::counters::{bump, Counters};
 use super::version::Version;
 use crate::error::Result;
+use crate::expiry::Reading;
 use crate::prefix::PrefixExtractor;
 use crate::table::{
     BlockCache, Cursor, Direction, KeyRange, PrefixCheck, RangeCheck, Table, TableCursor,
@@ -33,6 +34,9 @@ pub(super) struct ScanSetup {
     /// one open, the range cut to a table runs to its end, and no range filter answers
     /// that).
     pub(super) ask_ranges: bool,
+    /// The scan's clock reading: a table expired whole at it, over no older table, is
+    /// passed over unopened (`Version::shadows_nothing`).
+    pub(super) now: Reading,
 }
 
 /// One level's tables in a range, one open at a time (see the module comment).
@@ -100,7 +104,7 @@ impl LevelCursor {
                 self.left = 0..0;
                 break;
             };
-            if self.passed_over(t) {
+            if self.passed_over(t) || self.expired_whole(i, t) {
                 continue;
             }
             let range = match self.scan.ask_ranges {
@@ -147,6 +151,20 @@ impl LevelCursor {
             RangeCheck::TooWide | RangeCheck::Unfiltered => bump(&c.range_unfiltered, 1),
         }
         check
+    }
+
+    /// True when table `i` (`t`) expired whole at the scan's reading and hides no older
+    /// table's keys: it holds nothing the scan shows (counted in `expired_skips`).
+    fn expired_whole(&self, i: usize, t: &Table) -> bool {
+        let Some(latest) = t.expire_whole_by() else {
+            return false;
+        };
+        if !self.scan.now.expired(latest) || !self.version.shadows_nothing(self.level, i) {
+            return false;
+        }
+        let counters = self.scan.counters.reader();
+        bump(&counters.levels[self.level].expired_skips, 1);
+        true
     }
 
     /// True when the table's prefix filter says it lacks the scan's prefix (counted).

@@ -24,6 +24,7 @@ use super::read::{
     ask_filters, in_memtables, prefetch_filter, FilterTally, KeyPrefix, Lookup, ReadPath, Verdict,
 };
 use super::state::State;
+use super::version::Version;
 use crate::coding::key_prefix;
 use crate::error::Result;
 use crate::filter::hash_key;
@@ -118,7 +119,7 @@ impl ReadPath<'_> {
             if pending.is_empty() {
                 return;
             }
-            self.stage(counters, 0, pending, out, |_, key, hash| {
+            self.stage(counters, 0, &state.version, pending, out, |_, key, hash| {
                 let found = t.covers(key).then_some(t);
                 if let Some(t) = found {
                     prefetch_filter(t, hash, CacheLevel::L2);
@@ -138,7 +139,7 @@ impl ReadPath<'_> {
             let prefixes: SmallVec<[u64; CHUNK]> = pending.iter().map(|p| p.prefix_u64).collect();
             let mut positions: SmallVec<[usize; CHUNK]> = SmallVec::from_elem(0, pending.len());
             version.positions_in_level(level, &prefixes, &mut positions);
-            self.stage(counters, level, pending, out, |at, key, hash| {
+            self.stage(counters, level, version, pending, out, |at, key, hash| {
                 version.in_level_from(level, positions[at], prefixes[at], key, hash)
             });
         }
@@ -153,6 +154,7 @@ impl ReadPath<'_> {
         &self,
         counters: &ReadCounters,
         level: usize,
+        version: &Version,
         pending: &mut Vec<Pending<'k, 'v>>,
         out: &mut [Result<Option<Vec<u8>>>],
         find: impl Fn(usize, &[u8], u64) -> Option<&'v Arc<Table>>,
@@ -160,11 +162,20 @@ impl ReadPath<'_> {
         for (at, p) in pending.iter_mut().enumerate() {
             p.table = find(at, p.key, p.hash);
         }
+        let mut skipped = false;
         let c = &counters.levels[level];
         let mut reads: SmallVec<[BlockRead; 8]> = SmallVec::new();
         let mut tally = FilterTally::default();
         for (at, p) in pending.iter_mut().enumerate() {
             let Some(t) = p.table else { continue };
+            // Expired whole, and nothing older holds the key: "absent", unread (`find`).
+            if let Some(latest) = t.expire_whole_by().filter(|_| self.expiring) {
+                if self.now.expired(latest) && !version.older_covers(level, t, p.key) {
+                    bump(&c.expired_skips, 1);
+                    (p.done, skipped) = (true, true);
+                    continue;
+                }
+            }
             let (verdict, answer) = ask_filters(t, p.key, p.hash, &mut p.prefix);
             tally.add(answer);
             if let Verdict::Maybe { filtered } = verdict {
@@ -182,6 +193,8 @@ impl ReadPath<'_> {
         tally.flush(counters, c);
         if !reads.is_empty() {
             self.read_blocks(counters, level, pending, out, &mut reads);
+        }
+        if !reads.is_empty() || skipped {
             pending.retain(|p| !p.done);
         }
     }

@@ -159,6 +159,9 @@ pub(super) struct ReadPath<'a> {
     pub(super) counters: &'a Counters,
     pub(super) cache: Option<&'a BlockCache>,
     pub(super) now: Now<'a>,
+    /// Whether tables may hold expiring puts (the store has logged one, or the snapshot's
+    /// reading expires any): only then is a table expired whole looked for.
+    pub(super) expiring: bool,
 }
 
 impl Inner {
@@ -167,6 +170,7 @@ impl Inner {
             counters: &self.counters,
             cache: self.cache.as_deref(),
             now: Now::of(&*self.opts.clock),
+            expiring: self.expiring.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 }
@@ -235,6 +239,14 @@ impl ReadPath<'_> {
                 candidates.push((level, t));
             }
         }
+        // Tables at the end of the list that expired whole answer "absent" unread: a key in
+        // one of them has expired, and no table after it could hold the key. Looked for only
+        // in a store that has held expiring puts, out of line: inline, the look cost absent
+        // gets 3% (70.5 against 68 ns, medians of 8 alternated `absent_ab time` runs, 2×10^6
+        // keys); out of line they ran at 66 against the build before's 66.5 ns.
+        if self.expiring {
+            self.drop_expired_tail(counters, &mut candidates);
+        }
         // By reference: iterating the list by value moved all of it (368 bytes) into the
         // iterator first, a `memcpy` that was 1.9% of an absent get (`perf annotate`,
         // `db_bench --hold absent`).
@@ -246,6 +258,25 @@ impl ReadPath<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// Removes the tables that expired whole from the end of `candidates` (`find`), counted.
+    #[cold]
+    #[inline(never)]
+    fn drop_expired_tail(
+        &self,
+        counters: &ReadCounters,
+        candidates: &mut SmallVec<[(usize, &Table); 24]>,
+    ) {
+        while let Some(&(level, t)) = candidates.last() {
+            match t.expire_whole_by() {
+                Some(latest) if self.now.expired(latest) => {
+                    bump(&counters.levels[level].expired_skips, 1);
+                    candidates.pop();
+                }
+                _ => break,
+            }
+        }
     }
 
     /// Consults `t`, whose range holds `key`: filter, then one data block. Always inlined into

@@ -140,6 +140,7 @@ impl Snapshot {
             counters: &self.counters,
             cache: self.cache.as_deref(),
             now: Now::fixed(self.reading.0),
+            expiring: self.reading.0 != 0,
         }
     }
 

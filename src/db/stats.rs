@@ -63,6 +63,9 @@ pub struct LevelStats {
     pub filter_true_positive: u64,
     /// Tables read without a filter (none written, or it failed validation).
     pub unfiltered_probes: u64,
+    /// Tables a get or multi_get answered "absent" from unread, filter and all: every entry
+    /// had expired and no older table held the key (docs/expiry.md).
+    pub expired_skips: u64,
     /// Data blocks read from table files by `get`.
     pub data_block_reads: u64,
     /// Bytes read from table files by `get`.
@@ -140,6 +143,7 @@ impl LevelStats {
             filter_positive: c.filter_positive.load(Relaxed),
             filter_true_positive: c.filter_true_positive.load(Relaxed),
             unfiltered_probes: c.unfiltered_probes.load(Relaxed),
+            expired_skips: c.expired_skips.load(Relaxed),
             data_block_reads: c.data_block_reads.load(Relaxed),
             bytes_read: c.bytes_read.load(Relaxed),
             prefix_checks: c.prefix_checks.load(Relaxed),
@@ -169,6 +173,7 @@ impl LevelStats {
             (&mut self.filter_positive, o.filter_positive),
             (&mut self.filter_true_positive, o.filter_true_positive),
             (&mut self.unfiltered_probes, o.unfiltered_probes),
+            (&mut self.expired_skips, o.expired_skips),
             (&mut self.data_block_reads, o.data_block_reads),
             (&mut self.bytes_read, o.bytes_read),
             (&mut self.prefix_filter_keys, o.prefix_filter_keys),

@@ -66,8 +66,7 @@ impl Version {
     }
 
     /// The table of `level` (1 and deeper) whose range holds `key`, if any: the plain search,
-    /// kept as the tests' oracle for `in_level_prefetched`.
-    #[cfg(test)]
+    /// kept as the tests' oracle for `in_level_prefetched`, and for `older_covers`.
     pub(crate) fn in_level(&self, level: usize, key: &[u8]) -> Option<&Arc<Table>> {
         Table::in_level_by(&self.levels[level], &self.max_prefixes[level], key)
     }
@@ -184,6 +183,43 @@ impl Version {
             .flatten()
             .map(|t| t.properties().entries)
             .sum()
+    }
+
+    /// Whether a table older than `t` (of `level`) may hold `key`: an older level-0 table or
+    /// one of a deeper level whose range covers it. A lookup that meets `t` expired whole
+    /// (`Properties::expire_whole_by`) answers "absent" without reading it when none does: a
+    /// key in `t` has expired, and no other table could hold it.
+    pub(crate) fn older_covers(&self, level: usize, t: &Table, key: &[u8]) -> bool {
+        if level == 0 {
+            let l0 = &self.levels[0];
+            // Level 0 is kept oldest first.
+            let at = l0
+                .iter()
+                .position(|o| std::ptr::eq(&**o, t))
+                .unwrap_or(l0.len());
+            if l0[..at].iter().any(|o| o.covers(key)) {
+                return true;
+            }
+        }
+        (level + 1..MAX_LEVELS).any(|l| self.in_level(l, key).is_some())
+    }
+
+    /// Whether no table older than table `i` of `level` overlaps its key range: no older
+    /// level-0 table, none of a deeper level. Such a table, once expired whole, answers
+    /// "absent" for every key of its range, as the store without it would: the compaction
+    /// picker drops it, scans pass it over.
+    pub(crate) fn shadows_nothing(&self, level: usize, i: usize) -> bool {
+        use std::ops::Bound::Included;
+        let t = &self.levels[level][i];
+        let (min, max) = (t.min_key(), t.max_key());
+        let meets = |o: &Arc<Table>| o.max_key() >= min && o.min_key() <= max;
+        if level == 0 && self.levels[0][..i].iter().any(meets) {
+            return false;
+        }
+        (level + 1..MAX_LEVELS).all(|l| {
+            let r = self.reaching(l, Included(min), Included(max));
+            !self.levels[l][r].iter().any(meets)
+        })
     }
 
     /// Puts with an expiry in every table (their properties' count).

@@ -101,6 +101,12 @@ impl Table {
     pub fn properties(&self) -> &Properties {
         &self.props
     }
+
+    /// `Properties::expire_whole_by`: the latest expiry, when every entry is a put with one.
+    #[inline(always)]
+    pub fn expire_whole_by(&self) -> Option<u64> {
+        self.props.expire_whole_by()
+    }
     /// The filter as loaded.
     pub fn filter(&self) -> &FilterState {
         &self.filter

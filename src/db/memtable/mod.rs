@@ -138,8 +138,6 @@ pub(crate) struct Memtable {
     index: ArcSwap<Index>,
     /// Keys in `index` (the writer's count, deciding when it grows).
     keys: AtomicUsize,
-    /// Puts with an expiry appended.
-    expiring: AtomicUsize,
     /// Entries appended and indexed, raised after each batch (scans sort up to it).
     len: AtomicUsize,
     /// The last sorted view built for scans (`sorted.rs`).
@@ -153,6 +151,8 @@ pub(crate) struct Memtable {
     leader: Option<Arc<Memtable>>,
     /// File number of the WAL holding this memtable's writes.
     pub(crate) wal_id: u64,
+    /// Puts with an expiry appended (last: read by INFO, not by gets).
+    expiring: AtomicUsize,
 }
 
 impl std::fmt::Debug for Memtable {
