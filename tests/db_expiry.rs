@@ -525,6 +525,20 @@ fn a_checkpoint_keeps_expiries() {
     assert_eq!(users.get("u").unwrap(), Some(b"3".to_vec()));
 }
 
+/// Options on `clock` under which the background work drops whole expired tables only, and
+/// only when woken (no idle compaction); level 0 holds up to 8 tables. (A table mostly
+/// expired would otherwise be rewritten: `a_table_mostly_expired_is_rewritten`.)
+fn no_reclaim(clock: &Arc<ManualClock>) -> Options {
+    Options::default()
+        .with_clock(clock.clone())
+        .with_idle_compaction_after(None)
+        .with_expired_reclaim_after(None)
+        .with_expired_share_to_reclaim(None)
+        .with_l0_compaction_trigger(8)
+        .with_l0_slowdown_writes_trigger(16)
+        .with_l0_stop_writes_trigger(20)
+}
+
 /// A table whose every entry has expired, and under which no older table holds any of its
 /// keys, is dropped whole by the background work without being read; one that shadows older
 /// values stays (dropping it would bring them back).
@@ -532,17 +546,7 @@ fn a_checkpoint_keeps_expiries() {
 fn fully_expired_tables_are_dropped_whole_unread() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(100_000));
-    let opts = Options::default()
-        .with_clock(clock.clone())
-        .with_idle_compaction_after(None)
-        // Only the drop of whole tables here (the d keys' table would be rewritten, `a_table_
-        // mostly_expired_is_rewritten`).
-        .with_expired_reclaim_after(None)
-        .with_expired_share_to_reclaim(None)
-        .with_l0_compaction_trigger(8)
-        .with_l0_slowdown_writes_trigger(16)
-        .with_l0_stop_writes_trigger(20);
-    let db = Db::open(dir.path(), opts).unwrap();
+    let db = Db::open(dir.path(), no_reclaim(&clock)).unwrap();
     for i in 0..100 {
         db.put(format!("d{i:03}"), "old").unwrap();
     }
@@ -620,16 +624,8 @@ fn fully_expired_tables_are_dropped_whole_unread() {
 fn reads_skip_tables_expired_whole_unread() {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(100_000));
-    // No background work to drop the expired tables first.
-    let opts = Options::default()
-        .with_clock(clock.clone())
-        .with_idle_compaction_after(None)
-        .with_expired_reclaim_after(None)
-        .with_expired_share_to_reclaim(None)
-        .with_l0_compaction_trigger(8)
-        .with_l0_slowdown_writes_trigger(16)
-        .with_l0_stop_writes_trigger(20);
-    let db = Db::open(dir.path(), opts).unwrap();
+    // No background work drops the expired tables first: nothing wakes it.
+    let db = Db::open(dir.path(), no_reclaim(&clock)).unwrap();
     for i in 0..100 {
         db.put(format!("b{i:03}"), "old").unwrap();
         db.put(format!("d{i:03}"), "old").unwrap();
