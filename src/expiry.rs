@@ -79,6 +79,40 @@ impl Clock for ManualClock {
     }
 }
 
+/// A keyspace's default time to live (`KeyspaceOptions::default_ttl`): how long a put
+/// written there without an expiry of its own lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DefaultTtl {
+    /// Puts without an expiry never expire.
+    Never,
+    /// Puts without an expiry expire this long after they are written (by the store's clock,
+    /// read once per batch), kept to the millisecond: at least 1 ms, at most `MAX_TTL`.
+    After(Duration),
+}
+
+/// The longest default time to live: 100 years.
+pub const MAX_TTL: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+impl DefaultTtl {
+    /// The time to live in whole milliseconds, `None` for `Never`.
+    pub(crate) fn millis(self) -> Option<u64> {
+        match self {
+            DefaultTtl::Never => None,
+            DefaultTtl::After(d) => Some(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        }
+    }
+
+    /// `Err` naming what is wrong when it is out of range.
+    pub(crate) fn check(self) -> Result<(), String> {
+        match self {
+            DefaultTtl::After(d) if d < Duration::from_millis(1) || d > MAX_TTL => Err(format!(
+                "default_ttl of {d:?} (from 1 ms to 100 years; DefaultTtl::Never for none)"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// What `Db::expiry_of` found for a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KeyExpiry {

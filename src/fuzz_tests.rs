@@ -489,6 +489,16 @@ fn options_target() -> Target {
         .map(|o| stored_options::encode(&StoredOptions::of(o)).unwrap())
         .collect();
     seeds.push(stored_options::encode(&with_keyspaces).unwrap());
+    // Version 6: a keyspace with a default time to live, one given none.
+    let ttl = |t| crate::KeyspaceOptions::default().with_default_ttl(Some(t));
+    with_keyspaces.keyspaces = vec![
+        stored_options::KeyspaceRecord::of(
+            2,
+            &ttl(crate::DefaultTtl::After(std::time::Duration::from_secs(90))),
+        ),
+        stored_options::KeyspaceRecord::of(4, &ttl(crate::DefaultTtl::Never)),
+    ];
+    seeds.push(stored_options::encode(&with_keyspaces).unwrap());
     Target {
         name: "options record",
         seeds,

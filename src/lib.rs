@@ -80,7 +80,7 @@ pub use db::{
     SnapshotKeyspace, WalRecovery, WriteBatch, WriteOptions, DEFAULT_KEYSPACE,
 };
 pub use error::{Error, Result};
-pub use expiry::{Clock, KeyExpiry, ManualClock, SystemClock};
+pub use expiry::{Clock, DefaultTtl, KeyExpiry, ManualClock, SystemClock, MAX_TTL};
 pub use filter::{FilterKind, FilterPolicy, RangePolicy};
 pub use prefix::PrefixExtractor;
 pub use table::Compression;

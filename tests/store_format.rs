@@ -16,6 +16,10 @@
 //! (options record version 5, FORMAT.md §6): `packed` with LZ4, 1 KiB blocks, prefix filters
 //! on 3 bytes and a fixed standard Bloom filter; `plain` following the store; tables of both,
 //! then writes in logs (`write_store_own_settings`).
+//!
+//! `fixtures/store-v3-keyspace-ttl/` is a store whose keyspace `sessions` has a default time
+//! to live of one hour (options record version 6): 20 keys written at 1,000,000 ms past the
+//! epoch (a `ManualClock`), so expiring at 4,600,000, then closed (`write_store_ttl`).
 
 mod common;
 
@@ -450,4 +454,51 @@ fn store_v3_fixture_with_expiring_entries_still_reads() {
         }
         db.put("after", "ok").unwrap();
     }
+}
+
+/// Writes `fixtures/store-v3-keyspace-ttl/` into `dir` (created): see the module comment.
+fn write_store_ttl(dir: &Path) {
+    let clock = Arc::new(lsm_bloom::ManualClock::new(1_000_000));
+    let db = Db::open(dir, Options::default().with_clock(clock)).unwrap();
+    let hour = lsm_bloom::DefaultTtl::After(std::time::Duration::from_secs(3600));
+    let ks = lsm_bloom::KeyspaceOptions::default().with_default_ttl(Some(hour));
+    let sessions = db.create_keyspace("sessions", ks).unwrap();
+    for i in 0..20 {
+        let k = format!("s{i:02}");
+        sessions.put(&k, value(&k)).unwrap();
+    }
+    drop(sessions);
+    db.close().unwrap();
+}
+
+/// A keyspace's default time to live is kept in options record version 6: the fixture's keys
+/// expire as written, and new puts take the recorded time to live.
+#[test]
+fn store_fixture_with_a_keyspace_ttl_still_reads_and_keeps_it() {
+    use lsm_bloom::{DefaultTtl, KeyExpiry, ManualClock};
+    let name = "store-v3-keyspace-ttl";
+    let record = {
+        fixture(name, 3, write_store_ttl);
+        std::fs::read(fixture_dir(name).join("OPTIONS")).unwrap()
+    };
+    assert_eq!(record[4..8], 6u32.to_le_bytes(), "options record version");
+    let clock = Arc::new(ManualClock::new(2_000_000));
+    let opts = Options::default().with_clock(clock.clone());
+    let (_dir, db) = open_fixture_with(name, 3, write_store_ttl, opts);
+    let sessions = db.keyspace("sessions").unwrap();
+    let hour = std::time::Duration::from_secs(3600);
+    assert_eq!(
+        sessions.options().unwrap().default_ttl,
+        Some(DefaultTtl::After(hour))
+    );
+    for i in 0..20 {
+        let k = format!("s{i:02}");
+        assert_eq!(sessions.get(&k).unwrap(), Some(value(&k)), "{k}");
+        assert_eq!(sessions.expiry_of(&k).unwrap(), KeyExpiry::At(4_600_000));
+    }
+    sessions.put("new", "x").unwrap();
+    assert_eq!(sessions.expiry_of("new").unwrap(), KeyExpiry::At(5_600_000));
+    clock.set(4_600_000);
+    assert_eq!(sessions.get("s00").unwrap(), None, "expired");
+    assert_eq!(sessions.get("new").unwrap(), Some(b"x".to_vec()));
 }

@@ -112,6 +112,20 @@ impl WriteBatch {
     pub(super) fn expiring(&self) -> bool {
         self.expiring
     }
+    /// Gives every put of keyspace `id` written without an expiry the expiry `at` (ms since
+    /// the epoch): its keyspace's default time to live (`KeyspaceOptions::default_ttl`).
+    pub(super) fn expire_unset(&mut self, id: u32, at: u64) {
+        let at = expiry::stored(at);
+        for op in self.ops.part(id).iter_mut() {
+            if op.value.is_some() && op.expiry == NEVER {
+                op.expiry = at;
+                // The tag's expiry field (FORMAT.md §2).
+                self.encoded +=
+                    wal::op_encoded_len(0, Some(0), at) - wal::op_encoded_len(0, Some(0), NEVER);
+                self.expiring = true;
+            }
+        }
+    }
     /// Operations in the batch, on every keyspace.
     pub fn len(&self) -> usize {
         self.ops.len()

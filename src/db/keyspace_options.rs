@@ -11,6 +11,7 @@
 use super::filters::{Compressions, Filters, PrefixFilters, RangeFilters};
 use super::options::Options;
 use crate::error::{Error, Result};
+use crate::expiry::DefaultTtl;
 
 /// The settings of one keyspace that may differ from the store's (`Db::create_keyspace`).
 /// Each `None` keeps what the keyspace has: its own setting if it was given one before,
@@ -54,6 +55,10 @@ pub struct KeyspaceOptions {
     pub block_size: Option<usize>,
     /// The size its memtable alone may reach before the memtables are flushed, in bytes.
     pub memtable_size: Option<usize>,
+    /// How long a put written here without an expiry of its own lives
+    /// (`DefaultTtl::After`), from its write on; `DefaultTtl::Never` (a keyspace's default):
+    /// it never expires. Changing it changes puts written from then on.
+    pub default_ttl: Option<DefaultTtl>,
 }
 
 setters!(KeyspaceOptions {
@@ -63,6 +68,7 @@ setters!(KeyspaceOptions {
     with_compression => compression: Option<Compressions>,
     with_block_size => block_size: Option<usize>,
     with_memtable_size => memtable_size: Option<usize>,
+    with_default_ttl => default_ttl: Option<DefaultTtl>,
 });
 
 impl KeyspaceOptions {
@@ -78,6 +84,7 @@ impl KeyspaceOptions {
                 .or_else(|| self.compression.clone()),
             block_size: given.block_size.or(self.block_size),
             memtable_size: given.memtable_size.or(self.memtable_size),
+            default_ttl: given.default_ttl.or(self.default_ttl),
         }
     }
 
@@ -116,6 +123,11 @@ impl KeyspaceOptions {
         if let Some(m) = self.memtable_size {
             o.memtable_size = m;
         }
+        if let Some(t) = self.default_ttl {
+            t.check()
+                .map_err(|e| Error::InvalidArgument(format!("keyspace options: {e}")))?;
+            o.keyspace_ttl = t.millis();
+        }
         o.validate().map_err(|e| match e {
             Error::InvalidArgument(why) => {
                 Error::InvalidArgument(format!("keyspace options: {why}"))
@@ -134,6 +146,10 @@ impl KeyspaceOptions {
             compression: Some(opts.compressions().clone()),
             block_size: Some(opts.block_size),
             memtable_size: Some(opts.memtable_size),
+            default_ttl: Some(match opts.keyspace_ttl {
+                None => DefaultTtl::Never,
+                Some(ms) => DefaultTtl::After(std::time::Duration::from_millis(ms)),
+            }),
         }
     }
 }

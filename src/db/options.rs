@@ -211,6 +211,9 @@ pub struct Options {
     /// a [`crate::ManualClock`]). Read at most once per read, and never by a store that has
     /// held no expiring entry (docs/expiry.md).
     pub clock: Arc<dyn Clock>,
+    /// A keyspace's default time to live in ms, laid over the store's options by
+    /// `KeyspaceOptions::apply` (the store's own options have none: `None`).
+    pub(crate) keyspace_ttl: Option<u64>,
 }
 
 impl Default for Options {
@@ -248,6 +251,7 @@ impl Default for Options {
             filter_huge_pages: HugePages::default(),
             fs: Arc::new(StdFs),
             clock: Arc::new(SystemClock),
+            keyspace_ttl: None,
         }
     }
 }

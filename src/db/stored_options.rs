@@ -34,11 +34,14 @@ use crate::prefix::PrefixExtractor;
 use crate::table::Compression;
 pub use keyspaces::KeyspaceRecord;
 use text::range_text;
-use versions::{StoredOptionsV1, StoredOptionsV2, StoredOptionsV3, StoredOptionsV4};
+use versions::{
+    StoredOptionsV1, StoredOptionsV2, StoredOptionsV3, StoredOptionsV4, StoredOptionsV5,
+};
 
 const MAGIC: [u8; 4] = *b"LBOP";
-/// Options record version this build writes (5: keyspaces' own settings); it reads 1 to 5.
-pub const OPTIONS_VERSION: u32 = 5;
+/// Options record version this build writes (5: keyspaces' own settings; 6: with a default
+/// time to live); it reads 1 to 6.
+pub const OPTIONS_VERSION: u32 = 6;
 /// File name of the options record.
 pub const OPTIONS_FILE: &str = "OPTIONS";
 const TEMP_FILE: &str = "OPTIONS.tmp";
@@ -243,11 +246,21 @@ const FRAMED_V4: Framed = Framed {
     ..FRAMED
 };
 
-/// The record's bytes for `data`: version 4 when it lists no keyspace's own settings (so
-/// builds from before them open the store), else version 5.
+/// Version 5's framing, for records with no keyspace's default time to live.
+const FRAMED_V5: Framed = Framed {
+    version: 5,
+    ..FRAMED
+};
+
+/// The record's bytes for `data`: the oldest version that holds it, so builds from before a
+/// setting open a store that does not use it — version 4 when it lists no keyspace's own
+/// settings, 5 when none of them is a default time to live, else 6.
 pub fn encode(data: &StoredOptions) -> Result<Vec<u8>> {
     if data.keyspaces.is_empty() {
         return FRAMED_V4.encode(&StoredOptionsV4::of(data));
+    }
+    if data.keyspaces.iter().all(|k| k.default_ttl.is_none()) {
+        return FRAMED_V5.encode(&StoredOptionsV5::of(data));
     }
     FRAMED.encode(data)
 }
@@ -259,6 +272,7 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<StoredOptions> {
         (2, payload) => FRAMED.parse::<StoredOptionsV2>(path, payload)?.into(),
         (3, payload) => FRAMED.parse::<StoredOptionsV3>(path, payload)?.into(),
         (4, payload) => FRAMED.parse::<StoredOptionsV4>(path, payload)?.into(),
+        (5, payload) => FRAMED.parse::<StoredOptionsV5>(path, payload)?.into(),
         (_, payload) => FRAMED.parse(path, payload)?,
     };
     keyspaces::check(&data.keyspaces).map_err(|e| {

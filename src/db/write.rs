@@ -69,24 +69,32 @@ impl Drop for Leader<'_> {
 impl Inner {
     /// Commits `batch` (see the module comment): `Ok` once it is in the WAL and the memtable,
     /// and durable too with `sync` (or `Options::sync_writes`).
-    pub(super) fn write_batch(&self, batch: WriteBatch, sync: bool) -> Result<()> {
-        batch.validate()?;
+    pub(super) fn write_batch(&self, mut batch: WriteBatch, sync: bool) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
-        for k in &batch.keyspaces {
+        // The clock, read once for the batch if a keyspace it writes has a default TTL.
+        let mut now = None;
+        for i in 0..batch.keyspaces.len() {
+            let k = &batch.keyspaces[i];
             if !k.of(self) {
                 return Err(Error::InvalidArgument(format!(
                     "the write batch changes keyspace {:?} of another store",
                     k.name()
                 )));
             }
-            if self.read_state().get(k.id()).is_none() {
+            let id = k.id();
+            let Some(ttl) = self.read_state().get(id).map(|s| s.opts.keyspace_ttl) else {
                 return Err(Error::KeyspaceDropped {
                     name: k.name().to_string(),
                 });
+            };
+            if let Some(ttl) = ttl {
+                let now = *now.get_or_insert_with(|| self.opts.clock.now_millis());
+                batch.expire_unset(id, now.saturating_add(ttl));
             }
         }
+        batch.validate()?;
         if batch.expiring() {
             self.admit_expiring()?;
         }

@@ -1,6 +1,8 @@
-//! The keyspaces' own settings in the options record (version 5, FORMAT.md §6): one
-//! `KeyspaceRecord` per keyspace given settings of its own (`KeyspaceOptions`), each field
-//! `None` where the keyspace follows the store.
+//! The keyspaces' own settings in the options record (version 5, and 6 with a default time to
+//! live; FORMAT.md §6): one `KeyspaceRecord` per keyspace given settings of its own
+//! (`KeyspaceOptions`), each field `None` where the keyspace follows the store.
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -8,6 +10,7 @@ use super::{range_filters, Compressions, FilterChoice, PrefixChoice, RangeChoice
 use crate::db::filters::{Filters, PrefixFilters};
 use crate::db::keyspace_options::KeyspaceOptions;
 use crate::db::options::Options;
+use crate::expiry::DefaultTtl;
 
 /// One keyspace's own settings as recorded.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -26,6 +29,9 @@ pub struct KeyspaceRecord {
     pub block_size: Option<u64>,
     /// `KeyspaceOptions::memtable_size`.
     pub memtable_size: Option<u64>,
+    /// `KeyspaceOptions::default_ttl` in ms (given as `DefaultTtl::Never`: `Some(None)`);
+    /// version 6.
+    pub default_ttl: Option<Option<u64>>,
 }
 
 impl KeyspaceRecord {
@@ -39,6 +45,7 @@ impl KeyspaceRecord {
             range: o.range_filters.map(Option::<RangeChoice>::from),
             block_size: o.block_size.map(|b| b as u64),
             memtable_size: o.memtable_size.map(|m| m as u64),
+            default_ttl: o.default_ttl.map(DefaultTtl::millis),
         }
     }
 
@@ -59,6 +66,10 @@ impl KeyspaceRecord {
             compression: self.compression.clone(),
             block_size: size("block_size", self.block_size)?,
             memtable_size: size("memtable_size", self.memtable_size)?,
+            default_ttl: self.default_ttl.map(|t| match t {
+                None => DefaultTtl::Never,
+                Some(ms) => DefaultTtl::After(Duration::from_millis(ms)),
+            }),
         })
     }
 }
@@ -87,6 +98,12 @@ impl KeyspaceRecord {
         }
         if let Some(m) = self.memtable_size {
             add("memtable_size", format!("{m} bytes"));
+        }
+        if let Some(t) = self.default_ttl {
+            add(
+                "default_ttl",
+                t.map_or("never".into(), |ms| format!("{ms} ms")),
+            );
         }
         out
     }
@@ -133,6 +150,27 @@ mod tests {
         assert_eq!(r.filter, None);
         assert_eq!(r.options().unwrap(), o);
         assert!(check(std::slice::from_ref(&r)).is_ok());
+    }
+
+    #[test]
+    fn a_default_ttl_round_trips_and_out_of_range_is_refused() {
+        let hour = DefaultTtl::After(Duration::from_secs(3600));
+        for t in [hour, DefaultTtl::Never] {
+            let o = KeyspaceOptions::default().with_default_ttl(Some(t));
+            let r = KeyspaceRecord::of(2, &o);
+            assert_eq!(r.options().unwrap(), o);
+            assert!(check(std::slice::from_ref(&r)).is_ok());
+        }
+        assert_eq!(
+            KeyspaceRecord::of(2, &KeyspaceOptions::default()).default_ttl,
+            None
+        );
+        let zero = KeyspaceRecord {
+            default_ttl: Some(Some(0)),
+            ..KeyspaceRecord::of(6, &KeyspaceOptions::default())
+        };
+        let e = check(&[zero]).unwrap_err();
+        assert!(e.contains("keyspace 6") && e.contains("default_ttl"), "{e}");
     }
 
     #[test]

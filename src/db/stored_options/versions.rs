@@ -3,7 +3,67 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Compressions, FilterChoice, PrefixChoice, RangeChoice, StoredOptions};
+use super::{Compressions, FilterChoice, KeyspaceRecord, PrefixChoice, RangeChoice, StoredOptions};
+
+/// Version 5 of the record: version 6 without the keyspaces' default time to live. Still
+/// written for a record none of whose keyspaces has one (`encode`), so that builds before
+/// default times to live open it. Version 4's fields, then the keyspace records (a nested
+/// struct encodes as its fields in order: the same bytes).
+#[derive(Serialize, Deserialize)]
+pub(super) struct StoredOptionsV5 {
+    v4: StoredOptionsV4,
+    keyspaces: Vec<KeyspaceRecordV5>,
+}
+
+/// Version 5's keyspace record: version 6's without `default_ttl`.
+#[derive(Serialize, Deserialize)]
+struct KeyspaceRecordV5 {
+    id: u32,
+    filter: Option<FilterChoice>,
+    prefix: Option<PrefixChoice>,
+    compression: Option<Compressions>,
+    range: Option<Option<RangeChoice>>,
+    block_size: Option<u64>,
+    memtable_size: Option<u64>,
+}
+
+impl StoredOptionsV5 {
+    /// `data` as version 5 holds it (the keyspaces' default time to live left out).
+    pub(super) fn of(data: &StoredOptions) -> Self {
+        let keyspaces = data.keyspaces.iter().map(|k| KeyspaceRecordV5 {
+            id: k.id,
+            filter: k.filter.clone(),
+            prefix: k.prefix.clone(),
+            compression: k.compression.clone(),
+            range: k.range,
+            block_size: k.block_size,
+            memtable_size: k.memtable_size,
+        });
+        StoredOptionsV5 {
+            v4: StoredOptionsV4::of(data),
+            keyspaces: keyspaces.collect(),
+        }
+    }
+}
+
+impl From<StoredOptionsV5> for StoredOptions {
+    fn from(v5: StoredOptionsV5) -> Self {
+        let keyspaces = v5.keyspaces.into_iter().map(|k| KeyspaceRecord {
+            id: k.id,
+            filter: k.filter,
+            prefix: k.prefix,
+            compression: k.compression,
+            range: k.range,
+            block_size: k.block_size,
+            memtable_size: k.memtable_size,
+            default_ttl: None,
+        });
+        StoredOptions {
+            keyspaces: keyspaces.collect(),
+            ..v5.v4.into()
+        }
+    }
+}
 
 /// Version 4 of the record: version 5 without the keyspaces' own settings. Still written for
 /// a record that lists none (`encode`), so that builds before keyspace settings open it.
