@@ -14,7 +14,9 @@
 //! (`ranges.rs`); the tail under a sustained write load: `... -- --workload latency
 //! [--latency-secs S]` (`latency.rs`); ours' scans through the iterator against `DbCursor`:
 //! `... -- --workload cursor [--defaults] [--scans S]` (`cursor.rs`); keyspaces against
-//! column families: `... -- --workload keyspaces [--defaults]` (`keyspaces.rs`).
+//! column families: `... -- --workload keyspaces [--defaults]` (`keyspaces.rs`); how soon
+//! expired data leaves our disk and what expiry costs reads: `... -- --workload expiry
+//! [--defaults]` (`expiry.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -56,6 +58,7 @@ use serde::Serialize;
 
 mod cursor;
 mod engines;
+mod expiry;
 mod hold;
 mod keyspaces;
 mod latency;
@@ -161,8 +164,9 @@ struct Args {
     /// one by one under a sustained write load, every engine at its defaults, `latency.rs`),
     /// `cursor` (ours' scans through the iterator and through `DbCursor`, `cursor.rs`),
     /// `keyspaces` (ours' keyspaces against RocksDB's column families and fjall's keyspaces,
-    /// `keyspaces.rs`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency", "cursor", "keyspaces"])]
+    /// `keyspaces.rs`), `expiry` (how soon expired data leaves our disk, and expiry's cost to
+    /// reads, ours alone: `expiry.rs`).
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency", "cursor", "keyspaces", "expiry"])]
     workload: String,
     /// Latency workload: seconds of the timed phase per engine, round and thread count.
     #[arg(long, default_value_t = 20.0)]
@@ -285,6 +289,9 @@ fn main() {
     }
     if args.workload == "cursor" {
         return cursor::run(&args);
+    }
+    if args.workload == "expiry" {
+        return expiry::run(&args);
     }
     if args.workload == "keyspaces" {
         return keyspaces::run(&args);

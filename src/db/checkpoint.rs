@@ -87,13 +87,18 @@ pub(super) fn checkpoint(
     std::fs::create_dir_all(&tmp)
         .map_err(|e| Error::io(format!("creating {}", tmp.display()), e))?;
     let published = snap.published();
-    // The names of the snapshot's keyspaces; one dropped since it was taken is left out.
+    // The snapshot's keyspaces, each under its name: none created after it was taken, and
+    // each dropped since kept (its tables are pinned by the snapshot): the copy holds every
+    // keyspace as the snapshot saw them, so data in one that names another (a map of them,
+    // as the replicated state machine keeps) stays whole.
     let mut registry = inner.lock_checked(&inner.work).keyspaces.clone();
-    registry.keep(|id| published.get(id).is_some()); // none created after the snapshot
-    let spaces: Vec<(u32, &State)> = published
-        .all()
-        .filter(|(id, _)| *id == 0 || registry.name(*id).is_some())
-        .collect();
+    registry.keep(|id| published.get(id).is_some());
+    for (id, state) in published.all().filter(|(id, _)| *id != 0) {
+        if registry.name(id).is_none() {
+            registry.restore(id, &state.name);
+        }
+    }
+    let spaces: Vec<(u32, &State)> = published.all().collect();
     let mut report = CheckpointReport::default();
 
     let mut versions = Vec::with_capacity(spaces.len());

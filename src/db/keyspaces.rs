@@ -125,7 +125,8 @@ impl Db {
             // visible with the rest of its generation, and the flush of the generation takes it.
             let joined = |m: &Arc<Memtable>| Arc::new(Memtable::following(m));
             let version = Arc::new(Version::empty());
-            let mut state = State::new(id, joined(&p.default.mem), version, opts, in_store_budget);
+            let mem = joined(&p.default.mem);
+            let mut state = State::new((id, name), mem, version, opts, in_store_budget);
             state.imm = p.default.imm.iter().map(joined).collect();
             p.others.push((id, state)); // ids only grow: the list stays sorted
         });

@@ -454,7 +454,9 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
     let lead = Arc::new(Memtable::new(wal_id));
     let fresh = |id, version, mem| {
         let follows = work.keyspaces.follows_store_filters(id);
-        State::new(id, mem, Arc::new(version), Arc::clone(opts_of(id)), follows)
+        let name = work.keyspaces.name(id).unwrap_or(super::DEFAULT_KEYSPACE);
+        let opts = Arc::clone(opts_of(id));
+        State::new((id, name), mem, Arc::new(version), opts, follows)
     };
     let mut published = Published {
         default: fresh(0, Version::empty(), Arc::clone(&lead)),

@@ -124,6 +124,14 @@ impl Registry {
         self.own.retain(|id, _| f(*id));
     }
 
+    /// Lists keyspace `id` as `name` again, in id order (a checkpoint's copy of a keyspace
+    /// dropped since its snapshot; it follows the store's settings).
+    pub(super) fn restore(&mut self, id: u32, name: &str) {
+        if let Err(i) = self.names.binary_search_by_key(&id, |(k, _)| *k) {
+            self.names.insert(i, (id, name.to_string()));
+        }
+    }
+
     /// The id of the live keyspace named `name` (not the default).
     pub(super) fn id_of(&self, name: &str) -> Option<u32> {
         self.names

@@ -30,12 +30,15 @@ pub(super) struct State {
     /// It follows the store's filter setting, and so shares the store's budget if there is
     /// one (`budget_parts.rs`); one given filters of its own is planned apart.
     pub(super) in_store_budget: bool,
+    /// The keyspace's name: a checkpoint of a snapshot names a keyspace dropped since by it
+    /// (`checkpoint.rs`).
+    pub(super) name: Arc<str>,
 }
 
 impl State {
-    /// Keyspace `id`'s state with no immutable memtables.
+    /// Keyspace `id`'s (named `name`) state with no immutable memtables.
     pub(super) fn new(
-        id: u32,
+        (id, name): (u32, &str),
         mem: Arc<Memtable>,
         version: Arc<Version>,
         opts: Arc<Options>,
@@ -49,6 +52,7 @@ impl State {
             opts,
             slot: super::lookups::slot(id),
             in_store_budget,
+            name: Arc::from(name),
         }
     }
 }

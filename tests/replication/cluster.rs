@@ -142,10 +142,34 @@ impl Cluster {
                     return;
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "nodes did not converge within {limit:?}"
-            );
+            if Instant::now() >= deadline {
+                // What each node has, to tell a stall from slowness when this fails.
+                let seen: Vec<String> = self
+                    .running()
+                    .iter()
+                    .map(|n| {
+                        let m = n.metrics();
+                        format!(
+                            "node {}: {:?} ({:?}), term {}, leader {:?}, last log {:?}, \
+                             applied {:?}, snapshot {:?}, purged {:?}, snapshots refused {}",
+                            n.id(),
+                            m.state,
+                            m.running_state,
+                            m.current_term,
+                            m.current_leader,
+                            m.last_log_index,
+                            m.last_applied.map(|x| x.index),
+                            m.snapshot.map(|x| x.index),
+                            m.purged.map(|x| x.index),
+                            n.snapshots_refused()
+                        )
+                    })
+                    .collect();
+                panic!(
+                    "nodes did not converge within {limit:?}:\n{}",
+                    seen.join("\n")
+                );
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }

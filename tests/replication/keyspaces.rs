@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lsm_bloom::replication::openraft::SnapshotPolicy;
-use lsm_bloom::replication::{NodeId, Op, ReadPolicy, ReplicatedDb, Request};
+use lsm_bloom::replication::{Error, NodeId, Op, ReadPolicy, ReplicatedDb, Request};
 use lsm_bloom::{Clock, KeyExpiry, ManualClock};
 
-use crate::cluster::{fast_config, Cluster};
+use crate::cluster::{steady_config, Cluster};
 use crate::common::Rng;
 
 const NAMES: [&str; 4] = ["", "a", "b", "c"];
@@ -22,6 +22,9 @@ const NAMES: [&str; 4] = ["", "a", "b", "c"];
 type Model = HashMap<&'static str, BTreeMap<Vec<u8>, (Vec<u8>, Option<u64>)>>;
 /// What a node reads: each name's live keys and values.
 type Live = HashMap<&'static str, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// How long a new leader may take to appear.
+const WAIT: Duration = Duration::from_secs(10);
 
 /// The clock's reading when the run starts.
 const T0: u64 = 1_700_000_000_000;
@@ -164,8 +167,26 @@ fn check(c: &Cluster, ids: &[NodeId], model: &Model, now: u64, when: &str) {
     }
 }
 
+/// Writes `ops` through `l`, the leader; when the leadership has moved (a loaded machine
+/// missed heartbeats), through the new leader, which `l` becomes. A write refused as not the
+/// leader's was not applied.
+async fn write(c: &Cluster, l: &mut ReplicatedDb, ops: Vec<Op>) {
+    loop {
+        match l.write(Request::new(ops.clone())).await {
+            Ok(()) => return,
+            Err(Error::NotLeader { .. }) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                *l = c.wait_for_leader(WAIT).await;
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+}
+
 pub async fn model_run(seed: u64, requests: usize) {
-    let mut config = fast_config();
+    // Elections slow enough that a loaded machine does not move the leadership midway: the
+    // run writes through the leader it started with.
+    let mut config = steady_config();
     config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(40);
     config.raft.max_in_snapshot_log_to_keep = 5;
     config.raft.purge_batch_size = 1;
@@ -176,7 +197,7 @@ pub async fn model_run(seed: u64, requests: usize) {
     let mut rng = Rng::new(seed);
     let mut model = Model::new();
     let mut step = 0;
-    let l = c.wait_for_leader(Duration::from_secs(10)).await;
+    let mut l = c.wait_for_leader(Duration::from_secs(10)).await;
     let follower = ids.into_iter().find(|&i| i != l.id()).unwrap();
     let mut its_last = 0;
     for r in 0..requests {
@@ -188,6 +209,8 @@ pub async fn model_run(seed: u64, requests: usize) {
                 .last_log_index
                 .unwrap_or(0);
             c.stop(follower).await;
+            // The leadership may have moved to it meanwhile.
+            l = c.wait_for_leader(Duration::from_secs(10)).await;
         }
         if r == 2 * requests / 3 {
             // Down until the leader has purged past its log: it can then only catch up by
@@ -198,12 +221,11 @@ pub async fn model_run(seed: u64, requests: usize) {
                     std::time::Instant::now() < deadline,
                     "never purged past {its_last}"
                 );
-                l.write(Request::new(vec![Op::Put {
+                let filler = Op::Put {
                     key: b"filler".to_vec(),
                     value: vec![],
-                }]))
-                .await
-                .unwrap();
+                };
+                write(&c, &mut l, vec![filler]).await;
                 model
                     .entry("")
                     .or_default()
@@ -222,21 +244,26 @@ pub async fn model_run(seed: u64, requests: usize) {
                 op(&mut rng, &mut model, step, now)
             })
             .collect();
-        l.write(Request::new(ops)).await.unwrap();
+        write(&c, &mut l, ops).await;
         if r % 50 == 0 {
             // Linearizable reads on the leader, through `get_in` and `expiry_of_in`.
             let want = live(&model, now);
             for name in NAMES {
-                let got = l
-                    .get_in(name, "k07", ReadPolicy::Linearizable)
-                    .await
-                    .unwrap();
+                let lin = ReadPolicy::Linearizable;
+                let got = loop {
+                    match l.get_in(name, "k07", lin).await {
+                        Err(Error::NotLeader { .. }) => l = c.wait_for_leader(WAIT).await,
+                        got => break got.unwrap(),
+                    }
+                };
                 let v = want[name].get(&b"k07"[..]).cloned();
                 assert_eq!(got, v, "seed {seed}, request {r}: {name:?}/k07");
-                let got = l
-                    .expiry_of_in(name, "k07", ReadPolicy::Linearizable)
-                    .await
-                    .unwrap();
+                let got = loop {
+                    match l.expiry_of_in(name, "k07", lin).await {
+                        Err(Error::NotLeader { .. }) => l = c.wait_for_leader(WAIT).await,
+                        got => break got.unwrap(),
+                    }
+                };
                 let e = expiry(&model, name, b"k07", now);
                 assert_eq!(got, e, "seed {seed}, request {r}: expiry of {name:?}/k07");
             }

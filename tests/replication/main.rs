@@ -530,3 +530,52 @@ async fn a_wiped_follower_rejoins_under_its_id_while_writes_go_on() {
         }
     }
 }
+
+/// The current snapshot can be opened while newer ones replace it: each open gets a readable
+/// file, never a storage error for a pack deleted under it (that race stopped a leader's Raft
+/// for good under load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_current_snapshot_opens_while_newer_ones_replace_it() {
+    use lsm_bloom::replication::openraft::storage::RaftStateMachine;
+    let c = Cluster::start(&[1], steady_config()).await;
+    let l = c.wait_for_leader(Duration::from_secs(10)).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..3 {
+        let (mut sm, stop) = (l.state_machine().clone(), Arc::clone(&stop));
+        readers.push(tokio::spawn(async move {
+            let mut opened = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let snap = sm
+                    .get_current_snapshot()
+                    .await
+                    .expect("opening the snapshot");
+                opened += u64::from(snap.is_some());
+                tokio::task::yield_now().await;
+            }
+            opened
+        }));
+    }
+    for i in 0..common::scaled(200u64, 60) {
+        l.put(format!("k{i}"), "v").await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Triggered again until it covers the write (a trigger while one is built is dropped).
+        while l
+            .state_machine()
+            .current_snapshot()
+            .and_then(|m| m.last_log_id)
+            .map(|x| x.index)
+            < l.metrics().last_applied.map(|x| x.index)
+        {
+            let m = l.metrics();
+            assert!(m.running_state.is_ok(), "{:?}", m.running_state);
+            assert!(Instant::now() < deadline, "no snapshot of write {i}");
+            l.raft().trigger().snapshot().await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.await.unwrap() > 0, "no snapshot opened");
+    }
+}

@@ -382,14 +382,20 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
     }
 
     async fn get_current_snapshot(&mut self) -> StorageResult<Option<SnapshotFile>> {
-        let current = self.lock().current.clone();
-        let Some((meta, path)) = current else {
-            return Ok(None);
+        // Opened under the lock: a newer snapshot's `declare` deletes the pack it replaces
+        // under it, so the one named is there, and the handle keeps it readable after. (Opened
+        // after the lock, a build finishing in between made the open fail, a storage error
+        // that stopped the node's Raft for good.)
+        let (meta, file) = {
+            let st = self.lock();
+            let Some((meta, path)) = st.current.as_ref() else {
+                return Ok(None);
+            };
+            (meta.raft(), fs::File::open(path).map_err(snap_err)?)
         };
-        let file = tokio::fs::File::open(&path).await.map_err(snap_err)?;
         Ok(Some(Snapshot {
-            meta: meta.raft(),
-            snapshot: file,
+            meta,
+            snapshot: tokio::fs::File::from_std(file),
         }))
     }
 }

@@ -1,0 +1,284 @@
+//! `--workload expiry`: how soon expired data leaves our disk, and what expiry costs reads.
+//! Ours alone: RocksDB's TTL (`DBWithTTL`, or its `ttl` option) keeps one time to live per
+//! database and reads the wall clock, so it can take neither per-key expiries nor an hour
+//! simulated in minutes (docs/expiry.md).
+//!
+//! 1. **The bound.** `--keys` puts (16-byte keys, `--value-size` values), each expiring a
+//!    uniformly drawn time up to an hour after its write, written in 60 steps over an hour of
+//!    a `ManualClock`; then an hour more with no writes. After each simulated minute the
+//!    background gets a moment of real time to look (its idle wake-up, every 100 ms here
+//!    instead of every second, so that an hour takes minutes), and the sample counts
+//!    the key and value bytes of the keys still live (the model's) and those of the table
+//!    entries expired at the clock's reading (every table read through): expired data on disk
+//!    ÷ live data, the most it reached, and compaction bytes written ÷ bytes put. Run at the
+//!    defaults (`expired_reclaim_after` 10 minutes, `expired_share_to_reclaim` one half) and
+//!    with a tight bound (1 minute, a tenth).
+//! 2. **Tables expired whole.** Half the keys written without an expiry (the lower half of the
+//!    key space), half (the upper) expiring at once; compacted, then the clock moved past their expiry with the
+//!    background asleep: absent gets over the store holding the expired tables (each skipped
+//!    unread, `expired_skips`) against the same store once the background has dropped them.
+//! 3. **Live keys with an expiry.** Present and absent gets on a store whose every key has an
+//!    expiry far off against one whose keys have none, written alike.
+//!
+//! Rounds interleave the compared stores; each figure is the median of `--rounds` at each of
+//! `--threads`.
+
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use lsm_bloom::{Clock, Db, ManualClock, Options, WriteBatch};
+
+use crate::{key, median, mix, ours_options, timed_parallel, value, Args};
+
+/// The clock's reading when a run starts (ms since the epoch).
+const T0: u64 = 1_700_000_000_000;
+const MINUTE: u64 = 60_000;
+
+fn at(ms: u64) -> std::time::SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms)
+}
+
+pub(crate) fn run(args: &Args) {
+    bound(args, "defaults (10 min, 1/2)", None);
+    bound(
+        args,
+        "tight (1 min, 1/10)",
+        Some((Duration::from_secs(60), 0.1)),
+    );
+    expired_tables(args);
+    live_with_expiry(args);
+}
+
+/// Key and value bytes of the table entries expired at `now`, over every table of `db`.
+fn expired_on_disk(db: &Db, now: u64) -> u64 {
+    let mut bytes = 0;
+    for t in db.levels().iter().flatten() {
+        for e in t.iter(std::ops::Bound::Unbounded) {
+            let e = e.expect("table entry");
+            if e.expiry.is_some_and(|x| x <= now) {
+                bytes += (e.key.len() + e.value.map_or(0, |v| v.len())) as u64;
+            }
+        }
+    }
+    bytes
+}
+
+/// Part 1 with the store's reclaim settings, or `tight` ones (age bound, share).
+fn bound(args: &Args, label: &str, tight: Option<(Duration, f64)>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let clock = Arc::new(ManualClock::new(T0));
+    let mut opts = ours_options(args)
+        .with_clock(clock.clone())
+        .with_idle_compaction_after(Some(Duration::from_millis(100)));
+    if let Some((age, share)) = tight {
+        opts = opts
+            .with_expired_reclaim_after(Some(age))
+            .with_expired_share_to_reclaim(Some(share));
+    }
+    let db = Db::open(dir.path(), opts).expect("open");
+    let steps = 60u64;
+    let per_step = args.keys / steps;
+    let entry = 16 + args.value_size as u64;
+    // Each key's expiry, by key number.
+    let mut expiries = Vec::with_capacity(args.keys as usize);
+    let mut v = Vec::new();
+    let (mut worst, mut worst_at) = (0.0f64, 0);
+    println!(
+        "expiry bound, {label}: {} keys over an hour, TTLs up to an hour",
+        args.keys
+    );
+    println!("  minute | live MiB | expired on disk MiB | expired / live | tables");
+    for minute in 0..2 * steps {
+        let now = clock.now_millis();
+        if minute < steps {
+            let mut b = WriteBatch::new();
+            for i in minute * per_step..(minute + 1) * per_step {
+                let expiry = now + mix(i ^ 0xe) % (60 * MINUTE) + 1;
+                expiries.push(expiry);
+                value(args, i, &mut v);
+                b.put_with_expiry(key(i), v.as_slice(), at(expiry));
+                if b.len() >= 1000 {
+                    db.write(std::mem::take(&mut b)).expect("write");
+                }
+            }
+            db.write(b).expect("write");
+        }
+        clock.advance(Duration::from_millis(MINUTE));
+        // The background's idle wake-up looks at the new time; then its work is let finish.
+        std::thread::sleep(Duration::from_millis(150));
+        db.wait_for_compactions().expect("compactions");
+        let now = clock.now_millis();
+        let live = expiries.iter().filter(|&&x| x > now).count() as u64 * entry;
+        let expired = expired_on_disk(&db, now);
+        let ratio = expired as f64 / live.max(1) as f64;
+        if live > 0 && ratio > worst {
+            (worst, worst_at) = (ratio, minute + 1);
+        }
+        if (minute + 1) % 10 == 0 || minute + 1 == steps + 1 {
+            let tables: u64 = db.stats().levels.iter().map(|l| l.tables).sum();
+            println!(
+                "  {:>6} | {:>8.1} | {:>19.1} | {:>14.3} | {tables}",
+                minute + 1,
+                live as f64 / (1 << 20) as f64,
+                expired as f64 / (1 << 20) as f64,
+                ratio
+            );
+        }
+    }
+    let s = db.stats();
+    let put = args.keys * entry;
+    println!(
+        "  worst expired / live {worst:.3} (minute {worst_at}); compaction bytes written / bytes \
+         put {:.2}; expired puts reclaimed {}, tables dropped whole {}",
+        s.compaction_bytes_written as f64 / put as f64,
+        s.expired_entries_dropped,
+        s.expired_tables_dropped
+    );
+}
+
+/// Key number `i` in the upper half of the key space (`high`) or the lower.
+fn in_half(i: u64, high: bool) -> [u8; 16] {
+    let mut k = key(i);
+    k[0] = (k[0] & 0x7f) | if high { 0x80 } else { 0 };
+    k
+}
+
+/// Keys `0..n` put, in the upper half of the key space when they have an `expiry` (ms),
+/// else in the lower (`in_half`); `split` false: as `key` draws them.
+fn fill(db: &Db, args: &Args, n: u64, expiry: Option<u64>, split: bool) {
+    let mut v = Vec::new();
+    let mut b = WriteBatch::new();
+    for i in 0..n {
+        value(args, i, &mut v);
+        let k = match split {
+            true => in_half(i, expiry.is_some()),
+            false => key(i),
+        };
+        match expiry {
+            Some(x) => b.put_with_expiry(k, v.as_slice(), at(x)),
+            None => b.put(k, v.as_slice()),
+        };
+        if b.len() >= 1000 {
+            db.write(std::mem::take(&mut b)).expect("write");
+        }
+    }
+    db.write(b).expect("write");
+}
+
+/// Gets of `keys` on `threads` threads: keys per second. Each answer is checked.
+fn gets(db: &Db, keys: &[([u8; 16], bool)], threads: usize) -> f64 {
+    let secs = timed_parallel(keys, threads, |part| {
+        for (k, present) in part {
+            assert_eq!(db.get(k).expect("get").is_some(), *present);
+        }
+    });
+    keys.len() as f64 / secs
+}
+
+/// `n` absent keys (numbers from 2^40, drawn by `seed`).
+fn absent(n: u64, seed: u64) -> Vec<([u8; 16], bool)> {
+    (0..n)
+        .map(|i| (key(crate::ABSENT + mix(i ^ (seed << 32))), false))
+        .collect()
+}
+
+/// Part 2: see the module comment.
+fn expired_tables(args: &Args) {
+    let (a, b) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let clock = Arc::new(ManualClock::new(T0));
+    // No idle wake-up: nothing drops the expired tables until told to.
+    let opts = ours_options(args)
+        .with_clock(clock.clone())
+        .with_idle_compaction_after(None);
+    let half = args.keys / 2;
+    let stores: Vec<Db> = [&a, &b]
+        .iter()
+        .map(|d| {
+            let db = Db::open(d.path(), opts.clone()).expect("open");
+            fill(&db, args, half, None, true);
+            fill(&db, args, half, Some(T0 + MINUTE), true);
+            db.compact().expect("compact");
+            db
+        })
+        .collect();
+    clock.set(T0 + MINUTE);
+    // Store b's background drops its expired tables (a flush wakes it).
+    stores[1].put("wake", "x").expect("put");
+    stores[1].flush().expect("flush");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while stores[1].stats().expired_tables_dropped == 0 {
+        assert!(std::time::Instant::now() < deadline, "no table dropped");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stores[1].wait_for_compactions().expect("compactions");
+    let tables = |db: &Db| db.stats().levels.iter().map(|l| l.tables).sum::<u64>();
+    println!(
+        "absent gets, half the tables expired whole: {} tables (held) against {} (dropped)",
+        tables(&stores[0]),
+        tables(&stores[1])
+    );
+    for &threads in &args.threads {
+        let (mut held, mut dropped) = (Vec::new(), Vec::new());
+        for round in 0..args.rounds as u64 {
+            let keys = absent(args.ops, round + 1);
+            held.push(gets(&stores[0], &keys, threads));
+            dropped.push(gets(&stores[1], &keys, threads));
+        }
+        let (h, d) = (median(held), median(dropped));
+        println!(
+            "  {threads} thread(s): held {h:.0} gets/s, dropped {d:.0} gets/s, held / dropped {:.3}",
+            h / d
+        );
+    }
+    let skips: u64 = stores[0]
+        .stats()
+        .levels
+        .iter()
+        .map(|l| l.expired_skips)
+        .sum();
+    println!("  held store: {skips} table reads skipped as expired");
+}
+
+/// Part 3: see the module comment.
+fn live_with_expiry(args: &Args) {
+    let (a, b) = (
+        tempfile::tempdir().expect("tempdir"),
+        tempfile::tempdir().expect("tempdir"),
+    );
+    let far = T0 + 365 * 24 * 60 * MINUTE;
+    let stores: Vec<Db> = [(&a, Some(far)), (&b, None)]
+        .iter()
+        .map(|(d, expiry)| {
+            let opts: Options = ours_options(args).with_clock(Arc::new(ManualClock::new(T0)));
+            let db = Db::open(d.path(), opts).expect("open");
+            fill(&db, args, args.keys, *expiry, false);
+            db.compact().expect("compact");
+            db
+        })
+        .collect();
+    println!("gets of live keys with an expiry against the same keys without one");
+    for &threads in &args.threads {
+        for (what, present) in [("present", true), ("absent", false)] {
+            let (mut with, mut without) = (Vec::new(), Vec::new());
+            for round in 0..args.rounds as u64 {
+                let keys: Vec<([u8; 16], bool)> = match present {
+                    true => (0..args.ops)
+                        .map(|i| (key(mix(i ^ (round << 40)) % args.keys), true))
+                        .collect(),
+                    false => absent(args.ops, round + 100),
+                };
+                with.push(gets(&stores[0], &keys, threads));
+                without.push(gets(&stores[1], &keys, threads));
+            }
+            let (w, o) = (median(with), median(without));
+            println!(
+                "  {threads} thread(s), {what}: with {w:.0} gets/s, without {o:.0} gets/s, with / \
+                 without {:.3}",
+                w / o
+            );
+        }
+    }
+}
