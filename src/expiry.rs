@@ -188,6 +188,10 @@ impl<'c> Now<'c> {
     pub(crate) fn expired(&self, at: u64) -> bool {
         at != NEVER && at <= self.millis()
     }
+    /// The reading, if the clock was read (0: not, or a fixed reading of none).
+    pub(crate) fn taken(&self) -> u64 {
+        self.reading.get()
+    }
 }
 
 /// A scan's, a cursor's or a snapshot's reading of the clock, taken when it starts: 0 (nothing

@@ -161,7 +161,11 @@ impl Inner {
     /// happens after the flag's store, and the walk's load of the count before this one).
     pub(super) fn reading(&self) -> Reading {
         match self.expiring.load(Ordering::Acquire) {
-            true => Reading(self.opts.clock.now_millis().min(NEVER - 1)),
+            true => {
+                let r = self.opts.clock.now_millis().min(NEVER - 1);
+                self.seen_now.fetch_max(r, Ordering::Relaxed);
+                Reading(r)
+            }
             false => Reading(0),
         }
     }

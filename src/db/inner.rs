@@ -126,6 +126,10 @@ pub(super) struct Inner {
     /// The manifest says the logs may hold expiring puts (`Registry::expiring`, mirrored here
     /// so that an expiring write checks it without the work lock: `expiring.rs`).
     pub(super) expiring: std::sync::atomic::AtomicBool,
+    /// A time the store's clock has been seen to reach (ms; 0: none yet): raised by reads that
+    /// read the clock. A get skips a table expired whole by then without reading the clock
+    /// itself (`ReadPath::seen`).
+    pub(super) seen_now: std::sync::atomic::AtomicU64,
     /// A keyspace's memtable reached its own `KeyspaceOptions::memtable_size`: the next group
     /// commit rotates the generation (set by the commit that filled it, cleared by `rotate`).
     pub(super) keyspace_full: std::sync::atomic::AtomicBool,

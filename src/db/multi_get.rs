@@ -168,13 +168,16 @@ impl ReadPath<'_> {
         let mut tally = FilterTally::default();
         for (at, p) in pending.iter_mut().enumerate() {
             let Some(t) = p.table else { continue };
-            // Expired whole, and nothing older holds the key: "absent", unread (`find`).
-            if let Some(latest) = t.expire_whole_by().filter(|_| self.expiring) {
-                if self.now.expired(latest) && !version.older_covers(level, t, p.key) {
-                    bump(&c.expired_skips, 1);
-                    (p.done, skipped) = (true, true);
-                    continue;
-                }
+            // Expired whole by the time the store has seen, and nothing older holds the key:
+            // "absent", unread (`find`).
+            if version.soonest_whole_expiry <= self.seen
+                && t.expire_whole_by()
+                    .is_some_and(|latest| latest <= self.seen)
+                && !version.older_covers(level, t, p.key)
+            {
+                bump(&c.expired_skips, 1);
+                (p.done, skipped) = (true, true);
+                continue;
             }
             let (verdict, answer) = ask_filters(t, p.key, p.hash, &mut p.prefix);
             tally.add(answer);

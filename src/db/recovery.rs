@@ -491,6 +491,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         slowing: Default::default(),
         keyspace_full: Default::default(),
         expiring: expiring.into(),
+        seen_now: 0.into(),
         lookup_weights: Default::default(),
         pending_compaction_bytes: AtomicU64::new(pending),
         level0_tables: std::sync::atomic::AtomicUsize::new(level0),

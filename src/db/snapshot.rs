@@ -140,7 +140,8 @@ impl Snapshot {
             counters: &self.counters,
             cache: self.cache.as_deref(),
             now: Now::fixed(self.reading.0),
-            expiring: self.reading.0 != 0,
+            seen: self.reading.0,
+            seen_at: None,
         }
     }
 

@@ -33,6 +33,9 @@ pub(crate) struct Version {
     /// as the search has found the table's position, before it reads the table (whose
     /// `covers` and filter reader are then loaded while the filter's lines are on their way).
     hints: Vec<Vec<Option<FilterHint>>>,
+    /// The earliest time some table expires whole (`Table::expire_whole_by`; `NEVER`:
+    /// none does): a get looks for such a table only once the store has seen that time.
+    pub(crate) soonest_whole_expiry: u64,
 }
 
 impl Version {
@@ -41,6 +44,7 @@ impl Version {
             levels: vec![Vec::new(); MAX_LEVELS],
             max_prefixes: vec![Vec::new(); MAX_LEVELS],
             hints: vec![Vec::new(); MAX_LEVELS],
+            soonest_whole_expiry: crate::expiry::NEVER,
         }
     }
 
@@ -62,6 +66,13 @@ impl Version {
             .iter()
             .map(|tables| tables.iter().map(|t| filter_hint(t)).collect())
             .collect();
+        self.soonest_whole_expiry = self
+            .levels
+            .iter()
+            .flatten()
+            .filter_map(|t| t.expire_whole_by())
+            .min()
+            .unwrap_or(crate::expiry::NEVER);
         r
     }
 

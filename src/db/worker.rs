@@ -227,6 +227,13 @@ impl Inner {
                 next_pick,
                 ..
             } = &mut *work;
+            // The background's look at the clock is the store's too: gets skip a table expired
+            // whole by this time (`ReadPath::seen`), so a store read only by absent gets,
+            // which read no clock, skips one from the next wake-up on.
+            if self.expiring.load(Ordering::Relaxed) {
+                let now = self.opts.clock.now_millis();
+                self.seen_now.fetch_max(now, Ordering::Relaxed);
+            }
             // Keyspaces in turn, from the one after the last picked, so that a busy keyspace
             // does not starve the others.
             let spaces: Vec<(u32, &Version)> =
