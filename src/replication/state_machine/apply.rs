@@ -138,12 +138,12 @@ fn stage(
                 continue;
             }
             match op {
-                Op::Put { key, value } => put(staged, batch, "", key, value)?,
+                Op::Put { key, value } => put(staged, batch, "", (key, value), None)?,
                 Op::PutIn {
                     keyspace,
                     key,
                     value,
-                } => put(staged, batch, &keyspace, key, value)?,
+                } => put(staged, batch, &keyspace, (key, value), None)?,
                 Op::Delete { key } => delete(staged, batch, "", key),
                 Op::DeleteIn { keyspace, key } => delete(staged, batch, &keyspace, key),
                 Op::Clear { keyspace } => staged.clear(&keyspace, batch),
@@ -153,43 +153,33 @@ fn stage(
                     key,
                     value,
                     at,
-                } => put_until(staged, batch, &keyspace, key, value, at)?,
+                } => put(staged, batch, &keyspace, (key, value), Some(at))?,
             }
         }
     }
     Ok(())
 }
 
+/// Sets `key` to `value` in `keyspace`, until `at` (ms since the epoch) when given.
 fn put(
     staged: &mut Staged,
     batch: &mut WriteBatch,
     keyspace: &str,
-    key: Vec<u8>,
-    value: Vec<u8>,
+    (key, value): (Vec<u8>, Vec<u8>),
+    at: Option<u64>,
 ) -> crate::Result<()> {
-    match staged.place_for_write(keyspace, batch)? {
-        Place::Default => batch.put(data_key(&key), value),
-        Place::Own(k) => batch.put_in(&k, key, value),
-    };
-    Ok(())
-}
-
-/// `put` until `at` (ms since the epoch).
-fn put_until(
-    staged: &mut Staged,
-    batch: &mut WriteBatch,
-    keyspace: &str,
-    key: Vec<u8>,
-    value: Vec<u8>,
-    at: u64,
-) -> crate::Result<()> {
-    // Past SystemTime's range (never on Linux: i64 seconds): the latest time a store keeps.
-    let at = UNIX_EPOCH
-        .checked_add(Duration::from_millis(at))
-        .unwrap_or(UNIX_EPOCH + Duration::from_millis(u64::MAX >> 11));
-    match staged.place_for_write(keyspace, batch)? {
-        Place::Default => batch.put_with_expiry(data_key(&key), value, at),
-        Place::Own(k) => batch.put_in_with_expiry(&k, key, value, at),
+    // A `SystemTime` holds every u64 of milliseconds on Linux (i64 seconds); where it would
+    // not, the latest it holds, which the store clamps like any time past its own latest.
+    let at = at.map(|ms| {
+        UNIX_EPOCH
+            .checked_add(Duration::from_millis(ms))
+            .unwrap_or(UNIX_EPOCH + Duration::from_millis(u64::MAX >> 11))
+    });
+    match (staged.place_for_write(keyspace, batch)?, at) {
+        (Place::Default, None) => batch.put(data_key(&key), value),
+        (Place::Default, Some(at)) => batch.put_with_expiry(data_key(&key), value, at),
+        (Place::Own(k), None) => batch.put_in(&k, key, value),
+        (Place::Own(k), Some(at)) => batch.put_in_with_expiry(&k, key, value, at),
     };
     Ok(())
 }
