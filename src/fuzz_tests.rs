@@ -16,7 +16,7 @@ use crate::expiry::Now;
 use crate::filter::{FilterBuilder, FilterKind, FilterPolicy, FilterReader};
 use crate::table::decoders::{
     decode_entries, find, find_checked, open_block, put_entry, seal, seek, unseal, BlockCompressor,
-    Index, Table,
+    Index, RangeSet, Table,
 };
 use crate::table::{
     BlockHandle, Compression, Footer, Properties, TableBuilder, TableBuilderOptions,
@@ -270,6 +270,8 @@ fn properties_target() -> Target {
         range_filter: None,
         expiring: 0,
         expiry_span: None,
+        range_deletes: 0,
+        range_delete_block: (0, 0),
     };
     let ranged = Properties {
         range_filter: Some(crate::filter::RangePolicy::bits_per_key(12.0, 32).expect("policy")),
@@ -279,6 +281,11 @@ fn properties_target() -> Target {
         expiring: 5,
         expiry_span: Some((1_000, 2_000)),
         ..ranged.clone()
+    };
+    let deleting = Properties {
+        range_deletes: 3,
+        range_delete_block: (16_000, 60),
+        ..expiring.clone()
     };
     let plain = Properties {
         prefix_filter_kind: None,
@@ -291,6 +298,7 @@ fn properties_target() -> Target {
     Target {
         name: "properties block",
         seeds: vec![
+            deleting.encode(6).unwrap(),
             expiring.encode(5).unwrap(),
             ranged.encode(4).unwrap(),
             p.encode(3).unwrap(),
@@ -303,8 +311,28 @@ fn properties_target() -> Target {
             let v2 = Properties::decode(b, 2).is_ok();
             let v4 = Properties::decode(b, 4).is_ok();
             let v5 = Properties::decode(b, 5).is_ok();
-            Properties::decode(b, 3).is_ok() || v1 || v2 || v4 || v5
+            let v6 = Properties::decode(b, 6).is_ok();
+            Properties::decode(b, 3).is_ok() || v1 || v2 || v4 || v5 || v6
         },
+    }
+}
+
+fn range_delete_block_target() -> Target {
+    let set = RangeSet::union(
+        (0..20u32)
+            .map(|i| crate::table::DeletedRange {
+                start: format!("key{:03}", i * 10).into_bytes(),
+                end: crate::table::End::Through(format!("key{:03}", i * 10 + i % 7).into_bytes()),
+            })
+            .collect(),
+    );
+    let mut block = set.encode().unwrap();
+    seal(&mut block, 0);
+    Target {
+        name: "range-delete block",
+        seeds: vec![block],
+        reseal: reseal_trailing_crc,
+        decode: |b| unseal(b).is_ok_and(|p| RangeSet::decode(p).is_ok()),
     }
 }
 
@@ -700,6 +728,7 @@ fn base_targets() -> Vec<Target> {
         footer_target(),
         index_target(),
         properties_target(),
+        range_delete_block_target(),
         data_block_target(),
         compressed_block_target(),
         wal_target(),

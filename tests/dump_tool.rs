@@ -612,3 +612,28 @@ fn dumps_a_tables_expiring_entries() {
     let v4 = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/table-v4/blocked-range12.sst");
     assert!(!report_text(&v4).contains("expiring "));
 }
+
+/// A format 6 table lists its deleted ranges, as text and as JSON; a format 5 table has none.
+#[test]
+fn dumps_a_tables_deleted_ranges() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/table-v6/lz4-deleting.sst");
+    let text = report_text(&path);
+    assert_fields(
+        &text,
+        &["deleted ranges  6", " ..= ", "table format 6"],
+        &path,
+    );
+    let out = run(&[&path, Path::new("--json")]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        json["properties"]["range_deletes"].as_u64(),
+        Some(6),
+        "{json}"
+    );
+    let ranges = json["deleted_ranges"].as_array().unwrap();
+    assert_eq!(ranges.len(), 6, "{json}");
+    assert_eq!(ranges[0].as_array().unwrap().len(), 2, "{json}");
+    let v5 = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/table-v5/blocked-expiring.sst");
+    assert!(!report_text(&v5).contains("deleted ranges"));
+}

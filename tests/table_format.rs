@@ -4,9 +4,11 @@
 //! format 2 writer (prefix filters), `fixtures/table-v3/` by the format 3 writer (per-block
 //! compression; `raw-aligned-blocked.sst` by the later one that pads uncompressed blocks to
 //! pages), `fixtures/table-v4/` by the format 4 writer (range filters), `fixtures/table-v5/`
-//! by the format 5 writer (entries that expire); none is ever regenerated.
+//! by the format 5 writer (entries that expire), `fixtures/table-v6/` by the format 6 writer
+//! (deleted ranges); none is ever regenerated.
 //! Each fixture holds the keys of `fixtures/filter-v1/keys.txt` sorted, value `v<i>` for the
-//! i-th key, every 7th key a tombstone; in format 5, every fifth put expires (`expiry_of`).
+//! i-th key, every 7th key a tombstone; from format 5, every fifth put expires (`expiry_of`);
+//! in format 6 the table also carries `deleted_ranges`.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +17,7 @@ use lsm_bloom::filter::FilterKind;
 use std::ops::Bound::Included;
 
 use lsm_bloom::filter::RangePolicy;
+use lsm_bloom::table::{DeletedRange, End, RangeSet};
 use lsm_bloom::table::{FilterState, Table, TableBuilder, TableBuilderOptions, TableReadStats};
 use lsm_bloom::table::{PrefixCheck, RangeCheck, RangeFilterState};
 use lsm_bloom::{Compression, FilterPolicy, PrefixExtractor};
@@ -42,6 +45,24 @@ fn expiry_of(i: usize, v: &Option<Vec<u8>>) -> Option<u64> {
     (v.is_some() && i % 5 == 1).then_some(1_000 + i as u64)
 }
 
+/// The deleted ranges the format 6 fixtures carry: five ranges over the keys, and one past the
+/// last key.
+fn deleted_ranges() -> RangeSet {
+    let keys: Vec<Vec<u8>> = entries().into_iter().map(|(k, _)| k).collect();
+    let mut ranges: Vec<DeletedRange> = (0..5)
+        .map(|j| DeletedRange {
+            start: keys[100 * j + 1].clone(),
+            end: End::Through(keys[100 * j + 1 + j].clone()),
+        })
+        .collect();
+    let last = keys.last().unwrap();
+    ranges.push(DeletedRange {
+        start: lsm_bloom::table::successor(last),
+        end: End::Through([last.as_slice(), b"zz"].concat()),
+    });
+    RangeSet::union(ranges)
+}
+
 /// Writes a missing fixture when `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwrites),
 /// in table format `version` (from 5, with `expiry_of`'s expiries).
 fn fixture_path(version: u32, name: &str, opts: TableBuilderOptions) -> PathBuf {
@@ -58,6 +79,9 @@ fn fixture_path(version: u32, name: &str, opts: TableBuilderOptions) -> PathBuf 
         for (i, (k, v)) in entries().into_iter().enumerate() {
             let expiry = expiry_of(i, &v).filter(|_| version >= 5);
             b.add_with_expiry(&k, v.as_deref(), expiry).unwrap();
+        }
+        if version >= 6 {
+            b.set_range_deletes(deleted_ranges()).unwrap();
         }
         b.finish().unwrap();
     }
@@ -365,11 +389,57 @@ fn table_v5_fixtures_read_with_their_expiries() {
     assert!(e.to_string().contains("version 5"), "{e}");
 }
 
+/// The format 6 fixtures carry their deleted ranges, which widen the key range past the last
+/// key, and otherwise read as format 5 (`expiry_of`'s expiries included).
+#[test]
+fn table_v6_fixtures_read_with_their_deleted_ranges() {
+    let keys: Vec<Vec<u8>> = entries().into_iter().map(|(k, _)| k).collect();
+    let ranges = deleted_ranges();
+    for (name, opts) in [
+        (
+            "ribbon-deleting.sst",
+            options(Some(FilterPolicy::bits_per_key(FilterKind::Ribbon, 10.0))),
+        ),
+        (
+            "lz4-deleting.sst",
+            options(None).with_compression(Compression::Lz4),
+        ),
+    ] {
+        let t = check_table(&fixture_path(6, name, opts));
+        assert_eq!(t.format_version(), 6);
+        assert_eq!(t.range_deletes(), &ranges, "{name}");
+        assert_eq!(t.properties().range_deletes, 6, "{name}");
+        assert_eq!(t.min_key(), keys[0].as_slice());
+        let End::Through(last) = &ranges.ranges()[5].end else {
+            panic!("{name}: the last range is open");
+        };
+        assert_eq!(t.max_key(), last.as_slice(), "{name}");
+        assert!(t.range_deletes().covers(&keys[402]), "{name}");
+        assert!(!t.range_deletes().covers(&keys[0]), "{name}");
+        assert_eq!(t.properties().expire_whole_by(), None, "{name}");
+        let t = std::sync::Arc::new(t);
+        let expiries: Vec<Option<u64>> = t
+            .iter(std::ops::Bound::Unbounded)
+            .map(|e| e.unwrap().expiry)
+            .collect();
+        let model: Vec<Option<u64>> = entries()
+            .iter()
+            .enumerate()
+            .map(|(i, (_, v))| expiry_of(i, v))
+            .collect();
+        assert_eq!(expiries, model, "{name}");
+    }
+    // Format 5 holds none.
+    let v5 = check_table(&fixture_path(5, "lz4-expiring.sst", options(None)));
+    assert!(v5.range_deletes().is_empty());
+    assert_eq!(v5.properties().range_deletes, 0);
+}
+
 /// The builder writes older formats on request, and they read as such.
 #[test]
 fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
     let dir = tempfile::tempdir().unwrap();
-    for version in 1..=5 {
+    for version in 1..=6 {
         let path = dir.path().join(format!("v{version}.sst"));
         let mut b = TableBuilder::create(
             &path,
@@ -393,7 +463,7 @@ fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
             3,
             options(None).with_range_filter(Some(RangePolicy::bits_per_key(12.0, 32).unwrap())),
         ),
-        (6, options(None)),
+        (7, options(None)),
         (0, options(None)),
     ] {
         let opts = opts.with_format_version(version);

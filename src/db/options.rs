@@ -108,9 +108,10 @@ pub struct Options {
     /// per-level overrides; default none; `Compression::Lz4` roughly halves text-like values
     /// on disk). `None` and `Some` as for `filters`.
     pub compression: Option<Compressions>,
-    /// Table format version new tables are written in (default 4, the newest). 3 keeps the
-    /// tables readable by builds before range filters (none then), 2 by builds before
-    /// compression (no compression then).
+    /// Table format version new tables are written in (default 6, the newest). 5 keeps the
+    /// tables readable by builds before range deletes (none then), 4 by builds before expiry
+    /// (no expiring puts then), 3 by builds before range filters (none then), 2 by builds
+    /// before compression (no compression then).
     pub table_format_version: u32,
     /// `fdatasync` the WAL on every write (default false: a write survives a process crash,
     /// not a power loss).

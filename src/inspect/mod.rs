@@ -90,7 +90,14 @@ pub struct TableReport {
     /// The range filter, when valid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub range_filter: Option<RangeFilterReport>,
+    /// The first `SHOWN_RANGES` deleted ranges (format 6), first and last key each, printable;
+    /// `properties.range_deletes` counts them all.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deleted_ranges: Vec<[String; 2]>,
 }
+
+/// Deleted ranges a table report lists (the count covers the rest).
+pub const SHOWN_RANGES: usize = 20;
 
 /// Totals for one level or the whole database.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -265,6 +272,20 @@ impl TableReport {
             range_filter_status,
             range_filter_error,
             range_filter,
+            deleted_ranges: t
+                .range_deletes()
+                .ranges()
+                .iter()
+                .take(SHOWN_RANGES)
+                .map(|r| {
+                    let last = match &r.end {
+                        crate::table::End::Through(k) => printable(k),
+                        crate::table::End::Before(k) => format!("below {}", printable(k)),
+                        crate::table::End::Unbounded => "the last key".into(),
+                    };
+                    [printable(&r.start), last]
+                })
+                .collect(),
         }
     }
 }

@@ -99,6 +99,22 @@ impl fmt::Display for TableReport {
                 p.expiring
             )?;
         }
+        if p.range_deletes > 0 {
+            writeln!(
+                f,
+                "  deleted ranges  {} (hide keys in older tables)",
+                p.range_deletes
+            )?;
+            for [first, last] in &self.deleted_ranges {
+                writeln!(f, "    {first} ..= {last}")?;
+            }
+            let more = p
+                .range_deletes
+                .saturating_sub(self.deleted_ranges.len() as u64);
+            if more > 0 {
+                writeln!(f, "    … {more} more")?;
+            }
+        }
         writeln!(
             f,
             "  data blocks     {} bytes on disk, {} uncompressed ({}, table format {})",

@@ -16,6 +16,7 @@ use super::block::{entry_len, put_entry, seal, BlockHandle};
 use super::compression::{BlockCompressor, Compression};
 use super::footer::{Footer, TABLE_VERSION};
 use super::properties::Properties;
+use super::range_set::{End, RangeSet};
 use crate::coding::put_len_prefixed;
 use crate::error::{Error, Result};
 use crate::expiry::NEVER;
@@ -152,6 +153,8 @@ pub struct TableBuilder {
     compressor: BlockCompressor,
     /// The block being sealed (reused).
     sealed: Vec<u8>,
+    /// The deleted ranges the table carries (`set_range_deletes`).
+    range_deletes: RangeSet,
 }
 
 impl TableBuilder {
@@ -172,7 +175,7 @@ impl TableBuilder {
             )))
         };
         if !(1..=TABLE_VERSION).contains(&v) {
-            return refuse("anything: versions are 1..=5");
+            return refuse("anything: versions are 1..=6");
         }
         let prefix_policy = opts.prefix_filter_policy.or(opts.filter);
         if v < 2 && opts.prefix_extractor.is_some() && prefix_policy.is_some() {
@@ -222,7 +225,39 @@ impl TableBuilder {
             expiry_span: None,
             compressor,
             sealed: Vec::new(),
+            range_deletes: RangeSet::default(),
         })
+    }
+
+    /// Gives the table `ranges` to carry (FORMAT.md §3, table format 6): keys they hold are
+    /// deleted in older tables, not in this one. Each must end through a key.
+    pub fn set_range_deletes(&mut self, ranges: RangeSet) -> Result<()> {
+        if ranges.is_empty() {
+            self.range_deletes = ranges;
+            return Ok(());
+        }
+        if self.opts.format_version < 6 {
+            return Err(Error::InvalidArgument(format!(
+                "table format version {} cannot hold deleted ranges (version 6 added them)",
+                self.opts.format_version
+            )));
+        }
+        if ranges
+            .ranges()
+            .iter()
+            .any(|r| !matches!(r.end, End::Through(_)))
+        {
+            return Err(Error::InvalidArgument(
+                "a table's deleted range must end through a key".into(),
+            ));
+        }
+        self.range_deletes = ranges;
+        Ok(())
+    }
+
+    /// Deleted ranges given (`set_range_deletes`).
+    pub fn range_deletes(&self) -> usize {
+        self.range_deletes.len()
     }
 
     /// Adds an entry; `value == None` is a tombstone. Keys must strictly increase.
@@ -382,9 +417,28 @@ impl TableBuilder {
                 size: 0,
             },
         };
+        let range_delete_block = if self.range_deletes.is_empty() {
+            (0, 0)
+        } else {
+            let mut block = self.range_deletes.encode()?;
+            seal(&mut block, 0);
+            let h = self.write(&block)?;
+            (h.offset, h.size)
+        };
         let mut index = std::mem::take(&mut self.index);
         seal(&mut index, 0);
         let index = self.write(&index)?;
+        // The key range bounds the deleted ranges too.
+        let mut min_key = self.min_key.take();
+        let mut max_key = self.last_key.take();
+        if let Some((first, End::Through(last))) = self.range_deletes.bounds() {
+            if min_key.as_deref().is_none_or(|k| first < k) {
+                min_key = Some(first.to_vec());
+            }
+            if max_key.as_deref().is_none_or(|k| last.as_slice() > k) {
+                max_key = Some(last.clone());
+            }
+        }
         let props = Properties {
             entries: self.entries,
             tombstones: self.tombstones,
@@ -392,8 +446,8 @@ impl TableBuilder {
             data_bytes,
             raw_data_bytes: self.raw_data_bytes,
             compression: self.opts.compression,
-            min_key: self.min_key.take().unwrap_or_default(),
-            max_key: self.last_key.take().unwrap_or_default(),
+            min_key: min_key.unwrap_or_default(),
+            max_key: max_key.unwrap_or_default(),
             filter_kind: filter_policy.map(|p| p.kind),
             filter_bits_per_key: filter_policy.map_or(0.0, |p| p.bits_per_key_value()),
             level: self.opts.level,
@@ -409,6 +463,8 @@ impl TableBuilder {
             range_filter: self.opts.range_filter,
             expiring: self.expiring,
             expiry_span: self.expiry_span,
+            range_deletes: self.range_deletes.len() as u64,
+            range_delete_block,
         };
         let properties = self.write(&props.encode(self.opts.format_version)?)?;
         self.write(

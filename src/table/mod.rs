@@ -18,6 +18,7 @@ mod index;
 mod iter;
 mod properties;
 mod range;
+mod range_set;
 mod reader;
 mod scratch;
 
@@ -34,6 +35,7 @@ pub(crate) use iter::TableCursor;
 pub use iter::TableIter;
 pub use properties::Properties;
 pub(crate) use range::{Cursor, Direction, KeyRange};
+pub use range_set::{successor, DeletedRange, End, RangeSet};
 pub(crate) use reader::{BlockRef, LentValue};
 pub use reader::{Table, TableOpen, TableReadStats, TableReads};
 
@@ -44,5 +46,6 @@ pub(crate) mod decoders {
     pub(crate) use super::cache::{find, find_checked};
     pub(crate) use super::compression::{open_block, BlockCompressor};
     pub(crate) use super::index::Index;
+    pub(crate) use super::range_set::RangeSet;
     pub(crate) use super::reader::Table;
 }

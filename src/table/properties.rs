@@ -58,6 +58,12 @@ pub struct Properties {
     /// The earliest and the latest expiry among them, milliseconds since the Unix epoch;
     /// `None` exactly when `expiring` is 0.
     pub expiry_span: Option<(u64, u64)>,
+    /// Deleted ranges in the range-delete block (always 0 before table format 6): with them
+    /// `min_key` and `max_key` bound the ranges too.
+    pub range_deletes: u64,
+    /// Where the range-delete block lies (offset and size, CRC included; `(0, 0)` when there
+    /// are no deleted ranges).
+    pub range_delete_block: (u64, u64),
 }
 
 /// The properties' range filter kind id of Grafite (FORMAT.md §3; `0` is none).
@@ -92,6 +98,9 @@ impl Properties {
         }
         if version < 5 && self.expiring > 0 {
             return lacks("expiring entries");
+        }
+        if version < 6 && self.range_deletes > 0 {
+            return lacks("deleted ranges");
         }
         let mut b = Vec::new();
         for v in [
@@ -133,6 +142,12 @@ impl Properties {
         if version >= 5 {
             let (earliest, latest) = self.expiry_span.unwrap_or((0, 0));
             for v in [self.expiring, earliest, latest] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        if version >= 6 {
+            let (offset, size) = self.range_delete_block;
+            for v in [self.range_deletes, offset, size] {
                 b.extend_from_slice(&v.to_le_bytes());
             }
         }
@@ -222,10 +237,23 @@ impl Properties {
         } else {
             (0, None)
         };
+        let (range_deletes, range_delete_block) = if version >= 6 {
+            let (n, offset, size) = (c.u64()?, c.u64()?, c.u64()?);
+            // A range takes at least 8 bytes of its block, which has a count and a CRC.
+            if (n == 0) != (size == 0) || (n > 0 && n > (size - 8.min(size)) / 8) {
+                return Err(format!(
+                    "range delete fields disagree: {n} ranges in a block of {size} bytes"
+                ));
+            }
+            (n, (offset, size))
+        } else {
+            (0, (0, 0))
+        };
         if !c.is_empty() {
             return Err("trailing bytes in properties block".into());
         }
-        if tombstones > entries || prefixes > entries || (entries > 0 && min_key > max_key) {
+        let keyed = entries > 0 || range_deletes > 0;
+        if tombstones > entries || prefixes > entries || (keyed && min_key > max_key) {
             return Err("inconsistent properties (counts or key range)".into());
         }
         Ok(Properties {
@@ -248,6 +276,8 @@ impl Properties {
             range_filter,
             expiring,
             expiry_span,
+            range_deletes,
+            range_delete_block,
         })
     }
 }
@@ -269,9 +299,14 @@ impl Properties {
 
     /// When every entry of the table has expired: the latest expiry, when each entry is a put
     /// with an expiry (no tombstone, no put without one); else `None`.
+    /// A table with deleted ranges never expires whole: its ranges hide older keys for good.
     pub fn expire_whole_by(&self) -> Option<u64> {
         match self.expiry_span {
-            Some((_, latest)) if self.entries > 0 && self.expiring == self.entries => Some(latest),
+            Some((_, latest))
+                if self.entries > 0 && self.expiring == self.entries && self.range_deletes == 0 =>
+            {
+                Some(latest)
+            }
             _ => None,
         }
     }
@@ -311,6 +346,8 @@ mod tests {
             range_filter: None,
             expiring: 0,
             expiry_span: None,
+            range_deletes: 0,
+            range_delete_block: (0, 0),
         }
     }
 
@@ -420,6 +457,42 @@ mod tests {
         for (n, e, l) in [(3, 1, 2), (0, 1, 2), (1, 0, 2), (1, 3, 2), (1, 2, u64::MAX)] {
             let err = tail(n, e, l).unwrap_err();
             assert!(err.contains("expiry"), "{n} {e} {l}: {err}");
+        }
+    }
+
+    #[test]
+    fn range_delete_properties_round_trip_in_format_6_only() {
+        let p = Properties {
+            range_deletes: 2,
+            range_delete_block: (100, 30),
+            ..properties(true)
+        };
+        let b = p.encode(6).unwrap();
+        assert_eq!(Properties::decode(&b, 6).unwrap(), p);
+        for len in 0..b.len() {
+            assert!(Properties::decode(&b[..len], 6).is_err());
+        }
+        assert!(p.encode(5).is_err(), "format 5 has no deleted ranges");
+        let none = properties(true);
+        assert_eq!(
+            Properties::decode(&none.encode(6).unwrap(), 6).unwrap(),
+            none
+        );
+        assert!(Properties::decode(&none.encode(5).unwrap(), 6).is_err());
+        // The tail is three u64s: ranges, offset, size; then the CRC.
+        let tail = |n: u64, offset: u64, size: u64| {
+            let mut raw = unseal(&none.encode(6).unwrap()).unwrap().to_vec();
+            raw.truncate(raw.len() - 24);
+            for v in [n, offset, size] {
+                raw.extend_from_slice(&v.to_le_bytes());
+            }
+            seal(&mut raw, 0);
+            Properties::decode(&raw, 6)
+        };
+        assert!(tail(2, 9, 24).is_ok());
+        for (n, offset, size) in [(1, 0, 0), (0, 5, 12), (3, 9, 24), (u64::MAX, 0, u64::MAX)] {
+            let err = tail(n, offset, size).unwrap_err();
+            assert!(err.contains("range delete"), "{n} {offset} {size}: {err}");
         }
     }
 

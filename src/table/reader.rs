@@ -16,6 +16,7 @@ use super::compression::{open_block, Compression};
 use super::filter_state::{FilterState, PrefixCheck, RangeFilterState};
 use super::index::Index;
 use super::properties::Properties;
+use super::range_set::RangeSet;
 use super::scratch::Scratch;
 
 mod held;
@@ -58,6 +59,8 @@ pub struct Table {
     /// The rule `prefix_filter` was built under, when this build knows it.
     prefix_rule: Option<PrefixExtractor>,
     range_filter: RangeFilterState,
+    /// The deleted ranges it carries (FORMAT.md §3): they hide keys of older tables.
+    range_deletes: RangeSet,
     format_version: u32,
 }
 
@@ -102,6 +105,12 @@ impl Table {
         &self.props
     }
 
+    /// The deleted ranges the table carries: keys they hold are deleted in every older table
+    /// (not in this one, whose entries are newer).
+    pub fn range_deletes(&self) -> &RangeSet {
+        &self.range_deletes
+    }
+
     /// `Properties::expire_whole_by`: the latest expiry, when every entry is a put with one.
     #[inline(always)]
     pub fn expire_whole_by(&self) -> Option<u64> {
@@ -123,7 +132,7 @@ impl Table {
     /// the `Table`, so a lookup does not load the key bytes from the heap unless they tie).
     pub fn covers(&self, key: &[u8]) -> bool {
         let p = key_prefix(key);
-        self.props.entries > 0
+        (self.props.entries > 0 || self.props.range_deletes > 0)
             && cmp_prefixed(self.min_prefix, self.min_key(), p, key) != Ordering::Greater
             && cmp_prefixed(p, key, self.max_prefix, self.max_key()) != Ordering::Greater
     }

@@ -4,13 +4,14 @@
 
 use std::path::Path;
 
-use super::super::block::BlockHandle;
+use super::super::block::{unseal, BlockHandle};
 use super::super::filter_state::{
     FilterBytes, FilterPages, FilterProblem, FilterState, RangeFilterState,
 };
 use super::super::footer::{Footer, FooterError, FOOTER_LEN, FOOTER_V1_LEN, TABLE_VERSION};
 use super::super::index::Index;
 use super::super::properties::Properties;
+use super::super::range_set::{End, RangeSet};
 use super::Table;
 use crate::coding::key_prefix;
 use crate::error::{Error, Result};
@@ -149,6 +150,10 @@ impl Table {
         if footer.version >= 4 {
             data_end = data_end.min(footer.range_filter.offset);
         }
+        let range_deletes = Self::load_range_deletes(&*file, path, &props, footer.index.offset)?;
+        if props.range_deletes > 0 {
+            data_end = data_end.min(props.range_delete_block.0);
+        }
         let index = Index::decode(&read_at(&*file, path, footer.index)?, data_end)
             .map_err(|r| Error::corruption(path, format!("index block: {r}")))?;
         let pages = how.filters;
@@ -188,8 +193,49 @@ impl Table {
             prefix_filter,
             prefix_rule,
             range_filter,
+            range_deletes,
             format_version: footer.version,
         })
+    }
+
+    /// Reads and validates the range-delete block the properties name (none when they count
+    /// no ranges): it must lie before the index block at `index_at`, carry its CRC, hold the
+    /// counted ranges as a sorted union (`RangeSet::decode`), and lie inside the key range.
+    /// Unlike a filter, it is not optional: a table read without it would show deleted keys,
+    /// so damage refuses the table.
+    fn load_range_deletes(
+        file: &dyn RandomAccessFile,
+        path: &Path,
+        props: &Properties,
+        index_at: u64,
+    ) -> Result<RangeSet> {
+        if props.range_deletes == 0 {
+            return Ok(RangeSet::default());
+        }
+        let (offset, size) = props.range_delete_block;
+        if offset.checked_add(size).is_none_or(|end| end > index_at) {
+            return Err(Error::corruption(
+                path,
+                format!("range-delete block at {offset}+{size} is not before the index block"),
+            ));
+        }
+        let block = read_at(file, path, BlockHandle { offset, size })?;
+        let bad = |r: String| Error::corruption(path, format!("range-delete block: {r}"));
+        let set = RangeSet::decode(unseal(&block).map_err(bad)?).map_err(bad)?;
+        if set.len() as u64 != props.range_deletes {
+            return Err(bad(format!(
+                "{} ranges where the properties count {}",
+                set.len(),
+                props.range_deletes
+            )));
+        }
+        match set.bounds() {
+            Some((first, End::Through(last)))
+                if first >= props.min_key.as_slice()
+                    && last.as_slice() <= props.max_key.as_slice() => {}
+            _ => return Err(bad("ranges outside the table's key range".into())),
+        }
+        Ok(set)
     }
 
     /// Reads and validates the filter block at `h` (none when its size is 0); a block that

@@ -182,3 +182,108 @@ fn in_level_by_resolves_prefix_ties_as_in_level() {
         assert_eq!(got, want, "{key:?}");
     }
 }
+
+/// Deleted ranges: a set of ranges.
+fn ranges(spans: &[(&str, &str)]) -> crate::table::RangeSet {
+    crate::table::RangeSet::union(
+        spans
+            .iter()
+            .map(|(s, e)| crate::table::DeletedRange {
+                start: s.as_bytes().to_vec(),
+                end: crate::table::End::Through(e.as_bytes().to_vec()),
+            })
+            .collect(),
+    )
+}
+
+/// A table carries its deleted ranges through a reopen; its key range bounds them too, and
+/// a table of ranges alone (no entry) holds its ranges' span.
+#[test]
+fn deleted_ranges_round_trip_and_widen_the_key_range() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, keys, spans, min, max) in [
+        (
+            "both.sst",
+            &["c", "m"][..],
+            &[("a", "b"), ("n", "q")][..],
+            "a",
+            "q",
+        ),
+        ("inside.sst", &["a", "z"][..], &[("c", "d")][..], "a", "z"),
+        (
+            "alone.sst",
+            &[][..],
+            &[("f", "h"), ("j", "j")][..],
+            "f",
+            "j",
+        ),
+    ] {
+        let path = dir.path().join(name);
+        let mut b = TableBuilder::create(&path, TableBuilderOptions::default()).unwrap();
+        for k in keys {
+            b.add(k.as_bytes(), Some(b"v")).unwrap();
+        }
+        b.set_range_deletes(ranges(spans)).unwrap();
+        let props = b.finish().unwrap();
+        assert_eq!(props.range_deletes, spans.len() as u64, "{name}");
+        let t = Table::open(&path, 1).unwrap();
+        assert_eq!(t.range_deletes(), &ranges(spans), "{name}");
+        assert_eq!((t.min_key(), t.max_key()), (min.as_bytes(), max.as_bytes()));
+        for (s, e) in spans {
+            assert!(t.covers(s.as_bytes()) && t.covers(e.as_bytes()), "{name}");
+            assert!(t.range_deletes().covers(s.as_bytes()), "{name}");
+        }
+        for k in keys {
+            let mut reads = TableReadStats::default();
+            let got = t.get(k.as_bytes(), &mut reads, None).unwrap();
+            assert_eq!(got, Some(Some(b"v".to_vec())), "{name}");
+            assert!(!t.range_deletes().covers(k.as_bytes()), "{name}");
+        }
+        assert_eq!(t.properties().expire_whole_by(), None);
+    }
+}
+
+/// A table of an older format cannot carry deleted ranges, nor an open end.
+#[test]
+fn deleted_ranges_need_format_6_and_ends_through_a_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = TableBuilderOptions {
+        format_version: 5,
+        ..TableBuilderOptions::default()
+    };
+    let mut b = TableBuilder::create(&dir.path().join("5.sst"), opts).unwrap();
+    let err = b.set_range_deletes(ranges(&[("a", "b")])).unwrap_err();
+    assert!(err.to_string().contains("version 6"), "{err}");
+    let mut b =
+        TableBuilder::create(&dir.path().join("6.sst"), TableBuilderOptions::default()).unwrap();
+    let open = crate::table::RangeSet::union(vec![crate::table::DeletedRange {
+        start: b"a".to_vec(),
+        end: crate::table::End::Unbounded,
+    }]);
+    assert!(b.set_range_deletes(open).is_err());
+}
+
+/// Every byte of the range-delete block is checked: any flip refuses the table (a table read
+/// without its ranges would show deleted keys), never a panic.
+#[test]
+fn a_damaged_range_delete_block_refuses_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.sst");
+    let mut b = TableBuilder::create(&path, TableBuilderOptions::default()).unwrap();
+    b.add(b"k", Some(b"v")).unwrap();
+    b.set_range_deletes(ranges(&[("a", "b"), ("x", "y")]))
+        .unwrap();
+    let props = b.finish().unwrap();
+    let (offset, size) = props.range_delete_block;
+    let good = std::fs::read(&path).unwrap();
+    for i in offset..offset + size {
+        let mut bad = good.clone();
+        bad[i as usize] ^= 0x10;
+        std::fs::write(&path, &bad).unwrap();
+        let err = Table::open(&path, 1).unwrap_err();
+        assert!(
+            err.to_string().contains("range-delete block"),
+            "byte {i}: {err}"
+        );
+    }
+}

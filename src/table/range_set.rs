@@ -1,0 +1,322 @@
+//! Deleted key ranges (range deletes, `WriteBatch::delete_range`): one range, and a sorted,
+//! disjoint union of them (`RangeSet`) that answers "is this key inside?" with one binary
+//! search.
+//!
+//! Use: a memtable keeps the ranges its batches deleted as written (any end); a table holds
+//! the union of the ranges it carries, every one ending *through* a key (inclusive), in its
+//! range-delete block (FORMAT.md §3; `encode` / `decode` here), loaded at open and kept in
+//! memory. A table's ranges hide keys in older places only (older tables, deeper levels),
+//! never its own entries: the flush and compaction that write it drop the entries they hide
+//! (`db/range_deletes.rs`).
+
+use std::cmp::Ordering;
+
+use crate::coding::{put_len_prefixed, Cursor};
+use crate::error::Result;
+
+/// Where a deleted range ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Below this key (it is not deleted).
+    Before(Vec<u8>),
+    /// Through this key (it is deleted).
+    Through(Vec<u8>),
+    /// Past every key.
+    Unbounded,
+}
+
+impl End {
+    /// Whether a key ending the range here is at or past `key` (the key is inside, given the
+    /// range starts at or below it).
+    #[inline]
+    pub fn reaches(&self, key: &[u8]) -> bool {
+        match self {
+            End::Before(e) => key < e.as_slice(),
+            End::Through(e) => key <= e.as_slice(),
+            End::Unbounded => true,
+        }
+    }
+
+    /// Orders two ends by the keys they reach (`Through(k)` is past `Before(k)`).
+    fn cmp_end(&self, other: &End) -> Ordering {
+        let rank = |e: &End| match e {
+            End::Before(k) => (Some(k.clone()), 0),
+            End::Through(k) => (Some(k.clone()), 1),
+            End::Unbounded => (None, 2),
+        };
+        match (self, other) {
+            (End::Unbounded, End::Unbounded) => Ordering::Equal,
+            (End::Unbounded, _) => Ordering::Greater,
+            (_, End::Unbounded) => Ordering::Less,
+            _ => rank(self).cmp(&rank(other)),
+        }
+    }
+
+    /// Whether a range ending here also holds or touches a range starting at `start`, so that
+    /// the two are one range.
+    fn joins(&self, start: &[u8]) -> bool {
+        match self {
+            End::Before(e) => start <= e.as_slice(),
+            End::Through(e) => start <= e.as_slice() || start == successor(e).as_slice(),
+            End::Unbounded => true,
+        }
+    }
+}
+
+/// The smallest key above `key`: `key` followed by a zero byte.
+pub fn successor(key: &[u8]) -> Vec<u8> {
+    let mut s = Vec::with_capacity(key.len() + 1);
+    s.extend_from_slice(key);
+    s.push(0);
+    s
+}
+
+/// One deleted range: every key from `start` (inclusive) to `end`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeletedRange {
+    /// The first key deleted (the empty key: from the first).
+    pub start: Vec<u8>,
+    /// Where it ends.
+    pub end: End,
+}
+
+impl DeletedRange {
+    /// Whether `key` is inside.
+    #[inline]
+    pub fn covers(&self, key: &[u8]) -> bool {
+        self.start.as_slice() <= key && self.end.reaches(key)
+    }
+
+    /// Whether no key is inside (an end at or below the start).
+    pub fn is_empty(&self) -> bool {
+        match &self.end {
+            End::Before(e) => e.as_slice() <= self.start.as_slice(),
+            End::Through(e) => e.as_slice() < self.start.as_slice(),
+            End::Unbounded => false,
+        }
+    }
+}
+
+/// A sorted union of deleted ranges: disjoint, none touching the next, none empty.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RangeSet {
+    ranges: Vec<DeletedRange>,
+}
+
+impl RangeSet {
+    /// The union of `ranges` (in any order; empty ones are ignored).
+    pub fn union(mut ranges: Vec<DeletedRange>) -> RangeSet {
+        ranges.retain(|r| !r.is_empty());
+        ranges.sort_by(|a, b| a.start.cmp(&b.start));
+        let mut out: Vec<DeletedRange> = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            match out.last_mut() {
+                Some(last) if last.end.joins(&r.start) => {
+                    if r.end.cmp_end(&last.end) == Ordering::Greater {
+                        last.end = r.end;
+                    }
+                }
+                _ => out.push(r),
+            }
+        }
+        RangeSet { ranges: out }
+    }
+
+    /// No range.
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    /// Ranges held.
+    pub fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// The ranges, in key order.
+    pub fn ranges(&self) -> &[DeletedRange] {
+        &self.ranges
+    }
+
+    /// Whether `key` lies in one of the ranges: a binary search.
+    #[inline]
+    pub fn covers(&self, key: &[u8]) -> bool {
+        let p = self.ranges.partition_point(|r| r.start.as_slice() <= key);
+        p > 0 && self.ranges[p - 1].end.reaches(key)
+    }
+
+    /// The smallest key inside, and the end of the last range.
+    pub fn bounds(&self) -> Option<(&[u8], &End)> {
+        Some((&self.ranges.first()?.start, &self.ranges.last()?.end))
+    }
+
+    /// Splits off every key above `key`: `self` keeps the keys through `key`, the result holds
+    /// the rest (a range holding `key` is cut there, its upper part starting at the key's
+    /// `successor`).
+    pub fn split_after(&mut self, key: &[u8]) -> RangeSet {
+        let p = self.ranges.partition_point(|r| r.start.as_slice() <= key);
+        let mut rest = self.ranges.split_off(p);
+        if let Some(last) = self.ranges.last_mut() {
+            if !matches!(&last.end, End::Through(e) if e.as_slice() <= key)
+                && !matches!(&last.end, End::Before(e) if e.as_slice() <= key)
+            {
+                let upper = DeletedRange {
+                    start: successor(key),
+                    end: std::mem::replace(&mut last.end, End::Through(key.to_vec())),
+                };
+                if !upper.is_empty() {
+                    rest.insert(0, upper);
+                }
+            }
+        }
+        RangeSet { ranges: rest }
+    }
+
+    /// The block payload of a table's range deletes (FORMAT.md §3): a count, then each
+    /// range's first and last key. Every range must end through a key.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        crate::coding::put_u32_len(&mut out, self.ranges.len(), "range deletes of a table")?;
+        for r in &self.ranges {
+            let End::Through(last) = &r.end else {
+                return Err(crate::error::Error::InvalidArgument(
+                    "a table's deleted range must end through a key".into(),
+                ));
+            };
+            put_len_prefixed(&mut out, &r.start, "key")?;
+            put_len_prefixed(&mut out, last, "key")?;
+        }
+        Ok(out)
+    }
+
+    /// Decodes `encode`'s payload, checking it describes a sorted union: each range's first
+    /// key at or below its last, and above the previous range's last (not touching it: a
+    /// writer joins those). Work and memory are bounded by the payload's size.
+    pub fn decode(payload: &[u8]) -> std::result::Result<RangeSet, String> {
+        let mut c = Cursor::new(payload);
+        let count = c.u32()? as usize;
+        // Each range takes at least 8 bytes: a count past what the payload holds is damage.
+        if count > payload.len() / 8 {
+            return Err(format!(
+                "{count} deleted ranges cannot fit in {} bytes",
+                payload.len()
+            ));
+        }
+        let mut ranges: Vec<DeletedRange> = Vec::with_capacity(count);
+        for i in 0..count {
+            let start = c.len_prefixed()?.to_vec();
+            let last = c.len_prefixed()?.to_vec();
+            if last < start {
+                return Err(format!("deleted range {i} ends below its start"));
+            }
+            if let Some(prev) = ranges.last() {
+                if prev.end.joins(&start) {
+                    return Err(format!(
+                        "deleted range {i} does not start above the one before it"
+                    ));
+                }
+            }
+            ranges.push(DeletedRange {
+                start,
+                end: End::Through(last),
+            });
+        }
+        if !c.is_empty() {
+            return Err("bytes follow the last deleted range".into());
+        }
+        Ok(RangeSet { ranges })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(s: &str, end: End) -> DeletedRange {
+        DeletedRange {
+            start: s.as_bytes().to_vec(),
+            end,
+        }
+    }
+    fn before(k: &str) -> End {
+        End::Before(k.as_bytes().to_vec())
+    }
+    fn through(k: &str) -> End {
+        End::Through(k.as_bytes().to_vec())
+    }
+
+    /// The union answers exactly as the ranges it was built from, for keys around every
+    /// boundary.
+    #[test]
+    fn a_union_covers_exactly_the_keys_of_its_ranges() {
+        let ranges = vec![
+            r("m", before("p")),
+            r("b", through("d")),
+            r("c", before("f")),
+            r("d\0", through("e")),
+            r("x", End::Unbounded),
+            r("q", before("q")), // empty
+            r("f", before("g")), // touches "c".."f"
+        ];
+        let set = RangeSet::union(ranges.clone());
+        assert_eq!(set.len(), 3, "{set:?}");
+        let keys = [
+            "", "a", "b", "b\0", "c", "d", "d\0", "e", "e\0", "f", "f\0", "g", "l", "m", "o", "p",
+            "q", "w", "x", "x\0", "zzz",
+        ];
+        for k in keys {
+            let want = ranges.iter().any(|r| r.covers(k.as_bytes()));
+            assert_eq!(set.covers(k.as_bytes()), want, "key {k:?}");
+        }
+    }
+
+    /// Splitting at a key keeps the keys through it on one side and the rest on the other.
+    #[test]
+    fn a_split_keeps_every_key_on_exactly_one_side() {
+        let set = RangeSet::union(vec![
+            r("b", through("d")),
+            r("f", before("h")),
+            r("k", End::Unbounded),
+        ]);
+        for at in ["a", "b", "c", "d", "e", "f", "g", "h", "k", "z"] {
+            let mut low = set.clone();
+            let high = low.split_after(at.as_bytes());
+            for k in [
+                "a", "b", "c", "c\0", "d", "e", "f", "g", "g\0", "h", "k", "q",
+            ] {
+                let k = k.as_bytes();
+                assert_eq!(set.covers(k), low.covers(k) || high.covers(k), "{at} {k:?}");
+                assert!(!(low.covers(k) && high.covers(k)), "{at} {k:?}");
+                if low.covers(k) {
+                    assert!(k <= at.as_bytes());
+                }
+            }
+        }
+    }
+
+    /// A table's block round-trips; damage is refused with a reason, never a panic.
+    #[test]
+    fn the_block_round_trips_and_refuses_what_is_not_a_sorted_union() {
+        let set = RangeSet::union(vec![r("b", through("d")), r("k", through("k"))]);
+        let bytes = set.encode().unwrap();
+        assert_eq!(RangeSet::decode(&bytes).unwrap(), set);
+        let open = RangeSet::union(vec![r("b", before("d"))]);
+        assert!(open.encode().is_err());
+        let overlapping = {
+            let mut b = 2u32.to_le_bytes().to_vec();
+            for (s, e) in [("b", "f"), ("c", "g")] {
+                put_len_prefixed(&mut b, s.as_bytes(), "key").unwrap();
+                put_len_prefixed(&mut b, e.as_bytes(), "key").unwrap();
+            }
+            b
+        };
+        assert!(RangeSet::decode(&overlapping)
+            .unwrap_err()
+            .contains("above"));
+        let mut huge = bytes.clone();
+        huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(RangeSet::decode(&huge).unwrap_err().contains("cannot fit"));
+        for cut in 0..bytes.len() {
+            assert!(RangeSet::decode(&bytes[..cut]).is_err());
+        }
+    }
+}
