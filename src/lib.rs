@@ -104,3 +104,8 @@ pub struct KeyspacesDoctests;
 #[doc = include_str!("../docs/expiry.md")]
 #[cfg(doctest)]
 pub struct ExpiryDoctests;
+
+/// docs/range-deletes.md's example, compiled and run as a doctest.
+#[doc = include_str!("../docs/range-deletes.md")]
+#[cfg(doctest)]
+pub struct RangeDeletesDoctests;

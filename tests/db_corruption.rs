@@ -216,12 +216,12 @@ fn future_versions_are_refused_at_open() {
         .write(true)
         .open(&manifest)
         .unwrap();
-    m.write_all_at(&4u32.to_le_bytes(), 4).unwrap();
+    m.write_all_at(&5u32.to_le_bytes(), 4).unwrap();
     let e = Db::open(dir.path(), opts())
         .err()
-        .expect("manifest v4 must be refused");
+        .expect("manifest v5 must be refused");
     assert!(
-        e.to_string().contains("unsupported manifest version 4"),
+        e.to_string().contains("unsupported manifest version 5"),
         "{e}"
     );
 }

@@ -8,8 +8,11 @@ use std::time::SystemTime;
 use super::keyspace::Keyspace;
 use super::limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 use super::wal::{self, Batch, Op};
+use super::wal_range;
 use crate::error::{Error, Result};
 use crate::expiry::{self, millis_of, NEVER};
+use crate::table::{successor, DeletedRange, End};
+use std::ops::{Bound, RangeBounds};
 
 /// A batch's operations on one keyspace, in order: each a key and its value (`None`: a
 /// delete).
@@ -87,6 +90,54 @@ impl WriteBatch {
         self.note(keyspace);
         self.add(keyspace.id(), key.into(), None, NEVER)
     }
+    /// Deletes every key of the default keyspace in `range` (any bounds) with one operation,
+    /// not one per key (RocksDB's `DeleteRange`): the keys written before this batch, and the
+    /// batch's own earlier writes inside it; a later put of the batch inside it stays.
+    /// docs/range-deletes.md. An empty range adds nothing.
+    pub fn delete_range<K: AsRef<[u8]>>(&mut self, range: impl RangeBounds<K>) -> &mut Self {
+        self.add_range(0, range)
+    }
+    /// `delete_range` in `keyspace`.
+    pub fn delete_range_in<K: AsRef<[u8]>>(
+        &mut self,
+        keyspace: &Keyspace,
+        range: impl RangeBounds<K>,
+    ) -> &mut Self {
+        self.note(keyspace);
+        self.add_range(keyspace.id(), range)
+    }
+    fn add_range<K: AsRef<[u8]>>(
+        &mut self,
+        keyspace: u32,
+        range: impl RangeBounds<K>,
+    ) -> &mut Self {
+        let r = deleted_range(range);
+        if r.is_empty() {
+            return self;
+        }
+        // The batch's earlier writes inside the range are deleted with it: they go now, so
+        // that the range need only hide older batches (`wal::Batch::ranges`).
+        let mut freed = 0;
+        self.ops.part(keyspace).retain(|op| {
+            let gone = r.covers(&op.key);
+            if gone {
+                freed +=
+                    wal::op_encoded_len(op.key.len(), op.value.as_ref().map(Vec::len), op.expiry);
+            }
+            !gone
+        });
+        self.encoded -= freed;
+        if keyspace != 0 && !self.ops.spaces.iter().any(|(id, _)| *id == keyspace) {
+            self.encoded += wal::KEYSPACE_SWITCH_LEN;
+        }
+        self.encoded += wal_range::encoded_len(&r);
+        self.ops.push_range(keyspace, r);
+        self
+    }
+    /// Whether the batch deletes a range.
+    pub(super) fn deletes_ranges(&self) -> bool {
+        !self.ops.ranges.is_empty()
+    }
     fn note(&mut self, keyspace: &Keyspace) {
         let known = |k: &Keyspace| k.id() == keyspace.id() && k.same_store(keyspace);
         if keyspace.id() != 0 && !self.keyspaces.iter().any(known) {
@@ -135,9 +186,14 @@ impl WriteBatch {
         self.len() == 0
     }
     /// The batch's operations on the default keyspace in order, each a key and its value
-    /// (`None`: a delete). `Error::InvalidArgument` if it changes other keyspaces too, or
-    /// holds a put with an expiry: neither has a place in this list.
+    /// (`None`: a delete). `Error::InvalidArgument` if it changes other keyspaces too, holds
+    /// a put with an expiry or deletes a range: none has a place in this list.
     pub fn into_ops(self) -> Result<BatchOps> {
+        if self.deletes_ranges() {
+            return Err(Error::InvalidArgument(
+                "into_ops: the batch deletes a range, which BatchOps cannot carry".into(),
+            ));
+        }
         if let Some((id, _)) = self.ops.spaces.first() {
             return Err(Error::InvalidArgument(format!(
                 "into_ops: the batch also changes keyspace id {id}, not only the default one"
@@ -172,6 +228,18 @@ impl WriteBatch {
                 self.encoded_len()
             )));
         }
+        for (_, r) in &self.ops.ranges {
+            // A start made from an excluded bound is one byte longer than its key.
+            let end = match &r.end {
+                End::Before(k) | End::Through(k) => k.len(),
+                End::Unbounded => 0,
+            };
+            if r.start.len() > MAX_KEY_SIZE + 1 || end > MAX_KEY_SIZE {
+                return Err(Error::InvalidArgument(format!(
+                    "a deleted range's bound exceeds the {MAX_KEY_SIZE}-byte key limit"
+                )));
+            }
+        }
         for Op {
             key: k, value: v, ..
         } in self.ops.parts().flat_map(|(_, ops)| ops)
@@ -191,6 +259,22 @@ impl WriteBatch {
         }
         Ok(())
     }
+}
+
+/// The deleted range of `range`'s bounds: a start made inclusive (after an excluded key: its
+/// `successor`; unbounded: the empty key, the first).
+pub(super) fn deleted_range<K: AsRef<[u8]>>(range: impl RangeBounds<K>) -> DeletedRange {
+    let start = match range.start_bound() {
+        Bound::Included(k) => k.as_ref().to_vec(),
+        Bound::Excluded(k) => successor(k.as_ref()),
+        Bound::Unbounded => Vec::new(),
+    };
+    let end = match range.end_bound() {
+        Bound::Included(k) => End::Through(k.as_ref().to_vec()),
+        Bound::Excluded(k) => End::Before(k.as_ref().to_vec()),
+        Bound::Unbounded => End::Unbounded,
+    };
+    DeletedRange { start, end }
 }
 
 /// How one write is made (`Db::write_opt`): `WriteOptions::default()`, or

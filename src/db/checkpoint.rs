@@ -6,7 +6,7 @@
 //! when linking fails — another file system, or the file already deleted by a compaction that
 //! replaced it). Its memtables are written as one new log, oldest first, entries newest per
 //! key with deletions kept, so the copy's first open replays them into a level-0 table exactly
-//! as recovery does after a crash. Then the manifest naming those tables and that log, and the
+//! as recovery does after a crash (a memtable's deleted ranges ahead of its entries). Then the manifest naming those tables and that log, and the
 //! options record (FORMAT.md §4, §2, §6). No lock is held while any of this runs: the snapshot
 //! pins what it copies, so writers and the background threads are never held up.
 //!
@@ -174,6 +174,16 @@ fn place_table(
 /// Appends the newest entry of each key of `m` (keyspace `keyspace`'s) among its first
 /// `seen` batches to `log`, in batches of about `BATCH_BYTES`; returns how many entries.
 fn write_memtable(log: &mut WalWriter, keyspace: u32, m: &Arc<Memtable>, seen: u64) -> Result<u64> {
+    // The ranges it deleted go first, so that they hide the older tables' keys again; the
+    // entries they hide here read as deletions, and the ones after them follow.
+    let ranges = m.ranges_at(seen);
+    if !ranges.is_empty() {
+        let mut b = Batch::default();
+        for r in ranges {
+            b.push_range(keyspace, r);
+        }
+        log.append(&wal::encode_batch(&b)?, false)?;
+    }
     let mut cursor = m.cursor(&KeyRange::all(), Direction::Forward, seen);
     let mut count = 0;
     let mut batch = Batch::default();

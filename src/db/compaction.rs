@@ -22,6 +22,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use super::cover::Cover;
 use super::files::table_path;
 use super::filters::TableFilters;
 use super::merge::Merge;
@@ -30,7 +31,7 @@ use super::running::Running;
 use super::version::{Version, MAX_LEVELS};
 use crate::error::{Error, Result};
 use crate::expiry::{Now, NEVER};
-use crate::table::{Direction, KeyRange, Table, TableBuilder, TableCursor};
+use crate::table::{Direction, KeyRange, RangeSet, Table, TableBuilder, TableCursor};
 
 /// A compaction to run: inputs (level, table) and where the output goes.
 pub(crate) struct Job {
@@ -334,7 +335,24 @@ pub(crate) fn run(
         .iter()
         .map(|(_, t)| TableCursor::new(Arc::clone(t), None, Arc::clone(&all), Direction::Forward))
         .collect::<Result<Vec<_>>>()?;
-    let mut merged = Merge::new(sources, Direction::Forward);
+    // Deleted ranges (`range_deletes.rs`): an input's hide the entries of the inputs after
+    // it, which go; all of them go on into the outputs, which may lie above older data,
+    // unless nothing lies below.
+    let mut cover = Cover::default();
+    for (i, (_, t)) in ordered.iter().enumerate() {
+        cover.add_tables(i, [t]);
+    }
+    let mut ranges = if job.drop_tombstones {
+        RangeSet::default()
+    } else {
+        RangeSet::union(
+            ordered
+                .iter()
+                .flat_map(|(_, t)| t.range_deletes().ranges().iter().cloned())
+                .collect(),
+        )
+    };
+    let mut merged = Merge::new(sources, Direction::Forward).with_cover(cover);
     let builder_opts = opts.table_options(job.output_level as u32, filters);
     let mut out = Output {
         tables: Vec::new(),
@@ -351,6 +369,10 @@ pub(crate) fn run(
         // One reading of the clock for the whole job, taken at the first expiring entry.
         let now = Now::of(&*opts.clock);
         while let Some(key) = merged.key() {
+            if merged.covered() {
+                merged.step()?;
+                continue;
+            }
             let expiry = merged.expiry();
             // A put expired at `now` is a tombstone from here on (it hides the key's older
             // versions, and its value is never read again): its value goes, and at the
@@ -379,6 +401,11 @@ pub(crate) fn run(
             b.add_with_expiry(key, value, (expiry != NEVER).then_some(expiry))?;
             merged.step()?;
             if b.estimated_size() >= opts.target_file_size {
+                // The full table takes the ranges through its last key; the rest go on.
+                if let Some(last) = b.last_key() {
+                    let rest = ranges.split_after(last);
+                    b.set_range_deletes(std::mem::replace(&mut ranges, rest))?;
+                }
                 collect(finishing.take(), &mut out)?;
                 let full = current.take();
                 let finisher = std::thread::Builder::new().name("lsm-bloom-finish".into());
@@ -390,6 +417,19 @@ pub(crate) fn run(
             }
         }
         collect(finishing.take(), &mut out)?;
+        if !ranges.is_empty() {
+            // The last table takes the ranges left: one of ranges alone if none is open.
+            let (_, b) = match current.as_mut() {
+                Some(c) => c,
+                None => {
+                    let id = next_id()?;
+                    let path = table_path(dir, id);
+                    let b = TableBuilder::create_in(&*opts.fs, &path, builder_opts.clone())?;
+                    current.insert((id, b))
+                }
+            };
+            b.set_range_deletes(std::mem::take(&mut ranges))?;
+        }
         if let Some(t) = finish_table(dir, opts, job.output_level, current.take())? {
             out.push(t);
         }
@@ -408,7 +448,7 @@ fn finish_table(
     let Some((id, b)) = table else {
         return Ok(None);
     };
-    if b.entries() == 0 {
+    if b.entries() == 0 && b.range_deletes() == 0 {
         return Ok(None);
     }
     b.finish()?;

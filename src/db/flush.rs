@@ -14,12 +14,13 @@ use super::filters::TableFilters;
 use super::inner::Inner;
 use super::memtable::Memtable;
 use super::options::Options;
+use super::range_deletes::cut_to_older;
 use super::version::Version;
 use super::wal;
 use crate::error::Result;
 use crate::expiry::NEVER;
 use crate::fs::FileSystem;
-use crate::table::{Table, TableBuilder};
+use crate::table::{RangeSet, Table, TableBuilder};
 
 /// The filters a new level-0 table holding `mem` gets when added to `version`: the options'
 /// level-0 policy, or what the keyspace's filter budget `part` (`budget_parts.rs`) allocates
@@ -55,22 +56,37 @@ pub(super) fn l0_filter(
     )
 }
 
-/// Writes `mem` to a new level-0 table `id` with `filters` and opens it.
+/// Writes `mem` to a new level-0 table `id` with `filters` and opens it, on top of `older`
+/// (the keyspace's tables: everything older than `mem`), whose keys bound the ranges `mem`
+/// deleted (`range_deletes::cut_to_older`). `None` when nothing is left to write: every
+/// entry was deleted by a range of `mem`, and its ranges hide nothing older.
 pub(super) fn write_l0(
     fs: &dyn FileSystem,
     dir: &Path,
     opts: &Options,
     filters: TableFilters,
-    mem: &Memtable,
+    (mem, older): (&Memtable, &Version),
     id: u64,
-) -> Result<Table> {
+) -> Result<Option<Table>> {
+    let ranges = if mem.has_ranges() {
+        cut_to_older(mem.ranges_at(mem.visible()), older)?
+    } else {
+        RangeSet::default()
+    };
     let path = table_path(dir, id);
     let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filters))?;
     mem.for_each_newest(|k, v, expiry| {
         b.add_with_expiry(k, v, (expiry != NEVER).then_some(expiry))
     })?;
+    if b.entries() == 0 && ranges.is_empty() {
+        drop(b);
+        fs.remove_file(&path)
+            .map_err(|e| crate::error::Error::io(format!("removing {}", path.display()), e))?;
+        return Ok(None);
+    }
+    b.set_range_deletes(ranges)?;
     b.finish()?;
-    Table::open_in(fs, &path, id, opts.table_open(0))
+    Table::open_in(fs, &path, id, opts.table_open(0)).map(Some)
 }
 
 impl Inner {
@@ -114,7 +130,10 @@ impl Inner {
             let id = self.new_table_id()?;
             let part = parts.iter().find(|p| p.0 == *ks).and_then(|p| p.1);
             let filters = l0_filter(opts, &version, part.as_ref(), mem, id);
-            let t = write_l0(&*self.opts.fs, &self.dir, opts, filters, mem, id)?;
+            let fs = &*self.opts.fs;
+            let Some(t) = write_l0(fs, &self.dir, opts, filters, (mem, &version), id)? else {
+                continue;
+            };
             // Read back through the file system: a filter that fails its check then is
             // counted like one found damaged at open.
             add(

@@ -126,6 +126,9 @@ pub(super) struct Inner {
     /// The manifest says the logs may hold expiring puts (`Registry::expiring`, mirrored here
     /// so that an expiring write checks it without the work lock: `expiring.rs`).
     pub(super) expiring: std::sync::atomic::AtomicBool,
+    /// The manifest says the logs may hold range deletes (`Registry::range_deletes`, mirrored
+    /// as `expiring` is: `range_deletes.rs`).
+    pub(super) range_deletes: std::sync::atomic::AtomicBool,
     /// A time the store's clock has been seen to reach (ms; 0: none yet): raised by reads that
     /// read the clock. A get skips a table expired whole by then without reading the clock
     /// itself (`ReadPath::seen`).

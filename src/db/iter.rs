@@ -34,6 +34,7 @@ use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use super::counters::{bump, Counters};
+use super::cover::Cover;
 use super::level_cursor::{LevelCursor, ScanSetup};
 use super::memtable::{range_is_empty, MemtableCursor};
 use super::merge::Merge;
@@ -42,7 +43,7 @@ use crate::error::Result;
 use crate::expiry::Reading;
 use crate::filter::hash_key;
 use crate::prefix::{prefix_end, PrefixExtractor};
-use crate::table::{BlockCache, Cursor, Direction, KeyRange};
+use crate::table::{BlockCache, Cursor, Direction, KeyRange, RangeSet};
 
 /// The prefix every key in [`start`, `end`] has under `rule`, if there is one: the prefix `q`
 /// the rule gives the start key, when the end bound does not reach past the keys starting
@@ -118,27 +119,41 @@ pub(super) fn merge_of(
 ) -> Result<Merge<Source>> {
     let range = &*scan.range;
     let mut sources = Vec::with_capacity(2 + state.imm.len() + state.version.levels().len());
-    sources.push(Source::Mem(state.mem.cursor(range, dir, mem_seen)));
-    for m in state.imm.iter().rev() {
-        sources.push(Source::Mem(m.cursor(range, dir, m.visible())));
+    // The sources' deleted ranges (`cover.rs`), gathered as the sources are.
+    let mut cover = Cover::default();
+    let mems = std::iter::once((&state.mem, mem_seen))
+        .chain(state.imm.iter().rev().map(|m| (m, m.visible())));
+    for (m, seen) in mems {
+        if m.has_ranges() {
+            cover.add_set(sources.len(), RangeSet::union(m.ranges_at(seen)));
+        }
+        sources.push(Source::Mem(m.cursor(range, dir, seen)));
     }
     let version = &state.version;
     let level0 = &version.levels()[0];
     for i in (0..level0.len()).rev() {
         let t = &level0[i];
         if t.meets(range.start(), range.end()) {
+            if version.range_deletes {
+                cover.add_tables(sources.len(), [t]);
+            }
             let c = LevelCursor::over(scan, version, 0, i..i + 1, dir)?;
             sources.push(Source::Level(c));
         }
     }
     for level in 1..version.levels().len() {
-        if !version.levels()[level].is_empty() {
+        let tables = &version.levels()[level];
+        if !tables.is_empty() {
+            if version.range_deletes {
+                let reached = version.reaching(level, range.start(), range.end());
+                cover.add_tables(sources.len(), &tables[reached]);
+            }
             sources.push(Source::Level(LevelCursor::level(
                 scan, version, level, dir,
             )?));
         }
     }
-    Ok(Merge::new(sources, dir))
+    Ok(Merge::new(sources, dir).with_cover(cover))
 }
 
 /// One source of a scan's merge.

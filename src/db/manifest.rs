@@ -20,12 +20,13 @@ use crate::framed::Framed;
 use crate::fs::FileSystem;
 
 const MAGIC: [u8; 4] = *b"LBMF";
-/// Manifest format version this build writes once the store's logs may hold puts with an
-/// expiry (FORMAT.md §2), which builds before expiry would take for damage: they refuse the
-/// version instead. Its payload is version 2's. The build reads 1 and 2 too, and writes them
-/// for a store that never wrote an expiring put (2 once a keyspace other than the default was
-/// created, else 1), so that such a store still opens in older builds.
-pub const MANIFEST_VERSION: u32 = 3;
+/// Manifest format version this build writes once the store's logs may hold range deletes
+/// (FORMAT.md §2), which builds before them would take for damage: they refuse the version
+/// instead. Version 3 says the same of puts with an expiry. Both have version 2's payload.
+/// The build reads 1 to 3 too, and writes the oldest that says what the logs may hold (3
+/// after an expiring put, else 2 once a keyspace other than the default was created, else
+/// 1), so that a store still opens in the older builds that can read it.
+pub const MANIFEST_VERSION: u32 = 4;
 /// File name of the live manifest.
 pub const MANIFEST_FILE: &str = "MANIFEST";
 const TEMP_FILE: &str = "MANIFEST.tmp";
@@ -86,6 +87,10 @@ pub struct ManifestData {
     /// The logs may hold puts with an expiry: written as version 3 (not in the payload).
     #[serde(skip)]
     pub expiring: bool,
+    /// The logs may hold range deletes (and puts with an expiry): written as version 4 (not
+    /// in the payload).
+    #[serde(skip)]
+    pub range_deletes: bool,
 }
 
 impl Default for ManifestData {
@@ -97,6 +102,7 @@ impl Default for ManifestData {
             keyspaces: Vec::new(),
             next_keyspace: 1,
             expiring: false,
+            range_deletes: false,
         }
     }
 }
@@ -128,11 +134,21 @@ const FRAMED_V2: Framed = Framed {
     ..FRAMED
 };
 
-/// The manifest file's bytes for `data`: version 3 once the logs may hold expiring puts;
+/// Version 3's framing, for a store whose logs never held a range delete.
+const FRAMED_V3: Framed = Framed {
+    version: 3,
+    ..FRAMED
+};
+
+/// The manifest file's bytes for `data`: version 4 once the logs may hold range deletes, 3
+/// once they may hold expiring puts;
 /// else version 1 while no keyspace besides the default was ever created, else version 2.
 pub fn encode(data: &ManifestData) -> Result<Vec<u8>> {
-    if data.expiring {
+    if data.range_deletes {
         return FRAMED.encode(data);
+    }
+    if data.expiring {
+        return FRAMED_V3.encode(data);
     }
     if data.keyspaces.is_empty() && data.next_keyspace <= 1 {
         return FRAMED_V1.encode(&ManifestDataV1 {
@@ -187,8 +203,13 @@ pub fn decode(path: &Path, bytes: &[u8]) -> Result<ManifestData> {
             }
         }
         (2, payload) => FRAMED.parse(path, payload)?,
+        (3, payload) => ManifestData {
+            expiring: true,
+            ..FRAMED.parse(path, payload)?
+        },
         (_, payload) => ManifestData {
             expiring: true,
+            range_deletes: true,
             ..FRAMED.parse(path, payload)?
         },
     };
@@ -290,11 +311,11 @@ mod tests {
         }
         assert_eq!(good[4], 1, "no keyspace besides the default: version 1");
         let mut future = good.clone();
-        future[4] = 4;
+        future[4] = 5;
         std::fs::write(&path, &future).unwrap();
         assert!(matches!(
             read(dir.path()),
-            Err(Error::UnsupportedVersion { found: 4, .. })
+            Err(Error::UnsupportedVersion { found: 5, .. })
         ));
     }
 
@@ -342,6 +363,7 @@ mod tests {
             keyspaces: vec![space(2, "users", 4), space(5, "sessions", 6)],
             next_keyspace: 6,
             expiring: false,
+            range_deletes: false,
         };
         write(&crate::fs::StdFs, dir.path(), &data).unwrap();
         assert_eq!(read(dir.path()).unwrap(), Some(data.clone()));
@@ -407,5 +429,25 @@ mod tests {
             };
             assert_eq!(encode(&plain).unwrap()[4], 2);
         }
+    }
+
+    #[test]
+    fn range_deleting_logs_make_version_4_which_reads_as_expiring_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = ManifestData {
+            next_file: 9,
+            expiring: true,
+            range_deletes: true,
+            ..ManifestData::default()
+        };
+        write(&crate::fs::StdFs, dir.path(), &data).unwrap();
+        let bytes = std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap();
+        assert_eq!(bytes[4], 4);
+        assert_eq!(read(dir.path()).unwrap(), Some(data.clone()));
+        let expiring = ManifestData {
+            range_deletes: false,
+            ..data
+        };
+        assert_eq!(encode(&expiring).unwrap()[4], 3);
     }
 }

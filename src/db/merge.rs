@@ -13,6 +13,7 @@
 
 use std::cmp::Ordering;
 
+use super::cover::Cover;
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::Result;
 use crate::table::{Cursor, Direction};
@@ -25,6 +26,9 @@ pub(crate) struct Merge<S> {
     /// The sources with an entry, as a binary heap (see the module comment).
     heap: Vec<usize>,
     dir: Direction,
+    /// The sources' deleted ranges, when some have any (`cover.rs`): an entry a newer
+    /// source's range covers reads as deleted.
+    cover: Option<Box<Cover>>,
 }
 
 impl<S: Cursor> Merge<S> {
@@ -38,6 +42,7 @@ impl<S: Cursor> Merge<S> {
             heap: Vec::with_capacity(sources.len()),
             sources,
             dir,
+            cover: None,
         };
         for i in 0..m.sources.len() {
             if m.sources[i].key().is_some() {
@@ -46,6 +51,22 @@ impl<S: Cursor> Merge<S> {
             }
         }
         m
+    }
+
+    /// The merge with `cover`'s deleted ranges applied (none when it is empty).
+    pub(crate) fn with_cover(mut self, cover: Cover) -> Self {
+        self.cover = (!cover.is_empty()).then(|| Box::new(cover));
+        self
+    }
+
+    /// Whether a newer source's deleted range covers the winning entry (which then reads
+    /// as deleted: `entry` and `value` say `None`). Compaction drops such an entry whole.
+    #[inline]
+    pub(crate) fn covered(&self) -> bool {
+        match (&self.cover, self.heap.first()) {
+            (Some(c), Some(&top)) => self.sources[top].key().is_some_and(|k| c.covers(k, top)),
+            _ => false,
+        }
     }
 
     /// The winning entry's key; `None` when every source is done (or one failed).
@@ -57,13 +78,23 @@ impl<S: Cursor> Merge<S> {
     /// The winning entry's key and value (`None` for a tombstone), found once.
     #[inline]
     pub(crate) fn entry(&self) -> Option<(&[u8], Option<&[u8]>)> {
-        self.sources[*self.heap.first()?].entry()
+        let top = *self.heap.first()?;
+        let (key, value) = self.sources[top].entry()?;
+        match &self.cover {
+            Some(c) if value.is_some() && c.covers(key, top) => Some((key, None)),
+            _ => Some((key, value)),
+        }
     }
 
     /// The winning entry's value; `None` for a tombstone.
     #[inline]
     pub(crate) fn value(&self) -> Option<&[u8]> {
-        self.sources[*self.heap.first()?].value()
+        let top = *self.heap.first()?;
+        let value = self.sources[top].value()?;
+        match &self.cover {
+            Some(_) if self.covered() => None,
+            _ => Some(value),
+        }
     }
 
     /// The winning entry's expiry (`expiry::NEVER`: none, or no entry).

@@ -197,6 +197,15 @@ impl ReadPath<'_> {
         if !reads.is_empty() {
             self.read_blocks(counters, level, pending, out, &mut reads);
         }
+        // A key this level's table did not hold but whose ranges cover is deleted below:
+        // "absent", and no deeper table is read for it.
+        if version.range_deletes {
+            for p in pending.iter_mut().filter(|p| !p.done) {
+                if p.table.is_some_and(|t| t.range_deletes().covers(p.key)) {
+                    (p.done, skipped) = (true, true);
+                }
+            }
+        }
         if !reads.is_empty() || skipped {
             pending.retain(|p| !p.done);
         }

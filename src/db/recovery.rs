@@ -190,10 +190,10 @@ fn replay(
         report.batches_replayed += scan.batches.len() as u64;
         for batch in scan.batches {
             let seq = lead.next();
-            let wal::Batch { default, spaces } = batch;
-            for (id, ops) in std::iter::once((0, default)).chain(spaces) {
+            for (id, ops, ranges) in batch.into_parts() {
                 if let Ok(i) = ids.binary_search(&id) {
                     recovered[i].1.append(ops, seq);
+                    recovered[i].1.append_ranges(ranges, seq);
                 }
             }
             lead.publish(seq);
@@ -414,7 +414,9 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
             let id = next_file.fetch_add(1, Ordering::SeqCst);
             let o = opts_of(*ks);
             let filters = l0_filter(o, version, part.as_ref(), mem, id);
-            let t = write_l0(fs, dir, o, filters, mem, id)?;
+            let Some(t) = write_l0(fs, dir, o, filters, (mem, version), id)? else {
+                continue;
+            };
             report.filters_rejected += t.rejected_filters();
             version.edit(|levels| levels[0].push(Arc::new(t)));
         }
@@ -472,6 +474,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         }
     }
     let expiring = work.keyspaces.expiring;
+    let range_deletes = work.keyspaces.range_deletes;
     Ok(Inner {
         dir: dir.to_path_buf(),
         state: arc_swap::ArcSwap::from_pointee(published),
@@ -491,6 +494,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         slowing: Default::default(),
         keyspace_full: Default::default(),
         expiring: expiring.into(),
+        range_deletes: range_deletes.into(),
         seen_now: 0.into(),
         lookup_weights: Default::default(),
         pending_compaction_bytes: AtomicU64::new(pending),

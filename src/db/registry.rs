@@ -25,6 +25,9 @@ pub(super) struct Registry {
     /// The logs may hold puts with an expiry (manifest version 3, FORMAT.md §4): set before the
     /// first such put is logged, and kept.
     pub(super) expiring: bool,
+    /// The logs may hold range deletes (manifest version 4): set before the first one is
+    /// logged, and kept.
+    pub(super) range_deletes: bool,
 }
 
 impl Registry {
@@ -36,6 +39,7 @@ impl Registry {
             next_id: m.next_keyspace,
             own: BTreeMap::new(),
             expiring: m.expiring,
+            range_deletes: m.range_deletes,
         }
     }
 

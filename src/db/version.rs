@@ -36,6 +36,9 @@ pub(crate) struct Version {
     /// The earliest time some table expires whole (`Table::expire_whole_by`; `NEVER`:
     /// none does): a get looks for such a table only once the store has seen that time.
     pub(crate) soonest_whole_expiry: u64,
+    /// Some table carries deleted ranges: a lookup then looks for the first table whose
+    /// ranges cover its key (`range_deletes.rs`), and reads no table after it.
+    pub(crate) range_deletes: bool,
 }
 
 impl Version {
@@ -45,6 +48,7 @@ impl Version {
             max_prefixes: vec![Vec::new(); MAX_LEVELS],
             hints: vec![Vec::new(); MAX_LEVELS],
             soonest_whole_expiry: crate::expiry::NEVER,
+            range_deletes: false,
         }
     }
 
@@ -73,6 +77,11 @@ impl Version {
             .filter_map(|t| t.expire_whole_by())
             .min()
             .unwrap_or(crate::expiry::NEVER);
+        self.range_deletes = self
+            .levels
+            .iter()
+            .flatten()
+            .any(|t| !t.range_deletes().is_empty());
         r
     }
 

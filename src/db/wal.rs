@@ -10,11 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
+use super::wal_range;
 use crate::coding::{put_u32_len, Cursor};
 use crate::error::{Error, Result};
 use crate::expiry::NEVER;
 use crate::fs::{CreateMode, FileSystem, WritableFile};
-use crate::table::{TAG_DELETE, TAG_PUT};
+use crate::table::{DeletedRange, TAG_DELETE, TAG_PUT};
 
 /// One operation of a batch: a put (with an expiry, or `NEVER`) or a deletion.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,13 +49,18 @@ const TAG_PUT_EXPIRING: u8 = 4;
 
 /// A batch: the default keyspace's operations and each other keyspace's, each part in the
 /// order written (operations on different keyspaces never meet, so only the order within
-/// a part matters).
+/// a part matters), and the ranges it deletes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Batch {
     /// The default keyspace's (id 0) operations.
     pub(crate) default: Ops,
     /// Other keyspaces' operations by keyspace id, one part per id, ids in first-use order.
     pub(crate) spaces: Vec<(u32, Ops)>,
+    /// Ranges deleted, by keyspace id (each id also has a part, maybe empty), grouped by
+    /// keyspace in the parts' order. A range deletes the keys of older batches only: the
+    /// batch's own operations on keys inside it come after it (`WriteBatch::delete_range`
+    /// drops those before it), and the log holds a part's ranges ahead of its operations.
+    pub(crate) ranges: Vec<(u32, DeletedRange)>,
 }
 
 impl Batch {
@@ -78,9 +84,46 @@ impl Batch {
         std::iter::once((0, &self.default)).chain(self.spaces.iter().map(|(id, o)| (*id, o)))
     }
 
-    /// Operations in all parts.
+    /// Operations in all parts, range deletes included.
     pub(crate) fn len(&self) -> usize {
-        self.parts().map(|(_, o)| o.len()).sum()
+        self.parts().map(|(_, o)| o.len()).sum::<usize>() + self.ranges.len()
+    }
+
+    /// Adds a range deleted from keyspace `id`, kept with the keyspace's other ranges.
+    pub(crate) fn push_range(&mut self, id: u32, range: DeletedRange) {
+        self.part(id);
+        let at = match self.ranges.iter().rposition(|(k, _)| *k == id) {
+            Some(i) => i + 1,
+            None => {
+                // After the ranges of the parts before this one.
+                let order: Vec<u32> = self.parts().map(|(k, _)| k).collect();
+                let rank = |k: u32| order.iter().position(|&o| o == k).unwrap_or(usize::MAX);
+                self.ranges.partition_point(|(k, _)| rank(*k) < rank(id))
+            }
+        };
+        self.ranges.insert(at, (id, range));
+    }
+
+    /// Each part with its keyspace id and its deleted ranges, the default first.
+    pub(crate) fn into_parts(self) -> impl Iterator<Item = (u32, Ops, Vec<DeletedRange>)> {
+        let mut ranges = self.ranges;
+        std::iter::once((0, self.default))
+            .chain(self.spaces)
+            .map(move |(id, ops)| {
+                let (mine, rest) = std::mem::take(&mut ranges)
+                    .into_iter()
+                    .partition::<Vec<_>, _>(|(k, _)| *k == id);
+                ranges = rest;
+                (id, ops, mine.into_iter().map(|(_, r)| r).collect())
+            })
+    }
+
+    /// Keyspace `id`'s deleted ranges.
+    pub(crate) fn ranges_of(&self, id: u32) -> impl Iterator<Item = &DeletedRange> {
+        self.ranges
+            .iter()
+            .filter(move |(k, _)| *k == id)
+            .map(|(_, r)| r)
     }
 }
 
@@ -134,7 +177,12 @@ pub(crate) fn encode_batch(batch: &Batch) -> Result<Vec<u8>> {
         .flat_map(|(_, ops)| ops)
         .map(|op| op_encoded_len(op.key.len(), op.value.as_ref().map(Vec::len), op.expiry))
         .sum::<usize>()
-        + batch.spaces.len() * KEYSPACE_SWITCH_LEN;
+        + batch.spaces.len() * KEYSPACE_SWITCH_LEN
+        + batch
+            .ranges
+            .iter()
+            .map(|(_, r)| wal_range::encoded_len(r))
+            .sum::<usize>();
     if BATCH_HEADER_LEN + size > MAX_RECORD {
         return Err(Error::InvalidArgument(format!(
             "write batch encodes to {} bytes, more than a log record may hold ({MAX_RECORD})",
@@ -148,6 +196,9 @@ pub(crate) fn encode_batch(batch: &Batch) -> Result<Vec<u8>> {
         if id != 0 {
             out.push(TAG_KEYSPACE);
             out.extend_from_slice(&id.to_le_bytes());
+        }
+        for r in batch.ranges_of(id) {
+            wal_range::encode(&mut out, r)?;
         }
         for op in ops {
             let expiring = op.value.is_some() && op.expiry != NEVER;
@@ -186,6 +237,11 @@ pub(crate) fn decode_batch(payload: &[u8]) -> Option<Batch> {
         let tag = c.u8().ok()?;
         if tag == TAG_KEYSPACE {
             keyspace = c.u32().ok()?;
+            continue;
+        }
+        if tag == wal_range::TAG_DELETE_RANGE {
+            batch.push_range(keyspace, wal_range::decode(&mut c)?);
+            decoded += 1;
             continue;
         }
         let key = c.len_prefixed().ok()?.to_vec();

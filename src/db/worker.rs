@@ -116,6 +116,7 @@ pub(super) fn manifest_data<'v>(
             .collect(),
         next_keyspace: registry.next_id(),
         expiring: registry.expiring,
+        range_deletes: registry.range_deletes,
     }
 }
 

@@ -26,7 +26,7 @@ use super::inner::{lock, Inner};
 use super::memtable::Memtable;
 use super::state::State;
 use super::throttle;
-use super::wal::{self, Batch, WalWriter};
+use super::wal::{self, WalWriter};
 use super::write_queue::{take_group, Queued};
 use crate::error::{Error, Result};
 
@@ -97,6 +97,9 @@ impl Inner {
         batch.validate()?;
         if batch.expiring() {
             self.admit_expiring()?;
+        }
+        if batch.deletes_ranges() {
+            self.admit_range_deletes()?;
         }
         let record = wal::encode_batch(&batch.ops)?;
         let mut q = lock(&self.queue);
@@ -173,12 +176,16 @@ impl Inner {
         let lead = &state.default.mem;
         for w in group {
             let seq = lead.next();
-            let Batch { default, spaces } = w.ops;
-            state.default.mem.append(default, seq);
-            for (id, ops) in spaces {
+            for (id, ops, ranges) in w.ops.into_parts() {
+                if id == 0 {
+                    state.default.mem.append(ops, seq);
+                    state.default.mem.append_ranges(ranges, seq);
+                    continue;
+                }
                 // A keyspace dropped after the write was queued: its part goes with it.
                 if let Some(s) = state.get(id) {
                     s.mem.append(ops, seq);
+                    s.mem.append_ranges(ranges, seq);
                     // Its own, smaller memtable size (the store's is the generation's).
                     if s.mem.approximate_size() >= s.opts.memtable_size {
                         self.keyspace_full.store(true, Ordering::Relaxed);

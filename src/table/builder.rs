@@ -335,6 +335,11 @@ impl TableBuilder {
         self.opts.format_version >= 3 && self.opts.compression == Compression::None
     }
 
+    /// The last key added, if any.
+    pub fn last_key(&self) -> Option<&[u8]> {
+        self.last_key.as_deref()
+    }
+
     /// Entries added so far.
     pub fn entries(&self) -> u64 {
         self.entries

@@ -29,6 +29,8 @@ pub(crate) trait Versions: Keys {
     fn expiry(&self, e: usize) -> u64;
     /// Entry `e` or the newest earlier version of its key among the first `seen` batches.
     fn version_at(&self, e: usize, seen: u64) -> Option<usize>;
+    /// Whether a range deleted by a later batch among the first `seen` covers entry `e`.
+    fn covered(&self, e: usize, seen: u64) -> bool;
 }
 
 /// One memtable's entries in a range (see the module comment).
@@ -138,7 +140,11 @@ impl<M: Versions> Cursor for MemCursor<M> {
 
     #[inline]
     fn value(&self) -> Option<&[u8]> {
-        self.mem.value(self.current?)
+        let e = self.current?;
+        if self.mem.covered(e, self.seen) {
+            return None;
+        }
+        self.mem.value(e)
     }
 
     #[inline]

@@ -47,7 +47,7 @@ use super::wal::{Op, Ops};
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::expiry::{Now, NEVER};
 use crate::filter::hash_key;
-use crate::table::{Direction, KeyRange};
+use crate::table::{DeletedRange, Direction, End, KeyRange};
 use cursor::{MemCursor, Versions};
 use index::Index;
 use sorted::{Keys, View};
@@ -114,6 +114,13 @@ impl Versions for Memtable {
     fn version_at(&self, e: usize, seen: u64) -> Option<usize> {
         self.version_index_at(e, seen)
     }
+    #[inline]
+    fn covered(&self, e: usize, seen: u64) -> bool {
+        self.has_ranges() && {
+            let e = self.entry(e);
+            self.range_covers(&e.key, e.seq, seen)
+        }
+    }
 }
 
 /// The counts of a memtable generation (one memtable per keyspace, `state::Published`),
@@ -153,6 +160,11 @@ pub(crate) struct Memtable {
     pub(crate) wal_id: u64,
     /// Puts with an expiry appended (last: read by INFO, not by gets).
     expiring: AtomicUsize,
+    /// Ranges deleted, each with its batch's number, in the order applied: a range hides the
+    /// entries of earlier batches here and everything older than this memtable. Read whole
+    /// by a lookup that meets a memtable holding any (`range_covers`): range deletes are
+    /// expected to be few between flushes.
+    ranges: boxcar::Vec<(u64, DeletedRange)>,
 }
 
 impl std::fmt::Debug for Memtable {
@@ -188,6 +200,7 @@ impl Memtable {
             index: ArcSwap::from_pointee(index),
             keys: AtomicUsize::new(0),
             expiring: AtomicUsize::new(0),
+            ranges: boxcar::Vec::new(),
             len: AtomicUsize::new(0),
             sorted: ArcSwap::from_pointee(View::default()),
             flush_order: Mutex::new(None),
@@ -294,6 +307,43 @@ impl Memtable {
         self.len.store(self.entries.count(), Ordering::Release);
     }
 
+    /// Appends `ranges` as deleted by batch `seq` (as `append`: seen once published).
+    pub(crate) fn append_ranges(&self, ranges: Vec<DeletedRange>, seq: u64) {
+        let mut added = 0;
+        for r in ranges {
+            added += r.start.len() + ENTRY_OVERHEAD;
+            if let End::Before(k) | End::Through(k) = &r.end {
+                added += k.len();
+            }
+            self.ranges.push((seq, r));
+        }
+        self.size.fetch_add(added, Ordering::Relaxed);
+        self.counts().bytes.fetch_add(added, Ordering::Relaxed);
+    }
+
+    /// Whether any range was deleted here (by any batch, published or not).
+    #[inline(always)]
+    pub(crate) fn has_ranges(&self) -> bool {
+        self.ranges.count() > 0
+    }
+
+    /// Whether a range deleted by a batch after `floor` and among the first `seen` covers
+    /// `key`.
+    pub(crate) fn range_covers(&self, key: &[u8], floor: u64, seen: u64) -> bool {
+        self.ranges
+            .iter()
+            .any(|(_, (seq, r))| floor < *seq && *seq <= seen && r.covers(key))
+    }
+
+    /// The ranges deleted by the first `seen` batches.
+    pub(crate) fn ranges_at(&self, seen: u64) -> Vec<DeletedRange> {
+        self.ranges
+            .iter()
+            .filter(|(_, (seq, _))| *seq <= seen)
+            .map(|(_, (_, r))| r.clone())
+            .collect()
+    }
+
     /// `Some(Some(v))` value, `Some(None)` tombstone, `None` not here. An empty memtable (the
     /// common case right after a flush) answers without hashing. Expiring entries are values.
     #[cfg(test)]
@@ -324,7 +374,11 @@ impl Memtable {
         if seen == 0 {
             return None;
         }
-        let e = self.newest(key, hash, seen)?;
+        let e = self.newest(key, hash, seen);
+        if self.has_ranges() && self.range_covers(key, e.map_or(0, |e| e.seq), seen) {
+            return Some(None);
+        }
+        let e = e?;
         Some(e.value.as_deref().filter(|_| !now.expired(e.expiry)))
     }
 
@@ -365,10 +419,10 @@ impl Memtable {
         self.counts().bytes.load(Ordering::Relaxed)
     }
 
-    /// True when no entry has been appended (a batch of the shared count may have gone to
-    /// other memtables only).
+    /// True when no entry has been appended and no range deleted (a batch of the shared count
+    /// may have gone to other memtables only).
     pub(crate) fn is_empty(&self) -> bool {
-        self.len.load(Ordering::Acquire) == 0
+        self.len.load(Ordering::Acquire) == 0 && !self.has_ranges()
     }
 
     /// The sorted view over every entry appended so far, built from the last one and
@@ -409,9 +463,15 @@ impl Memtable {
                 }
             }
         };
+        let ranges = self.has_ranges();
         for &e in order.iter() {
             let newest = self.entry(e);
             if let Some(at) = self.version_at(newest, seen) {
+                // An entry a later range deleted goes: the table's ranges hide older tables'
+                // keys only (FORMAT.md §3).
+                if ranges && self.range_covers(&newest.key, at.seq, seen) {
+                    continue;
+                }
                 f(&newest.key, at.value.as_deref(), at.expiry)?;
             }
         }

@@ -22,8 +22,9 @@ impl Table {
         }
     }
 
-    /// Whether the table's key range meets `[start, end]` (it holds keys, and its smallest and
-    /// largest keys leave room for one there): the tables a scan of that range reaches.
+    /// Whether the table's key range meets `[start, end]` (it holds keys or deleted ranges, and
+    /// its smallest and largest keys leave room for one there): the tables a scan of that range
+    /// reaches.
     pub fn meets(&self, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
         let after_start = match start {
             Bound::Included(k) => !self.ends_before(k),
@@ -35,7 +36,8 @@ impl Table {
             Bound::Excluded(e) => self.min_key() < e,
             Bound::Unbounded => true,
         };
-        self.properties().entries > 0 && after_start && before_end
+        let p = self.properties();
+        (p.entries > 0 || p.range_deletes > 0) && after_start && before_end
     }
 
     /// What the range filter says about the keys between `lo` and `hi`: `Empty` only when no
