@@ -411,6 +411,17 @@ fn wal_target() -> Target {
                 expiry,
             });
         }
+        // Range deletes too (operation tag 5), with each kind of end.
+        let end = match n % 3 {
+            0 => crate::table::End::Before(vec![n, 9]),
+            1 => crate::table::End::Through(vec![n, 9]),
+            _ => crate::table::End::Unbounded,
+        };
+        let range = crate::table::DeletedRange {
+            start: vec![n],
+            end,
+        };
+        batch.push_range(u32::from(n % 2) * 3, range);
         log.extend_from_slice(&wal::encode_batch(&batch).unwrap());
     }
     Target {

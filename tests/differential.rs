@@ -1,5 +1,6 @@
 //! Differential test against RocksDB (feature `rocksdb`): the same random operation sequences
-//! — put / delete / get / multi_get / write batch / scan / flush / compact / reopen, keys from
+//! — put / delete / range delete (RocksDB's `DeleteRange`, alone and inside batches, before
+//! and after snapshots) / get / multi_get / write batch / scan / flush / compact / reopen, keys from
 //! a small space so overwrites and deletes of existing keys are common — applied to both
 //! engines, every get, multi_get
 //! and scan compared. On divergence: the seed, the length of the failing prefix (the first
@@ -25,9 +26,22 @@ enum Op {
     Scan(Vec<u8>, Vec<u8>),
     /// `[from, to]` read backward (`DbIter::rev`) against RocksDB's reverse iterator.
     ScanBack(Vec<u8>, Vec<u8>),
-    /// Snapshots of both, then these writes, then `[from, to]` read backward at the
-    /// snapshots: they must not see the writes.
-    SnapshotScanBack(Vec<u8>, Vec<u8>, Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    /// Snapshots of both, then these writes (and this range deleted), then `[from, to]` read
+    /// backward at the snapshots: they must not see the writes.
+    SnapshotScanBack(
+        Vec<u8>,
+        Vec<u8>,
+        Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        Option<(Vec<u8>, Vec<u8>)>,
+    ),
+    /// Every key in `[from, to)` deleted with one operation.
+    DeleteRange(Vec<u8>, Vec<u8>),
+    /// One batch: these writes, `[from, to)` deleted, then those writes.
+    BatchAroundRange(
+        Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        (Vec<u8>, Vec<u8>),
+        Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ),
     Flush,
     Compact,
     Reopen,
@@ -49,9 +63,25 @@ fn gen(rng: &mut Rng, step: usize) -> Op {
             })
             .collect()
     };
+    // A range to delete: most over a few keys, some over many (sometimes empty: `a..a`).
+    let range = |rng: &mut Rng| -> (Vec<u8>, Vec<u8>) {
+        let a = rng.below(250);
+        let b = if rng.chance(85) {
+            (a + rng.below(20)).min(250)
+        } else {
+            a + rng.below(251 - a)
+        };
+        let k = |i: u64| format!("k{i:03}").into_bytes();
+        (k(a), k(b))
+    };
     match rng.below(1000) {
-        0..=349 => Op::Put(key(rng), value(rng)),
-        350..=479 => Op::Delete(key(rng)),
+        0..=339 => Op::Put(key(rng), value(rng)),
+        340..=349 => {
+            let (a, b) = range(rng);
+            Op::DeleteRange(a, b)
+        }
+        350..=469 => Op::Delete(key(rng)),
+        470..=479 => Op::BatchAroundRange(writes(rng, 4), range(rng), writes(rng, 4)),
         480..=779 => Op::Get(key(rng)),
         780..=799 => Op::MultiGet((0..1 + rng.below(100)).map(|_| key(rng)).collect()),
         800..=879 => Op::Batch(writes(rng, 6)),
@@ -65,7 +95,8 @@ fn gen(rng: &mut Rng, step: usize) -> Op {
         }
         955..=969 => {
             let (a, b) = (key(rng), key(rng));
-            Op::SnapshotScanBack(a.clone().min(b.clone()), a.max(b), writes(rng, 20))
+            let deleted = rng.chance(40).then(|| range(rng));
+            Op::SnapshotScanBack(a.clone().min(b.clone()), a.max(b), writes(rng, 20), deleted)
         }
         970..=987 => Op::Flush,
         988..=995 => Op::Compact,
@@ -211,8 +242,46 @@ impl Engines {
                 let b = rocks.iterator(IteratorMode::From(to, rocksdb::Direction::Reverse));
                 return same_backward("", a, b, from, to);
             }
-            Op::SnapshotScanBack(from, to, writes) => {
+            Op::DeleteRange(from, to) => {
+                ours.delete_range(from.as_slice()..to.as_slice()).unwrap();
+                let mut b = RocksBatch::default();
+                b.delete_range(from, to);
+                rocks.write(b).unwrap();
+            }
+            Op::BatchAroundRange(before, (from, to), after) => {
+                let mut a = lsm_bloom::WriteBatch::new();
+                let mut b = RocksBatch::default();
+                let add = |ops: &[(Vec<u8>, Option<Vec<u8>>)],
+                           a: &mut lsm_bloom::WriteBatch,
+                           b: &mut RocksBatch| {
+                    for (k, v) in ops {
+                        match v {
+                            Some(v) => {
+                                a.put(k.clone(), v.clone());
+                                b.put(k, v);
+                            }
+                            None => {
+                                a.delete(k.clone());
+                                b.delete(k);
+                            }
+                        }
+                    }
+                };
+                add(before, &mut a, &mut b);
+                a.delete_range(from.as_slice()..to.as_slice());
+                b.delete_range(from, to);
+                add(after, &mut a, &mut b);
+                ours.write(a).unwrap();
+                rocks.write(b).unwrap();
+            }
+            Op::SnapshotScanBack(from, to, writes, deleted) => {
                 let (snap, rsnap) = (ours.snapshot(), rocks.snapshot());
+                if let Some((a, b)) = deleted {
+                    ours.delete_range(a.as_slice()..b.as_slice()).unwrap();
+                    let mut batch = RocksBatch::default();
+                    batch.delete_range(a, b);
+                    rocks.write(batch).unwrap();
+                }
                 for (k, v) in writes {
                     match v {
                         Some(v) => {

@@ -16,7 +16,8 @@
 //! `... -- --workload cursor [--defaults] [--scans S]` (`cursor.rs`); keyspaces against
 //! column families: `... -- --workload keyspaces [--defaults]` (`keyspaces.rs`); how soon
 //! expired data leaves our disk and what expiry costs reads: `... -- --workload expiry
-//! [--defaults]` (`expiry.rs`).
+//! [--defaults]` (`expiry.rs`); what deleted ranges cost gets and what a range delete saves:
+//! `... -- --workload range-deletes` (`range_deletes.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -65,6 +66,7 @@ mod latency;
 mod multi;
 mod phases;
 mod prefix;
+mod range_deletes;
 use hold::hold;
 use phases::{
     bare_probes, load, load_each, median, median_sample, phase_keys, read_phase, timed_parallel,
@@ -166,7 +168,7 @@ struct Args {
     /// `keyspaces` (ours' keyspaces against RocksDB's column families and fjall's keyspaces,
     /// `keyspaces.rs`), `expiry` (how soon expired data leaves our disk, and expiry's cost to
     /// reads, ours alone: `expiry.rs`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency", "cursor", "keyspaces", "expiry"])]
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency", "cursor", "keyspaces", "expiry", "range-deletes"])]
     workload: String,
     /// Latency workload: seconds of the timed phase per engine, round and thread count.
     #[arg(long, default_value_t = 20.0)]
@@ -292,6 +294,9 @@ fn main() {
     }
     if args.workload == "expiry" {
         return expiry::run(&args);
+    }
+    if args.workload == "range-deletes" {
+        return range_deletes::run(&args);
     }
     if args.workload == "keyspaces" {
         return keyspaces::run(&args);

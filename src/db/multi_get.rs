@@ -182,6 +182,11 @@ impl ReadPath<'_> {
             let (verdict, answer) = ask_filters(t, p.key, p.hash, &mut p.prefix);
             tally.add(answer);
             if let Verdict::Maybe { filtered } = verdict {
+                // A key a newer table's range deletes is not read here (nor deeper).
+                if version.range_deletes && version.deleted_above(level, t, p.key) {
+                    (p.done, skipped) = (true, true);
+                    continue;
+                }
                 // A key past the table's last block is not in it: nothing to read.
                 if let Some(block) = t.block_of(p.key) {
                     reads.push(BlockRead {
@@ -196,15 +201,6 @@ impl ReadPath<'_> {
         tally.flush(counters, c);
         if !reads.is_empty() {
             self.read_blocks(counters, level, pending, out, &mut reads);
-        }
-        // A key this level's table did not hold but whose ranges cover is deleted below:
-        // "absent", and no deeper table is read for it.
-        if version.range_deletes {
-            for p in pending.iter_mut().filter(|p| !p.done) {
-                if p.table.is_some_and(|t| t.range_deletes().covers(p.key)) {
-                    (p.done, skipped) = (true, true);
-                }
-            }
         }
         if !reads.is_empty() || skipped {
             pending.retain(|p| !p.done);

@@ -8,10 +8,11 @@
 //! drops the entries its memtable's ranges cover and writes the ranges into the new table
 //! (FORMAT.md §3), cut to the keys older tables hold (`cut_to_older`): a table's ranges end
 //! through a key, so its key range bounds them as it bounds keys, and the level search,
-//! compaction's overlap and the picker need nothing new. From there lookups (`read.rs`,
-//! `multi_get.rs`) stop at the first table whose ranges cover the key, scans hide the entries
-//! of older places a newer one's ranges cover (`cover.rs`), and compaction drops them and
-//! carries the ranges down until nothing lies below (`compaction.rs`).
+//! compaction's overlap and the picker need nothing new. From there a lookup (`read.rs`,
+//! `multi_get.rs`) whose filter says "maybe" for a table first asks whether a newer table's
+//! ranges cover the key (and then does not read the table), scans hide the entries of older
+//! places a newer one's ranges cover (`cover.rs`), and compaction drops them and carries the
+//! ranges down until nothing lies below (`compaction.rs`).
 
 use std::ops::{Bound, RangeBounds};
 use std::sync::atomic::Ordering;

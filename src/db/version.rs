@@ -196,6 +196,27 @@ impl Version {
         self.levels[level].get(i).filter(|t| t.covers(key))
     }
 
+    /// Whether a deleted range of a table newer than `t` (of `level`) covers `key`: a newer
+    /// level-0 table, or the one table of a shallower level whose range holds the key. The key
+    /// is then deleted in `t` (`multi_get` asks before it reads `t`'s block).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn deleted_above(&self, level: usize, t: &Table, key: &[u8]) -> bool {
+        let deletes = |x: &Table| x.covers(key) && x.range_deletes().covers(key);
+        for x in self.levels[0].iter().rev() {
+            if std::ptr::eq(&**x, t) {
+                return false;
+            }
+            if deletes(x) {
+                return true;
+            }
+        }
+        (1..level).any(|l| {
+            self.in_level(l, key)
+                .is_some_and(|x| x.range_deletes().covers(key))
+        })
+    }
+
     /// Entries in every table (keys, tombstones and overwritten versions counted once each).
     pub(crate) fn entries(&self) -> u64 {
         self.levels

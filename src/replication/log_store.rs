@@ -4,10 +4,11 @@
 //! index; `m/vote`, `m/committed`, `m/purged` for the vote and the two marks; `m/format` for
 //! the layout's version. An append is one `WriteBatch` (one of more than 64 MiB is written as
 //! several, in order: a crash between them leaves a prefix of its entries, none reported
-//! durable). Truncations and purges delete only the entries present, in bounded batches
-//! (`log_trim.rs`): a truncation highest first, so a crash leaves a shorter contiguous log; a
-//! purge writes its mark first, so a crash leaves only entries at or below the mark, which
-//! `open` deletes. Never a hole.
+//! durable). A truncation or a purge is one range delete (`WriteBatch::delete_range`): one
+//! operation however many entries it removes, applied whole, so a crash leaves the log as it
+//! was or as asked, never a hole; a purge writes its mark in the same batch. (Logs written by
+//! builds before range deletes may hold entries at or below the purge mark, left by a crash
+//! part-way through a purge made of several batches: `open` deletes them, `log_trim.rs`.)
 //!
 //! Durability, the contract openraft states for each method:
 //! - `append`: the entries are written (unsynced) before it returns, so they are readable at
@@ -107,17 +108,11 @@ impl LogStore {
                 codec::decode_opt_log_id(&b).map_err(|r| corrupt(dir.as_ref(), "purged mark", r))?
             }
         };
-        // A purge writes its mark before it deletes the entries (`log_trim.rs`): entries a
-        // crash left at or below the mark are deleted now.
+        // A purge of a build before range deletes wrote its mark before it deleted the entries
+        // in several batches (`log_trim.rs`): entries a crash left at or below the mark are
+        // deleted now.
         if let Some(p) = &last_purged_log_id {
-            log_trim::delete_entries(
-                &db,
-                0,
-                p.index,
-                log_trim::From::Low,
-                WriteBatch::new(),
-                false,
-            )?;
+            log_trim::delete_entries(&db, 0, p.index, WriteBatch::new(), false)?;
         }
         let last = db
             .scan([ENTRY].as_slice()..[ENTRY + 1].as_slice())?
@@ -407,19 +402,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn truncate_after(&mut self, last_log_id: Option<LogId>) -> StorageResult<()> {
         let from = last_log_id.as_ref().map_or(0, |l| l.index + 1);
         self.tail().truncate(from);
-        let state = self.state();
-        // Only entries present are deleted, the highest first and in bounded batches
-        // (`log_trim.rs`): a crash part-way leaves a shorter log, still contiguous.
-        let hi = state.last_log_id.map(|l| l.index);
-        log_trim::delete_entries(
-            &self.shared.db,
-            from,
-            hi.unwrap_or(0),
-            log_trim::From::High,
-            WriteBatch::new(),
-            true,
-        )
-        .map_err(write_err)?;
+        // Every entry from `from` on, in one operation, synced.
+        let mut batch = WriteBatch::new();
+        batch.delete_range((
+            Bound::Included(entry_key(from).to_vec()),
+            Bound::Excluded(vec![ENTRY + 1]),
+        ));
+        self.shared
+            .db
+            .write_opt(batch, WriteOptions { sync: true })
+            .map_err(write_err)?;
         self.update(|s| {
             if s.last_log_id.as_ref().is_some_and(|l| l.index >= from) {
                 s.last_log_id = last_log_id.or(s.last_purged_log_id);
@@ -428,24 +420,14 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         Ok(())
     }
 
-    /// Records `log_id` as purged, then removes the entries up to it that are present, in
-    /// bounded batches (`log_trim.rs`): the mark goes first, so a crash part-way leaves only
-    /// entries at or below it, which `open` deletes.
+    /// Records `log_id` as purged and removes every entry up to it, in one batch: the mark
+    /// and one range delete.
     async fn purge(&mut self, log_id: LogId) -> StorageResult<()> {
-        let state = self.state();
-        let from = state.last_purged_log_id.map_or(0, |p| p.index + 1);
-        let mut mark = WriteBatch::new();
-        mark.put(PURGED, codec::encode_opt_log_id(Some(&log_id)));
+        let mut batch = WriteBatch::new();
+        batch.put(PURGED, codec::encode_opt_log_id(Some(&log_id)));
+        batch.delete_range(entry_key(0)..=entry_key(log_id.index));
         self.tail().purge(log_id.index);
-        log_trim::delete_entries(
-            &self.shared.db,
-            from,
-            log_id.index,
-            log_trim::From::Low,
-            mark,
-            false,
-        )
-        .map_err(write_err)?;
+        self.shared.db.write(batch).map_err(write_err)?;
         self.update(|s| {
             s.last_purged_log_id = Some(log_id);
             if s.last_log_id < Some(log_id) {

@@ -1,13 +1,12 @@
-//! Deleting runs of the Raft log's entries in bounded batches, for `LogStore`'s purge,
-//! truncation and start-up clean-up.
+//! The Raft log's entry keys, and deleting the entries present in a run in bounded batches:
+//! `LogStore::open`'s clean-up after a purge of a build before range deletes, which a crash
+//! cut short (its purges and truncations are now one range delete each, `log_store.rs`).
 //!
-//! openraft asks to purge or truncate by index range, and a range may be far wider than what
-//! is stored: a node that installs a snapshot at index 2×10^7 on an empty log purges
-//! "everything up to 2×10^7". Deleting every index of the range in one batch (14 bytes of
-//! batch per index) passed the store's `MAX_BATCH_SIZE` at ~19.2 million indexes, and since
-//! openraft repeats the purge at every start, the node could never start again. So only the
-//! entries present are deleted, found by a scan, at most `DELETE_BATCH` per write batch:
-//! work is bounded by what is stored, and each batch by a constant.
+//! Deleting every index of a run in one batch (14 bytes of batch per index) passed the
+//! store's `MAX_BATCH_SIZE` at ~19.2 million indexes (a node that installs a snapshot at
+//! index 2×10^7 on an empty log purges "everything up to 2×10^7"). So only the entries
+//! present are deleted, found by a scan, at most `DELETE_BATCH` per write batch: work is
+//! bounded by what is stored, and each batch by a constant.
 
 use std::ops::Bound;
 
@@ -35,27 +34,13 @@ pub(super) fn index_of(key: &[u8]) -> Option<u64> {
     }
 }
 
-/// Which end of a run is deleted first.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum From {
-    /// Lowest index first (a purge: what is left is a suffix).
-    Low,
-    /// Highest index first (a truncation: what is left is a prefix, so a crash part-way
-    /// leaves a log that is still contiguous).
-    High,
-}
-
-/// Up to `max` indexes of the entries present in `lo..=hi`, from the end `from` names.
-fn present(db: &Db, lo: u64, hi: u64, max: usize, from: From) -> crate::Result<Vec<u64>> {
+/// Up to `max` indexes of the entries present in `lo..=hi`, lowest first.
+fn present(db: &Db, lo: u64, hi: u64, max: usize) -> crate::Result<Vec<u64>> {
     let range = (
         Bound::Included(entry_key(lo)),
         Bound::Included(entry_key(hi)),
     );
     let iter = db.scan::<[u8; 9], _>(range)?;
-    let iter: Box<dyn Iterator<Item = _>> = match from {
-        From::Low => Box::new(iter),
-        From::High => Box::new(iter.rev()),
-    };
     let mut out = Vec::new();
     for kv in iter {
         if out.len() >= max {
@@ -69,24 +54,23 @@ fn present(db: &Db, lo: u64, hi: u64, max: usize, from: From) -> crate::Result<V
     Ok(out)
 }
 
-/// Deletes every entry present in `lo..=hi`, `DELETE_BATCH` at a time, starting at `from`;
-/// `first` goes into the first batch (the purge mark, written before any entry goes). The
-/// last batch is written with `sync`; the earlier ones are not (the log's file is written in
-/// order, so the last sync makes them durable too). Returns how many entries it deleted.
+/// Deletes every entry present in `lo..=hi`, `DELETE_BATCH` at a time, lowest first; `first`
+/// goes into the first batch. The last batch is written with `sync`; the earlier ones are not
+/// (the log's file is written in order, so the last sync makes them durable too). Returns how
+/// many entries it deleted.
 pub(super) fn delete_entries(
     db: &Db,
     lo: u64,
     hi: u64,
-    from: From,
     first: WriteBatch,
     sync: bool,
 ) -> crate::Result<u64> {
     let mut batch = first;
-    let (mut lo, mut hi) = (lo, hi);
+    let mut lo = lo;
     let mut deleted = 0u64;
     loop {
         let found = if lo <= hi {
-            present(db, lo, hi, DELETE_BATCH, from)?
+            present(db, lo, hi, DELETE_BATCH)?
         } else {
             Vec::new()
         };
@@ -95,16 +79,11 @@ pub(super) fn delete_entries(
             batch.delete(entry_key(i));
         }
         deleted += found.len() as u64;
-        match (from, found.last()) {
-            (From::Low, Some(&i)) => match i.checked_add(1) {
+        if let Some(&i) = found.last() {
+            match i.checked_add(1) {
                 Some(next) => lo = next,
                 None => done = true,
-            },
-            (From::High, Some(&i)) => match i.checked_sub(1) {
-                Some(next) => hi = next,
-                None => done = true,
-            },
-            (_, None) => {}
+            }
         }
         let sync_now = sync && done;
         if batch.is_empty() && sync_now {
@@ -134,28 +113,26 @@ mod tests {
     }
 
     fn left(db: &Db) -> Vec<u64> {
-        present(db, 0, u64::MAX, usize::MAX, From::Low).unwrap()
+        present(db, 0, u64::MAX, usize::MAX).unwrap()
     }
 
     /// A range of 2×10^7 indexes over a few stored entries deletes just those, in one batch.
     #[test]
     fn a_wide_range_over_few_entries_deletes_only_what_is_there() {
         let (_d, db) = store([5, 6, 7, 30_000_000]);
-        let n = delete_entries(&db, 0, 20_000_000, From::Low, WriteBatch::new(), false).unwrap();
+        let n = delete_entries(&db, 0, 20_000_000, WriteBatch::new(), false).unwrap();
         assert_eq!(n, 3);
         assert_eq!(left(&db), vec![30_000_000]);
     }
 
-    /// More entries than one batch holds are deleted over several batches, from either end.
+    /// More entries than one batch holds are deleted over several batches.
     #[test]
     fn runs_longer_than_a_batch_are_deleted_whole() {
         let count = DELETE_BATCH as u64 * 2 + 17;
-        for from in [From::Low, From::High] {
-            let (_d, db) = store(0..count);
-            let n = delete_entries(&db, 0, count - 2, from, WriteBatch::new(), true).unwrap();
-            assert_eq!(n, count - 1);
-            assert_eq!(left(&db), vec![count - 1]);
-        }
+        let (_d, db) = store(0..count);
+        let n = delete_entries(&db, 0, count - 2, WriteBatch::new(), true).unwrap();
+        assert_eq!(n, count - 1);
+        assert_eq!(left(&db), vec![count - 1]);
     }
 
     /// The batch passed as `first` is written even when nothing is deleted.
@@ -164,7 +141,7 @@ mod tests {
         let (_d, db) = store([]);
         let mut first = WriteBatch::new();
         first.put(b"m/purged", b"p");
-        delete_entries(&db, 0, u64::MAX, From::Low, first, false).unwrap();
+        delete_entries(&db, 0, u64::MAX, first, false).unwrap();
         assert_eq!(db.get(b"m/purged").unwrap().as_deref(), Some(&b"p"[..]));
     }
 }

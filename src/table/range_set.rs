@@ -11,7 +11,7 @@
 
 use std::cmp::Ordering;
 
-use crate::coding::{put_len_prefixed, Cursor};
+use crate::coding::{key_prefix, put_len_prefixed, Cursor};
 use crate::error::Result;
 
 /// Where a deleted range ends.
@@ -98,9 +98,25 @@ impl DeletedRange {
 }
 
 /// A sorted union of deleted ranges: disjoint, none touching the next, none empty.
+///
+/// `covers` searches `starts`, a dense array of the 8 bytes of each range's first key that
+/// follow the bytes all first keys share (`common`), and looks at the keys themselves only
+/// among ranges whose 8 bytes tie with the key's. Searching the ranges' keys (a heap pointer
+/// per step) took a present get on a store holding 10^4 ranges in one table from 1.3 to
+/// 1.8 µs (`db_bench --workload range-deletes`, 10^6 keys, which share their first 9 bytes:
+/// without `common` every search fell through to the keys).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RangeSet {
     ranges: Vec<DeletedRange>,
+    /// The bytes every range's first key starts with (the longest such).
+    common: Vec<u8>,
+    /// `key_prefix` of each range's first key after `common`, in the same order.
+    starts: Vec<u64>,
+    /// `key_prefix` of each range's end key after `common`, in the same order; `u64::MAX` for
+    /// an end that does not start with `common` (past every key that does) or none. A key
+    /// whose 8 bytes after `common` are below it is inside (given the start); above, outside;
+    /// on a tie the keys decide.
+    ends: Vec<u64>,
 }
 
 impl RangeSet {
@@ -119,7 +135,39 @@ impl RangeSet {
                 _ => out.push(r),
             }
         }
-        RangeSet { ranges: out }
+        RangeSet::sorted(out)
+    }
+
+    /// The set of `ranges`, already a sorted union.
+    fn sorted(ranges: Vec<DeletedRange>) -> RangeSet {
+        // Sorted: the first and the last key share what all share.
+        let common = match (ranges.first(), ranges.last()) {
+            (Some(a), Some(b)) => {
+                let n = a
+                    .start
+                    .iter()
+                    .zip(&b.start)
+                    .take_while(|(x, y)| x == y)
+                    .count();
+                a.start[..n].to_vec()
+            }
+            _ => Vec::new(),
+        };
+        let n = common.len();
+        let starts = ranges.iter().map(|r| key_prefix(&r.start[n..])).collect();
+        let ends = ranges
+            .iter()
+            .map(|r| match &r.end {
+                End::Before(k) | End::Through(k) if k.starts_with(&common) => key_prefix(&k[n..]),
+                _ => u64::MAX,
+            })
+            .collect();
+        RangeSet {
+            ranges,
+            common,
+            starts,
+            ends,
+        }
     }
 
     /// No range.
@@ -137,11 +185,40 @@ impl RangeSet {
         &self.ranges
     }
 
-    /// Whether `key` lies in one of the ranges: a binary search.
+    /// Whether `key` lies in one of the ranges: a binary search of `starts`, then of the
+    /// keys of the ranges whose 8 bytes tie with the key's (if any).
     #[inline]
     pub fn covers(&self, key: &[u8]) -> bool {
-        let p = self.ranges.partition_point(|r| r.start.as_slice() <= key);
-        p > 0 && self.ranges[p - 1].end.reaches(key)
+        let n = self.common.len();
+        match key[..n.min(key.len())].cmp(&self.common) {
+            // Below every first key (so is a key shorter than `common` and a prefix of it).
+            Ordering::Less => false,
+            Ordering::Equal if key.len() < n => false,
+            // Above every first key: the last range decides.
+            Ordering::Greater => self.ranges.last().is_some_and(|r| r.end.reaches(key)),
+            Ordering::Equal => {
+                let p = key_prefix(&key[n..]);
+                let below = self.starts.partition_point(|&s| s < p);
+                let tied = self.starts[below..].partition_point(|&s| s == p);
+                // Ranges whose first key is at or below `key`.
+                let at = match tied {
+                    0 => below,
+                    _ => {
+                        below
+                            + self.ranges[below..below + tied]
+                                .partition_point(|r| r.start.as_slice() <= key)
+                    }
+                };
+                if at == 0 {
+                    return false;
+                }
+                match p.cmp(&self.ends[at - 1]) {
+                    Ordering::Less => true,
+                    Ordering::Greater => false,
+                    Ordering::Equal => self.ranges[at - 1].end.reaches(key),
+                }
+            }
+        }
     }
 
     /// The smallest key inside, and the end of the last range.
@@ -168,7 +245,8 @@ impl RangeSet {
                 }
             }
         }
-        RangeSet { ranges: rest }
+        *self = RangeSet::sorted(std::mem::take(&mut self.ranges));
+        RangeSet::sorted(rest)
     }
 
     /// The block payload of a table's range deletes (FORMAT.md §3): a count, then each
@@ -223,7 +301,7 @@ impl RangeSet {
         if !c.is_empty() {
             return Err("bytes follow the last deleted range".into());
         }
-        Ok(RangeSet { ranges })
+        Ok(RangeSet::sorted(ranges))
     }
 }
 
@@ -317,6 +395,77 @@ mod tests {
         assert!(RangeSet::decode(&huge).unwrap_err().contains("cannot fit"));
         for cut in 0..bytes.len() {
             assert!(RangeSet::decode(&bytes[..cut]).is_err());
+        }
+    }
+}
+
+#[cfg(test)]
+mod search_tests {
+    use super::*;
+
+    /// Ranges whose starts share their first 8 bytes (and shorter ones, and zero bytes): the
+    /// search by prefix answers as a plain scan of the ranges.
+    #[test]
+    fn the_search_by_prefix_answers_as_a_plain_scan() {
+        let mut ranges = Vec::new();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for (i, head) in [&b"tenant:7"[..], b"tenant:", b"t", b"tenant:8", b""]
+            .iter()
+            .enumerate()
+        {
+            for j in 0..12u8 {
+                let start = [*head, &[j * 3, b':']].concat();
+                let last = [*head, &[j * 3 + 1]].concat();
+                keys.extend([start.clone(), last.clone(), [&last[..], b"\0"].concat()]);
+                keys.push([*head, &[j * 3 + 2]].concat());
+                let end = match (i + j as usize) % 3 {
+                    0 => End::Before([*head, &[j * 3 + 1]].concat()),
+                    1 => End::Through(last),
+                    _ => End::Through([*head, &[j * 3 + 1, 0]].concat()),
+                };
+                ranges.push(DeletedRange { start, end });
+            }
+        }
+        let set = RangeSet::union(ranges.clone());
+        for k in &keys {
+            let want = ranges.iter().any(|r| r.covers(k));
+            assert_eq!(set.covers(k), want, "{k:?}");
+        }
+        let mut cut = set.clone();
+        let rest = cut.split_after(b"tenant:7");
+        for k in &keys {
+            assert_eq!(set.covers(k), cut.covers(k) || rest.covers(k), "{k:?}");
+        }
+    }
+
+    /// Ranges whose first keys all share 9 bytes: keys shorter than those, a prefix of them,
+    /// below, above, and inside answer as a plain scan.
+    #[test]
+    fn a_prefix_every_range_shares_is_searched_past() {
+        let k = |i: u64, tail: &str| format!("{i:015}{tail}").into_bytes();
+        let ranges: Vec<DeletedRange> = (0..50)
+            .map(|i| DeletedRange {
+                start: k(i * 100 + 10, "0"),
+                end: match i % 2 {
+                    0 => End::Before(k(i * 100 + 20, "0")),
+                    _ => End::Through(k(i * 100 + 20, "0")),
+                },
+            })
+            .collect();
+        let set = RangeSet::union(ranges.clone());
+        assert_eq!(set.common, b"00000000000".to_vec());
+        let mut keys: Vec<Vec<u8>> = ["", "0", "00000000", "000000000", "0000000000", "1", "/"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect();
+        for i in 0..5_200 {
+            keys.extend([k(i, "0"), k(i, ""), k(i, "1")]);
+        }
+        keys.push(b"00000000000".to_vec());
+        keys.push(b"0000000000099999".to_vec());
+        for key in &keys {
+            let want = ranges.iter().any(|r| r.covers(key));
+            assert_eq!(set.covers(key), want, "{:?}", String::from_utf8_lossy(key));
         }
     }
 }
