@@ -291,7 +291,7 @@ impl ReadPath<'_> {
             // With deleted ranges in the store, a table whose filter says "maybe" is read
             // only if no newer table's ranges cover the key (`deleted_above`).
             let above = ranges.then(|| &candidates[..i]);
-            match self.probe::<T>(counters, level, t, key, hash, &mut prefix, above)? {
+            match self.probe::<T>(counters, (level, t), key, hash, &mut prefix, above)? {
                 Lookup::Value(v) => return Ok(Some(v)),
                 Lookup::Tombstone => return Ok(None),
                 Lookup::Absent => {}
@@ -328,8 +328,7 @@ impl ReadPath<'_> {
     fn probe<'s, T: Take<'s>>(
         &self,
         counters: &ReadCounters,
-        level: usize,
-        t: &'s Table,
+        (level, t): (usize, &'s Table),
         key: &[u8],
         hash: u64,
         prefix: &mut KeyPrefix,

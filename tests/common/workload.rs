@@ -1,5 +1,6 @@
-//! The mixed workload the fault and power-loss tests replay: writes (single puts, deletes and
-//! batches over 60 keys, values up to ~200 bytes), flushes and compactions, from a seed.
+//! The mixed workload the fault and power-loss tests replay: writes (single puts, deletes,
+//! range deletes and batches over 60 keys, values up to ~200 bytes), flushes and
+//! compactions, from a seed.
 
 use std::collections::BTreeMap;
 
@@ -10,8 +11,18 @@ use super::Rng;
 /// The expected contents of a store.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-/// One write of the workload, as (key, value-or-delete) pairs applied atomically.
+/// One write of the workload, as (key, value-or-delete) pairs applied atomically, in order. A
+/// deletion whose key ends in `*` deletes the range of keys that start with the rest
+/// (`WriteBatch::delete_range`): `key01*` deletes `key010` to `key019`.
 pub type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// The range a range-delete key (`key01*`) names: its prefix, and the prefix after it.
+fn prefix_range(k: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let prefix = k.strip_suffix(b"*")?;
+    let mut end = prefix.to_vec();
+    *end.last_mut()? += 1;
+    Some((prefix.to_vec(), end))
+}
 
 /// One step of the workload.
 pub enum Step {
@@ -40,7 +51,17 @@ pub fn workload(seed: u64, len: usize) -> Vec<Step> {
                     })
                     .collect(),
             ),
-            13..=22 => Step::Write(vec![(key(&mut rng), None)]),
+            13..=20 => Step::Write(vec![(key(&mut rng), None)]),
+            // A range delete of ten keys, alone or between two puts of one batch.
+            21..=22 => {
+                let range = format!("key0{}*", rng.below(6)).into_bytes();
+                let mut ops = vec![(range, None)];
+                if rng.chance(50) {
+                    ops.insert(0, (key(&mut rng), Some(b"before".to_vec())));
+                    ops.push((key(&mut rng), Some(b"after".to_vec())));
+                }
+                Step::Write(ops)
+            }
             _ => {
                 let k = key(&mut rng);
                 let v = format!("v{i}-{}", "x".repeat(rng.below(200) as usize));
@@ -53,10 +74,15 @@ pub fn workload(seed: u64, len: usize) -> Vec<Step> {
 /// Applies one write to the model.
 pub fn apply(model: &mut Model, ops: &Ops) {
     for (k, v) in ops {
-        match v {
-            Some(v) => model.insert(k.clone(), v.clone()),
-            None => model.remove(k),
-        };
+        match (v, prefix_range(k)) {
+            (None, Some((start, end))) => model.retain(|k, _| !(start <= *k && *k < end)),
+            (Some(v), _) => {
+                model.insert(k.clone(), v.clone());
+            }
+            (None, None) => {
+                model.remove(k);
+            }
+        }
     }
 }
 
@@ -64,9 +90,10 @@ pub fn apply(model: &mut Model, ops: &Ops) {
 pub fn batch(ops: &Ops) -> WriteBatch {
     let mut b = WriteBatch::new();
     for (k, v) in ops {
-        match v {
-            Some(v) => b.put(k.clone(), v.clone()),
-            None => b.delete(k.clone()),
+        match (v, prefix_range(k)) {
+            (None, Some((start, end))) => b.delete_range(start..end),
+            (Some(v), _) => b.put(k.clone(), v.clone()),
+            (None, None) => b.delete(k.clone()),
         };
     }
     b

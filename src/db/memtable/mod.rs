@@ -34,6 +34,7 @@
 
 mod cursor;
 mod index;
+mod ranges;
 mod sorted;
 
 use std::cmp::Ordering as CmpOrdering;
@@ -47,7 +48,7 @@ use super::wal::{Op, Ops};
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::expiry::{Now, NEVER};
 use crate::filter::hash_key;
-use crate::table::{DeletedRange, Direction, End, KeyRange};
+use crate::table::{DeletedRange, Direction, KeyRange};
 use cursor::{MemCursor, Versions};
 use index::Index;
 use sorted::{Keys, View};
@@ -305,43 +306,6 @@ impl Memtable {
         self.size.fetch_add(added, Ordering::Relaxed);
         self.counts().bytes.fetch_add(added, Ordering::Relaxed);
         self.len.store(self.entries.count(), Ordering::Release);
-    }
-
-    /// Appends `ranges` as deleted by batch `seq` (as `append`: seen once published).
-    pub(crate) fn append_ranges(&self, ranges: Vec<DeletedRange>, seq: u64) {
-        let mut added = 0;
-        for r in ranges {
-            added += r.start.len() + ENTRY_OVERHEAD;
-            if let End::Before(k) | End::Through(k) = &r.end {
-                added += k.len();
-            }
-            self.ranges.push((seq, r));
-        }
-        self.size.fetch_add(added, Ordering::Relaxed);
-        self.counts().bytes.fetch_add(added, Ordering::Relaxed);
-    }
-
-    /// Whether any range was deleted here (by any batch, published or not).
-    #[inline(always)]
-    pub(crate) fn has_ranges(&self) -> bool {
-        self.ranges.count() > 0
-    }
-
-    /// Whether a range deleted by a batch after `floor` and among the first `seen` covers
-    /// `key`.
-    pub(crate) fn range_covers(&self, key: &[u8], floor: u64, seen: u64) -> bool {
-        self.ranges
-            .iter()
-            .any(|(_, (seq, r))| floor < *seq && *seq <= seen && r.covers(key))
-    }
-
-    /// The ranges deleted by the first `seen` batches.
-    pub(crate) fn ranges_at(&self, seen: u64) -> Vec<DeletedRange> {
-        self.ranges
-            .iter()
-            .filter(|(_, (seq, _))| *seq <= seen)
-            .map(|(_, (_, r))| r.clone())
-            .collect()
     }
 
     /// `Some(Some(v))` value, `Some(None)` tombstone, `None` not here. An empty memtable (the
