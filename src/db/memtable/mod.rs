@@ -162,10 +162,11 @@ pub(crate) struct Memtable {
     /// Puts with an expiry appended (last: read by INFO, not by gets).
     expiring: AtomicUsize,
     /// Ranges deleted, each with its batch's number, in the order applied: a range hides the
-    /// entries of earlier batches here and everything older than this memtable. Read whole
-    /// by a lookup that meets a memtable holding any (`range_covers`): range deletes are
-    /// expected to be few between flushes.
+    /// entries of earlier batches here and everything older than this memtable. A lookup
+    /// asks `range_covers`, through `range_index`.
     ranges: boxcar::Vec<(u64, DeletedRange)>,
+    /// `ranges` indexed for lookups (`ranges.rs`).
+    range_index: ArcSwap<ranges::RangeIndex>,
 }
 
 impl std::fmt::Debug for Memtable {
@@ -202,6 +203,7 @@ impl Memtable {
             keys: AtomicUsize::new(0),
             expiring: AtomicUsize::new(0),
             ranges: boxcar::Vec::new(),
+            range_index: ArcSwap::from_pointee(ranges::RangeIndex::default()),
             len: AtomicUsize::new(0),
             sorted: ArcSwap::from_pointee(View::default()),
             flush_order: Mutex::new(None),
