@@ -377,3 +377,34 @@ fn a_range_delete_stays_in_its_keyspace() {
         db.compact().unwrap();
     }
 }
+
+/// A compaction does not read an input that one range of a newer input holds whole: its
+/// every entry is deleted. Here the keys' table (10^4 keys) and the table of the range over
+/// them are compacted together, and the compaction reads only the range's table.
+#[test]
+fn a_compaction_skips_a_table_a_newer_range_holds_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .with_idle_compaction_after(None)
+        .with_l0_compaction_trigger(8);
+    let db = Db::open(dir.path(), opts).unwrap();
+    let mut b = WriteBatch::new();
+    for i in 0..10_000 {
+        b.put(format!("key{i:06}"), [b'v'; 100]);
+    }
+    db.write(b).unwrap();
+    db.flush().unwrap();
+    let keys_table = db.stats().total.table_bytes;
+    db.delete_range("key".as_bytes().."kez".as_bytes()).unwrap();
+    db.flush().unwrap();
+    assert_eq!(db.stats().levels[0].tables, 2);
+    let range_table = db.stats().total.table_bytes - keys_table;
+    db.compact().unwrap();
+    let s = db.stats();
+    assert_eq!(
+        s.compaction_bytes_read, range_table,
+        "keys' table: {keys_table} bytes"
+    );
+    assert_eq!(s.total.tables, 0, "{:?}", s.levels);
+    assert_eq!(db.iter().count(), 0);
+}

@@ -328,18 +328,29 @@ pub(crate) fn run(
     // Newest first: L0 newest to oldest, then each deeper level (disjoint within a level).
     let mut ordered: Vec<&(usize, Arc<Table>)> = job.inputs.iter().collect();
     ordered.sort_by_key(|(l, t)| (*l, if *l == 0 { u64::MAX - t.id() } else { 0 }));
-    let bytes_read = ordered.iter().map(|(_, t)| t.file_size()).sum();
+    // Deleted ranges (`range_deletes.rs`): an input's hide the entries of the inputs after
+    // it, which go; an input one range of a newer input holds whole is not even read. All
+    // the ranges go on into the outputs, which may lie above older data, unless nothing lies
+    // below.
+    let read: Vec<&(usize, Arc<Table>)> = ordered
+        .iter()
+        .enumerate()
+        .filter(|(i, (_, t))| {
+            let held =
+                |n: &&(usize, Arc<Table>)| n.1.range_deletes().holds(t.min_key(), t.max_key());
+            !ordered[..*i].iter().any(held)
+        })
+        .map(|(_, input)| *input)
+        .collect();
+    let bytes_read = read.iter().map(|(_, t)| t.file_size()).sum();
     // Whole tables, read around the block cache (a compaction's blocks are read once).
     let all = Arc::new(KeyRange::all());
-    let sources = ordered
+    let sources = read
         .iter()
         .map(|(_, t)| TableCursor::new(Arc::clone(t), None, Arc::clone(&all), Direction::Forward))
         .collect::<Result<Vec<_>>>()?;
-    // Deleted ranges (`range_deletes.rs`): an input's hide the entries of the inputs after
-    // it, which go; all of them go on into the outputs, which may lie above older data,
-    // unless nothing lies below.
     let mut cover = Cover::default();
-    for (i, (_, t)) in ordered.iter().enumerate() {
+    for (i, (_, t)) in read.iter().enumerate() {
         cover.add_tables(i, [t]);
     }
     let mut ranges = if job.drop_tombstones {
