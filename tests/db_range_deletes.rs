@@ -408,3 +408,32 @@ fn a_compaction_skips_a_table_a_newer_range_holds_whole() {
     assert_eq!(s.total.tables, 0, "{:?}", s.levels);
     assert_eq!(db.iter().count(), 0);
 }
+
+/// A store that deleted ranges and is reopened told to write table format 5 still flushes
+/// and compacts its ranges (in format 6, which its manifest already requires) and refuses
+/// new range deletes.
+#[test]
+fn ranges_written_before_survive_a_reopen_that_asks_for_format_5() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    for i in 0..200 {
+        db.put(format!("k{i:03}"), "v").unwrap();
+    }
+    db.flush().unwrap();
+    db.delete_range("k050".as_bytes().."k150".as_bytes())
+        .unwrap();
+    db.close().unwrap();
+    let old = tiny_options().with_table_format_version(5);
+    let db = Db::open(dir.path(), old.clone()).unwrap();
+    assert!(db
+        .delete_range("k000".as_bytes().."k001".as_bytes())
+        .is_err());
+    db.put("k999", "v").unwrap();
+    db.flush().unwrap();
+    db.compact().unwrap();
+    for i in 0..200 {
+        let want = (!(50..150).contains(&i)).then(|| b"v".to_vec());
+        assert_eq!(db.get(format!("k{i:03}")).unwrap(), want, "k{i:03}");
+    }
+    assert_eq!(db.iter().count(), 101);
+}

@@ -364,7 +364,11 @@ pub(crate) fn run(
         )
     };
     let mut merged = Merge::new(sources, Direction::Forward).with_cover(cover);
-    let builder_opts = opts.table_options(job.output_level as u32, filters);
+    let mut builder_opts = opts.table_options(job.output_level as u32, filters);
+    if !ranges.is_empty() {
+        // Only format 6 holds them (as `flush::write_l0`).
+        builder_opts.format_version = builder_opts.format_version.max(6);
+    }
     let mut out = Output {
         tables: Vec::new(),
         bytes_read,

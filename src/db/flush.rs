@@ -74,7 +74,13 @@ pub(super) fn write_l0(
         RangeSet::default()
     };
     let path = table_path(dir, id);
-    let mut b = TableBuilder::create_in(fs, &path, opts.table_options(0, filters))?;
+    let mut table_opts = opts.table_options(0, filters);
+    if !ranges.is_empty() {
+        // Only format 6 holds them. A store that logged them already needs a build that
+        // reads format 6 (its manifest is of version 4), whatever format it was told to write.
+        table_opts.format_version = table_opts.format_version.max(6);
+    }
+    let mut b = TableBuilder::create_in(fs, &path, table_opts)?;
     mem.for_each_newest(|k, v, expiry| {
         b.add_with_expiry(k, v, (expiry != NEVER).then_some(expiry))
     })?;
