@@ -437,3 +437,42 @@ fn ranges_written_before_survive_a_reopen_that_asks_for_format_5() {
     }
     assert_eq!(db.iter().count(), 101);
 }
+
+/// A scan passes over, unopened, every table a newer range holds whole: over 20,000 keys in
+/// the deeper levels all deleted by one range, a full scan (either way) reads no block there.
+#[test]
+fn a_scan_passes_over_tables_a_newer_range_holds_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options::default()
+        .with_idle_compaction_after(None)
+        .with_target_file_size(64 * 1024);
+    let db = loaded(dir.path(), 20_000, opts);
+    let deep = |s: &lsm_bloom::DbStats| -> u64 {
+        s.levels[1..]
+            .iter()
+            .map(|l| l.scan_block_reads + l.scan_block_cache_hits)
+            .sum()
+    };
+    assert!(db.stats().levels[1..].iter().map(|l| l.tables).sum::<u64>() > 4);
+    let before = deep(&db.stats());
+    assert_eq!(db.scan("key".as_bytes()..).unwrap().count(), 20_000);
+    let whole = deep(&db.stats()) - before;
+    // Half the keys first: the tables inside the range are passed over, the two at its
+    // edges read.
+    db.delete_range("key005000".as_bytes().."key015000".as_bytes())
+        .unwrap();
+    db.flush().unwrap();
+    let before = deep(&db.stats());
+    assert_eq!(db.scan("key".as_bytes()..).unwrap().count(), 10_000);
+    let part = deep(&db.stats()) - before;
+    db.delete_range("key".as_bytes().."kez".as_bytes()).unwrap();
+    db.flush().unwrap();
+    let before = deep(&db.stats());
+    assert_eq!(db.iter().count(), 0);
+    assert_eq!(db.iter().rev().count(), 0);
+    assert_eq!(deep(&db.stats()), before, "blocks read below the range");
+    assert!(
+        part < whole * 3 / 4,
+        "{part} blocks for half the keys, {whole} for all"
+    );
+}

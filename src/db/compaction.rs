@@ -363,7 +363,7 @@ pub(crate) fn run(
                 .collect(),
         )
     };
-    let mut merged = Merge::new(sources, Direction::Forward).with_cover(cover);
+    let mut merged = Merge::new(sources, Direction::Forward).with_cover(Arc::new(cover));
     let mut builder_opts = opts.table_options(job.output_level as u32, filters);
     if !ranges.is_empty() {
         // Only format 6 holds them (as `flush::write_l0`).

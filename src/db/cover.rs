@@ -8,6 +8,8 @@
 //! a `RangeSet`, a level's as its tables that carry ranges (sorted and disjoint: the key's one
 //! table is found by binary search, then asked). An entry's check is a binary search per
 //! newer source with ranges; a merge without any has no cover and pays one branch per entry.
+//! A scan's table cursors also ask it (`holds`) before they open a table: one a newer range
+//! holds whole is passed over unread (`level_cursor.rs`).
 
 use std::sync::Arc;
 
@@ -28,6 +30,16 @@ impl Ranges {
             Ranges::Set(s) => s.covers(key),
             Ranges::Tables(ts) => {
                 Table::in_level(ts, key).is_some_and(|t| t.range_deletes().covers(key))
+            }
+        }
+    }
+
+    /// Whether one range holds every key from `lo` through `hi`.
+    fn holds(&self, lo: &[u8], hi: &[u8]) -> bool {
+        match self {
+            Ranges::Set(s) => s.holds(lo, hi),
+            Ranges::Tables(ts) => {
+                Table::in_level(ts, lo).is_some_and(|t| t.range_deletes().holds(lo, hi))
             }
         }
     }
@@ -68,6 +80,15 @@ impl Cover {
     /// No source has ranges.
     pub(crate) fn is_empty(&self) -> bool {
         self.parts.is_empty()
+    }
+
+    /// Whether a source newer than `source` deleted every key from `lo` through `hi` (one of
+    /// its ranges holds them all): a table of `source` with that key range need not be read.
+    pub(crate) fn holds(&self, lo: &[u8], hi: &[u8], source: usize) -> bool {
+        self.parts
+            .iter()
+            .take_while(|(s, _)| *s < source)
+            .any(|(_, r)| r.holds(lo, hi))
     }
 
     /// Whether a source newer than `source` deleted `key`.

@@ -118,42 +118,73 @@ pub(super) fn merge_of(
     dir: Direction,
 ) -> Result<Merge<Source>> {
     let range = &*scan.range;
+    let version = &state.version;
+    let level0 = &version.levels()[0];
+    // The sources' deleted ranges, if any (`cover.rs`), gathered before the cursors: a table
+    // cursor passes over a table a newer source's range holds whole.
+    let ranges =
+        version.range_deletes || state.mem.has_ranges() || state.imm.iter().any(|m| m.has_ranges());
+    let cover = ranges.then(|| Arc::new(cover_of(state, mem_seen, range)));
+    let mine = |n: usize| cover.as_ref().map(|c| (Arc::clone(c), n));
     let mut sources = Vec::with_capacity(2 + state.imm.len() + state.version.levels().len());
-    // The sources' deleted ranges (`cover.rs`), gathered as the sources are.
+    sources.push(Source::Mem(state.mem.cursor(range, dir, mem_seen)));
+    for m in state.imm.iter().rev() {
+        sources.push(Source::Mem(m.cursor(range, dir, m.visible())));
+    }
+    for i in (0..level0.len()).rev() {
+        if level0[i].meets(range.start(), range.end()) {
+            let at = (0, mine(sources.len()));
+            sources.push(Source::Level(LevelCursor::over(
+                scan,
+                version,
+                at,
+                i..i + 1,
+                dir,
+            )?));
+        }
+    }
+    for level in 1..version.levels().len() {
+        if !version.levels()[level].is_empty() {
+            let at = (level, mine(sources.len()));
+            sources.push(Source::Level(LevelCursor::level(scan, version, at, dir)?));
+        }
+    }
+    let merge = Merge::new(sources, dir);
+    Ok(match cover {
+        Some(c) => merge.with_cover(c),
+        None => merge,
+    })
+}
+
+/// The deleted ranges of `merge_of`'s sources in `range`, numbered as it numbers them.
+fn cover_of(state: &State, mem_seen: u64, range: &KeyRange) -> Cover {
     let mut cover = Cover::default();
     let mems = std::iter::once((&state.mem, mem_seen))
         .chain(state.imm.iter().rev().map(|m| (m, m.visible())));
+    let mut n = 0;
     for (m, seen) in mems {
         if m.has_ranges() {
-            cover.add_set(sources.len(), RangeSet::union(m.ranges_at(seen)));
+            cover.add_set(n, RangeSet::union(m.ranges_at(seen)));
         }
-        sources.push(Source::Mem(m.cursor(range, dir, seen)));
+        n += 1;
     }
     let version = &state.version;
     let level0 = &version.levels()[0];
-    for i in (0..level0.len()).rev() {
-        let t = &level0[i];
+    for t in level0.iter().rev() {
         if t.meets(range.start(), range.end()) {
-            if version.range_deletes {
-                cover.add_tables(sources.len(), [t]);
-            }
-            let c = LevelCursor::over(scan, version, 0, i..i + 1, dir)?;
-            sources.push(Source::Level(c));
+            cover.add_tables(n, [t]);
+            n += 1;
         }
     }
     for level in 1..version.levels().len() {
         let tables = &version.levels()[level];
         if !tables.is_empty() {
-            if version.range_deletes {
-                let reached = version.reaching(level, range.start(), range.end());
-                cover.add_tables(sources.len(), &tables[reached]);
-            }
-            sources.push(Source::Level(LevelCursor::level(
-                scan, version, level, dir,
-            )?));
+            let reached = version.reaching(level, range.start(), range.end());
+            cover.add_tables(n, &tables[reached]);
+            n += 1;
         }
     }
-    Ok(Merge::new(sources, dir).with_cover(cover))
+    cover
 }
 
 /// One source of a scan's merge.

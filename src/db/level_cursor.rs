@@ -8,13 +8,15 @@
 //! Prefix and range filters: when the scan's range lies inside one prefix
 //! (`iter::range_prefix`), a table whose prefix filter lacks it is passed over unopened, when
 //! the walk reaches it; so is a table whose range filter says the range holds none of its
-//! keys (`Table::check_range`). Data blocks the tables' cursors read are added to the level's
+//! keys (`Table::check_range`), and so is a table a newer source's deleted range holds whole
+//! (`Cover::holds`). Data blocks the tables' cursors read are added to the level's
 //! `scan_block_reads`.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use super::counters::{bump, Counters};
+use super::cover::Cover;
 use super::version::Version;
 use crate::error::Result;
 use crate::expiry::Reading;
@@ -50,6 +52,9 @@ pub(super) struct LevelCursor {
     table: Option<TableCursor>,
     /// The open table's block reads and cache hits already counted.
     counted: (u64, u64),
+    /// The deleted ranges of the scan's sources and this cursor's number among them: a table
+    /// a newer source's range holds whole is passed over unopened (`Cover::holds`).
+    cover: Option<(Arc<Cover>, usize)>,
 }
 
 impl LevelCursor {
@@ -57,18 +62,18 @@ impl LevelCursor {
     pub(super) fn level(
         scan: &Arc<ScanSetup>,
         version: &Arc<Version>,
-        level: usize,
+        (level, cover): (usize, Option<(Arc<Cover>, usize)>),
         dir: Direction,
     ) -> Result<LevelCursor> {
         let positions = version.reaching(level, scan.range.start(), scan.range.end());
-        LevelCursor::over(scan, version, level, positions, dir)
+        LevelCursor::over(scan, version, (level, cover), positions, dir)
     }
 
     /// A cursor over the tables at `positions` of `level`, in `dir`.
     pub(super) fn over(
         scan: &Arc<ScanSetup>,
         version: &Arc<Version>,
-        level: usize,
+        (level, cover): (usize, Option<(Arc<Cover>, usize)>),
         positions: Range<usize>,
         dir: Direction,
     ) -> Result<LevelCursor> {
@@ -80,6 +85,7 @@ impl LevelCursor {
             left: positions,
             table: None,
             counted: (0, 0),
+            cover,
         };
         c.open_next()?;
         Ok(c)
@@ -104,7 +110,7 @@ impl LevelCursor {
                 self.left = 0..0;
                 break;
             };
-            if self.passed_over(t) || self.expired_whole(i, t) {
+            if self.passed_over(t) || self.expired_whole(i, t) || self.deleted_whole(t) {
                 continue;
             }
             let range = match self.scan.ask_ranges {
@@ -165,6 +171,13 @@ impl LevelCursor {
         let counters = self.scan.counters.reader();
         bump(&counters.levels[self.level].expired_skips, 1);
         true
+    }
+
+    /// True when a newer source's deleted range holds the table's whole key range.
+    fn deleted_whole(&self, t: &Table) -> bool {
+        self.cover
+            .as_ref()
+            .is_some_and(|(c, me)| c.holds(t.min_key(), t.max_key(), *me))
     }
 
     /// True when the table's prefix filter says it lacks the scan's prefix (counted).

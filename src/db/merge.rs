@@ -12,6 +12,7 @@
 //! of the compaction thread in a bulk load's profile (`perf record -e cpu-clock`).
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use super::cover::Cover;
 use crate::coding::{cmp_prefixed, key_prefix};
@@ -28,7 +29,7 @@ pub(crate) struct Merge<S> {
     dir: Direction,
     /// The sources' deleted ranges, when some have any (`cover.rs`): an entry a newer
     /// source's range covers reads as deleted.
-    cover: Option<Box<Cover>>,
+    cover: Option<Arc<Cover>>,
 }
 
 impl<S: Cursor> Merge<S> {
@@ -54,8 +55,8 @@ impl<S: Cursor> Merge<S> {
     }
 
     /// The merge with `cover`'s deleted ranges applied (none when it is empty).
-    pub(crate) fn with_cover(mut self, cover: Cover) -> Self {
-        self.cover = (!cover.is_empty()).then(|| Box::new(cover));
+    pub(crate) fn with_cover(mut self, cover: Arc<Cover>) -> Self {
+        self.cover = (!cover.is_empty()).then_some(cover);
         self
     }
 
