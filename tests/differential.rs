@@ -182,18 +182,7 @@ impl Engines {
             Op::Batch(ops) => {
                 let mut a = lsm_bloom::WriteBatch::new();
                 let mut b = RocksBatch::default();
-                for (k, v) in ops {
-                    match v {
-                        Some(v) => {
-                            a.put(k.clone(), v.clone());
-                            b.put(k, v);
-                        }
-                        None => {
-                            a.delete(k.clone());
-                            b.delete(k);
-                        }
-                    }
-                }
+                add_writes(ops, &mut a, &mut b);
                 ours.write(a).unwrap();
                 rocks.write(b).unwrap();
             }
@@ -251,26 +240,10 @@ impl Engines {
             Op::BatchAroundRange(before, (from, to), after) => {
                 let mut a = lsm_bloom::WriteBatch::new();
                 let mut b = RocksBatch::default();
-                let add = |ops: &[(Vec<u8>, Option<Vec<u8>>)],
-                           a: &mut lsm_bloom::WriteBatch,
-                           b: &mut RocksBatch| {
-                    for (k, v) in ops {
-                        match v {
-                            Some(v) => {
-                                a.put(k.clone(), v.clone());
-                                b.put(k, v);
-                            }
-                            None => {
-                                a.delete(k.clone());
-                                b.delete(k);
-                            }
-                        }
-                    }
-                };
-                add(before, &mut a, &mut b);
+                add_writes(before, &mut a, &mut b);
                 a.delete_range(from.as_slice()..to.as_slice());
                 b.delete_range(from, to);
-                add(after, &mut a, &mut b);
+                add_writes(after, &mut a, &mut b);
                 ours.write(a).unwrap();
                 rocks.write(b).unwrap();
             }
@@ -315,6 +288,26 @@ impl Engines {
             }
         }
         None
+    }
+}
+
+/// Adds the puts and deletes `ops` to both engines' batches.
+fn add_writes(
+    ops: &[(Vec<u8>, Option<Vec<u8>>)],
+    a: &mut lsm_bloom::WriteBatch,
+    b: &mut RocksBatch,
+) {
+    for (k, v) in ops {
+        match v {
+            Some(v) => {
+                a.put(k.clone(), v.clone());
+                b.put(k, v);
+            }
+            None => {
+                a.delete(k.clone());
+                b.delete(k);
+            }
+        }
     }
 }
 

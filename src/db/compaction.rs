@@ -31,7 +31,9 @@ use super::running::Running;
 use super::version::{Version, MAX_LEVELS};
 use crate::error::{Error, Result};
 use crate::expiry::{Now, NEVER};
-use crate::table::{Direction, KeyRange, RangeSet, Table, TableBuilder, TableCursor};
+use crate::table::{
+    Direction, KeyRange, RangeSet, Table, TableBuilder, TableBuilderOptions, TableCursor,
+};
 
 /// A compaction to run: inputs (level, table) and where the output goes.
 pub(crate) struct Job {
@@ -404,15 +406,7 @@ pub(crate) fn run(
                 merged.step()?;
                 continue;
             }
-            let (_, b) = match current.as_mut() {
-                Some(c) => c,
-                None => {
-                    let id = next_id()?;
-                    let path = table_path(dir, id);
-                    let b = TableBuilder::create_in(&*opts.fs, &path, builder_opts.clone())?;
-                    current.insert((id, b))
-                }
-            };
+            let b = open_output(&mut current, next_id, dir, opts, &builder_opts)?;
             b.add_with_expiry(key, value, (expiry != NEVER).then_some(expiry))?;
             merged.step()?;
             if b.estimated_size() >= opts.target_file_size {
@@ -434,15 +428,7 @@ pub(crate) fn run(
         collect(finishing.take(), &mut out)?;
         if !ranges.is_empty() {
             // The last table takes the ranges left: one of ranges alone if none is open.
-            let (_, b) = match current.as_mut() {
-                Some(c) => c,
-                None => {
-                    let id = next_id()?;
-                    let path = table_path(dir, id);
-                    let b = TableBuilder::create_in(&*opts.fs, &path, builder_opts.clone())?;
-                    current.insert((id, b))
-                }
-            };
+            let b = open_output(&mut current, next_id, dir, opts, &builder_opts)?;
             b.set_range_deletes(std::mem::take(&mut ranges))?;
         }
         if let Some(t) = finish_table(dir, opts, job.output_level, current.take())? {
@@ -450,6 +436,24 @@ pub(crate) fn run(
         }
         Ok(out)
     })
+}
+
+/// The output table being filled (`current`), created first if none is: the next file number
+/// from `next_id`, written with `builder_opts`.
+fn open_output<'c>(
+    current: &'c mut Option<(u64, TableBuilder)>,
+    next_id: &mut dyn FnMut() -> Result<u64>,
+    dir: &Path,
+    opts: &Options,
+    builder_opts: &TableBuilderOptions,
+) -> Result<&'c mut TableBuilder> {
+    if current.is_none() {
+        let id = next_id()?;
+        let b = TableBuilder::create_in(&*opts.fs, &table_path(dir, id), builder_opts.clone())?;
+        *current = Some((id, b));
+    }
+    #[expect(clippy::unwrap_used, reason = "set just above when it was not")]
+    Ok(&mut current.as_mut().unwrap().1)
 }
 
 /// Finishes `table` (id and builder) and opens it as a table of `level`; `None` for none or

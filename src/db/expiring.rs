@@ -173,14 +173,32 @@ impl Inner {
     /// Before a batch with expiring puts is logged: refuses it if tables could not hold it,
     /// and records that logs may hold such puts (a manifest of version 3) if not yet done.
     pub(super) fn admit_expiring(&self) -> Result<()> {
-        if self.opts.table_format_version < 5 {
+        let what = ("a put with an expiry", "expiring puts", 3);
+        self.admit_logged(what, 5, &[&self.expiring], |r| r.expiring = true)
+    }
+
+    /// Before the first log operation of a kind builds before it would take for damage:
+    /// refuses it unless the store writes a table format of `format` or later (the first that
+    /// holds it), and otherwise, once, records in the registry (`mark`) and then in a manifest
+    /// of the version `what` names that the logs may hold it (FORMAT.md §2, §4); `done`
+    /// mirror the marks for writers that read them without the work lock. `what`: the
+    /// operation, its plural and the manifest version, for the error and the log.
+    pub(super) fn admit_logged(
+        &self,
+        what: (&str, &str, u32),
+        format: u32,
+        done: &[&std::sync::atomic::AtomicBool],
+        mark: impl Fn(&mut super::registry::Registry),
+    ) -> Result<()> {
+        let (one, many, version) = what;
+        if self.opts.table_format_version < format {
             return Err(Error::InvalidArgument(format!(
-                "a put with an expiry needs table format 5; the store writes format {} \
+                "{one} needs table format {format}; the store writes format {} \
                  (Options::table_format_version)",
                 self.opts.table_format_version
             )));
         }
-        if self.expiring.load(Ordering::Acquire) {
+        if done.iter().all(|d| d.load(Ordering::Acquire)) {
             return Ok(());
         }
         // Under the writer lock, as a keyspace's creation: no group is being logged while
@@ -188,16 +206,20 @@ impl Inner {
         let _writer = self.lock_checked(&self.writer);
         self.errors.check()?;
         let mut work = self.lock_checked(&self.work);
-        if !work.keyspaces.expiring {
-            work.keyspaces.expiring = true;
+        let marks = |k: &super::registry::Registry| (k.expiring, k.range_deletes);
+        let before = marks(&work.keyspaces);
+        mark(&mut work.keyspaces);
+        if marks(&work.keyspaces) != before {
             let log_number = self.log_number_after(None);
             if let Err(e) = self.write_manifest(&mut work, &[], log_number) {
-                work.keyspaces.expiring = false;
+                (work.keyspaces.expiring, work.keyspaces.range_deletes) = before;
                 return Err(self.errors.set(e));
             }
-            tracing::info!("the logs may now hold expiring puts: manifest version 3");
+            tracing::info!("the logs may now hold {many}: manifest version {version}");
         }
-        self.expiring.store(true, Ordering::Release);
+        for d in done {
+            d.store(true, Ordering::Release);
+        }
         Ok(())
     }
 }

@@ -15,14 +15,13 @@
 //! ranges down until nothing lies below (`compaction.rs`).
 
 use std::ops::{Bound, RangeBounds};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::inner::Inner;
 use super::keyspace::Keyspace;
 use super::version::Version;
 use super::{Db, WriteBatch};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::table::{Cursor, DeletedRange, Direction, End, KeyRange, RangeSet, TableCursor};
 
 impl Db {
@@ -50,34 +49,12 @@ impl Inner {
     /// that would take the log's tag 5 for damage refuse (`expiring.rs` does the same for
     /// expiring puts).
     pub(super) fn admit_range_deletes(&self) -> Result<()> {
-        if self.opts.table_format_version < 6 {
-            return Err(Error::InvalidArgument(format!(
-                "a range delete needs table format 6; the store writes format {} \
-                 (Options::table_format_version)",
-                self.opts.table_format_version
-            )));
-        }
-        if self.range_deletes.load(Ordering::Acquire) {
-            return Ok(());
-        }
-        let _writer = self.lock_checked(&self.writer);
-        self.errors.check()?;
-        let mut work = self.lock_checked(&self.work);
-        if !work.keyspaces.range_deletes {
-            let was = work.keyspaces.expiring;
-            work.keyspaces.range_deletes = true;
-            work.keyspaces.expiring = true;
-            let log_number = self.log_number_after(None);
-            if let Err(e) = self.write_manifest(&mut work, &[], log_number) {
-                work.keyspaces.range_deletes = false;
-                work.keyspaces.expiring = was;
-                return Err(self.errors.set(e));
-            }
-            tracing::info!("the logs may now hold range deletes: manifest version 4");
-        }
-        self.expiring.store(true, Ordering::Release);
-        self.range_deletes.store(true, Ordering::Release);
-        Ok(())
+        // Version 4 says what version 3 does too: the logs may hold expiring puts as well.
+        let what = ("a range delete", "range deletes", 4);
+        self.admit_logged(what, 6, &[&self.expiring, &self.range_deletes], |r| {
+            r.expiring = true;
+            r.range_deletes = true;
+        })
     }
 }
 
