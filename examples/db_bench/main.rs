@@ -125,6 +125,10 @@ struct Args {
     /// hashed into keys, so the hot keys lie in blocks spread over every table.
     #[arg(long, default_value_t = 1.0)]
     hold_skew: f64,
+    /// `--workload expiry`: run only these parts (1: the bound, 2: tables expired whole,
+    /// 3: live keys with an expiry); all by default.
+    #[arg(long, value_delimiter = ',')]
+    expiry_parts: Vec<u8>,
     /// Every engine at its own defaults instead of configured alike: ours
     /// `Options::default()`, fjall's defaults, RocksDB's defaults with a 10 bits/key Bloom
     /// filter (it has none by default). `--memtable-mib`, `--block-cache-mib` and

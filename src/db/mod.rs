@@ -48,6 +48,7 @@ mod cursor;
 mod exists;
 mod expiring;
 mod files;
+mod filter_checks;
 mod filters;
 mod flush;
 mod graveyard;

@@ -20,11 +20,10 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use super::counters::{bump, ReadCounters};
-use super::read::{
-    ask_filters, in_memtables, prefetch_filter, FilterTally, KeyPrefix, Lookup, ReadPath, Verdict,
-};
+use super::filter_checks::{ask_filters, FilterTally, KeyPrefix, Verdict};
+use super::read::{in_memtables, prefetch_filter, Lookup, ReadPath};
 use super::state::State;
-use super::version::Version;
+use super::version::{InLevel, Version};
 use crate::coding::key_prefix;
 use crate::error::Result;
 use crate::filter::hash_key;
@@ -139,8 +138,24 @@ impl ReadPath<'_> {
             let prefixes: SmallVec<[u64; CHUNK]> = pending.iter().map(|p| p.prefix_u64).collect();
             let mut positions: SmallVec<[usize; CHUNK]> = SmallVec::from_elem(0, pending.len());
             version.positions_in_level(level, &prefixes, &mut positions);
+            // Once some table may have expired whole, the search passes over one that has
+            // and shadows nothing (`Version::in_level_live_from`), unread; before then `seen`
+            // is 0 and nothing is passed over.
+            let seen = match version.soonest_whole_expiry <= self.seen {
+                true => self.seen,
+                false => 0,
+            };
+            let skips = &counters.levels[level].expired_skips;
             self.stage(counters, level, version, pending, out, |at, key, hash| {
-                version.in_level_from(level, positions[at], prefixes[at], key, hash)
+                let (position, p) = (positions[at], prefixes[at]);
+                match version.in_level_live_from(level, position, p, key, hash, seen) {
+                    InLevel::Table { table, .. } => Some(table),
+                    InLevel::Passed => {
+                        bump(skips, 1);
+                        None
+                    }
+                    InLevel::None => None,
+                }
             });
         }
     }

@@ -10,47 +10,23 @@
 //!
 //! A table without a usable whole-key filter (written with prefix filters only, `PrefixFilters::only`) is
 //! asked through its prefix filter for the key's prefix, when the rule gives the key one; that
-//! prefix is hashed at most once per get, and only when such a table is reached.
+//! prefix is hashed at most once per get, and only when such a table is reached
+//! (`filter_checks.rs`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use smallvec::SmallVec;
 
 use super::counters::{bump, Counters, LevelCounters, ReadCounters};
+use super::filter_checks::{check_filters, KeyPrefix, Verdict};
 use super::inner::Inner;
 use super::state::State;
+use super::version::InLevel;
 use crate::error::Result;
 use crate::expiry::Now;
 use crate::filter::hash_key;
 use crate::prefetch::CacheLevel;
-use crate::prefix::PrefixExtractor;
-use crate::table::{BlockCache, FilterState, LentValue, PrefixCheck, Table, TableReadStats};
-
-/// A key's prefix under the store's rule, hashed on first use.
-pub(super) enum KeyPrefix<'k> {
-    /// Not needed yet.
-    Pending(Option<PrefixExtractor>, &'k [u8]),
-    /// The rule, the prefix and its hash.
-    Hashed(PrefixExtractor, &'k [u8], u64),
-    /// No rule, or the rule gives the key no prefix.
-    None,
-}
-
-impl<'k> KeyPrefix<'k> {
-    /// The key's prefix under the store's rule, and its hash: worked out on the first call.
-    pub(super) fn get(&mut self) -> Option<(PrefixExtractor, &'k [u8], u64)> {
-        if let KeyPrefix::Pending(rule, key) = *self {
-            *self = match rule.and_then(|r| r.prefix(key).map(|p| (r, p))) {
-                Some((r, p)) => KeyPrefix::Hashed(r, p, hash_key(p)),
-                None => KeyPrefix::None,
-            };
-        }
-        match *self {
-            KeyPrefix::Hashed(r, p, h) => Some((r, p, h)),
-            _ => None,
-        }
-    }
-}
+use crate::table::{BlockCache, FilterState, LentValue, Table, TableReadStats};
 
 /// What one place (memtable or table) says about a key; `V` is how a found value is held.
 pub(super) enum Lookup<V> {
@@ -260,27 +236,44 @@ impl ReadPath<'_> {
         // absent gets 1.04/1.16/1.10x at 2x10^6 keys, 0.98/1.25x at 10^7 (`db_bench --hold
         // absent`, interleaved pairs). On levels 1 and deeper the lines are requested from the
         // level's `FilterHint`s as soon as the search has the table's position, before the
-        // table itself is read (`Version::in_level_prefetched`).
+        // table itself is read (`Version::in_level_live`).
         let mut candidates: SmallVec<[(usize, &Table); 24]> = SmallVec::new();
-        for t in version.levels()[0].iter().rev() {
+        // Once some table has expired whole by the time the store has seen, a level's search
+        // passes over such a table that shadows nothing (`Version::in_level_live`), before it
+        // requests the table's filter lines or reads it; before then `seen` is 0 and no table
+        // is passed over (the look is one load and a branch taken alike every time).
+        let seen = match version.soonest_whole_expiry <= self.seen {
+            true => self.seen,
+            false => 0,
+        };
+        // Whether the last table of the list expired whole (`drop_expired_tail`).
+        let mut tail_expired = false;
+        for (i, t) in version.levels()[0].iter().enumerate().rev() {
             if t.covers(key) {
                 prefetch_filter(t, hash, CacheLevel::L1);
                 candidates.push((0, t));
+                tail_expired = version.expired_whole(0, i, seen);
             }
         }
         for level in 1..version.levels().len() {
-            if let Some(t) = version.in_level_prefetched(level, key, hash) {
-                candidates.push((level, t));
+            match version.in_level_live(level, key, hash, seen) {
+                InLevel::Table { table, expired } => {
+                    candidates.push((level, table));
+                    tail_expired = expired;
+                }
+                InLevel::Passed => bump(&counters.levels[level].expired_skips, 1),
+                InLevel::None => {}
             }
         }
-        // Tables at the end of the list that expired whole answer "absent" unread: a key in
-        // one of them has expired, and no table after it could hold the key. Looked for only
-        // once some table has expired whole by the time the store has seen, out of line:
-        // inline, the look cost absent gets 3% (70.5 against 68 ns, medians of 8 alternated
-        // `absent_ab time` runs, 2×10^6 keys); out of line they ran at 66 against the build
-        // before's 66.5 ns. Looked for with a clock reading of its own, it cost absent gets
-        // on a store whose keys all expire (far off) 12% (`db_bench --workload expiry`).
-        if version.soonest_whole_expiry <= self.seen {
+        // Tables at the end of the list that expired whole answer "absent" unread too (on level
+        // 0, or one that shadows a table that does not hold the key). Looked for out of line,
+        // and only when the last one did (from the version's dense `whole_by`): looking
+        // whenever some table had expired whole read the last table's properties on every
+        // get, 0.92× the gets of the same store without the expired tables (4×10^6 keys, half
+        // expired); looking inline cost absent gets 3% on stores without expiry. Looked for
+        // with a clock reading of its own, it cost absent gets on a store whose keys all
+        // expire (far off) 12% (`db_bench --workload expiry`).
+        if tail_expired {
             self.drop_expired_tail(counters, &mut candidates);
         }
         // By reference: iterating the list by value moved all of it (368 bytes) into the
@@ -300,9 +293,9 @@ impl ReadPath<'_> {
         Ok(None)
     }
 
-    /// Removes the tables that expired whole from the end of `candidates` (`find`), counted.
-    /// (A table with deleted ranges never expires whole: one `cut_at_deleting_table` kept
-    /// stays.)
+    /// Removes the tables that expired whole from the end of `candidates` (`find`), counted:
+    /// a key in one of them has expired, and no table after it could hold the key. (A table
+    /// with deleted ranges never expires whole: one `cut_at_deleting_table` kept stays.)
     #[cold]
     #[inline(never)]
     fn drop_expired_tail(
@@ -402,157 +395,4 @@ pub(super) fn in_memtables<'s>(
         }
     }
     Lookup::Absent
-}
-
-/// What a table's filters say about a key.
-pub(super) enum Verdict {
-    /// A filter excludes the key: the table does not hold it.
-    Absent,
-    /// The data block must be read; `filtered` when a whole-key filter said "maybe" (a hit
-    /// there is counted as the filter's true positive).
-    Maybe { filtered: bool },
-}
-
-/// Asks `t`'s whole-key filter about `key`, or, without a usable one, its prefix filter about
-/// the key's prefix; counts the answer in `c`.
-#[inline(always)]
-pub(super) fn check_filters(
-    c: &LevelCounters,
-    t: &Table,
-    key: &[u8],
-    hash: u64,
-    prefix: &mut KeyPrefix,
-) -> Verdict {
-    let (verdict, answer) = ask_filters(t, key, hash, prefix);
-    answer.count(c);
-    verdict
-}
-
-/// Which filter answered a `check_filters` question, and how: what it counts.
-#[derive(Clone, Copy)]
-pub(super) enum FilterAnswer {
-    /// The whole-key filter excluded the key.
-    WholeAbsent,
-    /// The whole-key filter said "maybe".
-    WholeMaybe,
-    /// The prefix filter excluded the key's prefix.
-    PrefixAbsent,
-    /// The prefix filter said "maybe".
-    PrefixMaybe,
-    /// No usable filter for the key.
-    Unfiltered,
-}
-
-impl FilterAnswer {
-    /// The counters of `c` one such answer moves: the check (or unfiltered probe), and the
-    /// outcome where one is counted. The one mapping `count` and `FilterTally::flush` share.
-    #[inline(always)]
-    fn counters(self, c: &LevelCounters) -> (&AtomicU64, Option<&AtomicU64>) {
-        match self {
-            FilterAnswer::WholeAbsent => (&c.filter_checks, Some(&c.filter_useful)),
-            FilterAnswer::WholeMaybe => (&c.filter_checks, Some(&c.filter_positive)),
-            FilterAnswer::PrefixAbsent => (&c.prefix_checks, Some(&c.prefix_useful)),
-            FilterAnswer::PrefixMaybe => (&c.prefix_checks, None),
-            FilterAnswer::Unfiltered => (&c.unfiltered_probes, None),
-        }
-    }
-
-    /// Adds this answer to `c`.
-    #[inline(always)]
-    fn count(self, c: &LevelCounters) {
-        let (check, outcome) = self.counters(c);
-        bump(check, 1);
-        if let Some(outcome) = outcome {
-            bump(outcome, 1);
-        }
-    }
-}
-
-/// `FilterAnswer`s summed over many questions in local variables, added to a level's
-/// counters once (`multi_get`, per level and batch): one `bump` per key would chain every
-/// key's probe to the last through the counter's store and load. Measured against a `bump`
-/// per key: absent `multi_get` 0.986× the time on the stored 10^7-key store (`absent_ab
-/// time-multi`, 8 interleaved pairs, 7 of them below 1) and 1.023× the rate compacted at the
-/// defaults (`db_bench --defaults --hold absent-multi --hold-compacted`, 5 pairs).
-#[derive(Default)]
-pub(super) struct FilterTally {
-    probed: u64,
-    whole_absent: u64,
-    whole_maybe: u64,
-    prefix_absent: u64,
-    prefix_maybe: u64,
-    unfiltered: u64,
-}
-
-impl FilterTally {
-    /// Counts one table probed and its filters' answer.
-    #[inline(always)]
-    pub(super) fn add(&mut self, answer: FilterAnswer) {
-        self.probed += 1;
-        let n = match answer {
-            FilterAnswer::WholeAbsent => &mut self.whole_absent,
-            FilterAnswer::WholeMaybe => &mut self.whole_maybe,
-            FilterAnswer::PrefixAbsent => &mut self.prefix_absent,
-            FilterAnswer::PrefixMaybe => &mut self.prefix_maybe,
-            FilterAnswer::Unfiltered => &mut self.unfiltered,
-        };
-        *n += 1;
-    }
-
-    /// Adds the sums to `counters` (tables probed) and to `c` (the level's).
-    pub(super) fn flush(&self, counters: &ReadCounters, c: &LevelCounters) {
-        let add = |counter: &AtomicU64, n: u64| {
-            if n > 0 {
-                bump(counter, n);
-            }
-        };
-        add(&counters.tables_probed, self.probed);
-        for (answer, n) in [
-            (FilterAnswer::WholeAbsent, self.whole_absent),
-            (FilterAnswer::WholeMaybe, self.whole_maybe),
-            (FilterAnswer::PrefixAbsent, self.prefix_absent),
-            (FilterAnswer::PrefixMaybe, self.prefix_maybe),
-            (FilterAnswer::Unfiltered, self.unfiltered),
-        ] {
-            let (check, outcome) = answer.counters(c);
-            add(check, n);
-            if let Some(outcome) = outcome {
-                add(outcome, n);
-            }
-        }
-    }
-}
-
-/// What `t`'s filters say about `key` (`check_filters`), and which answered, uncounted.
-#[inline(always)]
-pub(super) fn ask_filters(
-    t: &Table,
-    key: &[u8],
-    hash: u64,
-    prefix: &mut KeyPrefix,
-) -> (Verdict, FilterAnswer) {
-    match t.filter() {
-        FilterState::Valid(f) => {
-            if !f.may_contain_prehashed(key, hash) {
-                return (Verdict::Absent, FilterAnswer::WholeAbsent);
-            }
-            (Verdict::Maybe { filtered: true }, FilterAnswer::WholeMaybe)
-        }
-        FilterState::None | FilterState::Invalid(_) => {
-            let check = match prefix.get() {
-                Some((rule, p, h)) => t.check_prefix(rule, p, h),
-                None => PrefixCheck::Unfiltered,
-            };
-            match check {
-                PrefixCheck::Absent => (Verdict::Absent, FilterAnswer::PrefixAbsent),
-                PrefixCheck::Maybe => (
-                    Verdict::Maybe { filtered: false },
-                    FilterAnswer::PrefixMaybe,
-                ),
-                PrefixCheck::Unfiltered => {
-                    (Verdict::Maybe { filtered: false }, FilterAnswer::Unfiltered)
-                }
-            }
-        }
-    }
 }
