@@ -534,6 +534,7 @@ fn no_reclaim(clock: &Arc<ManualClock>) -> Options {
         .with_idle_compaction_after(None)
         .with_expired_reclaim_after(None)
         .with_expired_share_to_reclaim(None)
+        .with_expired_ratio_to_reclaim(None)
         .with_l0_compaction_trigger(8)
         .with_l0_slowdown_writes_trigger(16)
         .with_l0_stop_writes_trigger(20)
@@ -652,6 +653,9 @@ fn reads_skip_tables_expired_whole_unread() {
     }
     db.write(batch).unwrap();
     db.flush().unwrap(); // level 0: e keys, beyond every older table's range
+                         // The flushes' own look at the table set is over before the clock moves (it would drop
+                         // the e table once expired): nothing wakes the background after this.
+    db.wait_for_compactions().unwrap();
     let skips = |db: &Db| {
         db.stats()
             .levels
@@ -765,6 +769,18 @@ fn compaction_after(db: &Db, done: u64) -> bool {
     true
 }
 
+/// Whether a compaction comes once `clock` is set to `at`: waited for up to 10 s when one is
+/// `expected`, else 200 ms are given for one to come.
+fn compaction_at(db: &Db, clock: &ManualClock, at: u64, expected: bool) -> bool {
+    let done = db.stats().compactions;
+    clock.set(at);
+    if expected {
+        return compaction_after(db, done);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    db.stats().compactions != done
+}
+
 /// A table holding puts that expired longer ago than `expired_reclaim_after` is rewritten
 /// without them, though nothing else would compact it; not before.
 #[test]
@@ -772,7 +788,8 @@ fn expired_data_leaves_the_disk_within_the_bound() {
     let dir = tempfile::tempdir().unwrap();
     let opts = Options::default()
         .with_expired_reclaim_after(Some(Duration::from_secs(10)))
-        .with_expired_share_to_reclaim(None);
+        .with_expired_share_to_reclaim(None)
+        .with_expired_ratio_to_reclaim(None);
     let (db, clock) = half_expiring(dir.path(), opts, 1);
     let (full, done) = (data_bytes(&db), db.stats().compactions);
     clock.set(1_005_000 + 9_000);
@@ -801,17 +818,41 @@ fn a_table_mostly_expired_is_rewritten() {
         let dir = tempfile::tempdir().unwrap();
         let opts = Options::default()
             .with_expired_reclaim_after(None)
-            .with_expired_share_to_reclaim(Some(0.5));
+            .with_expired_share_to_reclaim(Some(0.5))
+            .with_expired_ratio_to_reclaim(None);
         let (db, clock) = half_expiring(dir.path(), opts, per_5);
-        let done = db.stats().compactions;
-        clock.set(1_005_000);
-        let came = if rewritten {
-            compaction_after(&db, done)
-        } else {
-            std::thread::sleep(Duration::from_millis(200));
-            db.stats().compactions != done
-        };
+        let came = compaction_at(&db, &clock, 1_005_000, rewritten);
         assert_eq!(came, rewritten, "{per_5} in 5 expired");
+    }
+}
+
+/// Once the store's estimated expired bytes pass `expired_ratio_to_reclaim` of its live
+/// bytes, the most expired table is rewritten (once: its output has nothing expired); below
+/// the ratio, not. One key in 5 expiring: expired ÷ live is 1 ÷ 4 once they have.
+#[test]
+fn expired_data_past_the_store_wide_ratio_is_rewritten() {
+    for (ratio, rewritten) in [(0.2, true), (0.3, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options::default()
+            .with_expired_reclaim_after(None)
+            .with_expired_share_to_reclaim(None)
+            .with_expired_ratio_to_reclaim(Some(ratio));
+        let (db, clock) = half_expiring(dir.path(), opts, 1);
+        let (full, done) = (data_bytes(&db), db.stats().compactions);
+        clock.set(1_004_999);
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(db.stats().compactions, done, "nothing expired yet");
+        let came = compaction_at(&db, &clock, 1_005_000, rewritten);
+        assert_eq!(came, rewritten, "ratio {ratio}");
+        if rewritten {
+            assert!(data_bytes(&db) * 100 < full * 85, "the expired puts left");
+            std::thread::sleep(Duration::from_millis(200));
+            assert_eq!(db.stats().compactions, done + 1, "one rewrite, not a loop");
+        }
+        for i in (0..200u64).step_by(7) {
+            let want = (i % 5 != 0).then(|| vec![b'p'; 100]);
+            assert_eq!(db.get(format!("k{i:03}")).unwrap(), want);
+        }
     }
 }
 
@@ -822,6 +863,11 @@ fn a_bad_share_is_refused_by_name() {
         let opts = Options::default().with_expired_share_to_reclaim(Some(share));
         let e = Db::open(dir.path(), opts).err().unwrap().to_string();
         assert!(e.contains("expired_share_to_reclaim"), "{e}");
+    }
+    for ratio in [0.0, -1.0, f64::NAN] {
+        let opts = Options::default().with_expired_ratio_to_reclaim(Some(ratio));
+        let e = Db::open(dir.path(), opts).err().unwrap().to_string();
+        assert!(e.contains("expired_ratio_to_reclaim"), "{e}");
     }
 }
 

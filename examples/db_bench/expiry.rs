@@ -43,7 +43,7 @@ fn at(ms: u64) -> std::time::SystemTime {
 pub(crate) fn run(args: &Args) {
     let part = |n: u8| args.expiry_parts.is_empty() || args.expiry_parts.contains(&n);
     if part(1) {
-        bound(args, "defaults (10 min, 1/2)", None);
+        bound(args, "defaults (10 min, 1/2, 5% store-wide)", None);
         bound(
             args,
             "tight (1 min, 1/10)",

@@ -2,7 +2,7 @@
 //! each hold tables with disjoint ranges, sorted by key, and level n may hold
 //! `level1_max_bytes * size_ratio^(n-1)` bytes.
 //!
-//! `pick` chooses the most urgent job that may run beside the running ones (`running.rs`):
+//! `picker::pick` chooses the most urgent job that may run beside the running ones (`running.rs`):
 //! all of L0 (plus the overlapping L1 tables) once L0 has `l0_compaction_trigger` tables,
 //! otherwise one table of the fullest over-size level (round robin by key, skipping tables
 //! other jobs hold) plus the tables it overlaps one level down. A store idle for
@@ -47,7 +47,7 @@ pub(crate) struct Job {
     pub(crate) expired: bool,
 }
 
-fn overlapping(tables: &[Arc<Table>], min: &[u8], max: &[u8]) -> Vec<Arc<Table>> {
+pub(super) fn overlapping(tables: &[Arc<Table>], min: &[u8], max: &[u8]) -> Vec<Arc<Table>> {
     tables
         .iter()
         .filter(|t| t.max_key() >= min && t.min_key() <= max)
@@ -63,7 +63,7 @@ fn key_range(tables: &[Arc<Table>]) -> Option<(Vec<u8>, Vec<u8>)> {
 
 /// The job of `inputs` into `output_level`, if it may run beside the `running` ones. It drops
 /// tombstones when no deeper level holds data and no running job writes deeper over its keys.
-fn finish_job(
+pub(super) fn finish_job(
     v: &Version,
     keyspace: u32,
     inputs: Vec<(usize, Arc<Table>)>,
@@ -86,7 +86,7 @@ fn finish_job(
 
 /// Each level's urgency: level 0 its table count over `l0_compaction_trigger`, deeper levels
 /// their bytes over their limit; tables `busy` says are being compacted do not count.
-fn scores(v: &Version, opts: &Options, busy: &dyn Fn(u64) -> bool) -> Vec<(usize, f64)> {
+pub(super) fn scores(v: &Version, opts: &Options, busy: &dyn Fn(u64) -> bool) -> Vec<(usize, f64)> {
     let l0 = v.levels()[0].iter().filter(|t| !busy(t.id())).count();
     let mut scored = vec![(0, l0 as f64 / opts.l0_compaction_trigger as f64)];
     scored.extend((1..MAX_LEVELS - 1).map(|l| {
@@ -141,126 +141,6 @@ pub(crate) fn pending_bytes(v: &Version, opts: &Options) -> u64 {
         }
     }
     owed as u64
-}
-
-/// A table of keyspace `keyspace` (of table set `v`) to drop whole, unread, if there is one
-/// that may go beside the `running` jobs: every entry of it is a put expired at `now`
-/// (`Properties::expire_whole_by`), and no older table holds any of its keys (none of a deeper
-/// level overlaps its key range, nor an older one of level 0, nor a running job's output
-/// deeper down). Such a table answers "absent" for each of its keys, and so would the store
-/// without it. Snapshots hold the table sets they read, this table in them.
-fn expired_table(v: &Version, keyspace: u32, now: &Now, running: &Running) -> Option<Job> {
-    for (level, tables) in v.levels().iter().enumerate() {
-        for (i, t) in tables.iter().enumerate() {
-            let Some(latest) = t.properties().expire_whole_by() else {
-                continue;
-            };
-            if running.is_busy(t.id()) || !now.expired(latest) {
-                continue;
-            }
-            let inputs = vec![(level, Arc::clone(t))];
-            if !v.shadows_nothing(level, i)
-                || running.conflicts(keyspace, &inputs, level)
-                || running.keeps_tombstones(keyspace, &inputs, level)
-            {
-                continue;
-            }
-            return Some(Job {
-                keyspace,
-                inputs,
-                output_level: level,
-                drop_tombstones: true,
-                expired: true,
-            });
-        }
-    }
-    None
-}
-
-/// A compaction that takes expired data off the disk (`Options::expired_reclaim_after`,
-/// `expired_share_to_reclaim`), if one may run beside the `running` jobs: a table of level 1
-/// or deeper holding a put that expired longer ago than the bound, or whose estimated expired
-/// share reaches the threshold, rewritten in place; a level-0 table so, with the rest of level
-/// 0 into level 1. The rewrite drops what has expired (`run`): the output's earliest expiry
-/// lies ahead, so the same table is not picked again before the bound has passed once more.
-fn reclaim_expired(
-    v: &Version,
-    keyspace: u32,
-    opts: &Options,
-    now: &Now,
-    running: &Running,
-) -> Option<Job> {
-    let bound = opts.expired_reclaim_after.map(|d| d.as_millis() as u64);
-    let due = |t: &Arc<Table>| {
-        let p = t.properties();
-        let Some((earliest, _)) = p.expiry_span else {
-            return false;
-        };
-        let old = bound.is_some_and(|b| now.expired(earliest.saturating_add(b)));
-        let share = opts
-            .expired_share_to_reclaim
-            .is_some_and(|s| p.expired_share(now.millis()) >= s);
-        old || share
-    };
-    for (level, tables) in v.levels().iter().enumerate() {
-        for t in tables.iter().filter(|t| !running.is_busy(t.id()) && due(t)) {
-            let job = match level {
-                0 => level0(v, keyspace, running),
-                _ => finish_job(v, keyspace, vec![(level, Arc::clone(t))], level, running),
-            };
-            if job.is_some() {
-                return job;
-            }
-        }
-    }
-    None
-}
-
-/// The most urgent compaction of keyspace `keyspace` (of table set `v`) that may run beside the
-/// `running` ones, if any level is over its limit; before that, a table whose entries have all
-/// expired (`expired_table`). `cursors[l]` is the largest key of the last table compacted out of level `l`
-/// (round robin): a level's tables are tried from there on, skipping those that conflict.
-pub(crate) fn pick(
-    v: &Version,
-    keyspace: u32,
-    opts: &Options,
-    cursors: &mut [Vec<u8>],
-    running: &Running,
-) -> Option<Job> {
-    // The clock is read only when some table holds expiring puts.
-    let now = Now::of(&*opts.clock);
-    if let Some(job) = expired_table(v, keyspace, &now, running) {
-        return Some(job);
-    }
-    let mut scored = scores(v, opts, &|id| running.is_busy(id));
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
-    for (level, _) in scored.into_iter().take_while(|(_, s)| *s >= 1.0) {
-        if level == 0 {
-            if let Some(job) = level0(v, keyspace, running) {
-                return Some(job);
-            }
-            continue;
-        }
-        let tables = &v.levels()[level];
-        let start = tables
-            .iter()
-            .position(|t| t.min_key() > cursors[level].as_slice())
-            .unwrap_or(0);
-        for i in 0..tables.len() {
-            let t = &tables[(start + i) % tables.len()];
-            let mut inputs = vec![(level, t.clone())];
-            inputs.extend(
-                overlapping(&v.levels()[level + 1], t.min_key(), t.max_key())
-                    .into_iter()
-                    .map(|x| (level + 1, x)),
-            );
-            if let Some(job) = finish_job(v, keyspace, inputs, level + 1, running) {
-                cursors[level] = t.max_key().to_vec();
-                return Some(job);
-            }
-        }
-    }
-    reclaim_expired(v, keyspace, opts, &now, running)
 }
 
 /// All of level 0 and the level-1 tables it overlaps, into level 1, if level 0 holds any

@@ -66,6 +66,7 @@ mod memtable;
 mod merge;
 mod multi_get;
 mod options;
+mod picker;
 mod range_deletes;
 mod read;
 mod recovery;
@@ -388,7 +389,8 @@ impl Db {
 
     /// Waits until no flush or compaction is pending: the table set has settled into the shape
     /// the compaction policy wants — with `Options::idle_compaction_after` (the default), level
-    /// 0 compacted away too, as an idle store's would be. Benchmarks call this after a bulk
+    /// 0 compacted away too, as an idle store's would be — and expired data due to leave the
+    /// disk by the options' bounds has left it (docs/expiry.md). Benchmarks call this after a bulk
     /// load. Writes made meanwhile are fine; it returns once they too have settled.
     pub fn wait_for_compactions(&self) -> Result<()> {
         let inner = &self.inner;

@@ -160,6 +160,12 @@ pub struct Options {
     /// is rewritten too, however recently they expired (default 0.5; `None`: never; at most
     /// 1, above 0).
     pub expired_share_to_reclaim: Option<f64>,
+    /// While the tables' estimated expired bytes pass this share of their estimated live bytes,
+    /// the table with the largest estimated expired share is rewritten, then the next (default
+    /// 0.05; `None`: no such bound; above 0). Estimated from each table's expiry span, as
+    /// `expired_share_to_reclaim` is: docs/expiry.md gives the disk it kept and the writes it
+    /// cost.
+    pub expired_ratio_to_reclaim: Option<f64>,
     /// Threads that run compactions (at least 1; by default half the cores the process may
     /// use, from 1 to 4). Flushes have a thread of their own besides, so a memtable is written
     /// out while compactions run; compactions of disjoint key ranges, or of different levels,
@@ -245,6 +251,7 @@ impl Default for Options {
             idle_compaction_after: Some(std::time::Duration::from_secs(1)),
             expired_reclaim_after: Some(std::time::Duration::from_secs(600)),
             expired_share_to_reclaim: Some(0.5),
+            expired_ratio_to_reclaim: Some(0.05),
             target_file_size: 8 << 20,
             max_immutable_memtables: 4,
             block_cache_bytes: 32 << 20,
@@ -280,6 +287,7 @@ setters!(Options {
     with_idle_compaction_after => idle_compaction_after: Option<std::time::Duration>,
     with_expired_reclaim_after => expired_reclaim_after: Option<std::time::Duration>,
     with_expired_share_to_reclaim => expired_share_to_reclaim: Option<f64>,
+    with_expired_ratio_to_reclaim => expired_ratio_to_reclaim: Option<f64>,
     with_background_threads => background_threads: usize,
     with_target_file_size => target_file_size: u64,
     with_max_immutable_memtables => max_immutable_memtables: usize,
@@ -399,6 +407,12 @@ impl Options {
             .is_some_and(|s| !(s > 0.0 && s <= 1.0))
         {
             return bad("expired_share_to_reclaim must be above 0 and at most 1");
+        }
+        if self
+            .expired_ratio_to_reclaim
+            .is_some_and(|r| r.is_nan() || r <= 0.0)
+        {
+            return bad("expired_ratio_to_reclaim must be above 0");
         }
         if self.l0_compaction_trigger == 0
             || self.l0_stop_writes_trigger <= self.l0_compaction_trigger

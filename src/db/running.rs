@@ -1,4 +1,4 @@
-//! The compactions running now, so that others can run beside them safely (`compaction::pick`
+//! The compactions running now, so that others can run beside them safely (`picker::pick`
 //! asks; `worker.rs` registers a job before it starts and releases it once installed or
 //! failed). Kept under `Inner::work` with the manifest's state.
 //!

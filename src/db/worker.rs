@@ -28,6 +28,7 @@ use super::inner::{lock, Inner, Work};
 use super::manifest::{self, KeyspaceMeta, ManifestData, TableMeta};
 use super::memtable::Memtable;
 use super::options::Options;
+use super::picker;
 use super::registry::Registry;
 use super::state::Published;
 use super::version::{Version, MAX_LEVELS};
@@ -248,7 +249,7 @@ impl Inner {
                 let cursors = cursors
                     .entry(id)
                     .or_insert_with(|| vec![Vec::new(); MAX_LEVELS]);
-                compaction::pick(v, id, &self.opts, cursors, running).map(|job| (id, job))
+                picker::pick(v, id, &self.opts, cursors, running).map(|job| (id, job))
             });
             // Idle (or asked to settle): level 0 away once nothing else is left to do.
             let idle = running.len() == 0 && published.default.imm.is_empty();
@@ -277,7 +278,8 @@ impl Inner {
     }
 
     /// True when nothing is left to do: no immutable memtable, no compaction running, no
-    /// level over its limit, and (with `Options::idle_compaction_after`) level 0 empty
+    /// level over its limit, no expired data due to leave the disk
+    /// (`picker::expiry_work_due`), and (with `Options::idle_compaction_after`) level 0 empty
     /// (`Db::wait_for_compactions`).
     pub(super) fn settled(&self) -> bool {
         let work = self.lock_checked(&self.work);
@@ -286,6 +288,7 @@ impl Inner {
             && work.running.len() == 0
             && published.all().all(|(_, s)| {
                 !compaction::needed(&s.version, &self.opts)
+                    && !picker::expiry_work_due(&s.version, &self.opts)
                     && (self.opts.idle_compaction_after.is_none()
                         || s.version.levels()[0].is_empty())
             })
