@@ -270,6 +270,8 @@ fn properties_target() -> Target {
         range_filter: None,
         expiring: 0,
         expiry_span: None,
+        expiry_quantiles: Vec::new(),
+        expiring_bytes: 0,
         range_deletes: 0,
         range_delete_block: (0, 0),
     };
@@ -287,6 +289,11 @@ fn properties_target() -> Target {
         range_delete_block: (16_000, 60),
         ..expiring.clone()
     };
+    let quantiled = Properties {
+        expiry_quantiles: (0..15).map(|i| 1_000 + i * 60).collect(),
+        expiring_bytes: 600,
+        ..deleting.clone()
+    };
     let plain = Properties {
         prefix_filter_kind: None,
         prefix_extractor: None,
@@ -298,6 +305,7 @@ fn properties_target() -> Target {
     Target {
         name: "properties block",
         seeds: vec![
+            quantiled.encode(7).unwrap(),
             deleting.encode(6).unwrap(),
             expiring.encode(5).unwrap(),
             ranged.encode(4).unwrap(),
@@ -312,7 +320,8 @@ fn properties_target() -> Target {
             let v4 = Properties::decode(b, 4).is_ok();
             let v5 = Properties::decode(b, 5).is_ok();
             let v6 = Properties::decode(b, 6).is_ok();
-            Properties::decode(b, 3).is_ok() || v1 || v2 || v4 || v5 || v6
+            let v7 = Properties::decode(b, 7).is_ok();
+            Properties::decode(b, 3).is_ok() || v1 || v2 || v4 || v5 || v6 || v7
         },
     }
 }

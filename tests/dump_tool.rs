@@ -613,6 +613,25 @@ fn dumps_a_tables_expiring_entries() {
     assert!(!report_text(&v4).contains("expiring "));
 }
 
+/// A format 7 table shows its expiry quantiles, as text and as JSON; a format 6 table has none.
+#[test]
+fn dumps_a_tables_expiry_quantiles() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/table-v7/lz4-quantiles.sst");
+    let text = report_text(&path);
+    assert_fields(
+        &text,
+        &["expiry ranks    1/16 .. 15/16: ", "table format 7"],
+        &path,
+    );
+    let out = run(&[&path, Path::new("--json")]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let q = json["properties"]["expiry_quantiles"].as_array().unwrap();
+    assert_eq!(q.len(), 15, "{json}");
+    let v6 = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/table-v6/lz4-deleting.sst");
+    assert!(!report_text(&v6).contains("expiry ranks"));
+}
+
 /// A format 6 table lists its deleted ranges, as text and as JSON; a format 5 table has none.
 #[test]
 fn dumps_a_tables_deleted_ranges() {

@@ -5,10 +5,11 @@
 //! compression; `raw-aligned-blocked.sst` by the later one that pads uncompressed blocks to
 //! pages), `fixtures/table-v4/` by the format 4 writer (range filters), `fixtures/table-v5/`
 //! by the format 5 writer (entries that expire), `fixtures/table-v6/` by the format 6 writer
-//! (deleted ranges); none is ever regenerated.
+//! (deleted ranges), `fixtures/table-v7/` by the format 7 writer (expiry quantiles); none is
+//! ever regenerated.
 //! Each fixture holds the keys of `fixtures/filter-v1/keys.txt` sorted, value `v<i>` for the
 //! i-th key, every 7th key a tombstone; from format 5, every fifth put expires (`expiry_of`);
-//! in format 6 the table also carries `deleted_ranges`.
+//! from format 6 the table also carries `deleted_ranges`.
 
 use std::path::{Path, PathBuf};
 
@@ -435,11 +436,57 @@ fn table_v6_fixtures_read_with_their_deleted_ranges() {
     assert_eq!(v5.properties().range_deletes, 0);
 }
 
+/// The format 7 fixtures carry, besides what format 6 does, the expiries at ranks k/16 of
+/// their expiring puts (all of them sampled: fewer than the sample's 1,024).
+#[test]
+fn table_v7_fixtures_read_with_their_expiry_quantiles() {
+    let mut expiring: Vec<u64> = entries()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, v))| expiry_of(i, v))
+        .collect();
+    expiring.sort_unstable();
+    let n = expiring.len();
+    let want: Vec<u64> = (1..=15).map(|k| expiring[k * n / 16]).collect();
+    for (name, opts) in [
+        (
+            "blocked-quantiles.sst",
+            options(Some(FilterPolicy::bits_per_key(FilterKind::Blocked, 10.0))),
+        ),
+        (
+            "lz4-quantiles.sst",
+            options(None).with_compression(Compression::Lz4),
+        ),
+    ] {
+        let t = check_table(&fixture_path(7, name, opts));
+        assert_eq!(t.format_version(), 7);
+        let p = t.properties();
+        assert_eq!(p.expiry_quantiles, want, "{name}");
+        assert_eq!(p.expiring, n as u64, "{name}");
+        let bytes: u64 = entries()
+            .iter()
+            .enumerate()
+            .filter(|(i, (_, v))| expiry_of(*i, v).is_some())
+            .map(|(_, (k, v))| (k.len() + v.as_ref().map_or(0, Vec::len)) as u64)
+            .sum();
+        assert_eq!(p.expiring_bytes, bytes, "{name}");
+        assert_eq!(t.range_deletes(), &deleted_ranges(), "{name}");
+        // Half the puts have expired at the median: the estimate says about that much of their
+        // share of the bytes.
+        let of_table = p.expiring_bytes as f64 / p.raw_data_bytes as f64;
+        let share = p.expired_share(want[7]) / of_table;
+        assert!((share - 0.5).abs() < 0.07, "{name}: {share}");
+    }
+    // Format 6 holds none.
+    let v6 = check_table(&fixture_path(6, "lz4-deleting.sst", options(None)));
+    assert!(v6.properties().expiry_quantiles.is_empty());
+}
+
 /// The builder writes older formats on request, and they read as such.
 #[test]
 fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
     let dir = tempfile::tempdir().unwrap();
-    for version in 1..=6 {
+    for version in 1..=7 {
         let path = dir.path().join(format!("v{version}.sst"));
         let mut b = TableBuilder::create(
             &path,
@@ -463,7 +510,7 @@ fn the_builder_writes_every_format_version_and_refuses_what_one_cannot_hold() {
             3,
             options(None).with_range_filter(Some(RangePolicy::bits_per_key(12.0, 32).unwrap())),
         ),
-        (7, options(None)),
+        (8, options(None)),
         (0, options(None)),
     ] {
         let opts = opts.with_format_version(version);

@@ -42,6 +42,11 @@ pub(crate) struct Job {
     pub(crate) inputs: Vec<(usize, Arc<Table>)>,
     pub(crate) output_level: usize,
     pub(crate) drop_tombstones: bool,
+    /// When tombstones are kept (`drop_tombstones` false): the table set as the job was
+    /// picked, whose levels below the output say which keys an older version may still lie
+    /// under (`Version::may_hold_below`). A tombstone for a key none of them may hold is
+    /// dropped all the same: it hides nothing.
+    pub(crate) below: Option<Arc<Version>>,
     /// Every entry of the inputs has expired and they shadow nothing (`expired_table`): the
     /// job drops them unread and writes nothing.
     pub(crate) expired: bool,
@@ -80,6 +85,9 @@ pub(super) fn finish_job(
         inputs,
         output_level,
         drop_tombstones,
+        // A running job that writes deeper over these keys takes them from tables this set
+        // still holds, so an older version it moves is seen here too.
+        below: (!drop_tombstones).then(|| Arc::new(v.clone())),
         expired: false,
     })
 }
@@ -172,6 +180,7 @@ pub(crate) fn full(v: &Version, keyspace: u32) -> Option<Job> {
         inputs,
         output_level,
         drop_tombstones: true,
+        below: None,
         expired: false,
     })
 }
@@ -282,7 +291,11 @@ pub(crate) fn run(
                 }
                 value => (value, expiry),
             };
-            if value.is_none() && job.drop_tombstones {
+            let hides_nothing = || match &job.below {
+                Some(below) => !below.may_hold_below(job.output_level, key),
+                None => job.drop_tombstones,
+            };
+            if value.is_none() && hides_nothing() {
                 merged.step()?;
                 continue;
             }

@@ -13,6 +13,16 @@ fn input(dir: &Path, id: u64, keys: &[u32], tag: Option<&[u8]>) -> Arc<Table> {
     Arc::new(Table::open(&path, id).unwrap())
 }
 
+/// `run` into level 1 with file numbers from 11 on.
+fn run_numbered(job: &Job, dir: &Path, opts: &Options) -> Output {
+    let mut next = 10;
+    run(job, dir, opts, opts.filters_for_level(1), &mut || {
+        next += 1;
+        Ok(next)
+    })
+    .unwrap()
+}
+
 /// A compaction into many output tables (each finished on the second thread while the
 /// next fills): outputs in key order with disjoint ranges, every key once with its newest
 /// value, tombstones dropped, and each output readable through its filter.
@@ -31,6 +41,7 @@ fn many_outputs_come_back_in_key_order_with_the_newest_values() {
         ],
         output_level: 1,
         drop_tombstones: true,
+        below: None,
         expired: false,
     };
     let opts = Options::default()
@@ -38,18 +49,7 @@ fn many_outputs_come_back_in_key_order_with_the_newest_values() {
         .with_filters(Some(super::super::filters::Filters::fixed(
             crate::filter::FilterPolicy::default(),
         )));
-    let mut next = 10;
-    let out = run(
-        &job,
-        dir.path(),
-        &opts,
-        opts.filters_for_level(1),
-        &mut || {
-            next += 1;
-            Ok(next)
-        },
-    )
-    .unwrap();
+    let out = run_numbered(&job, dir.path(), &opts);
     assert!(out.tables.len() > 10, "{} outputs", out.tables.len());
     for w in out.tables.windows(2) {
         assert!(w[0].max_key() < w[1].min_key());
@@ -139,4 +139,67 @@ fn pending_bytes_follows_the_levels() {
     v.edit(|levels| levels[2].clear());
     let got = pending_bytes(&v, &opts) as f64;
     assert!((got - excess).abs() <= 2.0, "{got}");
+}
+
+/// A job that must keep tombstones (levels below its output hold data) still drops those no
+/// table below may hold: one whose range holds the key and whose filter says "maybe" (or that
+/// has no filter) keeps it.
+#[test]
+fn tombstones_over_keys_no_level_below_may_hold_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let tens: Vec<u32> = (0..100).map(|i| i * 10).collect();
+    let filtered = {
+        let path = table_path(dir.path(), 2);
+        let opts = TableBuilderOptions::default()
+            .with_filter(Some(crate::filter::FilterPolicy::default()));
+        let mut b = TableBuilder::create(&path, opts).unwrap();
+        for k in &tens {
+            b.add(format!("key{k:06}").as_bytes(), Some(b"old"))
+                .unwrap();
+        }
+        b.finish().unwrap();
+        Arc::new(Table::open(&path, 2).unwrap())
+    };
+    let unfiltered_keys: Vec<u32> = (2_000..2_100).collect();
+    let unfiltered = input(dir.path(), 3, &unfiltered_keys, Some(b"old"));
+    let mut below = Version::empty();
+    below.edit(|levels| {
+        levels[2].push(filtered);
+        levels[3].push(unfiltered);
+    });
+    let deleted: Vec<u32> = (0..1_000).chain(2_000..2_100).chain(5_000..5_100).collect();
+    let job = Job {
+        keyspace: 0,
+        inputs: vec![(0, input(dir.path(), 1, &deleted, None))],
+        output_level: 1,
+        drop_tombstones: false,
+        below: Some(Arc::new(below)),
+        expired: false,
+    };
+    let opts = Options::default();
+    let out = run_numbered(&job, dir.path(), &opts);
+    let kept: std::collections::BTreeSet<u32> = out
+        .tables
+        .iter()
+        .flat_map(|t| t.iter(std::ops::Bound::Unbounded))
+        .map(|e| {
+            let e = e.unwrap();
+            assert_eq!(e.value, None);
+            std::str::from_utf8(&e.key[3..]).unwrap().parse().unwrap()
+        })
+        .collect();
+    // Over level 2's keys (its filter holds them) and level 3's (no filter): kept.
+    for k in tens.iter().chain(&unfiltered_keys) {
+        assert!(kept.contains(k), "tombstone {k} dropped");
+    }
+    // Past every table below: dropped. Inside level 2's range but not its keys: dropped
+    // unless its filter errs (about 1%).
+    assert!(!(5_000..5_100).any(|k| kept.contains(&k)));
+    let errs = (0..1_000)
+        .filter(|k| k % 10 != 0 && kept.contains(k))
+        .count();
+    assert!(
+        errs < 45,
+        "{errs} of 900 tombstones kept on the filter's word"
+    );
 }

@@ -45,6 +45,7 @@ pub(super) fn expired_table(
                 inputs,
                 output_level: level,
                 drop_tombstones: true,
+                below: None,
                 expired: true,
             });
         }

@@ -286,6 +286,20 @@ impl Version {
         self.levels[level].get(i).filter(|t| t.covers(key))
     }
 
+    /// Whether a table of a level below `level` may hold `key`: one whose range holds it, with
+    /// no filter or a filter that says "maybe". A compaction into `level` drops a tombstone
+    /// for a key none may hold (`compaction::run`): there is nothing older for it to hide.
+    /// A table's deleted ranges hold no key of their own; they are carried apart.
+    pub(crate) fn may_hold_below(&self, level: usize, key: &[u8]) -> bool {
+        let hash = crate::filter::hash_key(key);
+        (level + 1..MAX_LEVELS).any(|l| {
+            self.in_level(l, key).is_some_and(|t| match t.filter() {
+                FilterState::Valid(f) => f.may_contain_prehashed(key, hash),
+                FilterState::None | FilterState::Invalid(_) => true,
+            })
+        })
+    }
+
     /// Whether a deleted range of a table newer than `t` (of `level`) covers `key`: a newer
     /// level-0 table, or the one table of a shallower level whose range holds the key. The key
     /// is then deleted in `t` (`multi_get` asks before it reads `t`'s block).

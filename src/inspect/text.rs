@@ -99,6 +99,10 @@ impl fmt::Display for TableReport {
                 p.expiring
             )?;
         }
+        if !p.expiry_quantiles.is_empty() {
+            let q: Vec<String> = p.expiry_quantiles.iter().map(u64::to_string).collect();
+            writeln!(f, "  expiry ranks    1/16 .. 15/16: {}", q.join(" "))?;
+        }
         if p.range_deletes > 0 {
             writeln!(
                 f,

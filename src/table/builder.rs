@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use super::block::{entry_len, put_entry, seal, BlockHandle};
 use super::compression::{BlockCompressor, Compression};
+use super::expiries::Expiries;
 use super::footer::{Footer, TABLE_VERSION};
 use super::properties::Properties;
 use super::range_set::{End, RangeSet};
@@ -147,9 +148,8 @@ pub struct TableBuilder {
     tombstones: u64,
     data_blocks: u64,
     raw_data_bytes: u64,
-    /// Expiring puts, and the earliest and latest expiry among them.
-    expiring: u64,
-    expiry_span: Option<(u64, u64)>,
+    /// Expiring puts: their count and how their expiries spread.
+    expiries: Expiries,
     compressor: BlockCompressor,
     /// The block being sealed (reused).
     sealed: Vec<u8>,
@@ -221,8 +221,7 @@ impl TableBuilder {
             tombstones: 0,
             data_blocks: 0,
             raw_data_bytes: 0,
-            expiring: 0,
-            expiry_span: None,
+            expiries: Expiries::default(),
             compressor,
             sealed: Vec::new(),
             range_deletes: RangeSet::default(),
@@ -295,13 +294,8 @@ impl TableBuilder {
             }
         }
         put_entry(&mut self.block, key, value, expiry)?;
-        if expiry != NEVER {
-            self.expiring += 1;
-            self.expiry_span = Some(match self.expiry_span {
-                None => (expiry, expiry),
-                Some((e, l)) => (e.min(expiry), l.max(expiry)),
-            });
-        }
+        self.expiries
+            .add(expiry, key.len() + value.map_or(0, <[u8]>::len));
         if self.min_key.is_none() {
             self.min_key = Some(key.to_vec());
         }
@@ -466,8 +460,16 @@ impl TableBuilder {
                 .map(|r| r.id()),
             prefixes: self.prefixes,
             range_filter: self.opts.range_filter,
-            expiring: self.expiring,
-            expiry_span: self.expiry_span,
+            expiring: self.expiries.count(),
+            expiry_span: self.expiries.span(),
+            expiring_bytes: match self.opts.format_version {
+                7.. => self.expiries.bytes(),
+                _ => 0,
+            },
+            expiry_quantiles: match self.opts.format_version {
+                7.. => self.expiries.quantiles(),
+                _ => Vec::new(),
+            },
             range_deletes: self.range_deletes.len() as u64,
             range_delete_block,
         };

@@ -5,9 +5,10 @@ use super::block::{BlockHandle, Cursor};
 
 /// Magic bytes closing every table file.
 pub const TABLE_MAGIC: [u8; 4] = *b"LBST";
-/// Table format version this build writes by default (6: deleted ranges); it reads this one
-/// and every older one, and writes 1 to 5 on request (`TableBuilderOptions::format_version`).
-pub const TABLE_VERSION: u32 = 6;
+/// Table format version this build writes by default (7: expiry quantiles in the
+/// properties); it reads this one and every older one, and writes 1 to 6 on request
+/// (`TableBuilderOptions::format_version`).
+pub const TABLE_VERSION: u32 = 7;
 /// Length of the longest footer (version 4), in bytes: what a reader reads from the end.
 pub const FOOTER_LEN: usize = 96;
 /// Length of a version 2 or 3 footer (no range filter handle).
@@ -20,7 +21,7 @@ fn footer_len(version: u32) -> Option<usize> {
     match version {
         1 => Some(FOOTER_V1_LEN),
         2 | 3 => Some(FOOTER_V2_LEN),
-        4..=6 => Some(FOOTER_LEN),
+        4..=7 => Some(FOOTER_LEN),
         _ => None,
     }
 }
@@ -175,6 +176,7 @@ mod tests {
     fn footer_round_trip_and_rejections_in_every_version() {
         let none = BlockHandle::default();
         for (version, prefix_filter, range_filter) in [
+            (7, handle(100, 10), handle(40, 10)),
             (6, handle(100, 10), handle(40, 10)),
             (5, handle(100, 10), handle(40, 10)),
             (4, handle(100, 10), handle(40, 10)),
@@ -204,16 +206,16 @@ mod tests {
                 Footer::decode(&b, 100),
                 Err(FooterError::Invalid(_))
             ));
-            let mut v6 = b.clone();
-            let at = v6.len() - 16;
-            v6[at] = 7;
+            let mut newer = b.clone();
+            let at = newer.len() - 16;
+            newer[at] = 8;
             assert!(matches!(
-                Footer::decode(&v6, file_len),
-                Err(FooterError::Version(7))
+                Footer::decode(&newer, file_len),
+                Err(FooterError::Version(8))
             ));
-            v6[at] = 0;
+            newer[at] = 0;
             assert!(matches!(
-                Footer::decode(&v6, file_len),
+                Footer::decode(&newer, file_len),
                 Err(FooterError::Invalid(_))
             ));
             for i in 0..b.len() {

@@ -12,6 +12,7 @@ mod builder;
 mod cache;
 mod compression;
 mod doorkeeper;
+mod expiries;
 mod filter_state;
 mod footer;
 mod index;

@@ -4,6 +4,7 @@
 
 use super::block::{seal, unseal, Cursor};
 use super::compression::Compression;
+use super::expiries::{expired_fraction, EXPIRY_QUANTILES};
 use crate::coding::put_len_prefixed;
 use crate::filter::{FilterKind, RangePolicy};
 
@@ -58,6 +59,11 @@ pub struct Properties {
     /// The earliest and the latest expiry among them, milliseconds since the Unix epoch;
     /// `None` exactly when `expiring` is 0.
     pub expiry_span: Option<(u64, u64)>,
+    /// The expiries at ranks k/16 (k = 1..=15) of the expiring puts, from a sample
+    /// (`expiries.rs`); empty when `expiring` is 0, and always before table format 7.
+    pub expiry_quantiles: Vec<u64>,
+    /// The expiring puts' key and value bytes (always 0 before table format 7).
+    pub expiring_bytes: u64,
     /// Deleted ranges in the range-delete block (always 0 before table format 6): with them
     /// `min_key` and `max_key` bound the ranges too.
     pub range_deletes: u64,
@@ -148,6 +154,13 @@ impl Properties {
         if version >= 6 {
             let (offset, size) = self.range_delete_block;
             for v in [self.range_deletes, offset, size] {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        if version >= 7 {
+            b.extend_from_slice(&self.expiring_bytes.to_le_bytes());
+            b.push(self.expiry_quantiles.len() as u8);
+            for v in &self.expiry_quantiles {
                 b.extend_from_slice(&v.to_le_bytes());
             }
         }
@@ -249,6 +262,38 @@ impl Properties {
         } else {
             (0, (0, 0))
         };
+        let (expiring_bytes, expiry_quantiles) = if version >= 7 {
+            // The expiring puts' keys and values lie in the data blocks' payloads.
+            let bytes = c.u64()?;
+            if (expiring == 0 && bytes != 0) || bytes > raw_data_bytes {
+                return Err(format!(
+                    "{bytes} expiring bytes for {expiring} expiring puts in {raw_data_bytes} raw \
+                     data bytes"
+                ));
+            }
+            let n = usize::from(c.u8()?);
+            let want = match expiring {
+                0 => 0,
+                _ => EXPIRY_QUANTILES,
+            };
+            if n != want {
+                return Err(format!(
+                    "{n} expiry quantiles for {expiring} expiring puts (want {want})"
+                ));
+            }
+            let q = (0..n)
+                .map(|_| c.u64())
+                .collect::<Result<Vec<u64>, String>>()?;
+            let (earliest, latest) = expiry_span.unwrap_or((0, 0));
+            let inside =
+                q.first().is_none_or(|&f| f >= earliest) && q.last().is_none_or(|&l| l <= latest);
+            if !inside || q.windows(2).any(|w| w[0] > w[1]) {
+                return Err("expiry quantiles out of order or outside the expiry span".into());
+            }
+            (bytes, q)
+        } else {
+            (0, Vec::new())
+        };
         if !c.is_empty() {
             return Err("trailing bytes in properties block".into());
         }
@@ -276,6 +321,8 @@ impl Properties {
             range_filter,
             expiring,
             expiry_span,
+            expiry_quantiles,
+            expiring_bytes,
             range_deletes,
             range_delete_block,
         })
@@ -283,18 +330,21 @@ impl Properties {
 }
 
 impl Properties {
-    /// The share of the table's entries expired at `now` (ms since the epoch), estimated with
-    /// its expiring puts spread evenly over its expiry span; 0 for a table without any.
+    /// The share of the table expired at `now` (ms since the epoch): from format 7, of its
+    /// bytes (its expiring puts' key and value bytes against its raw data bytes), estimated
+    /// from its expiry quantiles; before, of its entries, with its expiring puts taken as
+    /// spread evenly over its expiry span (`expiries::expired_fraction`). 0 for a table
+    /// without any.
     pub fn expired_share(&self, now: u64) -> f64 {
-        let Some((earliest, latest)) = self.expiry_span.filter(|_| self.entries > 0) else {
+        let Some(span) = self.expiry_span.filter(|_| self.entries > 0) else {
             return 0.0;
         };
-        let passed = match now {
-            n if n >= latest => 1.0,
-            n if n < earliest => 0.0,
-            n => (n - earliest + 1) as f64 / (latest - earliest + 1) as f64,
+        let passed = expired_fraction(span, &self.expiry_quantiles, now);
+        let of_table = match self.expiry_quantiles.is_empty() {
+            true => self.expiring as f64 / self.entries as f64,
+            false => (self.expiring_bytes as f64 / self.raw_data_bytes.max(1) as f64).min(1.0),
         };
-        passed * self.expiring as f64 / self.entries as f64
+        passed * of_table
     }
 
     /// When every entry of the table has expired: the latest expiry, when each entry is a put

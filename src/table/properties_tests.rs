@@ -22,6 +22,8 @@ fn properties(prefix: bool) -> Properties {
         range_filter: None,
         expiring: 0,
         expiry_span: None,
+        expiry_quantiles: Vec::new(),
+        expiring_bytes: 0,
         range_deletes: 0,
         range_delete_block: (0, 0),
     }
@@ -158,6 +160,76 @@ fn range_delete_properties_round_trip_in_format_6_only() {
     };
     let bad = [[1, 0, 0], [0, 5, 12], [3, 9, 24], [u64::MAX, 0, u64::MAX]];
     last_three_u64s(6, p, [2, 9, 24], &bad, "range delete");
+}
+
+/// Format 7 adds the expiring puts' bytes (at most the raw data bytes, 180 here) and the expiry
+/// quantiles: a count (15 with expiring puts, else 0) and the points, in order and inside the
+/// expiry span; format 6 writes none and reads none.
+#[test]
+fn expiry_quantiles_round_trip_in_format_7_only() {
+    let q: Vec<u64> = (0..15).map(|i| 10 + i / 2).collect();
+    let p = Properties {
+        expiring: 2,
+        expiry_span: Some((10, 20)),
+        expiry_quantiles: q.clone(),
+        expiring_bytes: 150,
+        ..properties(true)
+    };
+    let b = p.encode(7).unwrap();
+    assert_eq!(Properties::decode(&b, 7).unwrap(), p);
+    for len in 0..b.len() {
+        assert!(Properties::decode(&b[..len], 7).is_err());
+    }
+    let v6 = Properties::decode(&p.encode(6).unwrap(), 6).unwrap();
+    assert_eq!((v6.expiry_quantiles, v6.expiring_bytes), (Vec::new(), 0));
+    assert!(
+        Properties::decode(&b, 6).is_err(),
+        "trailing bytes in format 6"
+    );
+    let none = properties(true);
+    assert_eq!(
+        Properties::decode(&none.encode(7).unwrap(), 7).unwrap(),
+        none
+    );
+    // Refused: a wrong count, points out of order or outside the span, and points for a
+    // table with no expiring put.
+    let mut reversed = q.clone();
+    reversed.swap(0, 14);
+    let mut late = q.clone();
+    late[14] = 21;
+    for (with, what) in [
+        (
+            Properties {
+                expiry_quantiles: q[..14].to_vec(),
+                ..p.clone()
+            },
+            "expiry quantiles",
+        ),
+        (
+            Properties {
+                expiry_quantiles: reversed,
+                ..p.clone()
+            },
+            "out of order",
+        ),
+        (
+            Properties {
+                expiry_quantiles: late,
+                ..p.clone()
+            },
+            "outside",
+        ),
+        (
+            Properties {
+                expiry_quantiles: vec![0; 15],
+                ..none.clone()
+            },
+            "expiry quantiles",
+        ),
+    ] {
+        let err = Properties::decode(&with.encode(7).unwrap(), 7).unwrap_err();
+        assert!(err.contains(what), "{err}");
+    }
 }
 
 #[test]
