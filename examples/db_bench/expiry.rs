@@ -7,12 +7,13 @@
 //!    uniformly drawn time up to an hour after its write, written in 60 steps over an hour of
 //!    a `ManualClock`; then an hour more with no writes. After each simulated minute the
 //!    background gets a moment of real time to look (its idle wake-up, every 100 ms here
-//!    instead of every second, so that an hour takes minutes), and the sample counts
+//!    instead of every second, so that an hour takes minutes) and finishes what is due
+//!    (`wait_for_compactions`), and the sample counts
 //!    the key and value bytes of the keys still live (the model's) and those of the table
 //!    entries expired at the clock's reading (every table read through): expired data on disk
 //!    ÷ live data, the most it reached, and compaction bytes written ÷ bytes put. Run at the
-//!    defaults (`expired_reclaim_after` 10 minutes, `expired_share_to_reclaim` one half) and
-//!    with a tight bound (1 minute, a tenth).
+//!    defaults (`expired_reclaim_after` 10 minutes, `expired_share_to_reclaim` one half,
+//!    `expired_ratio_to_reclaim` 0.05) and with a tight bound (1 minute, a tenth).
 //! 2. **Tables expired whole.** Half the keys written without an expiry (the lower half of the
 //!    key space), half (the upper) expiring at once; compacted, then the clock moved past their expiry with the
 //!    background asleep: absent gets over the store holding the expired tables (each skipped
