@@ -35,6 +35,8 @@ const CLEAR: u8 = 5;
 const SWAP: u8 = 6;
 /// A put with an expiry; layout version 4.
 const PUT_UNTIL: u8 = 7;
+/// A range delete; layout version 5.
+const DELETE_RANGE: u8 = 8;
 
 /// Longest node address accepted.
 pub(crate) const MAX_ADDR: usize = 1024;
@@ -58,9 +60,10 @@ fn check_term(term: u64, what: &str) -> DecodeResult<u64> {
 /// The layout version of a node's two stores (FORMAT.md §7): 2 added entries with parts
 /// (payload tag 3) and the state machine's write sessions; 3 keyspace operations (tags 3 to
 /// 6) and the state machine's keyspace map; 4 puts with an expiry (tag 7, and the store
-/// formats that carry expiries). A store of an older version is read as it is, and marked 4
-/// when opened, as this build may add them.
-pub(crate) const LAYOUT_VERSION: u32 = 4;
+/// formats that carry expiries); 5 range deletes (tag 8, and the store formats that carry
+/// them). A store of an older version is read as it is, and marked 5 when opened, as this
+/// build may add them.
+pub(crate) const LAYOUT_VERSION: u32 = 5;
 /// The key each store keeps its layout version under.
 const LAYOUT_KEY: &[u8] = b"m/format";
 
@@ -71,7 +74,7 @@ pub(crate) fn check_layout(db: &crate::Db, what: &str) -> crate::Result<()> {
     let current = LAYOUT_VERSION.to_le_bytes();
     match v.as_deref() {
         Some(v) if v == current => Ok(()),
-        None | Some([1, 0, 0, 0] | [2, 0, 0, 0] | [3, 0, 0, 0]) => {
+        None | Some([1, 0, 0, 0] | [2, 0, 0, 0] | [3, 0, 0, 0] | [4, 0, 0, 0]) => {
             let mut b = crate::WriteBatch::new();
             b.put(LAYOUT_KEY, current);
             db.write_opt(b, crate::WriteOptions { sync: true })
@@ -288,8 +291,44 @@ pub(crate) fn put_request(out: &mut Vec<u8>, r: &Request) {
                 put_bytes(out, value);
                 out.extend_from_slice(&at.to_le_bytes());
             }
+            Op::DeleteRange {
+                keyspace,
+                start,
+                end,
+            } => {
+                out.push(DELETE_RANGE);
+                put_bytes(out, keyspace.as_bytes());
+                put_bound(out, start);
+                put_bound(out, end);
+            }
         }
     }
+}
+
+/// A range bound: u8 `0` unbounded, or `1` included / `2` excluded and a key.
+fn put_bound(out: &mut Vec<u8>, b: &std::ops::Bound<Vec<u8>>) {
+    use std::ops::Bound;
+    match b {
+        Bound::Unbounded => out.push(0),
+        Bound::Included(k) => {
+            out.push(1);
+            put_bytes(out, k);
+        }
+        Bound::Excluded(k) => {
+            out.push(2);
+            put_bytes(out, k);
+        }
+    }
+}
+
+fn get_bound(c: &mut Cursor<'_>) -> DecodeResult<std::ops::Bound<Vec<u8>>> {
+    use std::ops::Bound;
+    Ok(match c.u8()? {
+        0 => Bound::Unbounded,
+        1 => Bound::Included(get_key(c)?),
+        2 => Bound::Excluded(get_key(c)?),
+        k => return Err(format!("range bound kind {k} (not 0 to 2)")),
+    })
 }
 
 /// A keyspace name: u32 length (at most `MAX_REPLICATED_KEYSPACE_NAME`), UTF-8 bytes.
@@ -354,7 +393,16 @@ pub(crate) fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
                     at: c.u64()?,
                 }
             }
-            t => return Err(format!("operation {i} has tag {t} (not 1 to 7)")),
+            DELETE_RANGE => {
+                let keyspace = get_name(c)?;
+                let start = get_bound(c)?;
+                Op::DeleteRange {
+                    keyspace,
+                    start,
+                    end: get_bound(c)?,
+                }
+            }
+            t => return Err(format!("operation {i} has tag {t} (not 1 to 8)")),
         });
     }
     Ok(Request::new(ops))

@@ -79,7 +79,46 @@ fn keyspace_ops() -> Vec<Op> {
             a: "db3".into(),
             b: "db0".into(),
         },
+        Op::DeleteRange {
+            keyspace: String::new(),
+            start: std::ops::Bound::Included(b"a".to_vec()),
+            end: std::ops::Bound::Excluded(b"m".to_vec()),
+        },
+        Op::DeleteRange {
+            keyspace: "db4".into(),
+            start: std::ops::Bound::Excluded(vec![]),
+            end: std::ops::Bound::Unbounded,
+        },
     ]
+}
+
+/// A range delete (layout version 5): each bound's kind is checked, and its keys count
+/// against the key limit as a key does.
+#[test]
+fn range_deletes_carry_checked_bounds() {
+    use std::ops::Bound;
+    let op = Op::DeleteRange {
+        keyspace: "k".into(),
+        start: Bound::Unbounded,
+        end: Bound::Included(b"z".to_vec()),
+    };
+    let mut b = Vec::new();
+    put_request(&mut b, &Request::new(vec![op.clone()]));
+    let decode = |b: &[u8]| get_request(&mut crate::coding::Cursor::new(b));
+    assert_eq!(decode(&b).unwrap().ops, [op]);
+    // The start's kind byte follows u32 count, tag, u32 name length and the name.
+    let at = 4 + 1 + 4 + 1;
+    assert_eq!(b[at], 0);
+    b[at] = 3;
+    let e = decode(&b).unwrap_err();
+    assert!(e.contains("range bound kind 3"), "{e}");
+    let long = Request::new(vec![Op::DeleteRange {
+        keyspace: String::new(),
+        start: Bound::Included(vec![0; crate::replication::MAX_REPLICATED_KEY_SIZE + 1]),
+        end: Bound::Unbounded,
+    }]);
+    let e = long.validate().unwrap_err();
+    assert!(e.contains("key of"), "{e}");
 }
 
 /// A keyspace name is at most 255 bytes of UTF-8: longer or not UTF-8 is refused by the

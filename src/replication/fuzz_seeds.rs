@@ -60,6 +60,12 @@ pub(crate) fn entries() -> Vec<Vec<u8>> {
                                 value: vec![6; 3],
                                 at: 1_700_000_000_000 + j,
                             }
+                        } else if j % 7 == 0 {
+                            Op::DeleteRange {
+                                keyspace: "db2".into(),
+                                start: std::ops::Bound::Included(vec![j as u8]),
+                                end: std::ops::Bound::Unbounded,
+                            }
                         } else {
                             Op::Swap {
                                 a: "a".into(),

@@ -45,6 +45,7 @@ pub mod tcp;
 pub(crate) mod wire;
 
 use std::fmt::{self, Debug, Display};
+use std::ops::Bound;
 
 use openraft::error::RaftError;
 use openraft::TryAsRef;
@@ -206,6 +207,17 @@ pub enum Op {
         /// When the key expires, in milliseconds since the Unix epoch.
         at: u64,
     },
+    /// Deletes every key of `keyspace` (`""`: the default one) from `start` to `end`, as one
+    /// operation (`WriteBatch::delete_range_in`), on every node alike; the state machine's
+    /// store must write table format 6 or later.
+    DeleteRange {
+        /// The keyspace's name.
+        keyspace: String,
+        /// Where the range starts.
+        start: Bound<Vec<u8>>,
+        /// Where it ends.
+        end: Bound<Vec<u8>>,
+    },
 }
 
 /// Longest keyspace name an [`Op`] may carry, in bytes.
@@ -220,7 +232,21 @@ impl Op {
             | Op::PutIn { key, .. }
             | Op::DeleteIn { key, .. }
             | Op::PutUntil { key, .. } => Some(key),
-            Op::Clear { .. } | Op::Swap { .. } => None,
+            Op::Clear { .. } | Op::Swap { .. } | Op::DeleteRange { .. } => None,
+        }
+    }
+
+    /// The keys bounding the operation's range, if it deletes one.
+    fn bounds(&self) -> [Option<&[u8]>; 2] {
+        fn key(b: &Bound<Vec<u8>>) -> Option<&[u8]> {
+            match b {
+                Bound::Included(k) | Bound::Excluded(k) => Some(k.as_slice()),
+                Bound::Unbounded => None,
+            }
+        }
+        match self {
+            Op::DeleteRange { start, end, .. } => [key(start), key(end)],
+            _ => [None, None],
         }
     }
 
@@ -231,7 +257,8 @@ impl Op {
             Op::PutIn { keyspace, .. }
             | Op::DeleteIn { keyspace, .. }
             | Op::Clear { keyspace }
-            | Op::PutUntil { keyspace, .. } => [Some(keyspace), None],
+            | Op::PutUntil { keyspace, .. }
+            | Op::DeleteRange { keyspace, .. } => [Some(keyspace), None],
             Op::Swap { a, b } => [Some(a), Some(b)],
         }
     }
@@ -244,7 +271,8 @@ impl Op {
             _ => 0,
         };
         let names: usize = self.names().iter().flatten().map(|n| n.len()).sum();
-        self.key().map_or(0, <[u8]>::len) + value + names
+        let bounds: usize = self.bounds().iter().flatten().map(|k| k.len()).sum();
+        self.key().map_or(0, <[u8]>::len) + value + names + bounds
     }
 }
 
@@ -298,13 +326,15 @@ impl Request {
         })
     }
 
-    /// Checks the request against the replicated store's limits: every key at most
+    /// Checks the request against the replicated store's limits: every key (and range
+    /// bound) at most
     /// [`MAX_REPLICATED_KEY_SIZE`], the whole at most [`MAX_REQUEST_SIZE`]. A request that
     /// fails is refused by `ReplicatedDb::write`, and skipped (on every node alike) if it
     /// reaches the log another way.
     pub fn validate(&self) -> std::result::Result<(), String> {
         for op in &self.ops {
-            if let Some(key) = op.key().filter(|k| k.len() > MAX_REPLICATED_KEY_SIZE) {
+            let keys = op.bounds().into_iter().chain([op.key()]).flatten();
+            if let Some(key) = keys.into_iter().find(|k| k.len() > MAX_REPLICATED_KEY_SIZE) {
                 return Err(format!(
                     "key of {} bytes (a replicated store takes at most {MAX_REPLICATED_KEY_SIZE})",
                     key.len()
@@ -348,7 +378,7 @@ impl Request {
     }
 
     /// The size [`Request::validate`] holds to `MAX_REQUEST_SIZE`: each operation's key,
-    /// value and keyspace names, and 9 bytes of overhead (4 more per name); 29 bytes per
+    /// value, keyspace names and range bounds, and 9 bytes of overhead (4 more per name); 29 bytes per
     /// part.
     pub fn size(&self) -> usize {
         let parts = self.parts.len().saturating_mul(PART_SIZE);

@@ -4,11 +4,14 @@
 //! with ids: one applied, a plain write after it, and a copy of the first, skipped (entries
 //! with parts, and a write session). Version 3 adds keyspace operations: writes in two
 //! keyspaces, a swap of them, a clear and a write after it. Version 4 adds puts with an expiry
-//! (`Op::PutUntil`): one long passed, two far off. Frozen: this build must read each as
-//! written. Written once, when missing and `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never
-//! overwritten; this build writes version 4 only).
+//! (`Op::PutUntil`): one long passed, two far off. Version 5 adds range deletes
+//! (`Op::DeleteRange`): `k50`..`k52` in the default keyspace, `r1`..`r2` of three in `users`.
+//! Frozen: this build must read each as written. Written once, when missing and
+//! `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwritten; this build writes version 5
+//! only).
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use lsm_bloom::replication::network::Router;
@@ -31,11 +34,14 @@ pub fn dir(version: u32) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("fixtures/replication-v{version}/node"))
 }
 
-/// The data the fixture holds: `k00`..`k59` = `v00`..`v59`, less `k07`; from version 2,
-/// `t0` = `second`.
+/// The keys of the default keyspace version 5's range delete removes (`k50`..`k52`).
+const RANGE_DELETED: std::ops::Range<usize> = 50..53;
+
+/// The data the fixture holds: `k00`..`k59` = `v00`..`v59`, less `k07` (and from version 5
+/// `RANGE_DELETED`); from version 2, `t0` = `second`.
 pub fn expected(version: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut data: Vec<_> = (0..WRITES)
-        .filter(|&i| i != DELETED)
+        .filter(|&i| i != DELETED && (version < 5 || !RANGE_DELETED.contains(&i)))
         .map(|i| {
             (
                 format!("k{i:02}").into_bytes(),
@@ -82,7 +88,7 @@ fn with_id(value: &str) -> Request {
 }
 
 async fn write_fixture(to: &Path, version: u32) {
-    assert_eq!(version, 4, "this build writes layout version 4");
+    assert_eq!(version, 5, "this build writes layout version 5");
     let mut config = fast_config();
     config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(25);
     config.raft.max_in_snapshot_log_to_keep = 5;
@@ -135,6 +141,23 @@ async fn write_fixture(to: &Path, version: u32) {
             until("", "e2", "later", FAR),
         ],
         vec![until("users", "u5", "dan", FAR)],
+        vec![
+            put_in("users", "r1", "x"),
+            put_in("users", "r2", "y"),
+            put_in("users", "r3", "z"),
+        ],
+        vec![
+            Op::DeleteRange {
+                keyspace: "users".into(),
+                start: Bound::Included(b"r1".to_vec()),
+                end: Bound::Excluded(b"r3".to_vec()),
+            },
+            Op::DeleteRange {
+                keyspace: String::new(),
+                start: Bound::Excluded(b"k49".to_vec()),
+                end: Bound::Included(b"k52".to_vec()),
+            },
+        ],
     ];
     for ops in writes {
         node.write(Request::new(ops)).await.unwrap();
@@ -158,6 +181,9 @@ pub fn expected_keyspaces(version: u32) -> Vec<(&'static str, Pairs)> {
     let mut users = vec![kv("u3", "cy")];
     if version >= 4 {
         users.push(kv("u5", "dan"));
+    }
+    if version >= 5 {
+        users.insert(0, kv("r3", "z"));
     }
     vec![
         ("sessions", vec![kv("u1", "ada"), kv("u2", "bob")]),
@@ -271,8 +297,17 @@ pub async fn check(version: u32) {
         .collect();
     let all = expected(version);
     assert!(data.len() > 30, "{} keys", data.len());
+    // Keys deleted after the snapshot may still be in it.
+    let deleted_later = |k: &[u8]| {
+        k == b"k07"
+            || (version >= 5
+                && RANGE_DELETED
+                    .clone()
+                    .any(|i| k == format!("k{i:02}").as_bytes()))
+    };
     assert!(
-        data.iter().all(|kv| all.contains(kv) || kv.0 == b"k07"),
+        data.iter()
+            .all(|kv| all.contains(kv) || deleted_later(&kv.0)),
         "data not the fixture's"
     );
     drop(other);

@@ -1,11 +1,13 @@
-//! Replicated keyspaces (`Op::PutIn`, `DeleteIn`, `Clear`, `Swap`) and expiring puts
-//! (`PutUntil`) against a model of maps: random requests over four names (the default `""`
+//! Replicated keyspaces (`Op::PutIn`, `DeleteIn`, `Clear`, `Swap`), expiring puts
+//! (`PutUntil`) and range deletes (`DeleteRange`, any bounds, empty ranges too) against a
+//! model of maps: random requests over four names (the default `""`
 //! among them) on a 3-node cluster whose nodes share a `ManualClock`, moved forward as the
 //! run goes; one follower stopped long enough to catch up by a snapshot, and every node
 //! restarted at the end. Every node reads what the model holds live at the clock's reading,
 //! with each key's expiry, and holds no store keyspace a cleared name left behind.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -60,11 +62,29 @@ fn op(rng: &mut Rng, model: &mut Model, step: usize, now: u64) -> Op {
                 }
             }
         }
-        40..=69 => {
+        40..=59 => {
             m.remove(&key);
             Op::DeleteIn {
                 keyspace: name.into(),
                 key,
+            }
+        }
+        60..=69 => {
+            let bound = |rng: &mut Rng| {
+                let k = format!("k{:02}", rng.below(20)).into_bytes();
+                match rng.below(3) {
+                    0 => Bound::Included(k),
+                    1 => Bound::Excluded(k),
+                    _ => Bound::Unbounded,
+                }
+            };
+            let (start, end) = (bound(rng), bound(rng));
+            let range = (start.clone(), end.clone());
+            m.retain(|k, _| !range.contains(k));
+            Op::DeleteRange {
+                keyspace: name.into(),
+                start,
+                end,
             }
         }
         70..=84 => {
@@ -288,4 +308,70 @@ pub async fn model_run(seed: u64, requests: usize) {
     // Time passes: every expiring key is gone, on every node.
     clock.advance(Duration::from_secs(10));
     check(&c, &ids, &model, clock.now_millis(), "once all expired");
+}
+
+/// Range deletes (`Op::DeleteRange`) on a 3-node cluster: each node deletes what the range
+/// holds, in the default keyspace and a named one, and nothing else. An unbounded range over
+/// the default keyspace leaves the state machine's own keys there alone (its keyspace map and
+/// layout version): a restarted node still finds the named keyspace and its data.
+pub async fn range_deletes_on_every_node() {
+    let ids: [NodeId; 3] = [1, 2, 3];
+    let c = Cluster::start(&ids, steady_config()).await;
+    let mut l = c.wait_for_leader(WAIT).await;
+    let put_in = |name: &str, k: u32| Op::PutIn {
+        keyspace: name.into(),
+        key: format!("k{k:02}").into_bytes(),
+        value: b"v".to_vec(),
+    };
+    let mut model = Model::new();
+    for name in ["", "a"] {
+        write(&c, &mut l, (0..20).map(|k| put_in(name, k)).collect()).await;
+        let m = model.entry(name).or_default();
+        for k in 0..20 {
+            m.insert(format!("k{k:02}").into_bytes(), (b"v".to_vec(), None));
+        }
+    }
+    let key = |k: u32| format!("k{k:02}").into_bytes();
+    let ranges = [
+        ("a", Bound::Included(key(3)), Bound::Excluded(key(7))),
+        ("a", Bound::Excluded(key(15)), Bound::Unbounded),
+        ("", Bound::Unbounded, Bound::Included(key(2))),
+        ("", Bound::Excluded(key(9)), Bound::Excluded(key(9))),
+    ];
+    for (name, start, end) in ranges {
+        let range = (start.clone(), end.clone());
+        model
+            .entry(name)
+            .or_default()
+            .retain(|k, _| !range.contains(k));
+        let op = Op::DeleteRange {
+            keyspace: name.into(),
+            start,
+            end,
+        };
+        write(&c, &mut l, vec![op]).await;
+    }
+    c.wait_converged(WAIT).await;
+    check(&c, &ids, &model, T0, "after the range deletes");
+    assert_eq!(model["a"].len(), 12, "k00..k02, k07..k15 left in a");
+    // All of the default keyspace: its data goes, the state machine's own keys stay.
+    write(
+        &c,
+        &mut l,
+        vec![Op::DeleteRange {
+            keyspace: String::new(),
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }],
+    )
+    .await;
+    model.entry("").or_default().clear();
+    drop(l);
+    for id in ids {
+        c.stop(id).await;
+        c.open(id).await;
+    }
+    c.wait_for_leader(WAIT).await;
+    c.wait_converged(WAIT).await;
+    check(&c, &ids, &model, T0, "after restarts");
 }

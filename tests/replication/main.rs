@@ -289,6 +289,12 @@ async fn replicated_keyspaces_follow_a_model_through_a_snapshot_and_restarts() {
     }
 }
 
+/// Range deletes reach every node, and an unbounded one leaves the state machine's own keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn range_deletes_reach_every_node() {
+    keyspaces::range_deletes_on_every_node().await;
+}
+
 /// `fixtures/replication-v1/node/` (layout version 1) reads as written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn layout_v1_fixture_still_reads() {
@@ -311,6 +317,12 @@ async fn layout_v3_fixture_still_reads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn layout_v4_fixture_still_reads() {
     fixtures::check(4).await;
+}
+
+/// `fixtures/replication-v5/node/` (layout version 5: range deletes) reads as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn layout_v5_fixture_still_reads() {
+    fixtures::check(5).await;
 }
 
 /// Over TCP on 127.0.0.1: leaders restarted, a node caught up by a snapshot in 4 KiB chunks;

@@ -5,6 +5,7 @@
 //! creates is created before its batch is written, and one it clears is dropped after
 //! (`keyspaces.rs`).
 
+use std::ops::Bound;
 use std::sync::PoisonError;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -14,7 +15,9 @@ use openraft::EntryPayload;
 
 use super::keyspaces::{Place, Staged};
 use super::sessions::{Sessions, Verdict};
-use super::{data_key, sm_err, ErrorVerb, StateMachine, StorageResult, APPLIED, MEMBERSHIP};
+use super::{
+    data_key, data_range, sm_err, ErrorVerb, StateMachine, StorageResult, APPLIED, MEMBERSHIP,
+};
 use crate::db::WriteBatch;
 use crate::replication::{codec, Op, Request, Response, StoredMembership, TypeConfig};
 
@@ -154,6 +157,11 @@ fn stage(
                     value,
                     at,
                 } => put(staged, batch, &keyspace, (key, value), Some(at))?,
+                Op::DeleteRange {
+                    keyspace,
+                    start,
+                    end,
+                } => delete_range(staged, batch, &keyspace, (start, end)),
             }
         }
     }
@@ -192,6 +200,29 @@ fn delete(staged: &Staged, batch: &mut WriteBatch, keyspace: &str, key: Vec<u8>)
         }
         Some(Place::Own(k)) => {
             batch.delete_in(&k, key);
+        }
+    }
+}
+
+/// Deletes `range` of `keyspace`: in the default place, the data keys of the range only (the
+/// state machine's own keys there lie outside `DATA`'s prefix: `data_range`).
+fn delete_range(
+    staged: &Staged,
+    batch: &mut WriteBatch,
+    keyspace: &str,
+    (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+) {
+    match staged.resolve(keyspace) {
+        None => {}
+        Some(Place::Default) => {
+            let (start, end) = (
+                start.as_ref().map(Vec::as_slice),
+                end.as_ref().map(Vec::as_slice),
+            );
+            batch.delete_range(data_range(start, end));
+        }
+        Some(Place::Own(k)) => {
+            batch.delete_range_in(&k, (start, end));
         }
     }
 }

@@ -21,6 +21,7 @@
 //! last step leaves the old store live; `open` removes any directory `CURRENT` does not name.
 
 use std::fs;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -83,6 +84,23 @@ pub(crate) fn data_key(key: &[u8]) -> Vec<u8> {
     k
 }
 
+/// The bounds in the default place of the data keys from `start` to `end` (`data_key`'s):
+/// an open end stays within `DATA`'s prefix, off the state machine's own keys.
+pub(crate) fn data_range(
+    start: Bound<&[u8]>,
+    end: Bound<&[u8]>,
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+    let start = match start {
+        Bound::Unbounded => Bound::Included(vec![DATA]),
+        b => b.map(data_key),
+    };
+    let end = match end {
+        Bound::Unbounded => Bound::Excluded(vec![DATA + 1]),
+        b => b.map(data_key),
+    };
+    (start, end)
+}
+
 /// The replicated data of one node. Clones share it.
 #[derive(Clone)]
 pub struct StateMachine {
@@ -120,13 +138,14 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> crate::Error {
 
 impl StateMachine {
     /// Opens (or creates) the state machine in `dir`; its store is opened with `opts`, which
-    /// must write table format 5 or later: the log may carry puts with an expiry
-    /// (`Op::PutUntil`), and every node must apply every entry.
+    /// must write table format 6 or later: the log may carry puts with an expiry
+    /// (`Op::PutUntil`) and range deletes (`Op::DeleteRange`), and every node must apply
+    /// every entry.
     pub fn open(dir: impl AsRef<Path>, opts: Options) -> crate::Result<StateMachine> {
-        if opts.table_format_version < 5 {
+        if opts.table_format_version < 6 {
             return Err(crate::Error::InvalidArgument(format!(
-                "a replicated store writes table format 5 or later (expiring puts), not {} \
-                 (Options::table_format_version)",
+                "a replicated store writes table format 6 or later (expiring puts, range \
+                 deletes), not {} (Options::table_format_version)",
                 opts.table_format_version
             )));
         }

@@ -1,10 +1,10 @@
 //! Reads of the replicated data as applied on this node: each resolves its keyspace's place
 //! (`keyspaces.rs`) once, and again if a `Clear` applied meanwhile dropped it.
 
-use std::ops::{Bound, RangeBounds};
+use std::ops::RangeBounds;
 
 use super::keyspaces::Place;
-use super::{data_key, StateMachine, DATA};
+use super::{data_key, data_range, StateMachine};
 use crate::db::{Db, DbIter};
 use crate::KeyExpiry;
 
@@ -97,18 +97,12 @@ impl StateMachine {
                 prefixed: false,
             }),
             Some(Place::Default) => {
-                let lo = match range.start_bound() {
-                    Bound::Included(k) => Bound::Included(data_key(k.as_ref())),
-                    Bound::Excluded(k) => Bound::Excluded(data_key(k.as_ref())),
-                    Bound::Unbounded => Bound::Included(vec![DATA]),
-                };
-                let hi = match range.end_bound() {
-                    Bound::Included(k) => Bound::Included(data_key(k.as_ref())),
-                    Bound::Excluded(k) => Bound::Excluded(data_key(k.as_ref())),
-                    Bound::Unbounded => Bound::Excluded(vec![DATA + 1]),
-                };
+                let range = data_range(
+                    range.start_bound().map(AsRef::as_ref),
+                    range.end_bound().map(AsRef::as_ref),
+                );
                 Ok(Scan {
-                    inner: Some(db.scan::<Vec<u8>, _>((lo, hi))?),
+                    inner: Some(db.scan::<Vec<u8>, _>(range)?),
                     prefixed: true,
                 })
             }
