@@ -384,9 +384,18 @@ fn a_total_filter_budget_is_shared_by_the_keyspaces() {
     }
     db.compact().unwrap();
     let (mine, theirs) = (bytes(db.levels()), bytes(other.levels().unwrap()));
+    // Within the budget, give or take a table's filter (one keyspace alone need not reach
+    // it: here its filters took about 31 KB of the 48 KiB). A budget per keyspace would
+    // give each about what one alone takes. (Compared with `alone` × 1.25 instead, a run on
+    // a loaded machine once failed: its flushes fell otherwise, the total stayed in budget.)
+    let total = (48u64 << 10) as f64;
     assert!(
-        (mine + theirs) as f64 <= alone as f64 * 1.25,
-        "filters of {mine} + {theirs} bytes in two keyspaces, {alone} in one"
+        (mine + theirs) as f64 <= total * 1.05 && alone as f64 <= total * 1.05,
+        "filters of {mine} + {theirs} bytes in two keyspaces, {alone} in one: over the budget"
+    );
+    assert!(
+        ((mine + theirs) as f64) < 2.0 * alone as f64 * 0.9,
+        "filters of {mine} + {theirs} bytes in two keyspaces, {alone} in one: a budget each"
     );
     // Each gets a fair part (the planner's reservations for level 0 follow each keyspace's
     // own flushes, so the parts are not exactly equal).
