@@ -10,7 +10,8 @@
 //! merges the inputs (newest version of each key wins) into new tables of about `target_file_size`, each with a
 //! freshly built filter for the output level. That rebuild is how deleted keys leave filters:
 //! a key's bit pattern stays in a table's filter until the table is rewritten, and a tombstone
-//! is dropped only when no deeper level holds data, i.e. nothing older can reappear.
+//! is dropped only when nothing older can reappear: no deeper level holds data, or no table
+//! below may hold its key (its range and filter say so: `Version::may_hold_below`).
 //!
 //! A full output table is finished (its filter built, the rest written, the file synced) on a
 //! second thread while the merge fills the next, one at a time. Measured at the defaults
