@@ -43,10 +43,12 @@ pub(crate) struct Job {
     pub(crate) inputs: Vec<(usize, Arc<Table>)>,
     pub(crate) output_level: usize,
     pub(crate) drop_tombstones: bool,
-    /// When tombstones are kept (`drop_tombstones` false): the table set as the job was
-    /// picked, whose levels below the output say which keys an older version may still lie
-    /// under (`Version::may_hold_below`). A tombstone for a key none of them may hold is
-    /// dropped all the same: it hides nothing.
+    /// When tombstones are kept (`drop_tombstones` false): the published table set the job
+    /// was picked from, whose levels below the output say which keys an older version may
+    /// still lie under (`Version::may_hold_below`). A tombstone for a key none of them may
+    /// hold is dropped all the same: it hides nothing. A running job that writes deeper over
+    /// these keys takes them from tables this set still holds, so an older version it moves
+    /// is seen here too.
     pub(crate) below: Option<Arc<Version>>,
     /// Every entry of the inputs has expired and they shadow nothing (`expired_table`): the
     /// job drops them unread and writes nothing.
@@ -86,9 +88,8 @@ pub(super) fn finish_job(
         inputs,
         output_level,
         drop_tombstones,
-        // A running job that writes deeper over these keys takes them from tables this set
-        // still holds, so an older version it moves is seen here too.
-        below: (!drop_tombstones).then(|| Arc::new(v.clone())),
+        // Set when the job starts (`Inner::one_compaction`, worker.rs).
+        below: None,
         expired: false,
     })
 }

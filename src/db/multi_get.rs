@@ -141,10 +141,7 @@ impl ReadPath<'_> {
             // Once some table may have expired whole, the search passes over one that has
             // and shadows nothing (`Version::in_level_live_from`), unread; before then `seen`
             // is 0 and nothing is passed over.
-            let seen = match version.soonest_whole_expiry <= self.seen {
-                true => self.seen,
-                false => 0,
-            };
+            let seen = version.passing_at(self.seen);
             let skips = &counters.levels[level].expired_skips;
             self.stage(counters, level, version, pending, out, |at, key, hash| {
                 let (position, p) = (positions[at], prefixes[at]);

@@ -242,10 +242,7 @@ impl ReadPath<'_> {
         // passes over such a table that shadows nothing (`Version::in_level_live`), before it
         // requests the table's filter lines or reads it; before then `seen` is 0 and no table
         // is passed over (the look is one load and a branch taken alike every time).
-        let seen = match version.soonest_whole_expiry <= self.seen {
-            true => self.seen,
-            false => 0,
-        };
+        let seen = version.passing_at(self.seen);
         // Whether the last table of the list expired whole (`drop_expired_tail`).
         let mut tail_expired = false;
         for (i, t) in version.levels()[0].iter().enumerate().rev() {

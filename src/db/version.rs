@@ -108,22 +108,31 @@ impl Version {
             .filter_map(|t| t.expire_whole_by())
             .min()
             .unwrap_or(crate::expiry::NEVER);
-        let expiring = self.soonest_whole_expiry != crate::expiry::NEVER;
-        let per_table = |f: &dyn Fn(usize, usize) -> u64| -> Vec<Vec<u64>> {
-            (0..MAX_LEVELS)
-                .map(|level| match expiring {
-                    false => Vec::new(),
-                    true => (0..self.levels[level].len()).map(|i| f(level, i)).collect(),
-                })
+        use crate::expiry::NEVER;
+        let expiring = self.soonest_whole_expiry != NEVER;
+        self.whole_by = self
+            .levels
+            .iter()
+            .map(|tables| match expiring {
+                false => Vec::new(),
+                true => tables
+                    .iter()
+                    .map(|t| t.expire_whole_by().unwrap_or(NEVER))
+                    .collect(),
+            })
+            .collect();
+        self.passable_from = (0..MAX_LEVELS)
+            .map(|level| {
+                let by = self.whole_by[level].iter().enumerate();
+                by.map(
+                    |(i, &by)| match by != NEVER && self.shadows_nothing(level, i) {
+                        true => by,
+                        false => NEVER,
+                    },
+                )
                 .collect()
-        };
-        let whole_by = |level: usize, i: usize| {
-            let t: &Table = &self.levels[level][i];
-            t.expire_whole_by().unwrap_or(crate::expiry::NEVER)
-        };
-        let passable = per_table(&|level, i| self.passable_after(level, i));
-        self.whole_by = per_table(&whole_by);
-        self.passable_from = passable;
+            })
+            .collect();
         self.range_deletes = self
             .levels
             .iter()
@@ -184,6 +193,17 @@ impl Version {
         positions: &mut [usize],
     ) {
         partition_points(&self.max_prefixes[level], prefixes, positions);
+    }
+
+    /// The `seen` a lookup passes to `in_level_live` and `expired_whole`: the latest time the
+    /// store has seen, once some table may have expired whole by it; before, 0 (nothing is
+    /// passed over).
+    #[inline(always)]
+    pub(crate) fn passing_at(&self, seen: u64) -> u64 {
+        match self.soonest_whole_expiry <= seen {
+            true => seen,
+            false => 0,
+        }
     }
 
     /// What `level` (1 and deeper) holds for `key` in a lookup at `seen` (the latest time the
@@ -365,14 +385,6 @@ impl Version {
             let r = self.reaching(l, Included(min), Included(max));
             !self.levels[l][r].iter().any(meets)
         })
-    }
-
-    /// When a lookup may pass table `i` of `level` by (`passable_from`).
-    fn passable_after(&self, level: usize, i: usize) -> u64 {
-        match self.levels[level][i].expire_whole_by() {
-            Some(latest) if self.shadows_nothing(level, i) => latest,
-            _ => crate::expiry::NEVER,
-        }
     }
 
     /// Puts with an expiry in every table (their properties' count).

@@ -238,8 +238,8 @@ impl Inner {
             }
             // Keyspaces in turn, from the one after the last picked, so that a busy keyspace
             // does not starve the others.
-            let spaces: Vec<(u32, &Version)> =
-                published.all().map(|(id, s)| (id, &*s.version)).collect();
+            let spaces: Vec<(u32, &Arc<Version>)> =
+                published.all().map(|(id, s)| (id, &s.version)).collect();
             let from = spaces
                 .iter()
                 .position(|(id, _)| *id >= *next_pick)
@@ -257,9 +257,16 @@ impl Inner {
                 picked = turn()
                     .find_map(|&(id, v)| compaction::level0(v, id, running).map(|job| (id, job)));
             }
-            let Some((id, job)) = picked else {
+            let Some((id, mut job)) = picked else {
                 return Ok(false);
             };
+            if !job.drop_tombstones {
+                // What lies below the output, as the job was picked (`Job::below`).
+                job.below = spaces
+                    .iter()
+                    .find(|(space, _)| *space == id)
+                    .map(|(_, v)| Arc::clone(v));
+            }
             *next_pick = id + 1;
             let ticket = running.register(id, &job.inputs, job.output_level);
             self.counters
