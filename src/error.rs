@@ -89,6 +89,12 @@ pub enum Error {
         /// The keyspace's name.
         name: String,
     },
+    /// A transaction was not committed: a write since its snapshot changed something it read
+    /// (or its commit could no longer tell). Nothing of it was written; run it again.
+    Conflict {
+        /// What changed.
+        reason: String,
+    },
 }
 
 /// `Result` with this crate's [`Error`].
@@ -154,6 +160,9 @@ impl Error {
                 message: message.clone(),
             },
             Error::KeyspaceDropped { name } => Error::KeyspaceDropped { name: name.clone() },
+            Error::Conflict { reason } => Error::Conflict {
+                reason: reason.clone(),
+            },
         }
     }
 }
@@ -216,6 +225,10 @@ impl fmt::Display for Error {
                 f,
                 "keyspace {name:?} was dropped (a keyspace created since under that name needs \
                  a new handle, Db::keyspace)"
+            ),
+            Error::Conflict { reason } => write!(
+                f,
+                "transaction not committed, nothing written: {reason} (run it again)"
             ),
         }
     }

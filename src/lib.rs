@@ -77,7 +77,8 @@ pub use db::{
     Allocation, BatchOps, CheckpointReport, Compressions, Db, DbCursor, DbIter, FilterBudget,
     FilterMemory, Filters, HugePages, Keyspace, KeyspaceOptions, LevelAllocation, OptionChange,
     Options, OptionsReport, PrefixFilters, RangeFilters, RecoveryReport, Snapshot,
-    SnapshotKeyspace, WalRecovery, WriteBatch, WriteOptions, DEFAULT_KEYSPACE,
+    SnapshotKeyspace, Transaction, TransactionIter, WalRecovery, WriteBatch, WriteOptions,
+    DEFAULT_KEYSPACE, DEFAULT_TRANSACTION_LIMIT,
 };
 pub use error::{Error, Result};
 pub use expiry::{Clock, DefaultTtl, KeyExpiry, ManualClock, SystemClock, MAX_TTL};
@@ -109,3 +110,8 @@ pub struct ExpiryDoctests;
 #[doc = include_str!("../docs/range-deletes.md")]
 #[cfg(doctest)]
 pub struct RangeDeletesDoctests;
+
+/// docs/transactions.md's example, compiled and run as a doctest.
+#[doc = include_str!("../docs/transactions.md")]
+#[cfg(doctest)]
+pub struct TransactionsDoctests;

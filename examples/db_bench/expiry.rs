@@ -238,8 +238,10 @@ fn expired_tables(args: &Args) {
         let mut rates = [Vec::new(), Vec::new(), Vec::new()];
         for round in 0..args.rounds as u64 {
             let keys = absent(args.ops, round + 1);
-            for (db, r) in stores.iter().zip(&mut rates) {
-                r.push(gets(db, &keys, threads));
+            // Each round starts with the next store, so that no store always runs first.
+            for k in 0..stores.len() {
+                let s = (round as usize + k) % stores.len();
+                rates[s].push(gets(&stores[s], &keys, threads));
             }
         }
         let [h, d, c] = rates.map(median);

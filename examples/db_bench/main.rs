@@ -17,7 +17,8 @@
 //! column families: `... -- --workload keyspaces [--defaults]` (`keyspaces.rs`); how soon
 //! expired data leaves our disk and what expiry costs reads: `... -- --workload expiry
 //! [--defaults]` (`expiry.rs`); what deleted ranges cost gets and what a range delete saves:
-//! `... -- --workload range-deletes` (`range_deletes.rs`).
+//! `... -- --workload range-deletes` (`range_deletes.rs`); optimistic transactions against
+//! RocksDB's and fjall's: `... -- --workload transactions` (`transactions.rs`).
 //!
 //! All three engines: 10 bits/key Bloom filters (ours: the default blocked filter; RocksDB
 //! `set_bloom_filter(10.0, false)`, its default format_version; fjall `BitsPerKey(10.0)` on
@@ -77,6 +78,7 @@ mod ranges;
 mod rocks_filters;
 mod scale;
 mod scans;
+mod transactions;
 
 #[derive(Parser, Clone)]
 #[command(about = "lsm-bloom vs RocksDB vs fjall")]
@@ -172,7 +174,7 @@ struct Args {
     /// `keyspaces` (ours' keyspaces against RocksDB's column families and fjall's keyspaces,
     /// `keyspaces.rs`), `expiry` (how soon expired data leaves our disk, and expiry's cost to
     /// reads, ours alone: `expiry.rs`).
-    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency", "cursor", "keyspaces", "expiry", "range-deletes"])]
+    #[arg(long, default_value = "gets", value_parser = ["gets", "prefix", "rocksdb-filters", "scale", "scans", "ranges", "latency", "cursor", "keyspaces", "expiry", "range-deletes", "transactions"])]
     workload: String,
     /// Latency workload: seconds of the timed phase per engine, round and thread count.
     #[arg(long, default_value_t = 20.0)]
@@ -298,6 +300,9 @@ fn main() {
     }
     if args.workload == "expiry" {
         return expiry::run(&args);
+    }
+    if args.workload == "transactions" {
+        return transactions::run(&args);
     }
     if args.workload == "range-deletes" {
         return range_deletes::run(&args);

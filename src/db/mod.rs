@@ -42,6 +42,7 @@ pub(crate) mod budget;
 pub(crate) mod budget_parts;
 mod checkpoint;
 mod compaction;
+mod conflicts;
 mod counters;
 mod cover;
 mod cursor;
@@ -79,6 +80,8 @@ mod state;
 pub mod stats;
 pub(crate) mod stored_options;
 mod throttle;
+mod transaction;
+mod transaction_iter;
 pub(crate) mod version;
 pub(crate) mod wal;
 mod wal_range;
@@ -111,6 +114,8 @@ pub use limits::{MAX_BATCH_SIZE, MAX_KEY_SIZE, MAX_VALUE_SIZE};
 pub use options::{HugePages, Options, WalRecovery};
 pub use report::{OptionChange, OptionsReport, RecoveryReport, WalDamage};
 pub use snapshot::{Snapshot, SnapshotKeyspace};
+pub use transaction::{Transaction, DEFAULT_TRANSACTION_LIMIT};
+pub use transaction_iter::TransactionIter;
 
 /// An open database. `Send + Sync`: share it between threads with `Arc<Db>`.
 ///
@@ -336,6 +341,14 @@ impl Db {
         dir: impl AsRef<Path>,
     ) -> Result<CheckpointReport> {
         checkpoint::checkpoint(&self.inner, snapshot, dir.as_ref())
+    }
+
+    /// Begins an optimistic transaction (`Transaction`): reads as of now plus its own writes,
+    /// committed as one batch unless something it read was written meanwhile
+    /// (`Error::Conflict`). Serializable; nothing is locked while it runs
+    /// (docs/transactions.md).
+    pub fn transaction(&self) -> Transaction {
+        Transaction::begin(Arc::clone(&self.inner))
     }
 
     /// A consistent read-only view of the store as of now (`Snapshot`): its `get`, `scan` and

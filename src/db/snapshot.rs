@@ -120,6 +120,11 @@ impl Snapshot {
         &self.published
     }
 
+    /// Every keyspace's state it holds, shared (a transaction's commit keeps it).
+    pub(super) fn published_arc(&self) -> Arc<Published> {
+        Arc::clone(&self.published)
+    }
+
     /// Batches of `state().mem` it sees.
     pub(super) fn mem_seen(&self) -> u64 {
         self.mem_seen

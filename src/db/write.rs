@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::batch::WriteBatch;
+use super::conflicts::{self, Condition};
 use super::inner::{lock, Inner};
 use super::memtable::Memtable;
 use super::state::State;
@@ -38,12 +39,18 @@ struct Leader<'a> {
     members: Vec<(u64, std::thread::Thread)>,
     /// The group's outcome, once committed (`None` while running, or after a panic).
     outcome: Option<Result<()>>,
+    /// The ticket of a write whose condition failed, and why: it gets this, not `outcome`.
+    rejected: Option<(u64, Error)>,
 }
 
 impl Drop for Leader<'_> {
     fn drop(&mut self) {
         let mut q = lock(&self.inner.queue);
         for (t, _) in &self.members {
+            if let Some((_, e)) = self.rejected.as_ref().filter(|(r, _)| r == t) {
+                q.results.insert(*t, Err(e.replicate()));
+                continue;
+            }
             let r = match &self.outcome {
                 Some(Ok(())) => Ok(()),
                 Some(Err(e)) => Err(e.replicate()),
@@ -69,7 +76,18 @@ impl Drop for Leader<'_> {
 impl Inner {
     /// Commits `batch` (see the module comment): `Ok` once it is in the WAL and the memtable,
     /// and durable too with `sync` (or `Options::sync_writes`).
-    pub(super) fn write_batch(&self, mut batch: WriteBatch, sync: bool) -> Result<()> {
+    pub(super) fn write_batch(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        self.write_batch_if(batch, sync, None)
+    }
+
+    /// `write_batch`, applied only if `condition` holds when the batch's turn comes
+    /// (`conflicts::check`), else `Error::Conflict` and nothing written.
+    pub(super) fn write_batch_if(
+        &self,
+        mut batch: WriteBatch,
+        sync: bool,
+        condition: Option<Box<Condition>>,
+    ) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -111,6 +129,7 @@ impl Inner {
             ops: batch.ops,
             sync,
             thread: std::thread::current(),
+            condition,
         });
         loop {
             if let Some(r) = q.results.remove(&ticket) {
@@ -138,12 +157,18 @@ impl Inner {
             inner: self,
             members: group.iter().map(|w| (w.ticket, w.thread.clone())).collect(),
             outcome: None,
+            rejected: None,
         };
-        leader.outcome = Some(self.commit_group(group));
+        leader.outcome = Some(self.commit_group(group, &mut leader.rejected));
     }
 
-    /// Appends the group's records with one write, then applies each batch in order.
-    fn commit_group(&self, group: Vec<Queued>) -> Result<()> {
+    /// Appends the group's records with one write, then applies each batch in order. A first
+    /// write whose condition fails is left out, its ticket and error put in `rejected`.
+    fn commit_group(
+        &self,
+        mut group: Vec<Queued>,
+        rejected: &mut Option<(u64, Error)>,
+    ) -> Result<()> {
         let mut writer = self.lock_checked(&self.writer);
         self.errors.check()?;
         // A rotation leaves the table sets as they are: this count holds after one too.
@@ -156,6 +181,15 @@ impl Inner {
         // Keyspaces are created and dropped under the writer lock, and only a rotation (under
         // it too) replaces memtables: this state's memtables are the ones to apply to.
         let state = self.read_state();
+        if let Some(cond) = group.first().and_then(|w| w.condition.as_deref()) {
+            if let Err(e) = conflicts::check(cond, &state, &*self.opts.clock) {
+                let first = group.remove(0);
+                *rejected = Some((first.ticket, e));
+                if group.is_empty() {
+                    return Ok(());
+                }
+            }
+        }
         let imm = state.default.imm.len();
         self.slow_down(imm, level0, group.iter().map(|w| w.record.len()).sum());
         // One sync for the group when any of its writes asks for one.

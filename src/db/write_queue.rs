@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use super::conflicts::Condition;
 use super::wal::Batch;
 use crate::error::Result;
 
@@ -21,6 +22,9 @@ pub(super) struct Queued {
     /// Durable before acknowledged (`WriteOptions::sync`): the group's append is synced.
     pub(super) sync: bool,
     pub(super) thread: std::thread::Thread,
+    /// A transaction's commit: applied only if nothing it read changed (`conflicts.rs`),
+    /// checked by the leader with this write first in its group.
+    pub(super) condition: Option<Box<Condition>>,
 }
 
 /// Writes waiting to be committed, and the results of committed ones not yet collected.
@@ -32,12 +36,15 @@ pub(super) struct WriteQueue {
     pub(super) leader_active: bool,
 }
 
-/// The first waiting writes, up to `MAX_GROUP_BYTES` of records (always at least one).
+/// The first waiting writes, up to `MAX_GROUP_BYTES` of records (always at least one). A
+/// write with a condition only leads a group: every batch before it is then applied when its
+/// condition is checked.
 pub(super) fn take_group(pending: &mut VecDeque<Queued>) -> Vec<Queued> {
     let mut group = Vec::new();
     let mut bytes = 0;
     while let Some(w) = pending.front() {
-        if !group.is_empty() && bytes + w.record.len() > MAX_GROUP_BYTES {
+        let full = bytes + w.record.len() > MAX_GROUP_BYTES;
+        if !group.is_empty() && (full || w.condition.is_some()) {
             break;
         }
         bytes += w.record.len();

@@ -32,6 +32,7 @@
 //! count, one cache line all reader threads write. A reader here writes nothing
 //! shared (`arc_swap`'s load uses a thread-local slot).
 
+mod changes;
 mod cursor;
 mod index;
 mod ranges;
