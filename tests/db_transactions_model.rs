@@ -107,7 +107,7 @@ fn concurrent_transactions_commit_a_serializable_history() {
     for k in 0..KEYS {
         db.put(key(k), value(0, 0)).expect("put");
     }
-    let (threads, each) = (4u64, 400u64);
+    let (threads, each) = (4u64, 1500u64);
     let committed = Mutex::new(Vec::new());
     let aborted = Mutex::new(Vec::new());
     std::thread::scope(|s| {

@@ -1,9 +1,10 @@
 //! A transaction's reads, kept for its commit (`transaction.rs`), and the check that commit
 //! makes: did any write after the transaction's snapshot change what it read?
 //!
-//! The check runs in the group commit (`write.rs`), by the leader, under the writer lock, with
-//! the transaction's batch first in its group: every batch committed before it is then in the
-//! memtables, and none can slip in between the check and the batch's own append. It reads
+//! The check runs in the group commit (`write.rs`), by the leader, under the writer lock: every
+//! batch of an earlier group is then in the memtables (`check`), the batches ahead of it in its
+//! own group are compared op by op (`check_ahead`), and none can slip in between the check and
+//! the batch's own append. It reads
 //! memtables only, never a table: the writes after the snapshot are the batches after the
 //! snapshot's count in the memtable generation it saw, and every batch of the generations
 //! since. Those memtables are all still in memory while the snapshot's generation has not
@@ -19,8 +20,9 @@
 
 use std::ops::Bound;
 
-use super::memtable::Memtable;
+use super::memtable::{meets, within, Memtable};
 use super::state::{Published, State};
+use super::wal::Batch;
 use crate::coding::printable;
 use crate::error::{Error, Result};
 use crate::expiry::{Clock, NEVER};
@@ -120,6 +122,58 @@ pub(super) fn check(cond: &Condition, now: &Published, clock: &dyn Clock) -> Res
         }
     }
     Ok(())
+}
+
+/// `Ok` when none of `ahead` (the batches before the transaction in its group, appended
+/// with it but not yet applied) changes what `cond` read, else `Error::Conflict`.
+pub(super) fn check_ahead(cond: &Condition, ahead: &[&Batch]) -> Result<()> {
+    for read in &cond.reads {
+        for batch in ahead {
+            let (id, hit) = match read {
+                Read::Key { keyspace, key, .. } => (
+                    *keyspace,
+                    part(batch, *keyspace).iter().any(|op| op.key == *key)
+                        || batch.ranges_of(*keyspace).any(|r| r.covers(key)),
+                ),
+                Read::Range {
+                    keyspace,
+                    start,
+                    end,
+                } => {
+                    let (s, e) = (
+                        start.as_ref().map(Vec::as_slice),
+                        end.as_ref().map(Vec::as_slice),
+                    );
+                    (
+                        *keyspace,
+                        part(batch, *keyspace)
+                            .iter()
+                            .any(|op| within(&op.key, s, e))
+                            || batch.ranges_of(*keyspace).any(|r| meets(r, s, e)),
+                    )
+                }
+            };
+            if hit {
+                let name = cond.published.get(id).map_or("?", |s| &*s.name);
+                return Err(conflict(format!(
+                    "a write committed just ahead of it in keyspace {name:?} changed what it read"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Keyspace `id`'s operations in `batch`.
+fn part(batch: &Batch, id: u32) -> &[super::wal::Op] {
+    match id {
+        0 => &batch.default,
+        _ => batch
+            .spaces
+            .iter()
+            .find(|(k, _)| *k == id)
+            .map_or(&[], |(_, ops)| ops.as_slice()),
+    }
 }
 
 /// `state`'s memtables from generation position `from` on, each with the last batch the

@@ -101,6 +101,9 @@ pub(super) struct Inner {
     /// Writes waiting for group commit (`write.rs`); taken before `writer`, never while
     /// holding it.
     pub(super) queue: Mutex<super::write_queue::WriteQueue>,
+    /// Groups committed so far: a waiting write spins on it briefly before it parks
+    /// (`write.rs`).
+    pub(super) groups_done: std::sync::atomic::AtomicU64,
     pub(super) writer: Mutex<WalWriter>,
     /// An empty log created ahead by the flush thread for the next memtable rotation; taken
     /// under `writer`.

@@ -481,6 +481,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         publish: Mutex::new(()),
         cache: crate::table::BlockCache::new(opts.block_cache_bytes).map(Arc::new),
         queue: Mutex::default(),
+        groups_done: Default::default(),
         writer: Mutex::new(writer),
         spare_wal: Mutex::default(),
         throttle: Mutex::default(),

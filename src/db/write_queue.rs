@@ -23,7 +23,7 @@ pub(super) struct Queued {
     pub(super) sync: bool,
     pub(super) thread: std::thread::Thread,
     /// A transaction's commit: applied only if nothing it read changed (`conflicts.rs`),
-    /// checked by the leader with this write first in its group.
+    /// checked by the leader against the memtables and the writes ahead of it in its group.
     pub(super) condition: Option<Box<Condition>>,
 }
 
@@ -36,15 +36,12 @@ pub(super) struct WriteQueue {
     pub(super) leader_active: bool,
 }
 
-/// The first waiting writes, up to `MAX_GROUP_BYTES` of records (always at least one). A
-/// write with a condition only leads a group: every batch before it is then applied when its
-/// condition is checked.
+/// The first waiting writes, up to `MAX_GROUP_BYTES` of records (always at least one).
 pub(super) fn take_group(pending: &mut VecDeque<Queued>) -> Vec<Queued> {
     let mut group = Vec::new();
     let mut bytes = 0;
     while let Some(w) = pending.front() {
-        let full = bytes + w.record.len() > MAX_GROUP_BYTES;
-        if !group.is_empty() && (full || w.condition.is_some()) {
+        if !group.is_empty() && bytes + w.record.len() > MAX_GROUP_BYTES {
             break;
         }
         bytes += w.record.len();

@@ -67,7 +67,7 @@ pub(crate) fn within(key: &[u8], start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool
 /// ending before `k` against a start after `s` with nothing between them (`k` just `s` plus
 /// a zero byte), which it takes as meeting — a conflict reported that was not one, never one
 /// missed.
-fn meets(r: &DeletedRange, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
+pub(crate) fn meets(r: &DeletedRange, start: Bound<&[u8]>, end: Bound<&[u8]>) -> bool {
     let starts_in_time = match end {
         Bound::Unbounded => true,
         Bound::Included(e) => r.start.as_slice() <= e,

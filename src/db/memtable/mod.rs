@@ -50,6 +50,7 @@ use crate::coding::{cmp_prefixed, key_prefix};
 use crate::expiry::{Now, NEVER};
 use crate::filter::hash_key;
 use crate::table::{DeletedRange, Direction, KeyRange};
+pub(crate) use changes::{meets, within};
 use cursor::{MemCursor, Versions};
 use index::Index;
 use sorted::{Keys, View};
