@@ -17,71 +17,11 @@
 
 mod common;
 
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::kv::*;
+use common::redis::{pair, Pair};
 use common::Rng;
-
-/// A `redis-server` on `port`, without persistence; killed when dropped.
-struct Redis(Child);
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `redis-server` on a free port, or `None` when it is not installed (a failure when
-/// `LSM_BLOOM_REQUIRE_REDIS_SERVER` is set).
-fn redis() -> Option<(Redis, u16)> {
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    let Ok(child) = child else {
-        assert!(
-            std::env::var_os("LSM_BLOOM_REQUIRE_REDIS_SERVER").is_none(),
-            "redis-server not installed (apt-get install redis-server)"
-        );
-        eprintln!("note: redis-server not installed; skipping the comparison with Redis");
-        return None;
-    };
-    let redis = Redis(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Some((redis, port))
-}
-
-/// A `kv_server` on `dir` and a `redis-server`, each with a connection.
-struct Pair {
-    redis: Redis,
-    server: Server,
-    ours: TcpStream,
-    theirs: TcpStream,
-}
-
-/// Both servers started (`None` without `redis-server`, as `redis` says).
-fn pair(dir: &std::path::Path) -> Option<Pair> {
-    let (redis, redis_port) = redis()?;
-    let port = free_port();
-    let server = start(dir, port);
-    let (ours, theirs) = (connect(port), connect(redis_port));
-    Some(Pair {
-        redis,
-        server,
-        ours,
-        theirs,
-    })
-}
 
 fn now_ms() -> u64 {
     SystemTime::now()

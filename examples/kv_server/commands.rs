@@ -223,10 +223,10 @@ impl Server {
         self.values(s).set_many(sets, out, s.proto);
     }
 
-    /// True when `args` is a plain `SET key value` that `s` may run with others
-    /// (`set_many`).
-    pub fn is_plain_set(s: &Session, args: &[Vec<u8>]) -> bool {
-        values::is_plain_set(s.authed, args)
+    /// True when `args` is a plain `SET key value` or a counter command that `s` may run with
+    /// others (`set_many`).
+    pub fn is_batchable(s: &Session, args: &[Vec<u8>]) -> bool {
+        values::is_batchable(s.authed, args)
     }
 
     fn values(&self, s: &Session) -> Values<'_> {

@@ -9,13 +9,15 @@
 //! [EX|PX|EXAT|PXAT|KEEPTTL], SETNX, GETDEL, STRLEN, TYPE, DEL, EXISTS, MGET, MSET, SCAN
 //! [MATCH] [COUNT] [TYPE], INFO (the store's filter statistics), COMMAND; expiry: SETEX,
 //! PSETEX, GETEX, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL, EXPIRETIME, PEXPIRETIME,
-//! PERSIST (`expire.rs`, in cluster mode too); numbered databases (`--databases`, 16 by
-//! default): SELECT, FLUSHDB, FLUSHALL, SWAPDB, MOVE, DBSIZE. Anything else, and every option
+//! PERSIST (`expire.rs`, in cluster mode too); read-modify-write on strings: INCR, DECR,
+//! INCRBY, DECRBY, INCRBYFLOAT, APPEND, GETSET, SETRANGE, GETRANGE, MSETNX, COPY, RENAME,
+//! RENAMENX (`strings.rs`); numbered databases (`--databases`, 16 by default): SELECT,
+//! FLUSHDB, FLUSHALL, SWAPDB, MOVE, DBSIZE. Anything else, and every option
 //! not supported (CONFIG SET), gets a precise `-ERR`.
 //!
 //! Modules: `resp.rs` (parser, reply encoding), `commands.rs` (dispatch, sessions, auth),
 //! `values.rs` (the commands on stored values, and the order of writes), `expire.rs` (keys
-//! that expire), `databases.rs` and
+//! that expire), `strings.rs` (read-modify-write on strings), `databases.rs` and
 //! `db_commands.rs` (numbered databases as keyspaces), `store.rs` (local or cluster),
 //! `scan.rs` (SCAN cursors and glob), `conn.rs` (one connection, shared memory budget),
 //! `info.rs` (INFO text).
@@ -28,6 +30,7 @@
 
 #[cfg(feature = "replication")]
 mod cluster;
+mod combine;
 mod commands;
 mod conn;
 mod databases;
@@ -39,6 +42,7 @@ mod logging;
 mod resp;
 mod scan;
 mod store;
+mod strings;
 #[cfg(feature = "tls")]
 mod tls;
 mod values;

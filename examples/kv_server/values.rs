@@ -24,19 +24,24 @@ use super::expire::{self, ExpireOpt};
 use super::resp::{Out, Proto, Reply};
 use super::store::{Space, Store, StoreResult};
 
-/// Orders conditional writes against all others (see the module docs).
+/// Orders conditional writes against all others (see the module docs), and combines
+/// connections' runs of counters (`combine.rs`).
 #[derive(Default)]
-pub struct Writes(RwLock<()>);
+pub struct Writes {
+    order: RwLock<()>,
+    /// Runs of counters waiting to be applied together.
+    pub combiner: super::combine::Combiner,
+}
 
 impl Writes {
     /// Held by a read-then-write: no other write runs in between.
     pub fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
-        self.0.write().unwrap_or_else(|p| p.into_inner())
+        self.order.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Held by a plain write: excludes read-then-writes only.
     fn plain(&self) -> RwLockReadGuard<'_, ()> {
-        self.0.read().unwrap_or_else(|p| p.into_inner())
+        self.order.read().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -74,7 +79,7 @@ impl Values<'_> {
         out: &mut impl Out,
         proto: Proto,
     ) -> std::io::Result<bool> {
-        if self.run_expiry(cmd, rest, out, proto) {
+        if self.run_expiry(cmd, rest, out, proto) || self.run_strings(cmd, rest, out, proto) {
             return Ok(true);
         }
         match (cmd, rest) {
@@ -365,8 +370,19 @@ impl Values<'_> {
     /// the other with no other client's in between only if nothing else arrives; committing
     /// them together is one of the orders a client could observe. The reply, `+OK` or the
     /// error, is for each of them.
+    ///
+    /// A run that also holds counter commands (`strings::is_counter`) is combined with other
+    /// connections' (`combine.rs`).
     pub fn set_many(&self, sets: &mut Vec<Vec<Vec<u8>>>, out: &mut impl Out, proto: Proto) {
         if sets.is_empty() {
+            return;
+        }
+        if sets.iter().any(|a| super::strings::is_counter(a)) {
+            for r in self.run_combined(std::mem::take(sets)) {
+                if !out.reply(&r, proto) {
+                    return;
+                }
+            }
             return;
         }
         let n = sets.len();
@@ -466,8 +482,14 @@ fn answer<'a>(r: StoreResult<Space<'a>>, out: &mut impl Out, proto: Proto) -> Op
     r.map_err(|e| out.reply(&e, proto)).ok()
 }
 
-/// True when `args` is a plain `SET key value` a session that `authed` may run: such requests
-/// in one pipeline may be committed together (`Values::set_many`).
+/// True when `args` is a plain `SET key value` (`is_plain_set`) or a counter command
+/// (`strings::is_counter`) a session that `authed` may run: such requests in one pipeline are
+/// committed together (`Values::set_many`).
+pub fn is_batchable(authed: bool, args: &[Vec<u8>]) -> bool {
+    is_plain_set(authed, args) || (authed && super::strings::is_counter(args))
+}
+
+/// True when `args` is a plain `SET key value` a session that `authed` may run.
 pub fn is_plain_set(authed: bool, args: &[Vec<u8>]) -> bool {
     // A valid expiry option (EX, PX, EXAT or PXAT) may follow: it cannot fail either.
     let expiry_ok = match args {

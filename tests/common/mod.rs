@@ -10,6 +10,7 @@ pub mod keyspaces;
 pub mod kv;
 #[cfg(feature = "replication")]
 pub mod proxy;
+pub mod redis;
 mod rng;
 pub mod workload;
 
