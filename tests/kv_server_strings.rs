@@ -149,6 +149,12 @@ fn random_command(rng: &mut Rng, at: u64) -> Vec<String> {
     words
 }
 
+/// An absolute expiry in whole seconds an hour ahead (ms): never reached while a test runs.
+fn an_hour_ahead() -> u64 {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    (now.as_millis() as u64 / 1000 + 3_600) * 1000
+}
+
 #[test]
 fn string_commands_answer_as_redis_does() {
     let dir = tempfile::tempdir().unwrap();
@@ -161,12 +167,7 @@ fn string_commands_answer_as_redis_does() {
     else {
         return;
     };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    // Whole seconds, an hour ahead: never reached while the test runs.
-    let at = (now / 1000 + 3_600) * 1000;
+    let at = an_hour_ahead();
     let mut rng = Rng::new(58);
     let steps = if common::thorough() { 20_000 } else { 5_000 };
     let (mut integers, mut errors) = (0, 0);
@@ -204,11 +205,7 @@ fn pipelined_string_commands_answer_as_redis_does() {
     else {
         return;
     };
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let at = (now / 1000 + 3_600) * 1000;
+    let at = an_hour_ahead();
     let mut rng = Rng::new(5858);
     let pipelines = if common::thorough() { 2_000 } else { 400 };
     let mut counted = 0;
