@@ -335,3 +335,23 @@ fn a_transaction_over_its_limit_is_refused_and_keeps_what_it_had() {
     assert_eq!(db.get("small").expect("get"), Some(b"v".to_vec()));
     assert_eq!(db.get("big").expect("get"), None);
 }
+
+#[test]
+fn validate_tells_a_change_to_what_was_read_without_writing() {
+    let (_d, db) = open();
+    db.put("watched", "1").expect("put");
+    let mut tx = db.transaction();
+    tx.get("watched").expect("get");
+    tx.get("absent").expect("get");
+    db.put("elsewhere", "x").expect("put");
+    tx.validate().expect("nothing read changed");
+    db.put("absent", "now here").expect("put");
+    assert!(is_conflict(tx.validate()));
+    assert!(is_conflict(tx.validate()), "a look changes nothing");
+    tx.put("w", "v").expect("put");
+    assert!(is_conflict(tx.commit()));
+    // A transaction that read nothing has nothing to lose.
+    let tx = db.transaction();
+    db.put("watched", "2").expect("put");
+    tx.validate().expect("read nothing");
+}

@@ -188,6 +188,7 @@ fn expiry_commands_answer_as_redis_does() {
         server,
         mut ours,
         mut theirs,
+        ..
     }) = pair(dir.path())
     else {
         return;
@@ -241,6 +242,7 @@ fn pipelined_sets_with_expiries_answer_as_redis_does() {
         server,
         mut ours,
         mut theirs,
+        ..
     }) = pair(dir.path())
     else {
         return;

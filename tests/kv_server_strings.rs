@@ -163,6 +163,7 @@ fn string_commands_answer_as_redis_does() {
         server,
         mut ours,
         mut theirs,
+        ..
     }) = pair(dir.path())
     else {
         return;
@@ -201,6 +202,7 @@ fn pipelined_string_commands_answer_as_redis_does() {
         server,
         mut ours,
         mut theirs,
+        ..
     }) = pair(dir.path())
     else {
         return;

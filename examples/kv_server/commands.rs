@@ -25,7 +25,7 @@ pub struct Server {
     /// SHA-256 of the password, if one is required: compared in constant time, and the same
     /// time for every length of attempt.
     password: Option<[u8; 32]>,
-    writes: Writes,
+    pub writes: Writes,
     cursors: Cursors,
     next_id: AtomicU64,
     /// `CONFIG GET` answers.
@@ -46,6 +46,8 @@ pub struct Session {
     name: Option<Vec<u8>>,
     /// The selected database (`SELECT`).
     pub db: usize,
+    /// MULTI's queue and WATCH's transactions (`multi.rs`).
+    pub multi: super::multi::Multi,
 }
 
 fn digest(s: &[u8]) -> [u8; 32] {
@@ -77,6 +79,7 @@ impl Server {
             authed: self.password.is_none(),
             name: None,
             db: 0,
+            multi: Default::default(),
         }
     }
 
@@ -226,7 +229,7 @@ impl Server {
     /// True when `args` is a plain `SET key value` or a counter command that `s` may run with
     /// others (`set_many`).
     pub fn is_batchable(s: &Session, args: &[Vec<u8>]) -> bool {
-        values::is_batchable(s.authed, args)
+        !s.multi.queuing() && values::is_batchable(s.authed, args)
     }
 
     fn values(&self, s: &Session) -> Values<'_> {
@@ -257,7 +260,10 @@ impl Server {
             );
             return Ok(true);
         }
-        let (name, rest) = args.split_at_mut(1);
+        if let Some(open) = self.run_multi(s, &cmd, &mut args, out)? {
+            return Ok(open);
+        }
+        let (_, rest) = args.split_at_mut(1);
         if self.values(s).run(&cmd, rest, out, s.proto)? {
             return Ok(true);
         }
@@ -305,20 +311,34 @@ impl Server {
                 Some(sub) if sub == b"DOCS" => Reply::Map(Vec::new()),
                 _ => Reply::Array(Vec::new()),
             },
-            _ => {
-                let first = rest
-                    .first()
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .unwrap_or_default();
-                Reply::err(format!(
-                    "unknown command '{}', with args beginning with: '{first}'",
-                    String::from_utf8_lossy(&name[0])
-                ))
-            }
+            _ => unknown(&args),
         };
         out.reply(&reply, s.proto);
         Ok(true)
     }
+}
+
+/// Redis's answer to a command it does not know (`args`: the name and its arguments): the
+/// name cut to 128 bytes, then the arguments quoted, each followed by a space, while the list is
+/// under 128 bytes (each cut to what is left of them).
+pub fn unknown(args: &[Vec<u8>]) -> Reply {
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let name = args.first().map_or(&[][..], |n| &n[..n.len().min(128)]);
+    let mut list: Vec<u8> = Vec::new();
+    for a in args.iter().skip(1) {
+        if list.len() >= 128 {
+            break;
+        }
+        let room = 128 - list.len();
+        list.push(b'\'');
+        list.extend_from_slice(&a[..a.len().min(room)]);
+        list.extend_from_slice(b"' ");
+    }
+    Reply::err(format!(
+        "unknown command '{}', with args beginning with: {}",
+        text(name),
+        text(&list)
+    ))
 }
 
 fn set_name(s: &mut Session, name: Vec<u8>) -> Result<(), Reply> {

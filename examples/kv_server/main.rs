@@ -11,13 +11,14 @@
 //! PSETEX, GETEX, EXPIRE, PEXPIRE, EXPIREAT, PEXPIREAT, TTL, PTTL, EXPIRETIME, PEXPIRETIME,
 //! PERSIST (`expire.rs`, in cluster mode too); read-modify-write on strings: INCR, DECR,
 //! INCRBY, DECRBY, INCRBYFLOAT, APPEND, GETSET, SETRANGE, GETRANGE, MSETNX, COPY, RENAME,
-//! RENAMENX (`strings.rs`); numbered databases (`--databases`, 16 by default): SELECT,
-//! FLUSHDB, FLUSHALL, SWAPDB, MOVE, DBSIZE. Anything else, and every option
-//! not supported (CONFIG SET), gets a precise `-ERR`.
+//! RENAMENX (`strings.rs`); MULTI, EXEC, DISCARD, WATCH, UNWATCH (`multi.rs`); numbered
+//! databases (`--databases`, 16 by default): SELECT, FLUSHDB, FLUSHALL, SWAPDB, MOVE, DBSIZE.
+//! Anything else, and every option not supported (CONFIG SET), gets a precise `-ERR`.
 //!
 //! Modules: `resp.rs` (parser, reply encoding), `commands.rs` (dispatch, sessions, auth),
 //! `values.rs` (the commands on stored values, and the order of writes), `expire.rs` (keys
-//! that expire), `strings.rs` (read-modify-write on strings), `databases.rs` and
+//! that expire), `strings.rs` (read-modify-write on strings), `combine.rs` (a pipeline's
+//! counters combined across connections), `multi.rs` (transactions), `databases.rs` and
 //! `db_commands.rs` (numbered databases as keyspaces), `store.rs` (local or cluster),
 //! `scan.rs` (SCAN cursors and glob), `conn.rs` (one connection, shared memory budget),
 //! `info.rs` (INFO text).
@@ -39,6 +40,7 @@ mod expire;
 mod info;
 #[path = "../common/logging.rs"]
 mod logging;
+mod multi;
 mod resp;
 mod scan;
 mod store;

@@ -186,6 +186,8 @@ pub enum Reply {
     Int(i64),
     Bulk(Vec<u8>),
     Null,
+    /// A null array (`*-1` in RESP2): EXEC's answer when a watched key changed.
+    NullArray,
     Array(Vec<Reply>),
     /// RESP3 map; a flat array of key, value, ... in RESP2.
     Map(Vec<(Reply, Reply)>),
@@ -222,7 +224,7 @@ impl Reply {
             Reply::Simple(s) | Reply::Error(s) => 1 + s.len() + 2,
             Reply::Int(i) => 1 + usize::from(*i < 0) + digits(i.unsigned_abs() as usize) + 2,
             Reply::Bulk(b) => head(b.len()) + b.len() + 2,
-            Reply::Null => match proto {
+            Reply::Null | Reply::NullArray => match proto {
                 Proto::Resp2 => 5,
                 Proto::Resp3 => 3,
             },
@@ -265,6 +267,10 @@ impl Reply {
             }
             Reply::Null => out.extend_from_slice(match proto {
                 Proto::Resp2 => b"$-1\r\n",
+                Proto::Resp3 => b"_\r\n",
+            }),
+            Reply::NullArray => out.extend_from_slice(match proto {
+                Proto::Resp2 => b"*-1\r\n",
                 Proto::Resp3 => b"_\r\n",
             }),
             Reply::Array(items) => {

@@ -33,15 +33,51 @@ pub struct Writes {
     pub combiner: super::combine::Combiner,
 }
 
+/// A place in the write order: exclusive, shared, or already held exclusive by this thread
+/// (an EXEC's commands: `multi.rs`).
+pub enum Order<'a> {
+    Exclusive(#[expect(dead_code, reason = "held for its drop")] RwLockWriteGuard<'a, ()>),
+    Shared(#[expect(dead_code, reason = "held for its drop")] RwLockReadGuard<'a, ()>),
+    Held,
+}
+
+thread_local! {
+    /// This thread holds the exclusive order for an EXEC (`Writes::hold`).
+    static HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The exclusive order held by an EXEC for its commands, which take it again as `Held`.
+pub struct Holding<'a>(#[expect(dead_code, reason = "held for its drop")] RwLockWriteGuard<'a, ()>);
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        HELD.with(|h| h.set(false));
+    }
+}
+
 impl Writes {
     /// Held by a read-then-write: no other write runs in between.
-    pub fn exclusive(&self) -> RwLockWriteGuard<'_, ()> {
-        self.order.write().unwrap_or_else(|p| p.into_inner())
+    pub fn exclusive(&self) -> Order<'_> {
+        match HELD.with(std::cell::Cell::get) {
+            true => Order::Held,
+            false => Order::Exclusive(self.order.write().unwrap_or_else(|p| p.into_inner())),
+        }
     }
 
     /// Held by a plain write: excludes read-then-writes only.
-    fn plain(&self) -> RwLockReadGuard<'_, ()> {
-        self.order.read().unwrap_or_else(|p| p.into_inner())
+    fn plain(&self) -> Order<'_> {
+        match HELD.with(std::cell::Cell::get) {
+            true => Order::Held,
+            false => Order::Shared(self.order.read().unwrap_or_else(|p| p.into_inner())),
+        }
+    }
+
+    /// The exclusive order for an EXEC: its commands' own `exclusive` and `plain` are then
+    /// `Held` on this thread until the `Holding` is dropped.
+    pub fn hold(&self) -> Holding<'_> {
+        let guard = self.order.write().unwrap_or_else(|p| p.into_inner());
+        HELD.with(|h| h.set(true));
+        Holding(guard)
     }
 }
 

@@ -59,7 +59,18 @@ pub(super) struct Condition {
 /// of `now` (the current states, every committed batch applied) and, for values read with an
 /// expiry, `clock`; else `Error::Conflict` saying what changed.
 pub(super) fn check(cond: &Condition, now: &Published, clock: &dyn Clock) -> Result<()> {
-    let snapshot_lead = &cond.published.default.mem;
+    check_reads(&cond.published, cond.mem_seen, &cond.reads, now, clock)
+}
+
+/// `check` of `reads` made at the snapshot `published` (seeing `mem_seen` batches).
+pub(super) fn check_reads(
+    published: &Published,
+    mem_seen: u64,
+    reads: &[Read],
+    now: &Published,
+    clock: &dyn Clock,
+) -> Result<()> {
+    let snapshot_lead = &published.default.mem;
     let current = &now.default;
     // Position in every keyspace's `imm` of the snapshot's generation (`imm.len()`: `mem`).
     let from = match current.mem.same_generation(snapshot_lead) {
@@ -70,17 +81,17 @@ pub(super) fn check(cond: &Condition, now: &Published, clock: &dyn Clock) -> Res
             .position(|m| m.same_generation(snapshot_lead))
             .ok_or_else(|| conflict("the writes since the transaction's snapshot are no longer all in memory (a flush wrote them to a table)".into()))?,
     };
-    let expiring = cond.reads.iter().any(|r| match r {
+    let expiring = reads.iter().any(|r| match r {
         Read::Key { expiry, .. } => *expiry != NEVER,
         Read::Range { .. } => false,
     });
     let reading = expiring.then(|| clock.now_millis());
-    for read in &cond.reads {
+    for read in reads {
         let id = match read {
             Read::Key { keyspace, .. } | Read::Range { keyspace, .. } => *keyspace,
         };
         let Some(state) = now.get(id) else {
-            let name = cond.published.get(id).map_or("?", |s| &*s.name);
+            let name = published.get(id).map_or("?", |s| &*s.name);
             return Err(conflict(format!(
                 "keyspace {name:?}, which it read, was dropped"
             )));
@@ -88,8 +99,7 @@ pub(super) fn check(cond: &Condition, now: &Published, clock: &dyn Clock) -> Res
         match read {
             Read::Key { key, expiry, .. } => {
                 let hash = hash_key(key);
-                if since(state, from, cond.mem_seen)
-                    .any(|(m, after)| m.written_after(key, hash, after))
+                if since(state, from, mem_seen).any(|(m, after)| m.written_after(key, hash, after))
                 {
                     return Err(conflict(format!(
                         "key {} of keyspace {:?}, which it read, was written since its snapshot",
@@ -110,8 +120,7 @@ pub(super) fn check(cond: &Condition, now: &Published, clock: &dyn Clock) -> Res
                     start.as_ref().map(Vec::as_slice),
                     end.as_ref().map(Vec::as_slice),
                 );
-                if since(state, from, cond.mem_seen)
-                    .any(|(m, after)| m.range_written_after(s, e, after))
+                if since(state, from, mem_seen).any(|(m, after)| m.range_written_after(s, e, after))
                 {
                     return Err(conflict(format!(
                         "a key in a range of keyspace {:?} it scanned was written since its snapshot",

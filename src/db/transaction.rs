@@ -270,6 +270,23 @@ impl Transaction {
         self.inner.write_batch_if(batch, opts.sync, condition)
     }
 
+    /// Whether something it read has been written since it began, as `commit` would judge it
+    /// (`Error::Conflict` if so), without writing anything. A look at one moment: a write
+    /// after it returns is not seen, so a caller that acts on it keeps other writers out
+    /// meanwhile by its own means (kv_server's EXEC does, for WATCH).
+    pub fn validate(&self) -> Result<()> {
+        if self.reads.is_empty() {
+            return Ok(());
+        }
+        super::conflicts::check_reads(
+            self.snap.published(),
+            self.snap.mem_seen(),
+            &self.reads,
+            &self.inner.read_state(),
+            &*self.inner.opts.clock,
+        )
+    }
+
     /// The snapshot's view of `keyspace` (the default one for `None`).
     fn view(&self, keyspace: Option<&Keyspace>) -> Result<SnapshotKeyspace<'_>> {
         match keyspace {

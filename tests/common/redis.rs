@@ -51,6 +51,8 @@ pub struct Pair {
     pub server: Server,
     pub ours: TcpStream,
     pub theirs: TcpStream,
+    /// The `kv_server`'s port and `redis-server`'s, for more connections.
+    pub ports: (u16, u16),
 }
 
 /// Both servers started (`None` without `redis-server`, as `redis` says).
@@ -64,5 +66,6 @@ pub fn pair(dir: &std::path::Path) -> Option<Pair> {
         server,
         ours,
         theirs,
+        ports: (port, redis_port),
     })
 }
