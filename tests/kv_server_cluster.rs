@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::cluster::Cluster;
-use common::kv::{call, command, free_port, redis_tools};
+use common::kv::{call, command, free_port, redis_tools, reply};
 
 /// Writer `t`: SETs `ack:t:n` one at a time through the nodes in turn (any node takes a
 /// write); a SET is acknowledged when `+OK` comes back. Returns the acknowledged `n`s.
@@ -477,4 +477,62 @@ fn a_clusters_keys_expire_alike_on_every_node() {
     c.start(2, false);
     c.wait_for_leader();
     check("after node 2's SIGKILL and restart");
+}
+
+/// Counters, string edits and MULTI/EXEC through any node reach every node; INCRs sent to
+/// one node in a pipeline are combined and all counted; WATCH is refused in cluster mode.
+#[test]
+fn a_clusters_counters_and_transactions_are_replicated() {
+    let root = tempfile::tempdir().unwrap();
+    let c = Cluster::new(root.path());
+    for i in 0..3 {
+        c.start(i, i == 0);
+    }
+    c.wait_for_leader();
+    let ports = c.ports();
+    let conn = |i: usize| {
+        let s = TcpStream::connect(("127.0.0.1", ports[i])).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while call(&mut conn(1), &[b"INCR", b"n"]) != b":1\r\n" {
+        assert!(Instant::now() < deadline, "the cluster takes no write");
+        call(&mut conn(1), &[b"DEL", b"n"]);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(call(&mut conn(2), &[b"INCRBY", b"n", b"10"]), b":11\r\n");
+    assert_eq!(call(&mut conn(0), &[b"DECR", b"n"]), b":10\r\n");
+    // A pipeline of 20 INCRs on one node, combined into one write.
+    let mut s = conn(2);
+    let pipeline: Vec<u8> = (0..20).flat_map(|_| command(&[b"INCR", b"n"])).collect();
+    s.write_all(&pipeline).unwrap();
+    for i in 0..20 {
+        assert_eq!(reply(&mut s), format!(":{}\r\n", 11 + i).into_bytes());
+    }
+    assert_eq!(call(&mut conn(1), &[b"APPEND", b"s", b"ab"]), b":2\r\n");
+    assert_eq!(call(&mut conn(0), &[b"RENAME", b"s", b"t"]), b"+OK\r\n");
+    let mut m = conn(1);
+    assert_eq!(call(&mut m, &[b"MULTI"]), b"+OK\r\n");
+    assert_eq!(call(&mut m, &[b"INCR", b"n"]), b"+QUEUED\r\n");
+    assert_eq!(call(&mut m, &[b"APPEND", b"t", b"c"]), b"+QUEUED\r\n");
+    assert_eq!(call(&mut m, &[b"EXEC"]), b"*2\r\n:31\r\n:3\r\n");
+    assert!(call(&mut m, &[b"WATCH", b"n"]).starts_with(b"-ERR WATCH is not supported"));
+    for i in 0..3 {
+        assert_eq!(
+            call(&mut conn(i), &[b"GET", b"n"]),
+            b"$2\r\n31\r\n",
+            "node {i}"
+        );
+        assert_eq!(
+            call(&mut conn(i), &[b"GET", b"t"]),
+            b"$3\r\nabc\r\n",
+            "node {i}"
+        );
+        assert_eq!(
+            call(&mut conn(i), &[b"EXISTS", b"s"]),
+            b":0\r\n",
+            "node {i}"
+        );
+    }
 }
