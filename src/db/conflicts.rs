@@ -20,13 +20,15 @@
 
 use std::ops::Bound;
 
-use super::memtable::{meets, within, Memtable};
+use super::memtable::Memtable;
+use super::spans::{Span, Spans};
 use super::state::{Published, State};
 use super::wal::Batch;
 use crate::coding::printable;
 use crate::error::{Error, Result};
 use crate::expiry::{Clock, NEVER};
 use crate::filter::hash_key;
+use crate::table::DeletedRange;
 
 /// One read a transaction made at its snapshot.
 #[derive(Debug)]
@@ -115,19 +117,25 @@ pub(super) fn check_reads(
                     )));
                 }
             }
-            Read::Range { start, end, .. } => {
-                let (s, e) = (
-                    start.as_ref().map(Vec::as_slice),
-                    end.as_ref().map(Vec::as_slice),
-                );
-                if since(state, from, mem_seen).any(|(m, after)| m.range_written_after(s, e, after))
-                {
-                    return Err(conflict(format!(
-                        "a key in a range of keyspace {:?} it scanned was written since its snapshot",
-                        &*state.name
-                    )));
-                }
-            }
+            // Checked together below, per keyspace.
+            Read::Range { .. } => {}
+        }
+    }
+    for set in read_sets(reads) {
+        if set.spans.is_empty() {
+            continue;
+        }
+        let Some(state) = now.get(set.keyspace) else {
+            continue; // reported above: a range read is a read of its keyspace
+        };
+        let written = |(m, after): (&Memtable, u64)| {
+            m.written_where(after, |k| set.spans.contains(k), |r| set.spans.meet(r))
+        };
+        if since(state, from, mem_seen).any(written) {
+            return Err(conflict(format!(
+                "a key in a range of keyspace {:?} it scanned was written since its snapshot",
+                &*state.name
+            )));
         }
     }
     Ok(())
@@ -136,41 +144,82 @@ pub(super) fn check_reads(
 /// `Ok` when none of `ahead` (the batches before the transaction in its group, appended
 /// with it but not yet applied) changes what `cond` read, else `Error::Conflict`.
 pub(super) fn check_ahead(cond: &Condition, ahead: &[&Batch]) -> Result<()> {
-    for read in &cond.reads {
-        for batch in ahead {
-            let (id, hit) = match read {
-                Read::Key { keyspace, key, .. } => (
-                    *keyspace,
-                    part(batch, *keyspace).iter().any(|op| op.key == *key)
-                        || batch.ranges_of(*keyspace).any(|r| r.covers(key)),
-                ),
-                Read::Range {
-                    keyspace,
-                    start,
-                    end,
-                } => {
-                    let (s, e) = (
-                        start.as_ref().map(Vec::as_slice),
-                        end.as_ref().map(Vec::as_slice),
-                    );
-                    (
-                        *keyspace,
-                        part(batch, *keyspace)
-                            .iter()
-                            .any(|op| within(&op.key, s, e))
-                            || batch.ranges_of(*keyspace).any(|r| meets(r, s, e)),
-                    )
-                }
-            };
-            if hit {
-                let name = cond.published.get(id).map_or("?", |s| &*s.name);
-                return Err(conflict(format!(
-                    "a write committed just ahead of it in keyspace {name:?} changed what it read"
-                )));
-            }
+    if ahead.is_empty() {
+        return Ok(());
+    }
+    for set in read_sets(&cond.reads) {
+        let hit = ahead.iter().any(|batch| {
+            part(batch, set.keyspace)
+                .iter()
+                .any(|op| set.holds(&op.key))
+                || batch.ranges_of(set.keyspace).any(|r| set.meets(r))
+        });
+        if hit {
+            let name = cond.published.get(set.keyspace).map_or("?", |s| &*s.name);
+            return Err(conflict(format!(
+                "a write committed just ahead of it in keyspace {name:?} changed what it read"
+            )));
         }
     }
     Ok(())
+}
+
+/// A transaction's reads of one keyspace, arranged to be asked of many writes: the keys read,
+/// sorted, and the ranges scanned, as spans.
+struct ReadSet<'a> {
+    keyspace: u32,
+    keys: Vec<&'a [u8]>,
+    spans: Spans<'a>,
+}
+
+impl ReadSet<'_> {
+    /// Whether it read `key`.
+    fn holds(&self, key: &[u8]) -> bool {
+        self.keys.binary_search(&key).is_ok() || self.spans.contains(key)
+    }
+
+    /// Whether the deleted range `r` may cover something it read: the first key read at or
+    /// after the range's start is inside it if any is.
+    fn meets(&self, r: &DeletedRange) -> bool {
+        let first = self.keys.partition_point(|k| *k < r.start.as_slice());
+        self.keys.get(first).is_some_and(|k| r.covers(k)) || self.spans.meet(r)
+    }
+}
+
+/// `reads` by keyspace (`ReadSet`), in one pass and one sort per keyspace.
+fn read_sets(reads: &[Read]) -> Vec<ReadSet<'_>> {
+    // Per keyspace: its id, the keys read and the ranges scanned.
+    type Gathered<'a> = (u32, Vec<&'a [u8]>, Vec<Span<'a>>);
+    let mut by: Vec<Gathered<'_>> = Vec::new();
+    for read in reads {
+        let id = match read {
+            Read::Key { keyspace, .. } | Read::Range { keyspace, .. } => *keyspace,
+        };
+        let at = match by.iter().position(|(k, _, _)| *k == id) {
+            Some(i) => i,
+            None => {
+                by.push((id, Vec::new(), Vec::new()));
+                by.len() - 1
+            }
+        };
+        match read {
+            Read::Key { key, .. } => by[at].1.push(key),
+            Read::Range { start, end, .. } => by[at].2.push((
+                start.as_ref().map(Vec::as_slice),
+                end.as_ref().map(Vec::as_slice),
+            )),
+        }
+    }
+    by.into_iter()
+        .map(|(keyspace, mut keys, ranges)| {
+            keys.sort_unstable();
+            ReadSet {
+                keyspace,
+                keys,
+                spans: Spans::new(ranges),
+            }
+        })
+        .collect()
 }
 
 /// Keyspace `id`'s operations in `batch`.

@@ -76,6 +76,7 @@ mod report;
 mod running;
 mod snapshot;
 mod snapshot_list;
+mod spans;
 mod state;
 pub mod stats;
 pub(crate) mod stored_options;

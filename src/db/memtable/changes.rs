@@ -22,13 +22,26 @@ impl Memtable {
     }
 
     /// Whether a batch after `after` wrote a key in `[start, end]` or deleted a range that
-    /// meets it. Reads the entries of those batches (a binary search finds the first), so
-    /// its work is the writes since `after`, not the memtable's size.
+    /// meets it (`written_where` of one range).
+    #[cfg(test)]
     pub(crate) fn range_written_after(
         &self,
         start: Bound<&[u8]>,
         end: Bound<&[u8]>,
         after: u64,
+    ) -> bool {
+        self.written_where(after, |k| within(k, start, end), |r| meets(r, start, end))
+    }
+
+    /// Whether a batch after `after` wrote a key `holds` holds or deleted a range `meet`
+    /// says may share a key with it. Reads the entries of those batches once (a binary
+    /// search finds the first), so its work is the writes since `after`, not the memtable's
+    /// size; `holds` decides for many ranges at once (`db/spans.rs`).
+    pub(crate) fn written_where(
+        &self,
+        after: u64,
+        holds: impl Fn(&[u8]) -> bool,
+        meet: impl Fn(&DeletedRange) -> bool,
     ) -> bool {
         let len = self.len.load(std::sync::atomic::Ordering::Acquire);
         let (mut lo, mut hi) = (0, len);
@@ -39,12 +52,12 @@ impl Memtable {
                 false => lo = mid + 1,
             }
         }
-        if (lo..len).any(|i| within(&self.entry(i).key, start, end)) {
+        if (lo..len).any(|i| holds(&self.entry(i).key)) {
             return true;
         }
         self.ranges
             .iter()
-            .any(|(_, (seq, r))| *seq > after && meets(r, start, end))
+            .any(|(_, (seq, r))| *seq > after && meet(r))
     }
 }
 
