@@ -1,6 +1,7 @@
-//! Runs of plain SETs and counter commands (INCR, DECR, INCRBY, DECRBY) from a pipeline, taken
-//! together from every connection that has one waiting, and applied under the exclusive write
-//! order (`values::Writes`) as one write batch.
+//! A pipeline's runs of plain SETs, committed as one write batch (`Values::set_many`), and
+//! runs of plain SETs and counter commands (INCR, DECR, INCRBY, DECRBY), taken together from
+//! every connection that has one waiting, and applied under the exclusive write order
+//! (`values::Writes`) as one write batch.
 //!
 //! A counter reads and then writes, so it runs under the exclusive side of `Writes`, as SETNX
 //! does; one exclusive section per pipeline put 50 connections of `redis-benchmark -t incr
@@ -21,7 +22,7 @@ use std::thread::Thread;
 use lsm_bloom::KeyExpiry;
 
 use super::expire::{self, parse_int};
-use super::resp::Reply;
+use super::resp::{Out, Proto, Reply};
 use super::store::{Space, Store, StoreResult};
 use super::strings::{is_counter, not_an_integer};
 use super::values::{Values, Writes};
@@ -86,6 +87,60 @@ impl Drop for Turn<'_> {
 }
 
 impl Values<'_> {
+    /// Runs the plain SETs of one pipeline (`values::is_plain_set`: with or without an
+    /// expiry; `sets` is emptied) as one write batch (one log append, one memtable update
+    /// visible at once), in their order (a later SET of a key wins, as it would one by one).
+    /// Redis runs a pipeline's commands one after the other with no other client's in between
+    /// only if nothing else arrives; committing them together is one of the orders a client
+    /// could observe. The reply, `+OK` or the error, is for each of them. A run that also
+    /// holds counter commands (`strings::is_counter`) is combined with other connections'
+    /// (`run_combined`).
+    pub fn set_many(&self, sets: &mut Vec<Vec<Vec<u8>>>, out: &mut impl Out, proto: Proto) {
+        if sets.is_empty() {
+            return;
+        }
+        if sets.iter().any(|a| is_counter(a)) {
+            for r in self.run_combined(std::mem::take(sets)) {
+                if !out.reply(&r, proto) {
+                    return;
+                }
+            }
+            return;
+        }
+        let n = sets.len();
+        let space = match self.db.space_for_write(self.index) {
+            Ok(space) => space,
+            Err(e) => {
+                sets.clear();
+                for _ in 0..n {
+                    if !out.reply(&e, proto) {
+                        return;
+                    }
+                }
+                return;
+            }
+        };
+        let mut batch = space.batch();
+        let now = expire::now_ms();
+        for args in sets.drain(..) {
+            match plain_set(args, now) {
+                (k, Written::Put(v, KeyExpiry::At(at))) => space.put_until(&mut batch, k, v, at),
+                (k, Written::Put(v, _)) => space.put(&mut batch, k, v),
+                (k, Written::Gone) => space.delete(&mut batch, k),
+            }
+        }
+        let _shared = self.writes.plain();
+        let reply = match space.write(batch) {
+            Ok(()) => Reply::ok(),
+            Err(e) => e,
+        };
+        for _ in 0..n {
+            if !out.reply(&reply, proto) {
+                return;
+            }
+        }
+    }
+
     /// The replies of `cmds`, a pipeline's run of plain SETs and counters, applied in a
     /// combined turn (see the module comment).
     pub fn run_combined(&self, cmds: Vec<Vec<Vec<u8>>>) -> Vec<Reply> {
@@ -189,6 +244,27 @@ fn apply(db: &Store, writes: &Writes, runs: &mut [Run]) -> Vec<Vec<Reply>> {
         .collect()
 }
 
+/// A plain SET's key, and what it leaves there (`values::is_plain_set` lets only a valid
+/// expiry through): the value, until its expiry, or nothing if that has passed.
+fn plain_set(mut args: Vec<Vec<u8>>, now: i64) -> (Vec<u8>, Written) {
+    let expiry = (args.len() == 5).then(|| (args.pop(), args.pop()));
+    let v = args.pop().unwrap_or_default();
+    let k = args.pop().unwrap_or_default();
+    let at = expiry.map(|(t, unit)| {
+        let unit = unit.as_deref().and_then(expire::unit_of);
+        let at = unit
+            .zip(t)
+            .map(|(u, t)| expire::expire_ms(u, &t, "set", now));
+        at.and_then(Result::ok).unwrap_or(0)
+    });
+    let state = match at {
+        None => Written::Put(v, KeyExpiry::Never),
+        Some(at) if at <= now => Written::Gone,
+        Some(at) => Written::Put(v, KeyExpiry::At(at as u64)),
+    };
+    (k, state)
+}
+
 /// One command of a run in database `index` (`space`): its reply and whether it wrote.
 fn one(
     space: &Space<'_>,
@@ -198,22 +274,7 @@ fn one(
     written: &mut HashMap<(usize, Vec<u8>), Written>,
 ) -> (Reply, bool) {
     if !is_counter(&args) {
-        // A plain SET, with or without a valid expiry (`values::is_plain_set`).
-        let expiry = (args.len() == 5).then(|| (args.pop(), args.pop()));
-        let v = args.pop().unwrap_or_default();
-        let k = args.pop().unwrap_or_default();
-        let at = expiry.map(|(t, unit)| {
-            let unit = unit.as_deref().and_then(expire::unit_of);
-            let at = unit
-                .zip(t)
-                .map(|(u, t)| expire::expire_ms(u, &t, "set", now));
-            at.and_then(Result::ok).unwrap_or(0)
-        });
-        let state = match at {
-            None => Written::Put(v, KeyExpiry::Never),
-            Some(at) if at <= now => Written::Gone,
-            Some(at) => Written::Put(v, KeyExpiry::At(at as u64)),
-        };
+        let (k, state) = plain_set(args, now);
         written.insert((index, k), state);
         return (Reply::ok(), true);
     }

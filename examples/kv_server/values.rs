@@ -65,7 +65,7 @@ impl Writes {
     }
 
     /// Held by a plain write: excludes read-then-writes only.
-    fn plain(&self) -> Order<'_> {
+    pub fn plain(&self) -> Order<'_> {
         match HELD.with(std::cell::Cell::get) {
             true => Order::Held,
             false => Order::Shared(self.order.read().unwrap_or_else(|p| p.into_inner())),
@@ -397,78 +397,6 @@ impl Values<'_> {
             out.gathered()?;
         }
         Ok(())
-    }
-
-    /// Runs the plain SETs of one pipeline (`is_plain_set`: with or without an expiry; `sets`
-    /// is emptied) as one write batch (one log append, one memtable update visible at once),
-    /// in their order (a later
-    /// SET of a key wins, as it would one by one). Redis runs a pipeline's commands one after
-    /// the other with no other client's in between only if nothing else arrives; committing
-    /// them together is one of the orders a client could observe. The reply, `+OK` or the
-    /// error, is for each of them.
-    ///
-    /// A run that also holds counter commands (`strings::is_counter`) is combined with other
-    /// connections' (`combine.rs`).
-    pub fn set_many(&self, sets: &mut Vec<Vec<Vec<u8>>>, out: &mut impl Out, proto: Proto) {
-        if sets.is_empty() {
-            return;
-        }
-        if sets.iter().any(|a| super::strings::is_counter(a)) {
-            for r in self.run_combined(std::mem::take(sets)) {
-                if !out.reply(&r, proto) {
-                    return;
-                }
-            }
-            return;
-        }
-        let n = sets.len();
-        let space = match self.db.space_for_write(self.index) {
-            Ok(space) => space,
-            Err(e) => {
-                sets.clear();
-                for _ in 0..n {
-                    if !out.reply(&e, proto) {
-                        return;
-                    }
-                }
-                return;
-            }
-        };
-        let mut replies: Vec<Option<Reply>> = Vec::with_capacity(n);
-        let mut batch = space.batch();
-        let now = expire::now_ms();
-        for mut args in sets.drain(..) {
-            let expiry = (args.len() == 5).then(|| (args.pop(), args.pop()));
-            let v = args.pop().unwrap_or_default();
-            let k = args.pop().unwrap_or_default();
-            let at = match expiry {
-                None => None,
-                Some((t, unit)) => {
-                    let unit = unit.as_deref().and_then(expire::unit_of);
-                    let at = unit
-                        .zip(t)
-                        .map(|(u, t)| expire::expire_ms(u, &t, "set", now));
-                    // `is_plain_set` let only a valid expiry through.
-                    Some(at.and_then(Result::ok).unwrap_or(0))
-                }
-            };
-            match at {
-                None => space.put(&mut batch, k, v),
-                Some(at) if at <= now => space.delete(&mut batch, k),
-                Some(at) => space.put_until(&mut batch, k, v, at as u64),
-            }
-            replies.push(None);
-        }
-        let _shared = self.writes.plain();
-        let reply = match space.write(batch) {
-            Ok(()) => Reply::ok(),
-            Err(e) => db_err(e),
-        };
-        for r in &replies {
-            if !out.reply(r.as_ref().unwrap_or(&reply), proto) {
-                return;
-            }
-        }
     }
 }
 
