@@ -109,3 +109,37 @@ fn transactions_answer_as_redis_does() {
     );
     stop(server);
 }
+
+/// A client that queues and never runs EXEC is held to a bound: past 64 MiB of queued commands
+/// a command is refused (and EXEC answers EXECABORT); past 1,024 open WATCH calls another is
+/// refused. Redis has neither limit; a normal transaction comes nowhere near them.
+#[test]
+fn queued_commands_and_watches_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(dir.path(), port);
+    let mut c = connect(port);
+    // Under the test server's 1 MiB request limit.
+    let value = vec![b'v'; 512 << 10];
+    assert_eq!(call(&mut c, &[b"MULTI"]), b"+OK\r\n");
+    let per_command = 3 + 1 + value.len() + 3 * 64;
+    let fits = (64 << 20) / per_command;
+    for _ in 0..fits {
+        assert_eq!(call(&mut c, &[b"SET", b"k", &value]), b"+QUEUED\r\n");
+    }
+    let refused = call(&mut c, &[b"SET", b"k", &value]);
+    assert!(
+        refused.starts_with(b"-ERR the transaction's queued commands"),
+        "{:?}",
+        String::from_utf8_lossy(&refused)
+    );
+    assert!(call(&mut c, &[b"EXEC"]).starts_with(b"-EXECABORT"));
+    assert_eq!(call(&mut c, &[b"GET", b"k"]), b"$-1\r\n");
+    for _ in 0..1024 {
+        assert_eq!(call(&mut c, &[b"WATCH", b"k"]), b"+OK\r\n");
+    }
+    assert!(call(&mut c, &[b"WATCH", b"k"]).starts_with(b"-ERR more than 1024 WATCH"));
+    assert_eq!(call(&mut c, &[b"UNWATCH"]), b"+OK\r\n");
+    assert_eq!(call(&mut c, &[b"WATCH", b"k"]), b"+OK\r\n");
+    stop(server);
+}

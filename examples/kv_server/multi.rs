@@ -28,6 +28,9 @@ pub struct Multi {
     queued: Option<Vec<Vec<Vec<u8>>>>,
     /// A command was refused while queuing: EXEC answers EXECABORT.
     dirty: bool,
+    /// Bytes of the commands queued (arguments, and `QUEUED_OVERHEAD` each): once parsed,
+    /// they are no longer charged to the input budget, so they are held to `MAX_QUEUED`.
+    queued_bytes: usize,
     /// One store transaction per WATCH call, each holding its keys' reads.
     watches: Vec<lsm_bloom::Transaction>,
 }
@@ -39,6 +42,18 @@ impl Multi {
         self.queued.is_some()
     }
 }
+
+/// Bytes of queued commands a session may hold (a client that never sends EXEC must not make
+/// the server hold unbounded memory); past it the command is refused and EXEC answers
+/// EXECABORT, as after any refused command.
+const MAX_QUEUED: usize = 64 << 20;
+
+/// Bytes counted per argument of a queued command on top of its own.
+const QUEUED_OVERHEAD: usize = 64;
+
+/// WATCH calls a session may have open at once: each holds a store snapshot (its memtables
+/// and tables) until EXEC, DISCARD or UNWATCH.
+const MAX_WATCHES: usize = 1024;
 
 /// Redis's arity of each command this server knows: positive, exactly that many words
 /// (the name included); negative, at least that many.
@@ -114,10 +129,20 @@ impl Server {
                     Reply::wrong_args(cmd)
                 }
                 Some(_) => {
-                    if let Some(q) = s.multi.queued.as_mut() {
-                        q.push(std::mem::take(args));
+                    let bytes: usize = args.iter().map(|a| a.len() + QUEUED_OVERHEAD).sum();
+                    if s.multi.queued_bytes + bytes > MAX_QUEUED {
+                        s.multi.dirty = true;
+                        Reply::err(format!(
+                            "the transaction's queued commands would pass {} MiB",
+                            MAX_QUEUED >> 20
+                        ))
+                    } else {
+                        s.multi.queued_bytes += bytes;
+                        if let Some(q) = s.multi.queued.as_mut() {
+                            q.push(std::mem::take(args));
+                        }
+                        Reply::Simple("QUEUED".into())
                     }
-                    Reply::Simple("QUEUED".into())
                 }
             },
             _ => return Ok(None),
@@ -128,6 +153,11 @@ impl Server {
 
     /// WATCH `keys` of the session's database: read in a new store transaction.
     fn watch(&self, s: &mut Session, keys: &[Vec<u8>]) -> Reply {
+        if s.multi.watches.len() >= MAX_WATCHES {
+            return Reply::err(format!(
+                "more than {MAX_WATCHES} WATCH calls open (UNWATCH, EXEC or DISCARD ends them)"
+            ));
+        }
         let space = match self.db.space_for_write(s.db) {
             Ok(space) => space,
             Err(e) => return e,
