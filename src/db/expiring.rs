@@ -107,6 +107,57 @@ impl View<'_> {
     }
 }
 
+impl View<'_> {
+    /// `key`'s value and expiry (`None`: never expires) as they stand now, judged live or
+    /// expired at `at_millis` rather than by the store's clock: a replicated call decides
+    /// from its entry's time, the same on every node. (An entry a compaction already dropped
+    /// as expired by the clock reads absent.)
+    pub(crate) fn entry_at(
+        &self,
+        key: &[u8],
+        at_millis: u64,
+    ) -> Result<Option<(Vec<u8>, Option<u64>)>> {
+        let published = self.inner.read_state();
+        let state = self.state(&published)?;
+        let inner = self.inner;
+        let seen = state.mem.visible();
+        let now = Reading(at_millis.clamp(1, NEVER - 1));
+        let range = KeyRange::new(Bound::Included(key.to_vec()), Bound::Included(key.to_vec()));
+        let scan = ScanSetup::new(&inner.counters, state.rule, inner.cache.clone(), range, now);
+        let merge = merge_of(state, seen, &scan, Direction::Forward)?;
+        Ok(match merge.entry() {
+            Some((_, Some(v))) => match merge.expiry() {
+                NEVER => Some((v.to_vec(), None)),
+                at if now.expired(at) => None,
+                at => Some((v.to_vec(), Some(at))),
+            },
+            Some((_, None)) | None => None,
+        })
+    }
+}
+
+impl Db {
+    /// `View::entry_at` in the default keyspace.
+    pub(crate) fn entry_at(
+        &self,
+        key: &[u8],
+        at_millis: u64,
+    ) -> Result<Option<(Vec<u8>, Option<u64>)>> {
+        self.view().entry_at(key, at_millis)
+    }
+}
+
+impl Keyspace {
+    /// `View::entry_at` in this keyspace.
+    pub(crate) fn entry_at(
+        &self,
+        key: &[u8],
+        at_millis: u64,
+    ) -> Result<Option<(Vec<u8>, Option<u64>)>> {
+        self.view().entry_at(key, at_millis)
+    }
+}
+
 impl Snapshot {
     /// `Db::expiry_of` as of the snapshot (and its clock reading).
     pub fn expiry_of(&self, key: impl AsRef<[u8]>) -> Result<KeyExpiry> {

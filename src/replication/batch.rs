@@ -25,14 +25,18 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use super::{copy_err, raft_err, Error, Part, Raft, Request, Result, WriteId, MAX_REQUEST_SIZE};
+use super::{
+    copy_err, raft_err, Error, Part, Raft, Request, Response, Result, WriteId, MAX_REQUEST_SIZE,
+};
 
 /// Entries of merged writes being replicated at once.
 const MAX_IN_FLIGHT: usize = 1;
 
-type Waiter = (Request, oneshot::Sender<Result<()>>);
-/// A merged write's waiter: its ids, and where to send its outcome.
-type Answer = (Vec<WriteId>, oneshot::Sender<Result<()>>);
+/// The answers of a write's calls, in order (`Response::answers`).
+pub(crate) type Answers = Vec<Option<Vec<u8>>>;
+type Waiter = (Request, oneshot::Sender<Result<Answers>>);
+/// A merged write's waiter: its ids, its number of calls, and where to send its outcome.
+type Answer = (Vec<WriteId>, usize, oneshot::Sender<Result<Answers>>);
 
 /// How a write goes: at once from its caller's task, or queued for a batch (and whether its
 /// caller starts the batch task).
@@ -40,7 +44,7 @@ enum Turn {
     Now(Request),
     Queued {
         start: bool,
-        rx: oneshot::Receiver<Result<()>>,
+        rx: oneshot::Receiver<Result<Answers>>,
     },
 }
 
@@ -64,7 +68,7 @@ impl Batcher {
         raft: &Raft,
         request: Request,
         timeout: Duration,
-    ) -> Result<()> {
+    ) -> Result<Answers> {
         let turn = {
             let mut q = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
             let start = q.in_flight < MAX_IN_FLIGHT;
@@ -89,8 +93,8 @@ impl Batcher {
                     timeout,
                 };
                 let ids = ids_of(&request);
-                let late = submit(raft, request, timeout).await?;
-                outcome(&ids, &late)
+                let response = submit(raft, request, timeout).await?;
+                outcome(&ids, &response.late).map(|()| response.answers)
             }
             Turn::Queued { start, rx } => {
                 if start {
@@ -124,10 +128,20 @@ impl Batcher {
                 take_batch(&mut q.waiting)
             };
             let (merged, waiters) = merge(batch);
-            let result = submit(&raft, merged, timeout).await;
-            for (ids, w) in waiters {
-                let _ = w.send(match &result {
-                    Ok(late) => outcome(&ids, late),
+            let mut result = submit(&raft, merged, timeout).await;
+            let mut answered = 0;
+            for (ids, calls, w) in waiters {
+                let _ = w.send(match &mut result {
+                    Ok(r) => outcome(&ids, &r.late).map(|()| {
+                        // Each waiter's calls are the next `calls` answers, in order.
+                        let end = (answered + calls).min(r.answers.len());
+                        let mine = r.answers[answered.min(end)..end]
+                            .iter_mut()
+                            .map(Option::take)
+                            .collect();
+                        answered = end;
+                        mine
+                    }),
                     Err(e) => Err(copy_err(e)),
                 });
             }
@@ -159,14 +173,14 @@ impl Drop for Slot<'_> {
     }
 }
 
-/// One entry through `raft`: done once committed and applied here. Answers the ids of its
-/// writes skipped as late copies (`Response::late`).
-async fn submit(raft: &Raft, request: Request, timeout: Duration) -> Result<Vec<WriteId>> {
+/// One entry through `raft`: done once committed and applied here. Answers what applying
+/// it answered (the writes skipped as late copies, the calls' answers).
+async fn submit(raft: &Raft, request: Request, timeout: Duration) -> Result<Response> {
     match tokio::time::timeout(timeout, raft.client_write(request)).await {
         Err(_) => Err(Error::Timeout(timeout)),
         Ok(Err(e)) => Err(raft_err(e)),
         Ok(Ok(resp)) => match resp.data.refused {
-            None => Ok(resp.data.late),
+            None => Ok(resp.data),
             Some(m) => Err(Error::Store(crate::Error::InvalidArgument(m))),
         },
     }
@@ -213,6 +227,7 @@ fn merge(batch: Vec<Waiter>) -> (Request, Vec<Answer>) {
     let mut waiters = Vec::with_capacity(batch.len());
     for (r, w) in batch {
         let ids = ids_of(&r);
+        let calls = r.calls();
         if with_ids {
             if r.parts.is_empty() {
                 merged.parts.push(Part {
@@ -224,7 +239,7 @@ fn merge(batch: Vec<Waiter>) -> (Request, Vec<Answer>) {
             }
         }
         merged.ops.extend(r.ops);
-        waiters.push((ids, w));
+        waiters.push((ids, calls, w));
     }
     (merged, waiters)
 }
@@ -293,6 +308,7 @@ mod tests {
         );
         assert!(merged.validate().is_ok());
         assert_eq!(answers[1].0, [id]);
+        assert_eq!(answers[1].1, 0, "no calls");
         assert!(outcome(&answers[1].0, &[id]).is_err());
         assert!(outcome(&answers[0].0, &[id]).is_ok());
         let (plain, _) = merge(vec![

@@ -37,6 +37,8 @@ const SWAP: u8 = 6;
 const PUT_UNTIL: u8 = 7;
 /// A range delete; layout version 5.
 const DELETE_RANGE: u8 = 8;
+/// A procedure call (`Op::Call`); layout version 6.
+const CALL: u8 = 9;
 
 /// Longest node address accepted.
 pub(crate) const MAX_ADDR: usize = 1024;
@@ -61,9 +63,9 @@ fn check_term(term: u64, what: &str) -> DecodeResult<u64> {
 /// (payload tag 3) and the state machine's write sessions; 3 keyspace operations (tags 3 to
 /// 6) and the state machine's keyspace map; 4 puts with an expiry (tag 7, and the store
 /// formats that carry expiries); 5 range deletes (tag 8, and the store formats that carry
-/// them). A store of an older version is read as it is, and marked 5 when opened, as this
-/// build may add them.
-pub(crate) const LAYOUT_VERSION: u32 = 5;
+/// them); 6 procedure calls (tag 9). A store of an older version is read as it is, and
+/// marked 6 when opened, as this build may add them.
+pub(crate) const LAYOUT_VERSION: u32 = 6;
 /// The key each store keeps its layout version under.
 const LAYOUT_KEY: &[u8] = b"m/format";
 
@@ -74,14 +76,14 @@ pub(crate) fn check_layout(db: &crate::Db, what: &str) -> crate::Result<()> {
     let current = LAYOUT_VERSION.to_le_bytes();
     match v.as_deref() {
         Some(v) if v == current => Ok(()),
-        None | Some([1, 0, 0, 0] | [2, 0, 0, 0] | [3, 0, 0, 0] | [4, 0, 0, 0]) => {
+        None | Some([1, 0, 0, 0] | [2, 0, 0, 0] | [3, 0, 0, 0] | [4, 0, 0, 0] | [5, 0, 0, 0]) => {
             let mut b = crate::WriteBatch::new();
             b.put(LAYOUT_KEY, current);
             db.write_opt(b, crate::WriteOptions { sync: true })
         }
         Some(v) => Err(crate::Error::Corruption {
             path: db.path().to_path_buf(),
-            reason: format!("{what} layout version {v:?} (this build reads 1 to 4)"),
+            reason: format!("{what} layout version {v:?} (this build reads 1 to {LAYOUT_VERSION})"),
         }),
     }
 }
@@ -301,6 +303,12 @@ pub(crate) fn put_request(out: &mut Vec<u8>, r: &Request) {
                 put_bound(out, start);
                 put_bound(out, end);
             }
+            Op::Call { name, args, at } => {
+                out.push(CALL);
+                put_bytes(out, name.as_bytes());
+                put_bytes(out, args);
+                out.extend_from_slice(&at.to_le_bytes());
+            }
         }
     }
 }
@@ -402,7 +410,16 @@ pub(crate) fn get_request(c: &mut Cursor<'_>) -> DecodeResult<Request> {
                     end: get_bound(c)?,
                 }
             }
-            t => return Err(format!("operation {i} has tag {t} (not 1 to 8)")),
+            CALL => {
+                let name = get_name(c)?;
+                let args = c.len_prefixed()?.to_vec();
+                Op::Call {
+                    name,
+                    args,
+                    at: c.u64()?,
+                }
+            }
+            t => return Err(format!("operation {i} has tag {t} (not 1 to 9)")),
         });
     }
     Ok(Request::new(ops))

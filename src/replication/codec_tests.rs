@@ -89,6 +89,16 @@ fn keyspace_ops() -> Vec<Op> {
             start: std::ops::Bound::Excluded(vec![]),
             end: std::ops::Bound::Unbounded,
         },
+        Op::Call {
+            name: "incrby".into(),
+            args: b"\x00counter\x05".to_vec(),
+            at: 1_700_000_000_123,
+        },
+        Op::Call {
+            name: String::new(),
+            args: Vec::new(),
+            at: u64::MAX,
+        },
     ]
 }
 

@@ -60,6 +60,12 @@ pub(crate) fn entries() -> Vec<Vec<u8>> {
                                 value: vec![6; 3],
                                 at: 1_700_000_000_000 + j,
                             }
+                        } else if j == 1 && i == 3 {
+                            Op::Call {
+                                name: "set".into(),
+                                args: vec![j as u8; 4],
+                                at: 1_700_000_000_000 + j,
+                            }
                         } else if j % 7 == 0 {
                             Op::DeleteRange {
                                 keyspace: "db2".into(),
@@ -240,7 +246,8 @@ pub(crate) fn wire_messages() -> Vec<Vec<u8>> {
             got: seg(4096),
         },
         Response::Failed("shutting down".into()),
-        Response::Forwarded,
+        Response::Forwarded(Vec::new()),
+        Response::Forwarded(vec![Some(b"1".to_vec()), None, Some(Vec::new())]),
         Response::ReadIndex(Some(id(3, 41))),
         Response::NotLeader(Some((2, "127.0.0.1:7002".into()))),
         Response::NotLeader(None),

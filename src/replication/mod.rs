@@ -61,7 +61,9 @@ pub use service::{RaftService, RpcAnswer};
 pub use snapshot::Meta as PackMeta;
 pub use stalled::end_when_stalled;
 pub use state_machine::SnapshotFile;
-pub use state_machine::{Applied, Scan, StateMachine};
+pub use state_machine::{
+    Applied, CallContext, Procedures, Scan, StateMachine, Stored, NO_PROCEDURES,
+};
 pub use wire::{Segment, SnapshotChunk};
 
 /// Largest user key a replicated store accepts (the state machine prefixes keys by a byte).
@@ -218,6 +220,20 @@ pub enum Op {
         /// Where it ends.
         end: Bound<Vec<u8>>,
     },
+    /// Runs the procedure `name` of every node's [`Procedures`] on `args` when the entry is
+    /// applied: a read-modify-write or a conditional write, decided from the replicated data
+    /// as the log leaves it, identically on every node (so it is linearizable, etcd's way).
+    /// Expiry is judged at `at` (milliseconds since the Unix epoch, stamped once by the
+    /// writer), not by each node's clock. Its answer comes back to the writer
+    /// ([`ReplicatedDb::write_answered`]).
+    Call {
+        /// The procedure's name (at most [`MAX_REPLICATED_KEYSPACE_NAME`] bytes).
+        name: String,
+        /// Its arguments, as the procedure reads them.
+        args: Vec<u8>,
+        /// The time the call is judged at, in milliseconds since the Unix epoch.
+        at: u64,
+    },
 }
 
 /// Longest keyspace name an [`Op`] may carry, in bytes.
@@ -232,7 +248,7 @@ impl Op {
             | Op::PutIn { key, .. }
             | Op::DeleteIn { key, .. }
             | Op::PutUntil { key, .. } => Some(key),
-            Op::Clear { .. } | Op::Swap { .. } | Op::DeleteRange { .. } => None,
+            Op::Clear { .. } | Op::Swap { .. } | Op::DeleteRange { .. } | Op::Call { .. } => None,
         }
     }
 
@@ -260,6 +276,7 @@ impl Op {
             | Op::PutUntil { keyspace, .. }
             | Op::DeleteRange { keyspace, .. } => [Some(keyspace), None],
             Op::Swap { a, b } => [Some(a), Some(b)],
+            Op::Call { name, .. } => [Some(name), None],
         }
     }
 
@@ -268,6 +285,7 @@ impl Op {
         let value = match self {
             Op::Put { value, .. } | Op::PutIn { value, .. } => value.len(),
             Op::PutUntil { value, .. } => value.len() + 8,
+            Op::Call { args, .. } => args.len() + 8,
             _ => 0,
         };
         let names: usize = self.names().iter().flatten().map(|n| n.len()).sum();
@@ -308,6 +326,14 @@ impl Request {
             ops,
             parts: Vec::new(),
         }
+    }
+
+    /// How many of the request's operations are calls (`Op::Call`).
+    pub fn calls(&self) -> usize {
+        self.ops
+            .iter()
+            .filter(|op| matches!(op, Op::Call { .. }))
+            .count()
     }
 
     /// The writes this request holds, each with its id and its operations, in order.
@@ -401,6 +427,9 @@ pub struct Response {
     /// window (`WriteId::settled_below`, or the window's bound). A write skipped because it
     /// was applied before is not listed: it is done.
     pub late: Vec<WriteId>,
+    /// The answer of each [`Op::Call`] of the request, in order: `None` for a call of a
+    /// write that was skipped (applied before, or late).
+    pub answers: Vec<Option<Vec<u8>>>,
 }
 
 /// A failure of a replicated operation.

@@ -26,8 +26,8 @@ use super::read_index::ReadIndex;
 use super::receive::{ChunkResult, Receiver};
 use super::wire::SnapshotChunk;
 use super::{
-    raft_err, BasicNode, Error, LogId, LogStore, NodeId, Op, Raft, Request, Result, StateMachine,
-    TypeConfig,
+    raft_err, BasicNode, Error, LogId, LogStore, NodeId, Op, Procedures, Raft, Request, Result,
+    StateMachine, TypeConfig,
 };
 use crate::db::Options;
 
@@ -70,6 +70,9 @@ pub struct ReplicationConfig {
     /// that grows past it is dropped (counted in `snapshots_refused`). A chunk is also
     /// refused while the disk has less than it and 64 MiB free.
     pub max_snapshot_bytes: u64,
+    /// What `Op::Call`s run when applied; every node must have the same (`Procedures`).
+    /// `None`: a call answers `NO_PROCEDURES` and writes nothing.
+    pub procedures: Option<Arc<dyn Procedures>>,
 }
 
 impl Default for ReplicationConfig {
@@ -99,6 +102,7 @@ impl Default for ReplicationConfig {
             // heartbeat, so the lease holds with clock rates up to 4x apart.
             read_lease: Some(Duration::from_millis(200)),
             max_snapshot_bytes: 256 << 30,
+            procedures: None,
         }
     }
 }
@@ -109,6 +113,7 @@ setters!(ReplicationConfig {
     with_request_timeout => request_timeout: Duration,
     with_read_lease => read_lease: Option<Duration>,
     with_max_snapshot_bytes => max_snapshot_bytes: u64,
+    with_procedures => procedures: Option<Arc<dyn Procedures>>,
 });
 
 /// One node of a replicated lsm-bloom store (module comment).
@@ -142,7 +147,8 @@ impl ReplicatedDb {
     {
         let dir = dir.as_ref();
         let log = LogStore::open_on(dir.join("log"), Arc::clone(&config.db.fs))?;
-        let sm = StateMachine::open(dir.join("sm"), config.db.clone())?;
+        let sm = StateMachine::open(dir.join("sm"), config.db.clone())?
+            .with_procedures(config.procedures.clone());
         let raft_config = Arc::new(
             config
                 .raft
@@ -198,6 +204,13 @@ impl ReplicatedDb {
     /// Applies `request` on every node: acknowledged once a majority holds it durably and
     /// this node (the leader) has applied it.
     pub async fn write(&self, request: Request) -> Result<()> {
+        self.write_answered(request).await.map(drop)
+    }
+
+    /// [`ReplicatedDb::write`], answering each [`Op::Call`] of `request`, in order: `None` for
+    /// a call whose write was skipped (a copy of a forwarded write applied before: its answer
+    /// was given to the first copy's caller).
+    pub async fn write_answered(&self, request: Request) -> Result<Vec<Option<Vec<u8>>>> {
         request
             .validate()
             .map_err(|m| Error::Store(crate::Error::InvalidArgument(m)))?;

@@ -50,9 +50,10 @@ pub trait RaftService: Clone + Send + Sync + 'static {
         req: SnapshotChunk,
     ) -> impl Future<Output = ChunkResult> + Send;
 
-    /// A write a follower forwarded: done once committed and applied here, or
-    /// `Error::NotLeader` naming the leader this node knows of.
-    fn write(&self, request: Request) -> impl Future<Output = Result<()>> + Send;
+    /// A write a follower forwarded: done once committed and applied here, answering its
+    /// calls' answers (`ReplicatedDb::write_answered`), or `Error::NotLeader` naming the
+    /// leader this node knows of.
+    fn write(&self, request: Request) -> impl Future<Output = Result<Vec<Option<Vec<u8>>>>> + Send;
 
     /// A read index for a follower's linearizable read: a position covering every write
     /// acknowledged before the call began (`Error::NotLeader` when this node does not lead).
@@ -90,8 +91,8 @@ impl RaftService for ReplicatedDb {
         ReplicatedDb::install_snapshot_chunk(self, req).await
     }
 
-    async fn write(&self, request: Request) -> Result<()> {
-        ReplicatedDb::write(self, request).await
+    async fn write(&self, request: Request) -> Result<Vec<Option<Vec<u8>>>> {
+        ReplicatedDb::write_answered(self, request).await
     }
 
     async fn read_index(&self) -> Result<Option<LogId>> {

@@ -90,8 +90,8 @@ pub enum Response {
         /// Where the chunk began.
         got: Segment,
     },
-    /// A forwarded write was applied.
-    Forwarded,
+    /// A forwarded write was applied: its calls' answers (`Response::answers`).
+    Forwarded(Vec<Option<Vec<u8>>>),
     /// The leader's read index: the follower may read once it has applied this far.
     ReadIndex(Option<LogId>),
     /// The remote node is not the leader; the leader it knows, if any.
@@ -354,7 +354,19 @@ pub fn encode_response(r: &Response) -> Vec<u8> {
                 out.extend_from_slice(&seg.offset.to_le_bytes());
             }
         }
-        Response::Forwarded => out.push(FORWARD_OK),
+        Response::Forwarded(answers) => {
+            out.push(FORWARD_OK);
+            codec::put_u32(&mut out, answers.len());
+            for a in answers {
+                match a {
+                    None => out.push(0),
+                    Some(a) => {
+                        out.push(1);
+                        codec::put_bytes(&mut out, a);
+                    }
+                }
+            }
+        }
         Response::ReadIndex(id) => {
             out.push(READ_INDEX_OK);
             codec::put_opt_log_id(&mut out, id.as_ref());
@@ -397,7 +409,19 @@ pub fn decode_response(b: &[u8]) -> DecodeResult<Response> {
             last_log_id: codec::get_opt_log_id(&mut c)?,
         }),
         SNAPSHOT_OK => Response::Snapshot(get_vote(&mut c)?),
-        FORWARD_OK => Response::Forwarded,
+        FORWARD_OK => {
+            let n = c.u32()?;
+            // No capacity from the count: each answer takes at least a byte to decode.
+            let mut answers = Vec::new();
+            for _ in 0..n {
+                answers.push(match c.u8()? {
+                    0 => None,
+                    1 => Some(c.len_prefixed()?.to_vec()),
+                    k => return Err(format!("answer presence byte {k} (not 0 or 1)")),
+                });
+            }
+            Response::Forwarded(answers)
+        }
         READ_INDEX_OK => Response::ReadIndex(codec::get_opt_log_id(&mut c)?),
         ERROR => match c.u8()? {
             ERR_SNAPSHOT_MISMATCH => {

@@ -6,19 +6,22 @@
 //! keyspaces, a swap of them, a clear and a write after it. Version 4 adds puts with an expiry
 //! (`Op::PutUntil`): one long passed, two far off. Version 5 adds range deletes
 //! (`Op::DeleteRange`): `k50`..`k52` in the default keyspace, `r1`..`r2` of three in `users`.
+//! Version 6 adds procedure calls (`Op::Call`): one entry calling `incr` on `n` twice.
 //! Frozen: this build must read each as written. Written once, when missing and
-//! `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwritten; this build writes version 5
+//! `LSM_BLOOM_WRITE_MISSING_FIXTURES` is set (never overwritten; this build writes version 6
 //! only).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use lsm_bloom::replication::network::Router;
 use lsm_bloom::replication::openraft::storage::{RaftLogStorage, RaftStateMachine};
 use lsm_bloom::replication::openraft::{RaftLogReader, SnapshotPolicy};
 use lsm_bloom::replication::{
-    BasicNode, LogStore, Op, Part, ReadPolicy, ReplicatedDb, Request, StateMachine, WriteId,
+    BasicNode, CallContext, LogStore, Op, Part, Procedures, ReadPolicy, ReplicatedDb, Request,
+    StateMachine, WriteId,
 };
 use lsm_bloom::{KeyExpiry, Options};
 
@@ -55,6 +58,9 @@ pub fn expected(version: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
     if version >= 4 {
         data.push((b"e2".to_vec(), b"later".to_vec()));
     }
+    if version >= 6 {
+        data.push((b"n".to_vec(), b"2".to_vec()));
+    }
     data.sort();
     data
 }
@@ -88,8 +94,9 @@ fn with_id(value: &str) -> Request {
 }
 
 async fn write_fixture(to: &Path, version: u32) {
-    assert_eq!(version, 5, "this build writes layout version 5");
+    assert_eq!(version, 6, "this build writes layout version 6");
     let mut config = fast_config();
+    config.procedures = Some(Arc::new(Incr));
     config.raft.snapshot_policy = SnapshotPolicy::LogsSinceLast(25);
     config.raft.max_in_snapshot_log_to_keep = 5;
     config.raft.purge_batch_size = 1;
@@ -162,11 +169,50 @@ async fn write_fixture(to: &Path, version: u32) {
     for ops in writes {
         node.write(Request::new(ops)).await.unwrap();
     }
+    let incr = || Op::Call {
+        name: "incr".into(),
+        args: b"n".to_vec(),
+        at: 1_700_000_000_000,
+    };
+    let answers = node
+        .write_answered(Request::new(vec![incr(), incr()]))
+        .await
+        .unwrap();
+    assert_eq!(answers, [Some(b"1".to_vec()), Some(b"2".to_vec())]);
     assert!(
         node.metrics().purged.is_some(),
         "the fixture needs a purged log"
     );
     node.shutdown().await.unwrap();
+}
+
+/// The version 6 fixture's procedure: `incr` adds one to the integer at the key `args` of
+/// the default keyspace (absent: 0) and answers the new value.
+#[derive(Debug)]
+pub struct Incr;
+
+impl Procedures for Incr {
+    fn call(
+        &self,
+        name: &str,
+        args: &[u8],
+        ctx: &mut CallContext<'_>,
+    ) -> lsm_bloom::Result<Vec<u8>> {
+        if name != "incr" {
+            return Ok(b"unknown".to_vec());
+        }
+        let old = ctx.get("", args)?.map_or(Some(0), |s| {
+            std::str::from_utf8(&s.value)
+                .ok()
+                .and_then(|v| v.parse::<i64>().ok())
+        });
+        let Some(new) = old.and_then(|n| n.checked_add(1)) else {
+            return Ok(b"not an integer".to_vec());
+        };
+        let new = new.to_string().into_bytes();
+        ctx.put("", args, &new, None)?;
+        Ok(new)
+    }
 }
 
 /// Keys and values, in key order.
@@ -313,7 +359,8 @@ pub async fn check(version: u32) {
     drop(other);
 
     let router = Router::new();
-    let node = ReplicatedDb::open(1, &node_dir, fast_config(), router.network(1))
+    let config = fast_config().with_procedures(Some(Arc::new(Incr)));
+    let node = ReplicatedDb::open(1, &node_dir, config, router.network(1))
         .await
         .unwrap();
     router.register(1, node.clone());

@@ -325,6 +325,12 @@ async fn layout_v5_fixture_still_reads() {
     fixtures::check(5).await;
 }
 
+/// `fixtures/replication-v6/node/` (layout version 6: procedure calls) reads as written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn layout_v6_fixture_still_reads() {
+    fixtures::check(6).await;
+}
+
 /// Over TCP on 127.0.0.1: leaders restarted, a node caught up by a snapshot in 4 KiB chunks;
 /// every node ends with every write.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

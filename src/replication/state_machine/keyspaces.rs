@@ -154,6 +154,11 @@ impl Staged {
         }
     }
 
+    /// The store the places are in.
+    pub(crate) fn db(&self) -> &Db {
+        &self.spaces.db
+    }
+
     fn now(&self) -> &Spaces {
         self.changed.as_ref().unwrap_or(&self.spaces)
     }

@@ -35,11 +35,14 @@ use super::{codec, LogId, StoredMembership, TypeConfig};
 use crate::db::{Db, Options};
 
 mod apply;
+mod calls;
 mod keyspaces;
 mod reads;
 pub(crate) mod sessions;
 mod snapshots;
 
+pub use apply::NO_PROCEDURES;
+pub use calls::{CallContext, Procedures, Stored};
 use keyspaces::Spaces;
 pub use reads::Scan;
 
@@ -105,6 +108,8 @@ pub(crate) fn data_range(
 #[derive(Clone)]
 pub struct StateMachine {
     shared: Arc<Shared>,
+    /// What `Op::Call`s run (`calls.rs`); none: each answers `apply::NO_PROCEDURES`.
+    procedures: Option<Arc<dyn Procedures>>,
 }
 
 struct Shared {
@@ -232,7 +237,15 @@ impl StateMachine {
                 installed: AtomicU64::new(0),
                 sessions: Mutex::new(sessions),
             }),
+            procedures: None,
         })
+    }
+
+    /// The state machine running `procedures` for the entries' `Op::Call`s. Every node of
+    /// a cluster must run the same ones (`Procedures`).
+    pub fn with_procedures(mut self, procedures: Option<Arc<dyn Procedures>>) -> StateMachine {
+        self.procedures = procedures;
+        self
     }
 
     /// The live store. Its user keys carry a one-byte prefix: read through

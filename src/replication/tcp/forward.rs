@@ -160,6 +160,29 @@ impl Forwarder {
     /// Memory: on a follower the request is encoded once, straight into its frame (no copy
     /// for a local try); a leader copies it once for the try.
     pub async fn write(&self, node: &ReplicatedDb, request: Request) -> Result<()> {
+        self.write_answered(node, request).await.map(drop)
+    }
+
+    /// [`Forwarder::write`], answering each [`Op::Call`](crate::replication::Op::Call) of
+    /// `request` in order (`ReplicatedDb::write_answered`). When a copy sent again found
+    /// its write applied before, the first copy's answers are lost: `Error::Interrupted`.
+    pub async fn write_answered(
+        &self,
+        node: &ReplicatedDb,
+        request: Request,
+    ) -> Result<Vec<Vec<u8>>> {
+        let calls = request.calls();
+        let answers = self.send(node, request).await?;
+        if answers.len() != calls || answers.iter().any(Option::is_none) {
+            return Err(Error::Interrupted(
+                "the write was applied by an earlier copy; its answers were lost".into(),
+            ));
+        }
+        Ok(answers.into_iter().flatten().collect())
+    }
+
+    /// Sends `request` (`Forwarder::write`), answering its calls' answers.
+    async fn send(&self, node: &ReplicatedDb, request: Request) -> Result<Vec<Option<Vec<u8>>>> {
         let number = Unsettled::new(self);
         let tagged = number.tag(request);
         // Refused here as the leader would refuse it (its id counts toward the size).
@@ -168,7 +191,7 @@ impl Forwarder {
             .map_err(|m| Error::Store(crate::Error::InvalidArgument(m)))?;
         let (mut id, mut addr) = match node.leader_addr() {
             Some((id, addr)) if id != node.id() => (id, addr),
-            _ => match node.write(tagged.clone()).await {
+            _ => match node.write_answered(tagged.clone()).await {
                 Err(Error::NotLeader {
                     leader: Some((id, addr)),
                 }) => (id, addr),
@@ -180,7 +203,7 @@ impl Forwarder {
         let mut resent = false;
         for _ in 0..MAX_HOPS {
             match self.call(id, &addr, &frame, node.timeout()).await {
-                Ok(Response::Forwarded) => return Ok(()),
+                Ok(Response::Forwarded(answers)) => return Ok(answers),
                 Ok(Response::NotLeader(Some((i, a)))) if a != addr => (id, addr) = (i, a),
                 Ok(Response::NotLeader(leader)) => return Err(Error::NotLeader { leader }),
                 Ok(Response::Failed(m)) => return Err(Error::Raft(m)),

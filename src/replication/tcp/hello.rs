@@ -10,8 +10,9 @@ use crate::replication::NodeId;
 
 /// The wire protocol's version (FORMAT.md §8): 2 added this handshake, 3 the write ids of
 /// forwarded writes, 4 the keyspace operations in requests, 5 puts with an expiry in them,
-/// 6 range deletes in them (FORMAT.md §7.4).
-pub const PROTOCOL_VERSION: u32 = 6;
+/// 6 range deletes in them, 7 procedure calls in them and their answers in a forwarded
+/// write's response (FORMAT.md §7.4, §8).
+pub const PROTOCOL_VERSION: u32 = 7;
 /// Longest cluster id, in bytes.
 pub const MAX_CLUSTER_ID: usize = 64;
 /// The hello's tag, from the side that connects.

@@ -305,7 +305,7 @@ async fn serve(
                 Err(e) => Response::Failed(e),
             },
             Request::Forward(r) => match node.write(r).await {
-                Ok(()) => Response::Forwarded,
+                Ok(answers) => forwarded(answers),
                 Err(e) => error_response(e),
             },
             Request::Stream => return pipeline::serve(stream, node, tally, budget).await,
@@ -326,6 +326,18 @@ async fn serve(
 async fn write_frame(stream: &mut (impl AsyncWriteExt + Unpin), frame: &[u8]) -> io::Result<()> {
     stream.write_all(frame).await?;
     stream.flush().await
+}
+
+/// A forwarded write's answer, unless its calls' answers would not fit a frame: then a
+/// failure saying so (the write was applied).
+fn forwarded(answers: Vec<Option<Vec<u8>>>) -> Response {
+    let size: usize = answers.iter().flatten().map(|a| a.len() + 5).sum();
+    if size + 16 > wire::MAX_FRAME {
+        return Response::Failed(format!(
+            "the write was applied, but its answers ({size} bytes) do not fit a frame"
+        ));
+    }
+    Response::Forwarded(answers)
 }
 
 fn error_response(e: Error) -> Response {

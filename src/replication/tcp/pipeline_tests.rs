@@ -52,7 +52,7 @@ impl RaftService for Gated {
     async fn install_snapshot_chunk(&self, _: crate::replication::SnapshotChunk) -> ChunkResult {
         Err("not here".into())
     }
-    async fn write(&self, _: Write) -> Result<()> {
+    async fn write(&self, _: Write) -> Result<Vec<Option<Vec<u8>>>> {
         Err(Error::Raft("not here".into()))
     }
     async fn read_index(&self) -> Result<Option<LogId>> {
