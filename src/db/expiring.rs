@@ -107,6 +107,7 @@ impl View<'_> {
     }
 }
 
+#[cfg(feature = "replication")]
 impl View<'_> {
     /// `key`'s value and expiry (`None`: never expires) as they stand now, judged live or
     /// expired at `at_millis` rather than by the store's clock: a replicated call decides
@@ -136,6 +137,7 @@ impl View<'_> {
     }
 }
 
+#[cfg(feature = "replication")]
 impl Db {
     /// `View::entry_at` in the default keyspace.
     pub(crate) fn entry_at(
@@ -147,6 +149,7 @@ impl Db {
     }
 }
 
+#[cfg(feature = "replication")]
 impl Keyspace {
     /// `View::entry_at` in this keyspace.
     pub(crate) fn entry_at(
