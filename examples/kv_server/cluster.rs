@@ -11,9 +11,9 @@
 //! request timeout a command fails with `CLUSTERDOWN`, and a write that timed out may still
 //! be applied. Database `n` is the replicated keyspace `db<n>` (database 0 the default one,
 //! `""`, where clusters before databases kept their data); `FLUSHDB` and `SWAPDB` are
-//! replicated `Clear` and `Swap` operations. Conditional writes (`SET NX`, `GETDEL`, ...) read and then write under the
-//! node's own `Writes` lock: atomic among one node's clients, not across nodes (that needs
-//! the condition in the replicated request).
+//! replicated `Clear` and `Swap` operations. Conditional and read-modify-write commands
+//! (`SET NX`, `GETDEL`, `DEL`, `INCR`, ...: `rmw.rs`) go into the log as one call each, decided
+//! when the entry is applied, the same on every node (`procs.rs`): atomic across the cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -24,11 +24,13 @@ use std::sync::Arc;
 
 use lsm_bloom::replication::tcp::{Forwarder, PeerAuth, PeerKey, RaftServer, TcpNetwork};
 use lsm_bloom::replication::{
-    BasicNode, Error, NodeId, Op, ReplicatedDb, ReplicationConfig, Request, Scan,
+    BasicNode, Error, NodeId, Op, Procedures, ReplicatedDb, ReplicationConfig, Request, Scan,
 };
 use lsm_bloom::{DbStats, KeyExpiry, Options};
 
+use super::procs::{self, KvProcedures};
 use super::resp::Reply;
+use super::rmw::Change;
 use super::store::StoreResult;
 
 pub struct Cluster {
@@ -41,6 +43,10 @@ pub struct Cluster {
     net: TcpNetwork,
     tls: bool,
     server: Option<RaftServer>,
+    /// Decide conditional and read-modify-write commands on the node that receives them,
+    /// not in the log (`--decide-on-receiving-node`): not atomic across nodes. Only the
+    /// tests' negative control sets it.
+    pub decide_locally: bool,
 }
 
 fn fail(e: Error) -> Reply {
@@ -118,7 +124,10 @@ impl Cluster {
             .worker_threads(2)
             .enable_all()
             .build()?;
-        let mut config = ReplicationConfig::default().with_db(db);
+        let procedures: Arc<dyn Procedures> = Arc::new(KvProcedures);
+        let mut config = ReplicationConfig::default()
+            .with_db(db)
+            .with_procedures(Some(procedures));
         config.raft.snapshot_policy =
             lsm_bloom::replication::openraft::SnapshotPolicy::LogsSinceLast(snapshot_logs.max(1));
         config.raft.max_in_snapshot_log_to_keep = snapshot_logs / 10;
@@ -157,6 +166,7 @@ impl Cluster {
             net: network,
             tls,
             server: Some(server),
+            decide_locally: false,
         })
     }
 
@@ -189,6 +199,23 @@ impl Cluster {
             .state_machine()
             .expiry_of_in(keyspace, key)
             .map_err(|e| Reply::err(e.to_string()))
+    }
+
+    /// Runs `change` in `keyspace` as one call, decided when its entry is applied, on every
+    /// node alike (`procs.rs`); its reply.
+    pub fn call(&self, keyspace: &str, change: &Change) -> StoreResult<Reply> {
+        let answers = self.write_answered(vec![procs::call_op(keyspace, change)])?;
+        match answers.first() {
+            Some(a) => Ok(procs::decode_reply(a)),
+            None => Err(Reply::err("internal: a call came back without its answer")),
+        }
+    }
+
+    /// Replicates `ops` as one write (through the leader): the answers of its calls.
+    pub fn write_answered(&self, ops: Vec<Op>) -> StoreResult<Vec<Vec<u8>>> {
+        self.rt
+            .block_on(self.fwd.write_answered(&self.node, Request::new(ops)))
+            .map_err(fail)
     }
 
     /// Replicates `ops` as one write (through the leader).

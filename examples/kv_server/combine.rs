@@ -21,10 +21,11 @@ use std::thread::Thread;
 
 use lsm_bloom::KeyExpiry;
 
-use super::expire::{self, parse_int};
+use super::expire;
 use super::resp::{Out, Proto, Reply};
+use super::rmw::{incremented, Change};
 use super::store::{Space, Store, StoreResult};
-use super::strings::{is_counter, not_an_integer};
+use super::strings::{counter, is_counter, not_an_integer};
 use super::values::{Values, Writes};
 
 /// One connection's run, waiting for a combiner.
@@ -100,7 +101,13 @@ impl Values<'_> {
             return;
         }
         if sets.iter().any(|a| is_counter(a)) {
-            for r in self.run_combined(std::mem::take(sets)) {
+            let cmds = std::mem::take(sets);
+            let replies = match self.changes_are_calls() {
+                #[cfg(feature = "replication")]
+                true => super::procs::run_pipeline(self.db, self.index, cmds),
+                _ => self.run_combined(cmds),
+            };
+            for r in replies {
                 if !out.reply(&r, proto) {
                     return;
                 }
@@ -183,7 +190,7 @@ impl Values<'_> {
 }
 
 /// A key's state within a turn: what its runs wrote last.
-enum Written {
+pub enum Written {
     Put(Vec<u8>, KeyExpiry),
     Gone,
 }
@@ -246,7 +253,7 @@ fn apply(db: &Store, writes: &Writes, runs: &mut [Run]) -> Vec<Vec<Reply>> {
 
 /// A plain SET's key, and what it leaves there (`values::is_plain_set` lets only a valid
 /// expiry through): the value, until its expiry, or nothing if that has passed.
-fn plain_set(mut args: Vec<Vec<u8>>, now: i64) -> (Vec<u8>, Written) {
+pub fn plain_set(mut args: Vec<Vec<u8>>, now: i64) -> (Vec<u8>, Written) {
     let expiry = (args.len() == 5).then(|| (args.pop(), args.pop()));
     let v = args.pop().unwrap_or_default();
     let k = args.pop().unwrap_or_default();
@@ -269,7 +276,7 @@ fn plain_set(mut args: Vec<Vec<u8>>, now: i64) -> (Vec<u8>, Written) {
 fn one(
     space: &Space<'_>,
     index: usize,
-    mut args: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
     now: i64,
     written: &mut HashMap<(usize, Vec<u8>), Written>,
 ) -> (Reply, bool) {
@@ -278,23 +285,13 @@ fn one(
         written.insert((index, k), state);
         return (Reply::ok(), true);
     }
-    let name = args[0].to_ascii_uppercase();
-    let by = match (name.as_slice(), args.get(2)) {
-        (b"INCR", _) => Ok(1),
-        (b"DECR", _) => Ok(-1),
-        (b"INCRBY", Some(n)) => parse_int(n).ok_or_else(not_an_integer),
-        (_, Some(n)) => match parse_int(n) {
-            None => Err(not_an_integer()),
-            Some(i64::MIN) => Err(Reply::err("decrement would overflow")),
-            Some(n) => Ok(-n),
-        },
-        _ => Err(not_an_integer()),
+    let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+    let (key, by) = match counter(&name, &args[1..]) {
+        Some(Ok(Change::IncrBy { key, by })) => (key, by),
+        Some(Err(e)) => return (e, false),
+        _ => return (not_an_integer(), false),
     };
-    let by = match by {
-        Ok(by) => by,
-        Err(e) => return (e, false),
-    };
-    let key = (index, std::mem::take(&mut args[1]));
+    let key = (index, key);
     let current = match written.get(&key) {
         Some(Written::Put(v, expiry)) => Ok(Some((v.clone(), *expiry))),
         Some(Written::Gone) => Ok(None),
@@ -302,15 +299,12 @@ fn one(
     };
     let (old, expiry) = match current {
         Err(e) => return (e, false),
-        Ok(None) => (0, KeyExpiry::Never),
-        Ok(Some((v, expiry))) => match parse_int(&v) {
-            Some(old) => (old, expiry),
-            None => return (not_an_integer(), false),
-        },
+        Ok(None) => (None, KeyExpiry::Never),
+        Ok(Some((v, expiry))) => (Some(v), expiry),
     };
-    match old.checked_add(by) {
-        None => (Reply::err("increment or decrement would overflow"), false),
-        Some(new) => {
+    match incremented(old.as_deref(), by) {
+        Err(e) => (e, false),
+        Ok(new) => {
             written.insert(key, Written::Put(new.to_string().into_bytes(), expiry));
             (Reply::Int(new), true)
         }

@@ -41,7 +41,10 @@ mod info;
 #[path = "../common/logging.rs"]
 mod logging;
 mod multi;
+#[cfg(feature = "replication")]
+mod procs;
 mod resp;
+mod rmw;
 mod scan;
 mod store;
 mod strings;
@@ -135,6 +138,11 @@ struct Args {
     /// Prefix filters by length: a key's prefix is its first N bytes (recorded, as above).
     #[arg(long)]
     prefix_len: Option<u32>,
+    /// Testing only: in cluster mode, decide conditional and read-modify-write commands on
+    /// the node that receives them instead of in the log, so they are not atomic across
+    /// nodes (the negative control of the cluster's linearizability test).
+    #[arg(long, hide = true)]
+    decide_on_receiving_node: bool,
     /// No prefix filters for new tables, whatever the store recorded.
     #[arg(long, conflicts_with_all = ["prefix_len", "prefix_delimiter"])]
     no_prefix_filters: bool,
@@ -376,7 +384,7 @@ fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::E
                 let most = databases::MAX_DATABASES;
                 return Err(format!("--databases must be 1 to {most}, not {count}").into());
             }
-            let node = cluster::Cluster::open(
+            let mut node = cluster::Cluster::open(
                 auth,
                 id,
                 &args.dir,
@@ -386,6 +394,7 @@ fn open_store(args: &Args, opts: Options) -> Result<Store, Box<dyn std::error::E
                 args.snapshot_logs,
                 opts,
             )?;
+            node.decide_locally = args.decide_on_receiving_node;
             Ok(Store::Cluster(Box::new(node), count))
         }
         #[cfg(feature = "replication")]

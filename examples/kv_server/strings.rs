@@ -14,18 +14,19 @@ use lsm_bloom::KeyExpiry;
 
 use super::expire::parse_int;
 use super::resp::{Out, Proto, Reply};
+use super::rmw::Change;
 use super::store::{Space, StoreResult};
 use super::values::Values;
 
 /// The largest value a command here makes (Redis's `proto-max-bulk-len` is 512 MB; the
 /// store's values are at most this).
-const MAX_STRING: usize = lsm_bloom::db::MAX_VALUE_SIZE;
+pub const MAX_STRING: usize = lsm_bloom::db::MAX_VALUE_SIZE;
 
 pub fn not_an_integer() -> Reply {
     Reply::err("value is not an integer or out of range")
 }
 
-fn too_long() -> Reply {
+pub fn too_long() -> Reply {
     Reply::err("string exceeds maximum allowed size (proto-max-bulk-len)")
 }
 
@@ -38,28 +39,49 @@ impl Values<'_> {
         out: &mut impl Out,
         proto: Proto,
     ) -> bool {
+        if let Some(change) = counter(cmd, rest) {
+            let reply = change.map_or_else(|e| e, |c| self.run_change(c));
+            out.reply(&reply, proto);
+            return true;
+        }
         let reply = match (cmd, &mut *rest) {
-            ("INCR", [k]) => self.incr_by(k, Ok(1)),
-            ("DECR", [k]) => self.incr_by(k, Ok(-1)),
-            ("INCRBY", [k, n]) => self.incr_by(k, parse_int(n).ok_or_else(not_an_integer)),
-            ("DECRBY", [k, n]) => self.incr_by(
-                k,
-                match parse_int(n) {
-                    None => Err(not_an_integer()),
-                    Some(i64::MIN) => Err(Reply::err("decrement would overflow")),
-                    Some(n) => Ok(-n),
-                },
-            ),
-            ("INCRBYFLOAT", [k, n]) => self.incr_by_float(k, n),
-            ("APPEND", [k, v]) => self.append(k, v),
-            ("GETSET", [k, v]) => self.getset(k, std::mem::take(v)),
+            ("INCRBYFLOAT", [k, n]) => match parse_float(n) {
+                None => Reply::err("value is not a valid float"),
+                Some(by) => self.run_change(Change::IncrByFloat {
+                    key: k.to_vec(),
+                    by,
+                }),
+            },
+            ("APPEND", [k, v]) => self.run_change(Change::Append {
+                key: k.to_vec(),
+                value: std::mem::take(v),
+            }),
+            ("GETSET", [k, v]) => self.run_change(Change::GetSet {
+                key: k.to_vec(),
+                value: std::mem::take(v),
+            }),
             ("GETRANGE", [k, start, end]) => self.getrange(k, start, end),
-            ("SETRANGE", [k, offset, v]) => self.setrange(k, offset, v),
+            ("SETRANGE", [k, offset, v]) => match parse_int(offset) {
+                None => not_an_integer(),
+                Some(o) if o < 0 => Reply::err("offset is out of range"),
+                Some(o) => self.run_change(Change::SetRange {
+                    key: k.to_vec(),
+                    offset: o as u64,
+                    value: std::mem::take(v),
+                }),
+            },
             ("MSETNX", pairs) if !pairs.is_empty() && pairs.len().is_multiple_of(2) => {
-                self.msetnx(pairs)
+                let pairs = pairs
+                    .chunks_exact_mut(2)
+                    .map(|p| (std::mem::take(&mut p[0]), std::mem::take(&mut p[1])))
+                    .collect();
+                self.run_change(Change::MSetNx { pairs })
             }
-            ("RENAME", [from, to]) => self.rename(from, to, false),
-            ("RENAMENX", [from, to]) => self.rename(from, to, true),
+            ("RENAME" | "RENAMENX", [from, to]) => self.run_change(Change::Rename {
+                from: from.to_vec(),
+                to: to.to_vec(),
+                nx: cmd == "RENAMENX",
+            }),
             ("COPY", [from, to, opts @ ..]) => self.copy(from, to, opts),
             (
                 "INCR" | "DECR" | "INCRBY" | "DECRBY" | "INCRBYFLOAT" | "APPEND" | "GETSET"
@@ -102,87 +124,6 @@ impl Values<'_> {
         space.write(b)
     }
 
-    /// INCR, DECR, INCRBY, DECRBY: `by` parsed (or its error).
-    fn incr_by(&self, k: &[u8], by: Result<i64, Reply>) -> Reply {
-        let by = match by {
-            Ok(by) => by,
-            Err(e) => return e,
-        };
-        let run = || -> StoreResult<Reply> {
-            let space = self.db.space_for_write(self.index)?;
-            let _w = self.writes.exclusive();
-            let (old, expiry) = match Self::read(&space, k)? {
-                None => (0, KeyExpiry::Never),
-                Some((v, expiry)) => match parse_int(&v) {
-                    Some(n) => (n, expiry),
-                    None => return Ok(not_an_integer()),
-                },
-            };
-            let Some(new) = old.checked_add(by) else {
-                return Ok(Reply::err("increment or decrement would overflow"));
-            };
-            Self::write_keeping(&space, k, new.to_string().into_bytes(), expiry)?;
-            Ok(Reply::Int(new))
-        };
-        run().unwrap_or_else(|e| e)
-    }
-
-    /// INCRBYFLOAT.
-    fn incr_by_float(&self, k: &[u8], by: &[u8]) -> Reply {
-        let Some(by) = parse_float(by) else {
-            return Reply::err("value is not a valid float");
-        };
-        let run = || -> StoreResult<Reply> {
-            let space = self.db.space_for_write(self.index)?;
-            let _w = self.writes.exclusive();
-            let (old, expiry) = match Self::read(&space, k)? {
-                None => (0.0, KeyExpiry::Never),
-                Some((v, expiry)) => match parse_float(&v) {
-                    Some(x) => (x, expiry),
-                    None => return Ok(Reply::err("value is not a valid float")),
-                },
-            };
-            let new = old + by;
-            if !new.is_finite() {
-                return Ok(Reply::err("increment would produce NaN or Infinity"));
-            }
-            let text = format_float(new).into_bytes();
-            Self::write_keeping(&space, k, text.clone(), expiry)?;
-            Ok(Reply::Bulk(text))
-        };
-        run().unwrap_or_else(|e| e)
-    }
-
-    /// APPEND: the new length.
-    fn append(&self, k: &[u8], v: &[u8]) -> Reply {
-        let run = || -> StoreResult<Reply> {
-            let space = self.db.space_for_write(self.index)?;
-            let _w = self.writes.exclusive();
-            let (mut old, expiry) =
-                Self::read(&space, k)?.unwrap_or((Vec::new(), KeyExpiry::Never));
-            if old.len() + v.len() > MAX_STRING {
-                return Ok(too_long());
-            }
-            old.extend_from_slice(v);
-            let len = old.len() as i64;
-            Self::write_keeping(&space, k, old, expiry)?;
-            Ok(Reply::Int(len))
-        };
-        run().unwrap_or_else(|e| e)
-    }
-
-    /// GETSET: the old value; the new one has no expiry.
-    fn getset(&self, k: &[u8], v: Vec<u8>) -> Reply {
-        let run = || -> StoreResult<Reply> {
-            let space = self.db.space_for_write(self.index)?;
-            let _w = self.writes.exclusive();
-            let old = space.get_with(k, <[u8]>::to_vec)?;
-            Self::write_keeping(&space, k, v, KeyExpiry::Never)?;
-            Ok(old.map_or(Reply::Null, Reply::Bulk))
-        };
-        run().unwrap_or_else(|e| e)
-    }
-
     /// GETRANGE, with Redis's reading of negative and out-of-range offsets.
     fn getrange(&self, k: &[u8], start: &[u8], end: &[u8]) -> Reply {
         let (Some(mut start), Some(mut end)) = (parse_int(start), parse_int(end)) else {
@@ -214,88 +155,6 @@ impl Values<'_> {
             Ok(found) => Reply::Bulk(found.unwrap_or_default()),
             Err(e) => e,
         }
-    }
-
-    /// SETRANGE: the new length.
-    fn setrange(&self, k: &[u8], offset: &[u8], v: &[u8]) -> Reply {
-        let offset = match parse_int(offset) {
-            None => return not_an_integer(),
-            Some(o) if o < 0 => return Reply::err("offset is out of range"),
-            Some(o) => o as u64,
-        };
-        let run = || -> StoreResult<Reply> {
-            let space = self.db.space_for_write(self.index)?;
-            let _w = self.writes.exclusive();
-            let found = Self::read(&space, k)?;
-            let old_len = found.as_ref().map_or(0, |(old, _)| old.len());
-            if v.is_empty() {
-                return Ok(Reply::Int(old_len as i64));
-            }
-            if offset.saturating_add(v.len() as u64) > MAX_STRING as u64 {
-                return Ok(too_long());
-            }
-            let (mut value, expiry) = found.unwrap_or((Vec::new(), KeyExpiry::Never));
-            let offset = offset as usize;
-            if value.len() < offset + v.len() {
-                value.resize(offset + v.len(), 0);
-            }
-            value[offset..offset + v.len()].copy_from_slice(v);
-            let len = value.len() as i64;
-            Self::write_keeping(&space, k, value, expiry)?;
-            Ok(Reply::Int(len))
-        };
-        run().unwrap_or_else(|e| e)
-    }
-
-    /// MSETNX: every pair set (1), or none if any key exists (0).
-    fn msetnx(&self, pairs: &mut [Vec<u8>]) -> Reply {
-        let run = |pairs: &mut [Vec<u8>]| -> StoreResult<Reply> {
-            let space = self.db.space_for_write(self.index)?;
-            let _w = self.writes.exclusive();
-            for pair in pairs.chunks_exact(2) {
-                if space.get_with(&pair[0], |_| ())?.is_some() {
-                    return Ok(Reply::Int(0));
-                }
-            }
-            let mut b = space.batch();
-            for pair in pairs.chunks_exact_mut(2) {
-                let (k, v) = (std::mem::take(&mut pair[0]), std::mem::take(&mut pair[1]));
-                space.put(&mut b, k, v);
-            }
-            space.write(b)?;
-            Ok(Reply::Int(1))
-        };
-        run(pairs).unwrap_or_else(|e| e)
-    }
-
-    /// RENAME (`nx`: RENAMENX): the value and its expiry moved to `to`.
-    fn rename(&self, from: &[u8], to: &[u8], nx: bool) -> Reply {
-        let run = || -> StoreResult<Reply> {
-            let space = self.db.space_for_write(self.index)?;
-            let _w = self.writes.exclusive();
-            let Some((value, expiry)) = Self::read(&space, from)? else {
-                return Ok(Reply::err("no such key"));
-            };
-            let done = || match nx {
-                true => Reply::Int(1),
-                false => Reply::ok(),
-            };
-            if from == to {
-                return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
-            }
-            if nx && space.get_with(to, |_| ())?.is_some() {
-                return Ok(Reply::Int(0));
-            }
-            let mut b = space.batch();
-            space.delete(&mut b, from.to_vec());
-            match expiry {
-                KeyExpiry::At(at) => space.put_until(&mut b, to.to_vec(), value, at),
-                KeyExpiry::Never | KeyExpiry::Absent => space.put(&mut b, to.to_vec(), value),
-            }
-            space.write(b)?;
-            Ok(done())
-        };
-        run().unwrap_or_else(|e| e)
     }
 
     /// COPY src dst [DB n] [REPLACE]: 1 if copied (with its expiry), else 0.
@@ -351,8 +210,34 @@ pub fn is_counter(args: &[Vec<u8>]) -> bool {
     }
 }
 
+/// The change of counter command `cmd` (upper case) with arguments `rest`, or its error
+/// (a count that is not an integer); `None` when it is not a counter command with its
+/// number of arguments.
+pub fn counter(cmd: &str, rest: &[Vec<u8>]) -> Option<Result<Change, Reply>> {
+    let incr = |k: &[u8], by: i64| {
+        Ok(Change::IncrBy {
+            key: k.to_vec(),
+            by,
+        })
+    };
+    Some(match (cmd, rest) {
+        ("INCR", [k]) => incr(k, 1),
+        ("DECR", [k]) => incr(k, -1),
+        ("INCRBY", [k, n]) => match parse_int(n) {
+            None => Err(not_an_integer()),
+            Some(n) => incr(k, n),
+        },
+        ("DECRBY", [k, n]) => match parse_int(n) {
+            None => Err(not_an_integer()),
+            Some(i64::MIN) => Err(Reply::err("decrement would overflow")),
+            Some(n) => incr(k, -n),
+        },
+        _ => return None,
+    })
+}
+
 /// Redis's `string2ld`: a float with nothing around it (no space), not NaN.
-fn parse_float(b: &[u8]) -> Option<f64> {
+pub fn parse_float(b: &[u8]) -> Option<f64> {
     let s = std::str::from_utf8(b).ok()?;
     if s.is_empty() || s.len() > 5 * 1024 || s.starts_with(|c: char| c.is_ascii_whitespace()) {
         return None;
@@ -362,7 +247,7 @@ fn parse_float(b: &[u8]) -> Option<f64> {
 
 /// Redis's `ld2string` in its human mode: 17 digits after the point, trailing zeros (and a
 /// bare point) cut, "-0" as "0".
-fn format_float(x: f64) -> String {
+pub fn format_float(x: f64) -> String {
     let mut s = format!("{x:.17}");
     if s.contains('.') {
         while s.ends_with('0') {

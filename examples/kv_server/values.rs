@@ -15,13 +15,13 @@
 //! conditional write is atomic with respect to every other write while plain writes do not
 //! queue behind each other twice (the store already orders them).
 
-use std::collections::HashSet;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use lsm_bloom::KeyExpiry;
 
 use super::expire::{self, ExpireOpt};
 use super::resp::{Out, Proto, Reply};
+use super::rmw::{set_writes, Change, Cond, SetExpiry};
 use super::store::{Space, Store, StoreResult};
 
 /// Orders conditional writes against all others (see the module docs), and combines
@@ -202,6 +202,11 @@ impl Values<'_> {
     /// `GETDEL k`: the value, then the key deleted; if the delete fails, its error replaces
     /// the value.
     fn getdel(&self, k: &[u8], out: &mut impl Out, proto: Proto) {
+        if self.changes_are_calls() {
+            let reply = self.run_change(Change::GetDel { key: k.to_vec() });
+            out.reply(&reply, proto);
+            return;
+        }
         let Some(space) = self.space(out, proto) else {
             return;
         };
@@ -277,10 +282,34 @@ impl Values<'_> {
             _ => None,
         };
         let keep = o.expire == ExpireOpt::Keep;
+        let conditional = o.nx || o.xx || o.get || keep;
+        let cond = match (o.nx, o.xx) {
+            (true, _) => Cond::Absent,
+            (false, true) => Cond::Present,
+            (false, false) => Cond::Always,
+        };
+        // Decided as a change (`rmw.rs`), but a single server's SET … GET: that one puts the
+        // old value into `out` straight from the store, below.
+        if conditional && (!o.get || self.changes_are_calls()) {
+            let expiry = match (keep, at) {
+                (true, _) => SetExpiry::Keep,
+                (false, Some(at)) => SetExpiry::At(at.max(0) as u64),
+                (false, None) => SetExpiry::Never,
+            };
+            let reply = self.run_change(Change::Set {
+                key: k.to_vec(),
+                value: v,
+                cond,
+                get: o.get,
+                expiry,
+                int: nx_int,
+            });
+            out.reply(&reply, proto);
+            return;
+        }
         let Some(space) = self.space_for_write(out, proto) else {
             return;
         };
-        let conditional = o.nx || o.xx || o.get || keep;
         let _exclusive = conditional.then(|| self.writes.exclusive());
         let _shared = (!conditional).then(|| self.writes.plain());
         let mark = out.mark();
@@ -301,7 +330,7 @@ impl Values<'_> {
         } else {
             false
         };
-        let write = !(o.nx && existed || o.xx && !existed);
+        let write = set_writes(cond, existed);
         if write {
             let kept = match keep {
                 true => space.expiry_of(k).map(|e| match e {
@@ -341,32 +370,25 @@ impl Values<'_> {
     /// `DEL` counts distinct keys removed (`DEL k k` is 1, as in Redis); `EXISTS` counts
     /// every argument that exists (`EXISTS k k` is 2). Values are not copied.
     fn del_or_exists(&self, del: bool, keys: &[Vec<u8>], out: &mut impl Out, proto: Proto) {
+        if del {
+            let reply = self.run_change(Change::Del {
+                keys: keys.to_vec(),
+            });
+            out.reply(&reply, proto);
+            return;
+        }
         let Some(space) = self.space(out, proto) else {
             return;
         };
-        let _w = del.then(|| self.writes.exclusive());
         let mut count = 0;
-        let mut batch = space.batch();
-        let mut seen = HashSet::new();
-        for k in keys.iter().filter(|k| !del || seen.insert(k.as_slice())) {
+        for k in keys {
             match space.get_with(k, |_| ()) {
-                Ok(Some(())) => {
-                    count += 1;
-                    if del {
-                        space.delete(&mut batch, k.clone());
-                    }
-                }
+                Ok(Some(())) => count += 1,
                 Ok(None) => {}
                 Err(e) => {
                     out.reply(&db_err(e), proto);
                     return;
                 }
-            }
-        }
-        if !batch.is_empty() {
-            if let Err(e) = space.write(batch) {
-                out.reply(&db_err(e), proto);
-                return;
             }
         }
         out.reply(&Reply::Int(count), proto);

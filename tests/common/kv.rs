@@ -156,3 +156,51 @@ pub fn cli(port: u16, args: &[&str], stdin: Option<&[u8]>) -> String {
     assert!(out.status.success());
     String::from_utf8_lossy(&out.stdout).trim_end().to_string()
 }
+
+/// One call with a deadline; any failure (I/O, timeout, a malformed reply) is an error.
+pub fn try_call(
+    port: u16,
+    conn: &mut Option<TcpStream>,
+    args: &[&[u8]],
+    wait: Duration,
+) -> Result<Vec<u8>, String> {
+    if conn.is_none() {
+        let s = TcpStream::connect_timeout(&format!("127.0.0.1:{port}").parse().unwrap(), wait)
+            .map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
+        *conn = Some(s);
+    }
+    let s = conn.as_mut().unwrap();
+    let r = s
+        .write_all(&command(args))
+        .map_err(|e| e.to_string())
+        .and_then(|()| read_reply(s));
+    if r.is_err() {
+        *conn = None;
+    }
+    r
+}
+
+pub fn read_reply(s: &mut TcpStream) -> Result<Vec<u8>, String> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n") {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            Ok(_) => return Err("closed".into()),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    if head[0] == b'$' {
+        let n: i64 = std::str::from_utf8(&head[1..head.len() - 2])
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .ok_or("a bad bulk length")?;
+        if n >= 0 {
+            let mut body = vec![0u8; n as usize + 2];
+            s.read_exact(&mut body).map_err(|e| e.to_string())?;
+            head.extend_from_slice(&body);
+        }
+    }
+    Ok(head)
+}

@@ -1,0 +1,386 @@
+//! Read-modify-write and conditional commands as values (`Change`), run against an `Rmw`:
+//! the same code decides them on a single server and in a cluster.
+//!
+//! On a single server a change runs under the exclusive side of `Writes` (`values.rs`) over
+//! the session's database (`SpaceRmw`), and its writes go as one batch. In a cluster it goes
+//! into the log as one call (`Op::Call`, `procs.rs`) and runs when the entry is applied, on
+//! every node alike, against the replicated data as the log leaves it: so `SET NX` has one
+//! winner and every `INCR` counts once, whichever nodes the clients talk to.
+//!
+//! A change reads everything it needs before it writes (an `Rmw`'s reads need not see its
+//! own writes), and decides only from its arguments, its reads and `Rmw::now_ms`.
+
+use lsm_bloom::KeyExpiry;
+
+use super::resp::Reply;
+use super::store::{Batch, Space, StoreResult};
+use super::strings::{format_float, not_an_integer, too_long, MAX_STRING};
+
+/// Where a change reads and writes one database.
+pub trait Rmw {
+    /// `key`'s value and expiry (ms since the epoch; `None`: never), if it is live.
+    fn get(&mut self, key: &[u8]) -> StoreResult<Option<(Vec<u8>, Option<u64>)>>;
+    /// Whether `key` is live (no value copied).
+    fn exists(&mut self, key: &[u8]) -> StoreResult<bool>;
+    /// Sets `key` to `value` until `expires` (`None`: never).
+    fn put(&mut self, key: &[u8], value: Vec<u8>, expires: Option<u64>) -> StoreResult<()>;
+    /// Removes `key`.
+    fn delete(&mut self, key: &[u8]);
+    /// The time the change is decided at, in ms since the epoch.
+    fn now_ms(&self) -> u64;
+}
+
+/// What `SET` does when the key exists or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cond {
+    Always,
+    /// `NX`: only if absent.
+    Absent,
+    /// `XX`: only if present.
+    Present,
+}
+
+/// The expiry a `SET` gives its value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetExpiry {
+    Never,
+    /// Until this time (ms since the epoch): a time already past deletes the key.
+    At(u64),
+    /// `KEEPTTL`: the key's own.
+    Keep,
+}
+
+/// A read-modify-write or conditional command of one database, its arguments parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// INCR, DECR, INCRBY, DECRBY.
+    IncrBy {
+        key: Vec<u8>,
+        by: i64,
+    },
+    IncrByFloat {
+        key: Vec<u8>,
+        by: f64,
+    },
+    Append {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    SetRange {
+        key: Vec<u8>,
+        offset: u64,
+        value: Vec<u8>,
+    },
+    /// GETSET (the new value has no expiry).
+    GetSet {
+        key: Vec<u8>,
+        value: Vec<u8>,
+    },
+    /// SET with NX, XX, GET or KEEPTTL, and SETNX (`int`: answers 1 or 0).
+    Set {
+        key: Vec<u8>,
+        value: Vec<u8>,
+        cond: Cond,
+        get: bool,
+        expiry: SetExpiry,
+        int: bool,
+    },
+    GetDel {
+        key: Vec<u8>,
+    },
+    /// DEL: counts the distinct keys removed.
+    Del {
+        keys: Vec<Vec<u8>>,
+    },
+    MSetNx {
+        pairs: Vec<(Vec<u8>, Vec<u8>)>,
+    },
+    /// RENAME, and RENAMENX (`nx`).
+    Rename {
+        from: Vec<u8>,
+        to: Vec<u8>,
+        nx: bool,
+    },
+}
+
+/// Whether a SET under `cond` writes, the key existing or not.
+pub fn set_writes(cond: Cond, existed: bool) -> bool {
+    match cond {
+        Cond::Always => true,
+        Cond::Absent => !existed,
+        Cond::Present => existed,
+    }
+}
+
+/// INCRBY's new value of `old` (absent: 0), or its error.
+pub fn incremented(old: Option<&[u8]>, by: i64) -> Result<i64, Reply> {
+    let old = match old {
+        None => 0,
+        Some(v) => super::expire::parse_int(v).ok_or_else(not_an_integer)?,
+    };
+    old.checked_add(by)
+        .ok_or_else(|| Reply::err("increment or decrement would overflow"))
+}
+
+impl Change {
+    /// Decides the change against `rmw`: its writes made there, its reply answered. A store
+    /// failure is the error.
+    pub fn run(self, rmw: &mut dyn Rmw) -> StoreResult<Reply> {
+        Ok(match self {
+            Change::IncrBy { key, by } => {
+                let found = rmw.get(&key)?;
+                let (old, expires) = split(found);
+                match incremented(old.as_deref(), by) {
+                    Err(e) => e,
+                    Ok(new) => {
+                        rmw.put(&key, new.to_string().into_bytes(), expires)?;
+                        Reply::Int(new)
+                    }
+                }
+            }
+            Change::IncrByFloat { key, by } => {
+                let (old, expires) = split(rmw.get(&key)?);
+                let old = match old {
+                    None => 0.0,
+                    Some(v) => match super::strings::parse_float(&v) {
+                        Some(x) => x,
+                        None => return Ok(Reply::err("value is not a valid float")),
+                    },
+                };
+                let new = old + by;
+                if !new.is_finite() {
+                    return Ok(Reply::err("increment would produce NaN or Infinity"));
+                }
+                let text = format_float(new).into_bytes();
+                rmw.put(&key, text.clone(), expires)?;
+                Reply::Bulk(text)
+            }
+            Change::Append { key, value } => {
+                let (old, expires) = split(rmw.get(&key)?);
+                let mut old = old.unwrap_or_default();
+                if old.len() + value.len() > MAX_STRING {
+                    return Ok(too_long());
+                }
+                old.extend_from_slice(&value);
+                let len = old.len() as i64;
+                rmw.put(&key, old, expires)?;
+                Reply::Int(len)
+            }
+            Change::SetRange { key, offset, value } => {
+                let (old, expires) = split(rmw.get(&key)?);
+                let mut old = old.unwrap_or_default();
+                if value.is_empty() {
+                    return Ok(Reply::Int(old.len() as i64));
+                }
+                if offset.saturating_add(value.len() as u64) > MAX_STRING as u64 {
+                    return Ok(too_long());
+                }
+                let (at, end) = (offset as usize, offset as usize + value.len());
+                if old.len() < end {
+                    old.resize(end, 0);
+                }
+                old[at..end].copy_from_slice(&value);
+                let len = old.len() as i64;
+                rmw.put(&key, old, expires)?;
+                Reply::Int(len)
+            }
+            Change::GetSet { key, value } => {
+                let old = rmw.get(&key)?;
+                rmw.put(&key, value, None)?;
+                old.map_or(Reply::Null, |(v, _)| Reply::Bulk(v))
+            }
+            Change::Set {
+                key,
+                value,
+                cond,
+                get,
+                expiry,
+                int,
+            } => {
+                let old = match get || expiry == SetExpiry::Keep {
+                    true => rmw.get(&key)?,
+                    false if cond == Cond::Always => None,
+                    false => rmw.exists(&key)?.then(|| (Vec::new(), None)),
+                };
+                let write = set_writes(cond, old.is_some());
+                if write {
+                    let expires = match expiry {
+                        SetExpiry::Never => None,
+                        SetExpiry::At(at) => Some(at),
+                        SetExpiry::Keep => old.as_ref().and_then(|(_, e)| *e),
+                    };
+                    match expires {
+                        Some(at) if at <= rmw.now_ms() => rmw.delete(&key),
+                        expires => rmw.put(&key, value, expires)?,
+                    }
+                }
+                match (int, get, old) {
+                    (true, _, _) => Reply::Int(i64::from(write)),
+                    (false, true, Some((v, _))) => Reply::Bulk(v),
+                    (false, true, None) => Reply::Null,
+                    (false, false, _) if write => Reply::ok(),
+                    (false, false, _) => Reply::Null,
+                }
+            }
+            Change::GetDel { key } => match rmw.get(&key)? {
+                None => Reply::Null,
+                Some((v, _)) => {
+                    rmw.delete(&key);
+                    Reply::Bulk(v)
+                }
+            },
+            Change::Del { mut keys } => {
+                keys.sort();
+                keys.dedup();
+                let mut gone = Vec::new();
+                for k in keys {
+                    if rmw.exists(&k)? {
+                        gone.push(k);
+                    }
+                }
+                for k in &gone {
+                    rmw.delete(k);
+                }
+                Reply::Int(gone.len() as i64)
+            }
+            Change::MSetNx { pairs } => {
+                for (k, _) in &pairs {
+                    if rmw.exists(k)? {
+                        return Ok(Reply::Int(0));
+                    }
+                }
+                for (k, v) in pairs {
+                    rmw.put(&k, v, None)?;
+                }
+                Reply::Int(1)
+            }
+            Change::Rename { from, to, nx } => {
+                let Some((value, expires)) = rmw.get(&from)? else {
+                    return Ok(Reply::err("no such key"));
+                };
+                if from == to {
+                    return Ok(if nx { Reply::Int(0) } else { Reply::ok() });
+                }
+                if nx && rmw.exists(&to)? {
+                    return Ok(Reply::Int(0));
+                }
+                rmw.delete(&from);
+                rmw.put(&to, value, expires)?;
+                if nx {
+                    Reply::Int(1)
+                } else {
+                    Reply::ok()
+                }
+            }
+        })
+    }
+}
+
+/// A read's value and expiry, apart.
+fn split(found: Option<(Vec<u8>, Option<u64>)>) -> (Option<Vec<u8>>, Option<u64>) {
+    match found {
+        None => (None, None),
+        Some((v, e)) => (Some(v), e),
+    }
+}
+
+/// A change's view of one database of the local store (or, as the negative control of the
+/// cluster tests, a cluster node's own reads): reads now, writes batched until `finish`.
+pub struct SpaceRmw<'s, 'a> {
+    space: &'s Space<'a>,
+    batch: Batch,
+    now: u64,
+}
+
+impl<'s, 'a> SpaceRmw<'s, 'a> {
+    pub fn new(space: &'s Space<'a>, now: u64) -> Self {
+        SpaceRmw {
+            space,
+            batch: space.batch(),
+            now,
+        }
+    }
+
+    /// Writes the change's writes, if it made any.
+    pub fn finish(self) -> StoreResult<()> {
+        match self.batch.is_empty() {
+            true => Ok(()),
+            false => self.space.write(self.batch),
+        }
+    }
+}
+
+impl Rmw for SpaceRmw<'_, '_> {
+    fn get(&mut self, key: &[u8]) -> StoreResult<Option<(Vec<u8>, Option<u64>)>> {
+        Ok(super::values::Values::read(self.space, key)?.map(|(v, e)| {
+            let at = match e {
+                KeyExpiry::At(at) => Some(at),
+                KeyExpiry::Never | KeyExpiry::Absent => None,
+            };
+            (v, at)
+        }))
+    }
+
+    fn exists(&mut self, key: &[u8]) -> StoreResult<bool> {
+        Ok(self.space.get_with(key, |_| ())?.is_some())
+    }
+
+    fn put(&mut self, key: &[u8], value: Vec<u8>, expires: Option<u64>) -> StoreResult<()> {
+        match expires {
+            None => self.space.put(&mut self.batch, key.to_vec(), value),
+            Some(at) => self
+                .space
+                .put_until(&mut self.batch, key.to_vec(), value, at),
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, key: &[u8]) {
+        self.space.delete(&mut self.batch, key.to_vec());
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.now
+    }
+}
+
+impl super::values::Values<'_> {
+    /// Decides `change` in the session's database and answers its reply: in a cluster as one
+    /// replicated call (`procs.rs`), unless the server was told to decide on the receiving
+    /// node (`Cluster::decide_locally`, the tests' negative control); on a single server under
+    /// the exclusive write order, its writes as one batch.
+    pub fn run_change(&self, change: Change) -> Reply {
+        let run = || -> StoreResult<Reply> {
+            // A change that writes only what exists makes no keyspace for an empty database.
+            let space = match change {
+                Change::Del { .. } | Change::GetDel { .. } | Change::Rename { .. } => {
+                    self.db.space(self.index)?
+                }
+                _ => self.db.space_for_write(self.index)?,
+            };
+            #[cfg(feature = "replication")]
+            if let Space::Cluster(c, name) = &space {
+                if !c.decide_locally {
+                    return c.call(name, &change);
+                }
+            }
+            let _w = self.writes.exclusive();
+            let now = super::expire::now_ms().max(0) as u64;
+            let mut rmw = SpaceRmw::new(&space, now);
+            let reply = change.run(&mut rmw)?;
+            rmw.finish()?;
+            Ok(reply)
+        };
+        run().unwrap_or_else(|e| e)
+    }
+
+    /// Whether this session's changes go into the log as calls (cluster mode), rather than
+    /// being decided here.
+    pub fn changes_are_calls(&self) -> bool {
+        match self.db {
+            #[cfg(feature = "replication")]
+            super::store::Store::Cluster(c, _) => !c.decide_locally,
+            _ => false,
+        }
+    }
+}
