@@ -17,7 +17,7 @@ use lsm_bloom::KeyExpiry;
 
 use super::combine::{plain_set, Written};
 use super::resp::Reply;
-use super::rmw::{Change, Cond, Rmw, SetExpiry};
+use super::rmw::{Change, Cond, Found, Rmw, SetExpiry};
 use super::store::{Space, Store, StoreResult};
 use super::strings::{counter, is_counter};
 
@@ -58,8 +58,9 @@ impl Procedures for KvProcedures {
 }
 
 /// A pipeline's run of plain SETs and counters (`combine.rs`) in database `index` of a
-/// cluster: one replicated write, each counter in it a call decided when it is applied, in
-/// order; each command's reply.
+/// cluster: one call of a `Change::Run`, decided when applied, each command seeing the ones
+/// before it; each command's reply. One call rather than one per command: with one per
+/// INCR, `redis-benchmark -t incr -P 16` on 3 nodes ran 0.63-0.77x the SETs' rate.
 pub fn run_pipeline(db: &Store, index: usize, cmds: Vec<Vec<Vec<u8>>>) -> Vec<Reply> {
     let n = cmds.len();
     let (c, keyspace) = match db.space_for_write(index) {
@@ -68,52 +69,56 @@ pub fn run_pipeline(db: &Store, index: usize, cmds: Vec<Vec<Vec<u8>>>) -> Vec<Re
         Err(e) => return vec![e; n],
     };
     let now = super::expire::now_ms();
-    let mut ops = Vec::new();
-    // Each command's reply when known now (a SET's, a count's error), or its call's number.
+    let mut changes = Vec::with_capacity(n);
+    // Each command's reply when known now (a count's error), or its place in the run.
     let mut replies: Vec<Result<Reply, usize>> = Vec::with_capacity(n);
-    let mut calls = 0;
     for args in cmds {
-        if !is_counter(&args) {
-            let (key, state) = plain_set(args, now);
-            let keyspace = keyspace.clone();
-            ops.push(match state {
-                Written::Put(value, KeyExpiry::At(at)) => Op::PutUntil {
-                    keyspace,
-                    key,
-                    value,
-                    at,
-                },
-                Written::Put(value, _) => Op::PutIn {
-                    keyspace,
-                    key,
-                    value,
-                },
-                Written::Gone => Op::DeleteIn { keyspace, key },
-            });
-            replies.push(Ok(Reply::ok()));
-            continue;
-        }
-        let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
-        match counter(&name, &args[1..]) {
-            Some(Ok(change)) => {
-                ops.push(call_op(&keyspace, &change));
-                replies.push(Err(calls));
-                calls += 1;
+        let change = if is_counter(&args) {
+            let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+            match counter(&name, &args[1..]) {
+                Some(Ok(change)) => change,
+                Some(Err(e)) => {
+                    replies.push(Ok(e));
+                    continue;
+                }
+                None => {
+                    replies.push(Ok(Reply::wrong_args(&name)));
+                    continue;
+                }
             }
-            Some(Err(e)) => replies.push(Ok(e)),
-            None => replies.push(Ok(Reply::wrong_args(&name))),
-        }
+        } else {
+            let (key, state) = plain_set(args, now);
+            let (value, expiry) = match state {
+                Written::Put(value, KeyExpiry::At(at)) => (value, SetExpiry::At(at)),
+                Written::Put(value, _) => (value, SetExpiry::Never),
+                // Its expiry has passed: the change deletes the key.
+                Written::Gone => (Vec::new(), SetExpiry::At(0)),
+            };
+            Change::Set {
+                key,
+                value,
+                cond: Cond::Always,
+                get: false,
+                expiry,
+                int: false,
+            }
+        };
+        replies.push(Err(changes.len()));
+        changes.push(change);
     }
-    let answers = c.write_answered(ops);
+    let mut answers = match c.call(&keyspace, &Change::Run(changes)) {
+        Ok(Reply::Array(items)) => Ok(items),
+        Ok(other) => Err(other),
+        Err(e) => Err(e),
+    };
     replies
         .into_iter()
-        .map(|r| match (r, &answers) {
-            (Ok(Reply::Error(e)), _) => Reply::Error(e),
-            (_, Err(e)) => e.clone(),
-            (Ok(r), Ok(_)) => r,
-            (Err(i), Ok(answers)) => answers.get(i).map_or_else(
-                || Reply::err("internal: a call came back without its answer"),
-                |a| decode_reply(a),
+        .map(|r| match (r, &mut answers) {
+            (Ok(r), _) => r,
+            (Err(_), Err(e)) => e.clone(),
+            (Err(i), Ok(items)) => items.get_mut(i).map_or_else(
+                || Reply::err("internal: a run came back short"),
+                |r| std::mem::replace(r, Reply::Null),
             ),
         })
         .collect()
@@ -145,7 +150,7 @@ impl CallRmw<'_, '_> {
 }
 
 impl Rmw for CallRmw<'_, '_> {
-    fn get(&mut self, key: &[u8]) -> StoreResult<Option<(Vec<u8>, Option<u64>)>> {
+    fn get(&mut self, key: &[u8]) -> StoreResult<Found> {
         match self.ctx.get(self.keyspace, key) {
             Ok(found) => Ok(found.map(|s| (s.value, s.expires))),
             Err(e) => Err(self.fail(e)),
@@ -182,6 +187,7 @@ const GET_DEL: u8 = 7;
 const DEL: u8 = 8;
 const MSET_NX: u8 = 9;
 const RENAME: u8 = 10;
+const RUN: u8 = 11;
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -192,32 +198,37 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
 pub fn encode_call(keyspace: &str, change: &Change) -> Vec<u8> {
     let mut out = Vec::new();
     put_bytes(&mut out, keyspace.as_bytes());
+    put_change(&mut out, change);
+    out
+}
+
+fn put_change(out: &mut Vec<u8>, change: &Change) {
     match change {
         Change::IncrBy { key, by } => {
             out.push(INCR_BY);
-            put_bytes(&mut out, key);
+            put_bytes(out, key);
             out.extend_from_slice(&by.to_le_bytes());
         }
         Change::IncrByFloat { key, by } => {
             out.push(INCR_BY_FLOAT);
-            put_bytes(&mut out, key);
+            put_bytes(out, key);
             out.extend_from_slice(&by.to_bits().to_le_bytes());
         }
         Change::Append { key, value } => {
             out.push(APPEND);
-            put_bytes(&mut out, key);
-            put_bytes(&mut out, value);
+            put_bytes(out, key);
+            put_bytes(out, value);
         }
         Change::SetRange { key, offset, value } => {
             out.push(SET_RANGE);
-            put_bytes(&mut out, key);
+            put_bytes(out, key);
             out.extend_from_slice(&offset.to_le_bytes());
-            put_bytes(&mut out, value);
+            put_bytes(out, value);
         }
         Change::GetSet { key, value } => {
             out.push(GET_SET);
-            put_bytes(&mut out, key);
-            put_bytes(&mut out, value);
+            put_bytes(out, key);
+            put_bytes(out, value);
         }
         Change::Set {
             key,
@@ -228,8 +239,8 @@ pub fn encode_call(keyspace: &str, change: &Change) -> Vec<u8> {
             int,
         } => {
             out.push(SET);
-            put_bytes(&mut out, key);
-            put_bytes(&mut out, value);
+            put_bytes(out, key);
+            put_bytes(out, value);
             out.push(match cond {
                 Cond::Always => 0,
                 Cond::Absent => 1,
@@ -247,31 +258,37 @@ pub fn encode_call(keyspace: &str, change: &Change) -> Vec<u8> {
         }
         Change::GetDel { key } => {
             out.push(GET_DEL);
-            put_bytes(&mut out, key);
+            put_bytes(out, key);
         }
         Change::Del { keys } => {
             out.push(DEL);
             out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
             for k in keys {
-                put_bytes(&mut out, k);
+                put_bytes(out, k);
             }
         }
         Change::MSetNx { pairs } => {
             out.push(MSET_NX);
             out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
             for (k, v) in pairs {
-                put_bytes(&mut out, k);
-                put_bytes(&mut out, v);
+                put_bytes(out, k);
+                put_bytes(out, v);
             }
         }
         Change::Rename { from, to, nx } => {
             out.push(RENAME);
-            put_bytes(&mut out, from);
-            put_bytes(&mut out, to);
+            put_bytes(out, from);
+            put_bytes(out, to);
             out.push(u8::from(*nx));
         }
+        Change::Run(changes) => {
+            out.push(RUN);
+            out.extend_from_slice(&(changes.len() as u32).to_le_bytes());
+            for c in changes {
+                put_change(out, c);
+            }
+        }
     }
-    out
 }
 
 /// Reads `encode_call`'s bytes; every length is checked against the bytes left.
@@ -316,7 +333,16 @@ pub fn decode_call(args: &[u8]) -> Result<(String, Change), String> {
     let mut c = Cursor(args);
     let keyspace =
         String::from_utf8(c.bytes()?).map_err(|_| "keyspace name not UTF-8".to_string())?;
-    let change = match c.u8()? {
+    let change = get_change(&mut c, true)?;
+    if !c.0.is_empty() {
+        return Err("trailing bytes".into());
+    }
+    Ok((keyspace, change))
+}
+
+/// One change (`put_change`); a run only where `runs` allows one (not inside another).
+fn get_change(c: &mut Cursor<'_>, runs: bool) -> Result<Change, String> {
+    Ok(match c.u8()? {
         INCR_BY => Change::IncrBy {
             key: c.bytes()?,
             by: c.u64()? as i64,
@@ -385,12 +411,17 @@ pub fn decode_call(args: &[u8]) -> Result<(String, Change), String> {
             to: c.bytes()?,
             nx: c.flag()?,
         },
+        RUN if runs => {
+            let n = c.u32()?;
+            // No capacity from the count: each change takes at least a byte to decode.
+            let mut changes = Vec::new();
+            for _ in 0..n {
+                changes.push(get_change(c, false)?);
+            }
+            Change::Run(changes)
+        }
         t => return Err(format!("change tag {t}")),
-    };
-    if !c.0.is_empty() {
-        return Err("trailing bytes".into());
-    }
-    Ok((keyspace, change))
+    })
 }
 
 /// A reply as a call's answer (the replies a `Change` gives).
@@ -413,6 +444,13 @@ pub fn encode_reply(r: &Reply) -> Vec<u8> {
             out.push(3);
             put_bytes(&mut out, b);
         }
+        Reply::Array(items) => {
+            out.push(5);
+            out.extend_from_slice(&(items.len() as u32).to_le_bytes());
+            for r in items {
+                out.extend_from_slice(&encode_reply(r));
+            }
+        }
         _ => out.push(4),
     }
     out
@@ -421,23 +459,34 @@ pub fn encode_reply(r: &Reply) -> Vec<u8> {
 /// An answer as the reply to send; one that does not decode is an error reply.
 pub fn decode_reply(b: &[u8]) -> Reply {
     let mut c = Cursor(b);
-    let text = |c: &mut Cursor<'_>| -> Result<String, String> {
-        String::from_utf8(c.bytes()?).map_err(|_| "not UTF-8".to_string())
-    };
-    let r = match c.u8() {
-        Ok(0) => text(&mut c).map(Reply::Simple),
-        Ok(1) => text(&mut c).map(Reply::Error),
-        Ok(2) => c.u64().map(|n| Reply::Int(n as i64)),
-        Ok(3) => c.bytes().map(Reply::Bulk),
-        Ok(4) => Ok(Reply::Null),
-        Ok(t) => Err(format!("answer tag {t}")),
-        Err(e) => Err(e),
-    };
-    match r {
+    match get_reply(&mut c, true) {
         Ok(r) if c.0.is_empty() => r,
         Ok(_) => Reply::err("internal: trailing bytes after a call's answer"),
         Err(e) => Reply::err(format!("internal: a call's answer: {e}")),
     }
+}
+
+/// One reply (`encode_reply`); an array only where `arrays` allows one (a run's).
+fn get_reply(c: &mut Cursor<'_>, arrays: bool) -> Result<Reply, String> {
+    let text = |c: &mut Cursor<'_>| -> Result<String, String> {
+        String::from_utf8(c.bytes()?).map_err(|_| "not UTF-8".to_string())
+    };
+    Ok(match c.u8()? {
+        0 => Reply::Simple(text(c)?),
+        1 => Reply::Error(text(c)?),
+        2 => Reply::Int(c.u64()? as i64),
+        3 => Reply::Bulk(c.bytes()?),
+        4 => Reply::Null,
+        5 if arrays => {
+            let n = c.u32()?;
+            let mut items = Vec::new();
+            for _ in 0..n {
+                items.push(get_reply(c, false)?);
+            }
+            Reply::Array(items)
+        }
+        t => return Err(format!("answer tag {t}")),
+    })
 }
 
 #[cfg(test)]
@@ -491,7 +540,16 @@ mod tests {
                 nx: true,
             },
         ];
-        for change in changes {
+        let run = Change::Run(changes.to_vec());
+        let nested = Change::Run(vec![run.clone()]);
+        let mut b = Vec::new();
+        put_bytes(&mut b, b"");
+        put_change(&mut b, &nested);
+        assert!(
+            decode_call(&b).unwrap_err().contains("change tag 11"),
+            "a run in a run"
+        );
+        for change in changes.into_iter().chain([run]) {
             let b = encode_call("db3", &change);
             assert_eq!(decode_call(&b), Ok(("db3".to_string(), change.clone())));
             for n in 0..b.len() {

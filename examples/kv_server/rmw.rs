@@ -7,19 +7,24 @@
 //! every node alike, against the replicated data as the log leaves it: so `SET NX` has one
 //! winner and every `INCR` counts once, whichever nodes the clients talk to.
 //!
-//! A change reads everything it needs before it writes (an `Rmw`'s reads need not see its
-//! own writes), and decides only from its arguments, its reads and `Rmw::now_ms`.
+//! A change's reads see its own earlier writes (a run's commands see the ones before them),
+//! and it decides only from its arguments, its reads and `Rmw::now_ms`.
+
+use std::collections::HashMap;
 
 use lsm_bloom::KeyExpiry;
 
 use super::resp::Reply;
-use super::store::{Batch, Space, StoreResult};
+use super::store::{Space, StoreResult};
 use super::strings::{format_float, not_an_integer, too_long, MAX_STRING};
 
-/// Where a change reads and writes one database.
+/// A live value and its expiry (ms since the epoch; `None`: never), or absent.
+pub type Found = Option<(Vec<u8>, Option<u64>)>;
+
+/// Where a change reads and writes one database; its reads see its writes.
 pub trait Rmw {
     /// `key`'s value and expiry (ms since the epoch; `None`: never), if it is live.
-    fn get(&mut self, key: &[u8]) -> StoreResult<Option<(Vec<u8>, Option<u64>)>>;
+    fn get(&mut self, key: &[u8]) -> StoreResult<Found>;
     /// Whether `key` is live (no value copied).
     fn exists(&mut self, key: &[u8]) -> StoreResult<bool>;
     /// Sets `key` to `value` until `expires` (`None`: never).
@@ -101,6 +106,16 @@ pub enum Change {
         to: Vec<u8>,
         nx: bool,
     },
+    /// A pipeline's run of changes, in order, each seeing the ones before it: their replies
+    /// as an array (one call for a run of counters and SETs in a cluster: `procs.rs`).
+    #[cfg_attr(
+        not(feature = "replication"),
+        expect(
+            dead_code,
+            reason = "a single server runs a pipeline's counters in combine.rs"
+        )
+    )]
+    Run(Vec<Change>),
 }
 
 /// Whether a SET under `cond` writes, the key existing or not.
@@ -254,6 +269,13 @@ impl Change {
                 }
                 Reply::Int(1)
             }
+            Change::Run(changes) => {
+                let mut replies = Vec::with_capacity(changes.len());
+                for c in changes {
+                    replies.push(c.run(rmw)?);
+                }
+                Reply::Array(replies)
+            }
             Change::Rename { from, to, nx } => {
                 let Some((value, expires)) = rmw.get(&from)? else {
                     return Ok(Reply::err("no such key"));
@@ -288,30 +310,43 @@ fn split(found: Option<(Vec<u8>, Option<u64>)>) -> (Option<Vec<u8>>, Option<u64>
 /// cluster tests, a cluster node's own reads): reads now, writes batched until `finish`.
 pub struct SpaceRmw<'s, 'a> {
     space: &'s Space<'a>,
-    batch: Batch,
     now: u64,
+    /// What the change wrote, for its later reads and then the batch: each key's last value
+    /// and expiry, or deleted.
+    written: HashMap<Vec<u8>, Found>,
 }
 
 impl<'s, 'a> SpaceRmw<'s, 'a> {
     pub fn new(space: &'s Space<'a>, now: u64) -> Self {
         SpaceRmw {
             space,
-            batch: space.batch(),
             now,
+            written: HashMap::new(),
         }
     }
 
-    /// Writes the change's writes, if it made any.
+    /// Writes the change's writes as one batch, if it made any.
     pub fn finish(self) -> StoreResult<()> {
-        match self.batch.is_empty() {
-            true => Ok(()),
-            false => self.space.write(self.batch),
+        if self.written.is_empty() {
+            return Ok(());
         }
+        let mut batch = self.space.batch();
+        for (key, w) in self.written {
+            match w {
+                None => self.space.delete(&mut batch, key),
+                Some((value, None)) => self.space.put(&mut batch, key, value),
+                Some((value, Some(at))) => self.space.put_until(&mut batch, key, value, at),
+            }
+        }
+        self.space.write(batch)
     }
 }
 
 impl Rmw for SpaceRmw<'_, '_> {
-    fn get(&mut self, key: &[u8]) -> StoreResult<Option<(Vec<u8>, Option<u64>)>> {
+    fn get(&mut self, key: &[u8]) -> StoreResult<Found> {
+        if let Some(w) = self.written.get(key) {
+            return Ok(w.clone());
+        }
         Ok(super::values::Values::read(self.space, key)?.map(|(v, e)| {
             let at = match e {
                 KeyExpiry::At(at) => Some(at),
@@ -322,21 +357,19 @@ impl Rmw for SpaceRmw<'_, '_> {
     }
 
     fn exists(&mut self, key: &[u8]) -> StoreResult<bool> {
+        if let Some(w) = self.written.get(key) {
+            return Ok(w.is_some());
+        }
         Ok(self.space.get_with(key, |_| ())?.is_some())
     }
 
     fn put(&mut self, key: &[u8], value: Vec<u8>, expires: Option<u64>) -> StoreResult<()> {
-        match expires {
-            None => self.space.put(&mut self.batch, key.to_vec(), value),
-            Some(at) => self
-                .space
-                .put_until(&mut self.batch, key.to_vec(), value, at),
-        }
+        self.written.insert(key.to_vec(), Some((value, expires)));
         Ok(())
     }
 
     fn delete(&mut self, key: &[u8]) {
-        self.space.delete(&mut self.batch, key.to_vec());
+        self.written.insert(key.to_vec(), None);
     }
 
     fn now_ms(&self) -> u64 {

@@ -39,16 +39,6 @@ pub enum Batch {
     Cluster(Vec<Op>),
 }
 
-impl Batch {
-    pub fn is_empty(&self) -> bool {
-        match self {
-            Batch::Local(b) => b.is_empty(),
-            #[cfg(feature = "replication")]
-            Batch::Cluster(ops) => ops.is_empty(),
-        }
-    }
-}
-
 /// The replicated keyspace holding database `n` in cluster mode.
 #[cfg(feature = "replication")]
 fn cluster_keyspace(n: usize) -> String {

@@ -16,10 +16,14 @@ use super::inner::Inner;
 use super::iter::merge_of;
 use super::keyspace::{Keyspace, View};
 use super::level_cursor::ScanSetup;
+#[cfg(feature = "replication")]
+use super::read::ReadPath;
 use super::snapshot::{Snapshot, SnapshotKeyspace};
 use super::state::State;
 use super::{Db, WriteBatch};
 use crate::error::{Error, Result};
+#[cfg(feature = "replication")]
+use crate::expiry::Now;
 use crate::expiry::{KeyExpiry, Reading, NEVER};
 use crate::table::{BlockCache, Direction, KeyRange};
 
@@ -122,7 +126,21 @@ impl View<'_> {
         let state = self.state(&published)?;
         let inner = self.inner;
         let seen = state.mem.visible();
-        let now = Reading(at_millis.clamp(1, NEVER - 1));
+        let at_millis = at_millis.clamp(1, NEVER - 1);
+        // A store that never held an expiring entry: a point lookup (filters, no merge) says
+        // all. The one-key scan below made `redis-benchmark -t incr -P 16` on a 3-node
+        // kv_server cluster run at 0.54-0.69x its SETs.
+        if !inner.expiring.load(Ordering::Acquire) {
+            let path = ReadPath {
+                counters: &inner.counters,
+                cache: inner.cache.as_deref(),
+                now: Now::fixed(at_millis),
+                seen: at_millis,
+                seen_at: None,
+            };
+            return Ok(path.get(state, seen, key)?.map(|v| (v, None)));
+        }
+        let now = Reading(at_millis);
         let range = KeyRange::new(Bound::Included(key.to_vec()), Bound::Included(key.to_vec()));
         let scan = ScanSetup::new(&inner.counters, state.rule, inner.cache.clone(), range, now);
         let merge = merge_of(state, seen, &scan, Direction::Forward)?;
