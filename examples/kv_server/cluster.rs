@@ -28,6 +28,7 @@ use lsm_bloom::replication::{
 };
 use lsm_bloom::{DbStats, KeyExpiry, Options};
 
+use super::call_codec;
 use super::procs::{self, KvProcedures};
 use super::resp::Reply;
 use super::rmw::Change;
@@ -206,7 +207,7 @@ impl Cluster {
     pub fn call(&self, keyspace: &str, change: &Change) -> StoreResult<Reply> {
         let answers = self.write_answered(vec![procs::call_op(keyspace, change)])?;
         match answers.first() {
-            Some(a) => Ok(procs::decode_reply(a)),
+            Some(a) => Ok(call_codec::decode_reply(a)),
             None => Err(Reply::err("internal: a call came back without its answer")),
         }
     }

@@ -30,6 +30,8 @@
 //! lets connections finish their current request, and closes the store.
 
 #[cfg(feature = "replication")]
+mod call_codec;
+#[cfg(feature = "replication")]
 mod cluster;
 mod combine;
 mod commands;

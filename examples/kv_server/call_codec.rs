@@ -1,0 +1,410 @@
+//! The bytes of a kv_server call (`procs.rs`), read only by kv_server itself:
+//! - arguments: u32 length + the replicated keyspace's name, then u8 change tag and its
+//!   fields: keys and values as u32 length + bytes, integers as 8 bytes little-endian,
+//!   floats as their IEEE bits, flags as one byte; a run (tag 11) is u32 count and that many
+//!   changes, none of them a run;
+//! - answer: u8 tag, then `0` simple string / `1` error: u32 length + UTF-8; `2` integer:
+//!   i64; `3` bulk: u32 length + bytes; `4` null; `5` a run's array: u32 count and that many
+//!   answers, none an array.
+//!
+//! Decoding checks every length and count against the bytes left, and refuses unknown tags
+//! and trailing bytes. A call whose arguments do not decode writes nothing and answers an
+//! error naming what was wrong (every node decodes alike, so every node answers alike).
+
+use super::resp::Reply;
+use super::rmw::{Change, Cond, SetExpiry};
+
+const INCR_BY: u8 = 1;
+const INCR_BY_FLOAT: u8 = 2;
+const APPEND: u8 = 3;
+const SET_RANGE: u8 = 4;
+const GET_SET: u8 = 5;
+const SET: u8 = 6;
+const GET_DEL: u8 = 7;
+const DEL: u8 = 8;
+const MSET_NX: u8 = 9;
+const RENAME: u8 = 10;
+const RUN: u8 = 11;
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+/// The arguments of a call of `change` in `keyspace`.
+pub fn encode_call(keyspace: &str, change: &Change) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_bytes(&mut out, keyspace.as_bytes());
+    put_change(&mut out, change);
+    out
+}
+
+fn put_change(out: &mut Vec<u8>, change: &Change) {
+    match change {
+        Change::IncrBy { key, by } => {
+            out.push(INCR_BY);
+            put_bytes(out, key);
+            out.extend_from_slice(&by.to_le_bytes());
+        }
+        Change::IncrByFloat { key, by } => {
+            out.push(INCR_BY_FLOAT);
+            put_bytes(out, key);
+            out.extend_from_slice(&by.to_bits().to_le_bytes());
+        }
+        Change::Append { key, value } => {
+            out.push(APPEND);
+            put_bytes(out, key);
+            put_bytes(out, value);
+        }
+        Change::SetRange { key, offset, value } => {
+            out.push(SET_RANGE);
+            put_bytes(out, key);
+            out.extend_from_slice(&offset.to_le_bytes());
+            put_bytes(out, value);
+        }
+        Change::GetSet { key, value } => {
+            out.push(GET_SET);
+            put_bytes(out, key);
+            put_bytes(out, value);
+        }
+        Change::Set {
+            key,
+            value,
+            cond,
+            get,
+            expiry,
+            int,
+        } => {
+            out.push(SET);
+            put_bytes(out, key);
+            put_bytes(out, value);
+            out.push(match cond {
+                Cond::Always => 0,
+                Cond::Absent => 1,
+                Cond::Present => 2,
+            });
+            let (kind, at) = match expiry {
+                SetExpiry::Never => (0, 0),
+                SetExpiry::At(at) => (1, *at),
+                SetExpiry::Keep => (2, 0),
+            };
+            out.push(kind);
+            out.extend_from_slice(&at.to_le_bytes());
+            out.push(u8::from(*get));
+            out.push(u8::from(*int));
+        }
+        Change::GetDel { key } => {
+            out.push(GET_DEL);
+            put_bytes(out, key);
+        }
+        Change::Del { keys } => {
+            out.push(DEL);
+            out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+            for k in keys {
+                put_bytes(out, k);
+            }
+        }
+        Change::MSetNx { pairs } => {
+            out.push(MSET_NX);
+            out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
+            for (k, v) in pairs {
+                put_bytes(out, k);
+                put_bytes(out, v);
+            }
+        }
+        Change::Rename { from, to, nx } => {
+            out.push(RENAME);
+            put_bytes(out, from);
+            put_bytes(out, to);
+            out.push(u8::from(*nx));
+        }
+        Change::Run(changes) => {
+            out.push(RUN);
+            out.extend_from_slice(&(changes.len() as u32).to_le_bytes());
+            for c in changes {
+                put_change(out, c);
+            }
+        }
+    }
+}
+
+/// Reads `encode_call`'s bytes; every length is checked against the bytes left.
+struct Cursor<'a>(&'a [u8]);
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        if self.0.len() < n {
+            return Err(format!("{n} bytes wanted, {} left", self.0.len()));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>, String> {
+        let n = self.u32()? as usize;
+        Ok(self.take(n)?.to_vec())
+    }
+    fn flag(&mut self) -> Result<bool, String> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(format!("flag byte {b}")),
+        }
+    }
+}
+
+/// The keyspace and change of a call's arguments.
+pub fn decode_call(args: &[u8]) -> Result<(String, Change), String> {
+    let mut c = Cursor(args);
+    let keyspace =
+        String::from_utf8(c.bytes()?).map_err(|_| "keyspace name not UTF-8".to_string())?;
+    let change = get_change(&mut c, true)?;
+    if !c.0.is_empty() {
+        return Err("trailing bytes".into());
+    }
+    Ok((keyspace, change))
+}
+
+/// One change (`put_change`); a run only where `runs` allows one (not inside another).
+fn get_change(c: &mut Cursor<'_>, runs: bool) -> Result<Change, String> {
+    Ok(match c.u8()? {
+        INCR_BY => Change::IncrBy {
+            key: c.bytes()?,
+            by: c.u64()? as i64,
+        },
+        INCR_BY_FLOAT => Change::IncrByFloat {
+            key: c.bytes()?,
+            by: f64::from_bits(c.u64()?),
+        },
+        APPEND => Change::Append {
+            key: c.bytes()?,
+            value: c.bytes()?,
+        },
+        SET_RANGE => Change::SetRange {
+            key: c.bytes()?,
+            offset: c.u64()?,
+            value: c.bytes()?,
+        },
+        GET_SET => Change::GetSet {
+            key: c.bytes()?,
+            value: c.bytes()?,
+        },
+        SET => {
+            let (key, value) = (c.bytes()?, c.bytes()?);
+            let cond = match c.u8()? {
+                0 => Cond::Always,
+                1 => Cond::Absent,
+                2 => Cond::Present,
+                b => return Err(format!("SET condition {b}")),
+            };
+            let (kind, at) = (c.u8()?, c.u64()?);
+            let expiry = match kind {
+                0 => SetExpiry::Never,
+                1 => SetExpiry::At(at),
+                2 => SetExpiry::Keep,
+                b => return Err(format!("SET expiry kind {b}")),
+            };
+            Change::Set {
+                key,
+                value,
+                cond,
+                expiry,
+                get: c.flag()?,
+                int: c.flag()?,
+            }
+        }
+        GET_DEL => Change::GetDel { key: c.bytes()? },
+        DEL => {
+            let n = c.u32()?;
+            // No capacity from the count: each key takes at least 4 bytes to decode.
+            let mut keys = Vec::new();
+            for _ in 0..n {
+                keys.push(c.bytes()?);
+            }
+            Change::Del { keys }
+        }
+        MSET_NX => {
+            let n = c.u32()?;
+            let mut pairs = Vec::new();
+            for _ in 0..n {
+                pairs.push((c.bytes()?, c.bytes()?));
+            }
+            Change::MSetNx { pairs }
+        }
+        RENAME => Change::Rename {
+            from: c.bytes()?,
+            to: c.bytes()?,
+            nx: c.flag()?,
+        },
+        RUN if runs => {
+            let n = c.u32()?;
+            // No capacity from the count: each change takes at least a byte to decode.
+            let mut changes = Vec::new();
+            for _ in 0..n {
+                changes.push(get_change(c, false)?);
+            }
+            Change::Run(changes)
+        }
+        t => return Err(format!("change tag {t}")),
+    })
+}
+
+/// A reply as a call's answer (the replies a `Change` gives).
+pub fn encode_reply(r: &Reply) -> Vec<u8> {
+    let mut out = Vec::new();
+    match r {
+        Reply::Simple(s) => {
+            out.push(0);
+            put_bytes(&mut out, s.as_bytes());
+        }
+        Reply::Error(s) => {
+            out.push(1);
+            put_bytes(&mut out, s.as_bytes());
+        }
+        Reply::Int(n) => {
+            out.push(2);
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+        Reply::Bulk(b) => {
+            out.push(3);
+            put_bytes(&mut out, b);
+        }
+        Reply::Array(items) => {
+            out.push(5);
+            out.extend_from_slice(&(items.len() as u32).to_le_bytes());
+            for r in items {
+                out.extend_from_slice(&encode_reply(r));
+            }
+        }
+        _ => out.push(4),
+    }
+    out
+}
+
+/// An answer as the reply to send; one that does not decode is an error reply.
+pub fn decode_reply(b: &[u8]) -> Reply {
+    let mut c = Cursor(b);
+    match get_reply(&mut c, true) {
+        Ok(r) if c.0.is_empty() => r,
+        Ok(_) => Reply::err("internal: trailing bytes after a call's answer"),
+        Err(e) => Reply::err(format!("internal: a call's answer: {e}")),
+    }
+}
+
+/// One reply (`encode_reply`); an array only where `arrays` allows one (a run's).
+fn get_reply(c: &mut Cursor<'_>, arrays: bool) -> Result<Reply, String> {
+    let text = |c: &mut Cursor<'_>| -> Result<String, String> {
+        String::from_utf8(c.bytes()?).map_err(|_| "not UTF-8".to_string())
+    };
+    Ok(match c.u8()? {
+        0 => Reply::Simple(text(c)?),
+        1 => Reply::Error(text(c)?),
+        2 => Reply::Int(c.u64()? as i64),
+        3 => Reply::Bulk(c.bytes()?),
+        4 => Reply::Null,
+        5 if arrays => {
+            let n = c.u32()?;
+            let mut items = Vec::new();
+            for _ in 0..n {
+                items.push(get_reply(c, false)?);
+            }
+            Reply::Array(items)
+        }
+        t => return Err(format!("answer tag {t}")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every change survives its encoding, and every cut or extended encoding is refused
+    /// with a reason, never a panic.
+    #[test]
+    fn calls_round_trip_and_damaged_ones_are_refused() {
+        let changes = [
+            Change::IncrBy {
+                key: b"c".to_vec(),
+                by: -7,
+            },
+            Change::IncrByFloat {
+                key: b"f".to_vec(),
+                by: 0.5,
+            },
+            Change::Append {
+                key: b"a".to_vec(),
+                value: b"xy".to_vec(),
+            },
+            Change::SetRange {
+                key: b"r".to_vec(),
+                offset: 3,
+                value: b"z".to_vec(),
+            },
+            Change::GetSet {
+                key: b"g".to_vec(),
+                value: Vec::new(),
+            },
+            Change::Set {
+                key: b"s".to_vec(),
+                value: b"v".to_vec(),
+                cond: Cond::Absent,
+                get: true,
+                expiry: SetExpiry::At(1_700_000_000_000),
+                int: false,
+            },
+            Change::GetDel { key: b"d".to_vec() },
+            Change::Del {
+                keys: vec![b"x".to_vec(), b"y".to_vec()],
+            },
+            Change::MSetNx {
+                pairs: vec![(b"k".to_vec(), b"v".to_vec())],
+            },
+            Change::Rename {
+                from: b"a".to_vec(),
+                to: b"b".to_vec(),
+                nx: true,
+            },
+        ];
+        let run = Change::Run(changes.to_vec());
+        let nested = Change::Run(vec![run.clone()]);
+        let mut b = Vec::new();
+        put_bytes(&mut b, b"");
+        put_change(&mut b, &nested);
+        assert!(
+            decode_call(&b).unwrap_err().contains("change tag 11"),
+            "a run in a run"
+        );
+        for change in changes.into_iter().chain([run]) {
+            let b = encode_call("db3", &change);
+            assert_eq!(decode_call(&b), Ok(("db3".to_string(), change.clone())));
+            for n in 0..b.len() {
+                assert!(decode_call(&b[..n]).is_err(), "{change:?} cut to {n}");
+            }
+            let mut long = b.clone();
+            long.push(0);
+            assert!(decode_call(&long).is_err());
+        }
+        for r in [
+            Reply::ok(),
+            Reply::err("x"),
+            Reply::Int(-3),
+            Reply::Bulk(b"v".to_vec()),
+            Reply::Null,
+        ] {
+            assert_eq!(decode_reply(&encode_reply(&r)), r);
+        }
+        assert!(matches!(decode_reply(&[9]), Reply::Error(_)));
+    }
+}
