@@ -407,4 +407,39 @@ mod tests {
         }
         assert!(matches!(decode_reply(&[9]), Reply::Error(_)));
     }
+
+    /// Mutated encodings (bytes flipped, lengths and counts among them) decode or are
+    /// refused, never panic, and never take more memory than their size allows.
+    #[test]
+    fn mutated_calls_and_answers_never_panic() {
+        let run = Change::Run(vec![
+            Change::IncrBy {
+                key: b"c".to_vec(),
+                by: 1,
+            },
+            Change::Del {
+                keys: vec![b"x".to_vec(); 3],
+            },
+        ]);
+        let call = encode_call("", &run);
+        let answer = encode_reply(&Reply::Array(vec![Reply::Bulk(b"v".to_vec()), Reply::Null]));
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..100_000 {
+            let (mut c, mut a) = (call.clone(), answer.clone());
+            for _ in 0..1 + next() % 3 {
+                let i = (next() % c.len() as u64) as usize;
+                c[i] = next() as u8;
+                let i = (next() % a.len() as u64) as usize;
+                a[i] = next() as u8;
+            }
+            let _ = decode_call(&c);
+            let _ = decode_reply(&a);
+        }
+    }
 }
