@@ -11,8 +11,9 @@
 //! and trailing bytes. A call whose arguments do not decode writes nothing and answers an
 //! error naming what was wrong (every node decodes alike, so every node answers alike).
 
+use super::expire::Unit;
 use super::resp::Reply;
-use super::rmw::{Change, Cond, SetExpiry};
+use super::rmw::{Change, Cond, ExpireFlags, GetExOpt, SetExpiry};
 
 const INCR_BY: u8 = 1;
 const INCR_BY_FLOAT: u8 = 2;
@@ -25,6 +26,9 @@ const DEL: u8 = 8;
 const MSET_NX: u8 = 9;
 const RENAME: u8 = 10;
 const RUN: u8 = 11;
+const EXPIRE: u8 = 12;
+const PERSIST: u8 = 13;
+const GET_EX: u8 = 14;
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -117,6 +121,35 @@ fn put_change(out: &mut Vec<u8>, change: &Change) {
             put_bytes(out, from);
             put_bytes(out, to);
             out.push(u8::from(*nx));
+        }
+        Change::Expire { key, at, flags } => {
+            out.push(EXPIRE);
+            put_bytes(out, key);
+            out.extend_from_slice(&at.to_le_bytes());
+            let bits = [flags.nx, flags.xx, flags.gt, flags.lt];
+            out.push(bits.iter().rev().fold(0, |b, &f| (b << 1) | u8::from(f)));
+        }
+        Change::Persist { key } => {
+            out.push(PERSIST);
+            put_bytes(out, key);
+        }
+        Change::GetEx { key, opt } => {
+            out.push(GET_EX);
+            put_bytes(out, key);
+            match opt {
+                GetExOpt::Keep => out.push(0),
+                GetExOpt::Persist => out.push(1),
+                GetExOpt::Given(unit, v) => {
+                    out.push(2);
+                    out.push(match unit {
+                        Unit::Ex => 0,
+                        Unit::Px => 1,
+                        Unit::ExAt => 2,
+                        Unit::PxAt => 3,
+                    });
+                    put_bytes(out, v);
+                }
+            }
         }
         Change::Run(changes) => {
             out.push(RUN);
@@ -248,6 +281,43 @@ fn get_change(c: &mut Cursor<'_>, runs: bool) -> Result<Change, String> {
             to: c.bytes()?,
             nx: c.flag()?,
         },
+        EXPIRE => {
+            let (key, at, bits) = (c.bytes()?, c.u64()? as i64, c.u8()?);
+            if bits > 0b1111 {
+                return Err(format!("EXPIRE flags {bits:#x}"));
+            }
+            let bit = |i: u8| bits & (1 << i) != 0;
+            Change::Expire {
+                key,
+                at,
+                flags: ExpireFlags {
+                    nx: bit(0),
+                    xx: bit(1),
+                    gt: bit(2),
+                    lt: bit(3),
+                },
+            }
+        }
+        PERSIST => Change::Persist { key: c.bytes()? },
+        GET_EX => {
+            let key = c.bytes()?;
+            let opt = match c.u8()? {
+                0 => GetExOpt::Keep,
+                1 => GetExOpt::Persist,
+                2 => {
+                    let unit = match c.u8()? {
+                        0 => Unit::Ex,
+                        1 => Unit::Px,
+                        2 => Unit::ExAt,
+                        3 => Unit::PxAt,
+                        u => return Err(format!("GETEX unit {u}")),
+                    };
+                    GetExOpt::Given(unit, c.bytes()?)
+                }
+                k => return Err(format!("GETEX option {k}")),
+            };
+            Change::GetEx { key, opt }
+        }
         RUN if runs => {
             let n = c.u32()?;
             // No capacity from the count: each change takes at least a byte to decode.
@@ -375,6 +445,25 @@ mod tests {
                 from: b"a".to_vec(),
                 to: b"b".to_vec(),
                 nx: true,
+            },
+            Change::Expire {
+                key: b"e".to_vec(),
+                at: -5,
+                flags: ExpireFlags {
+                    nx: false,
+                    xx: true,
+                    gt: false,
+                    lt: true,
+                },
+            },
+            Change::Persist { key: b"p".to_vec() },
+            Change::GetEx {
+                key: b"g".to_vec(),
+                opt: GetExOpt::Given(Unit::PxAt, b"17".to_vec()),
+            },
+            Change::GetEx {
+                key: b"g".to_vec(),
+                opt: GetExOpt::Persist,
             },
         ];
         let run = Change::Run(changes.to_vec());

@@ -18,12 +18,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use lsm_bloom::KeyExpiry;
 
 use super::resp::{Out, Proto, Reply};
+use super::rmw::{Change, ExpireFlags, GetExOpt};
 use super::store::{Space, StoreResult};
 use super::values::Values;
 
 /// How an expiry option counts (Redis's `UNIT_SECONDS` / `UNIT_MILLISECONDS`, relative or
 /// absolute).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unit {
     /// EX: seconds from now.
     Ex,
@@ -191,15 +192,12 @@ impl Values<'_> {
                 self.set_with(k, v, opts, false, cmd, out, proto);
                 return true;
             }
-            ("GETEX", [k, opts @ ..]) => {
-                self.getex(k, opts, out, proto);
-                return true;
-            }
+            ("GETEX", [k, opts @ ..]) => self.getex(k, opts),
             ("EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT", [k, t, flags @ ..]) => {
                 self.expire(cmd, k, t, flags)
             }
             ("TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME", [k]) => self.ttl(cmd, k),
-            ("PERSIST", [k]) => self.persist(k),
+            ("PERSIST", [k]) => self.run_change(Change::Persist { key: k.to_vec() }),
             (
                 "SETEX" | "PSETEX" | "GETEX" | "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT"
                 | "TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME" | "PERSIST",
@@ -251,32 +249,11 @@ impl Values<'_> {
         let Some(when) = when.checked_add(base) else {
             return invalid_expire(cmd);
         };
-        let run = || -> StoreResult<i64> {
-            let space = self.db.space(self.index)?;
-            let _w = self.writes.exclusive();
-            let cur = current(&space, k)?;
-            if cur == -2 {
-                return Ok(0);
-            }
-            let refused = (nx && cur != -1)
-                || (xx && cur == -1)
-                || (gt && (cur == -1 || when <= cur))
-                || (lt && cur != -1 && when >= cur);
-            if refused {
-                return Ok(0);
-            }
-            let Some(value) = space.get_with(k, <[u8]>::to_vec)? else {
-                return Ok(0);
-            };
-            let mut b = space.batch();
-            match when <= now_ms() {
-                true => space.delete(&mut b, k.to_vec()),
-                false => space.put_until(&mut b, k.to_vec(), value, when as u64),
-            }
-            space.write(b)?;
-            Ok(1)
-        };
-        run().map_or_else(|e| e, Reply::Int)
+        self.run_change(Change::Expire {
+            key: k.to_vec(),
+            at: when,
+            flags: ExpireFlags { nx, xx, gt, lt },
+        })
     }
 
     /// TTL, PTTL, EXPIRETIME, PEXPIRETIME (Redis's `ttlGenericCommand`): -2 absent, -1 no
@@ -300,62 +277,21 @@ impl Values<'_> {
         run().map_or_else(|e| e, Reply::Int)
     }
 
-    /// PERSIST: 1 when an expiry was removed, else 0.
-    fn persist(&self, k: &[u8]) -> Reply {
-        let run = || -> StoreResult<i64> {
-            let space = self.db.space(self.index)?;
-            let _w = self.writes.exclusive();
-            if current(&space, k)? < 0 {
-                return Ok(0);
-            }
-            let Some(value) = space.get_with(k, <[u8]>::to_vec)? else {
-                return Ok(0);
-            };
-            let mut b = space.batch();
-            space.put(&mut b, k.to_vec(), value);
-            space.write(b)?;
-            Ok(1)
-        };
-        run().map_or_else(|e| e, Reply::Int)
-    }
-
     /// GETEX (Redis's `getexCommand`): the value, then its expiry changed as the options say.
     /// A missing key answers nil before its option's value is checked.
-    fn getex(&self, k: &[u8], opts: &[Vec<u8>], out: &mut impl Out, proto: Proto) {
-        let run = || -> Result<Option<Vec<u8>>, Reply> {
-            let o = parse_opts(opts, false)?;
-            let space = self.db.space(self.index)?;
-            let _w = self.writes.exclusive();
-            let Some(value) = space.get_with(k, <[u8]>::to_vec)? else {
-                return Ok(None);
-            };
-            let mut b = space.batch();
-            match &o.expire {
-                ExpireOpt::Unset | ExpireOpt::Keep => return Ok(Some(value)),
-                ExpireOpt::Persist => {
-                    if current(&space, k)? < 0 {
-                        return Ok(Some(value));
-                    }
-                    space.put(&mut b, k.to_vec(), value.clone());
-                }
-                ExpireOpt::Given(unit, v) => {
-                    let at = expire_ms(*unit, v, "getex", now_ms())?;
-                    let absolute = matches!(unit, Unit::ExAt | Unit::PxAt);
-                    match absolute && at <= now_ms() {
-                        true => space.delete(&mut b, k.to_vec()),
-                        false => space.put_until(&mut b, k.to_vec(), value.clone(), at as u64),
-                    }
-                }
-            }
-            space.write(b)?;
-            Ok(Some(value))
+    fn getex(&self, k: &[u8], opts: &[Vec<u8>]) -> Reply {
+        let opt = match parse_opts(opts, false) {
+            Err(e) => return e,
+            Ok(o) => match o.expire {
+                ExpireOpt::Unset | ExpireOpt::Keep => GetExOpt::Keep,
+                ExpireOpt::Persist => GetExOpt::Persist,
+                ExpireOpt::Given(unit, v) => GetExOpt::Given(unit, v),
+            },
         };
-        let reply = match run() {
-            Ok(Some(v)) => Reply::Bulk(v),
-            Ok(None) => Reply::Null,
-            Err(e) => e,
-        };
-        out.reply(&reply, proto);
+        self.run_change(Change::GetEx {
+            key: k.to_vec(),
+            opt,
+        })
     }
 }
 

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use lsm_bloom::KeyExpiry;
 
+use super::expire::{expire_ms, Unit};
 use super::resp::Reply;
 use super::store::{Space, StoreResult};
 use super::strings::{format_float, not_an_integer, too_long, MAX_STRING};
@@ -53,6 +54,35 @@ pub enum SetExpiry {
     At(u64),
     /// `KEEPTTL`: the key's own.
     Keep,
+}
+
+/// EXPIRE's NX, XX, GT and LT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireFlags {
+    pub nx: bool,
+    pub xx: bool,
+    pub gt: bool,
+    pub lt: bool,
+}
+
+impl ExpireFlags {
+    /// Whether the flags refuse a new expiry `at` over `cur` (-1: none).
+    fn refuse(self, cur: i64, at: i64) -> bool {
+        (self.nx && cur != -1)
+            || (self.xx && cur == -1)
+            || (self.gt && (cur == -1 || at <= cur))
+            || (self.lt && cur != -1 && at >= cur)
+    }
+}
+
+/// What GETEX does to the expiry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GetExOpt {
+    Keep,
+    Persist,
+    /// EX, PX, EXAT or PXAT with its argument, checked once the key is found (Redis answers
+    /// nil for a missing key before it looks at the value).
+    Given(Unit, Vec<u8>),
 }
 
 /// A read-modify-write or conditional command of one database, its arguments parsed.
@@ -105,6 +135,22 @@ pub enum Change {
         from: Vec<u8>,
         to: Vec<u8>,
         nx: bool,
+    },
+    /// EXPIRE and its kin: the key's expiry set to `at` (ms since the epoch; past: the key
+    /// deleted) unless a flag refuses it.
+    Expire {
+        key: Vec<u8>,
+        at: i64,
+        flags: ExpireFlags,
+    },
+    /// PERSIST.
+    Persist {
+        key: Vec<u8>,
+    },
+    /// GETEX: the value, its expiry changed as `opt` says.
+    GetEx {
+        key: Vec<u8>,
+        opt: GetExOpt,
     },
     /// A pipeline's run of changes, in order, each seeing the ones before it: their replies
     /// as an array (one call for a run of counters and SETs in a cluster: `procs.rs`).
@@ -269,6 +315,50 @@ impl Change {
                 }
                 Reply::Int(1)
             }
+            Change::Expire { key, at, flags } => {
+                let Some((value, expires)) = rmw.get(&key)? else {
+                    return Ok(Reply::Int(0));
+                };
+                let cur = expires.map_or(-1, |e| i64::try_from(e).unwrap_or(i64::MAX));
+                if flags.refuse(cur, at) {
+                    return Ok(Reply::Int(0));
+                }
+                match u64::try_from(at) {
+                    Ok(at) if at > rmw.now_ms() => rmw.put(&key, value, Some(at))?,
+                    _ => rmw.delete(&key),
+                }
+                Reply::Int(1)
+            }
+            Change::Persist { key } => match rmw.get(&key)? {
+                Some((value, Some(_))) => {
+                    rmw.put(&key, value, None)?;
+                    Reply::Int(1)
+                }
+                _ => Reply::Int(0),
+            },
+            Change::GetEx { key, opt } => {
+                let Some((value, expires)) = rmw.get(&key)? else {
+                    return Ok(Reply::Null);
+                };
+                match opt {
+                    GetExOpt::Keep => {}
+                    GetExOpt::Persist if expires.is_none() => {}
+                    GetExOpt::Persist => rmw.put(&key, value.clone(), None)?,
+                    GetExOpt::Given(unit, v) => {
+                        let now = i64::try_from(rmw.now_ms()).unwrap_or(i64::MAX);
+                        let at = match expire_ms(unit, &v, "getex", now) {
+                            Ok(at) => at,
+                            Err(e) => return Ok(e),
+                        };
+                        let absolute = matches!(unit, Unit::ExAt | Unit::PxAt);
+                        match absolute && at <= now {
+                            true => rmw.delete(&key),
+                            false => rmw.put(&key, value.clone(), Some(at as u64))?,
+                        }
+                    }
+                }
+                Reply::Bulk(value)
+            }
             Change::Run(changes) => {
                 let mut replies = Vec::with_capacity(changes.len());
                 for c in changes {
@@ -386,9 +476,12 @@ impl super::values::Values<'_> {
         let run = || -> StoreResult<Reply> {
             // A change that writes only what exists makes no keyspace for an empty database.
             let space = match change {
-                Change::Del { .. } | Change::GetDel { .. } | Change::Rename { .. } => {
-                    self.db.space(self.index)?
-                }
+                Change::Del { .. }
+                | Change::GetDel { .. }
+                | Change::Rename { .. }
+                | Change::Expire { .. }
+                | Change::Persist { .. }
+                | Change::GetEx { .. } => self.db.space(self.index)?,
                 _ => self.db.space_for_write(self.index)?,
             };
             #[cfg(feature = "replication")]
