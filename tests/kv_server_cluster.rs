@@ -480,7 +480,8 @@ fn a_clusters_keys_expire_alike_on_every_node() {
 }
 
 /// Counters, string edits and MULTI/EXEC through any node reach every node; INCRs sent to
-/// one node in a pipeline are combined and all counted; WATCH is refused in cluster mode.
+/// one node in a pipeline are one call and all counted; a WATCH on one node sees a write
+/// taken by another; a command that is not a change is refused inside MULTI.
 #[test]
 fn a_clusters_counters_and_transactions_are_replicated() {
     let root = tempfile::tempdir().unwrap();
@@ -517,11 +518,27 @@ fn a_clusters_counters_and_transactions_are_replicated() {
     assert_eq!(call(&mut m, &[b"INCR", b"n"]), b"+QUEUED\r\n");
     assert_eq!(call(&mut m, &[b"APPEND", b"t", b"c"]), b"+QUEUED\r\n");
     assert_eq!(call(&mut m, &[b"EXEC"]), b"*2\r\n:31\r\n:3\r\n");
-    assert!(call(&mut m, &[b"WATCH", b"n"]).starts_with(b"-ERR WATCH is not supported"));
+    // WATCH on one node sees a write taken by another: EXEC runs nothing.
+    let mut w = conn(0);
+    assert_eq!(call(&mut w, &[b"WATCH", b"n"]), b"+OK\r\n");
+    assert_eq!(call(&mut conn(2), &[b"SET", b"n", b"100"]), b"+OK\r\n");
+    assert_eq!(call(&mut w, &[b"MULTI"]), b"+OK\r\n");
+    assert_eq!(call(&mut w, &[b"INCR", b"n"]), b"+QUEUED\r\n");
+    assert_eq!(call(&mut w, &[b"EXEC"]), b"*-1\r\n");
+    // Unchanged since the WATCH: it runs, its GET seeing its INCR.
+    assert_eq!(call(&mut w, &[b"WATCH", b"n"]), b"+OK\r\n");
+    assert_eq!(call(&mut w, &[b"MULTI"]), b"+OK\r\n");
+    assert_eq!(call(&mut w, &[b"INCR", b"n"]), b"+QUEUED\r\n");
+    assert_eq!(call(&mut w, &[b"GET", b"n"]), b"+QUEUED\r\n");
+    assert_eq!(call(&mut w, &[b"EXEC"]), b"*2\r\n:101\r\n$3\r\n101\r\n");
+    // A command that is not a change cannot be queued in a cluster transaction.
+    assert_eq!(call(&mut w, &[b"MULTI"]), b"+OK\r\n");
+    assert!(call(&mut w, &[b"PING"]).starts_with(b"-ERR PING is not supported inside MULTI"));
+    assert!(call(&mut w, &[b"EXEC"]).starts_with(b"-EXECABORT"));
     for i in 0..3 {
         assert_eq!(
             call(&mut conn(i), &[b"GET", b"n"]),
-            b"$2\r\n31\r\n",
+            b"$3\r\n101\r\n",
             "node {i}"
         );
         assert_eq!(

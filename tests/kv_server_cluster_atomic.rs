@@ -6,11 +6,14 @@
 //! - `INCR`: every acknowledged value distinct, in real-time order (one that returned before
 //!   another was called is smaller), and the final count at least the acknowledged ones and
 //!   at most those plus the unknown ones (each counted exactly once);
-//! - `GETDEL`: each value written is taken by at most one `GETDEL`.
+//! - `GETDEL`: each value written is taken by at most one `GETDEL`;
+//! - optimistic increments (WATCH, GET, MULTI, SET one higher, EXEC): the count ends at the
+//!   number of EXECs that ran (give or take the unknown ones), however many were aborted.
 //!
 //! The negative control runs the same workload on a cluster told to decide these commands on
 //! the node that receives them (`--decide-on-receiving-node`, as before they went into the
-//! log as calls): the same checker must find violations there.
+//! log as calls): the same checker must find violations there. (Such a node refuses WATCH, so
+//! that run has no optimistic increments.)
 
 #![cfg(feature = "replication")]
 
@@ -42,6 +45,11 @@ enum Kind {
     Set { round: usize, value: String },
     /// `GETDEL tok:r`: the value taken, if any.
     GetDel { round: usize },
+    /// A step of an optimistic increment (WATCH, GET, MULTI, SET): not checked itself.
+    Step,
+    /// `EXEC` of an optimistic increment of `opt:i` (WATCH it, GET it, SET it one higher in
+    /// MULTI): its array when it ran, a null array when a watched key changed.
+    WatchIncr { counter: usize },
 }
 
 #[derive(Clone, Debug)]
@@ -78,6 +86,7 @@ fn client(
     clock: &AtomicU64,
     barrier: &Barrier,
     progress: &AtomicUsize,
+    optimistic: bool,
 ) -> Vec<Rec> {
     let port = ports[c % ports.len()];
     let mut conn: Option<TcpStream> = None;
@@ -88,13 +97,18 @@ fn client(
         let r = try_call(port, &mut conn, args, wait);
         let ret = clock.fetch_add(1, Ordering::SeqCst);
         match r {
-            Ok(r) if ok(&r) => out.push(Rec {
-                kind,
-                call,
-                ret: Some(ret),
-                result: Some(r),
-            }),
+            Ok(r) if ok(&r) => {
+                out.push(Rec {
+                    kind,
+                    call,
+                    ret: Some(ret),
+                    result: Some(r.clone()),
+                });
+                Some(r)
+            }
             _ => {
+                // A fresh connection next: no MULTI or WATCH of this one carries over.
+                conn = None;
                 out.push(Rec {
                     kind,
                     call,
@@ -102,6 +116,7 @@ fn client(
                     result: None,
                 });
                 std::thread::sleep(Duration::from_millis(50));
+                None
             }
         }
     };
@@ -134,6 +149,31 @@ fn client(
         run(Kind::GetDel { round }, &[b"GETDEL", tok.as_bytes()], |r| {
             r.starts_with(b"$")
         });
+        if optimistic {
+            let counter = (round + c) % COUNTERS;
+            let key = format!("opt:{counter}");
+            let key = key.as_bytes();
+            let ok = |r: &[u8]| r == b"+OK\r\n";
+            let Some(_) = run(Kind::Step, &[b"WATCH", key], ok) else {
+                continue;
+            };
+            let Some(v) = run(Kind::Step, &[b"GET", key], |r| r.starts_with(b"$")) else {
+                continue;
+            };
+            let next = bulk(&v).map_or(0, |v| v.parse::<i64>().unwrap_or(0)) + 1;
+            let Some(_) = run(Kind::Step, &[b"MULTI"], ok) else {
+                continue;
+            };
+            let queued = |r: &[u8]| r == b"+QUEUED\r\n";
+            let next = next.to_string();
+            let set = [b"SET", key, next.as_bytes()];
+            let Some(_) = run(Kind::Step, &set, queued) else {
+                continue;
+            };
+            run(Kind::WatchIncr { counter }, &[b"EXEC"], |r| {
+                r == b"*-1\r\n" || r == b"*1\r\n+OK\r\n"
+            });
+        }
     }
     out
 }
@@ -217,6 +257,29 @@ fn violations(h: &[Rec], ports: &[u16]) -> Vec<String> {
             ));
         }
     }
+    // Optimistic increments: the count is the EXECs that ran, give or take the unknown ones.
+    for counter in 0..COUNTERS {
+        let execs: Vec<&Rec> = h
+            .iter()
+            .filter(|r| matches!(r.kind, Kind::WatchIncr { counter: c } if c == counter))
+            .collect();
+        if execs.is_empty() {
+            continue;
+        }
+        let ran = execs
+            .iter()
+            .filter(|r| r.result.as_deref() == Some(b"*1\r\n+OK\r\n"))
+            .count() as i64;
+        let unknown = execs.iter().filter(|r| r.result.is_none()).count() as i64;
+        let last: i64 = bulk(&read(ports, &[b"GET", format!("opt:{counter}").as_bytes()]))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if last < ran || last > ran + unknown {
+            bad.push(format!(
+                "opt:{counter} ends at {last} after {ran} EXECs ran and {unknown} unknown"
+            ));
+        }
+    }
     // GETDEL: each value taken once, and only a value written.
     let written: HashSet<(usize, &str)> = h
         .iter()
@@ -288,8 +351,10 @@ fn run(extra: &[&str], rounds: usize, kills: usize) -> (Vec<Rec>, Vec<String>) {
             .map(|i| {
                 let (ports, clock, barrier, history) = (&ports, &clock, &barrier, &history);
                 let progress = &progress;
+                // WATCH needs the log: a node deciding on its own refuses it.
+                let optimistic = extra.is_empty();
                 s.spawn(move || {
-                    let h = client(ports, i, rounds, clock, barrier, progress);
+                    let h = client(ports, i, rounds, clock, barrier, progress, optimistic);
                     history.lock().unwrap().extend(h);
                 })
             })
@@ -306,14 +371,15 @@ fn run(extra: &[&str], rounds: usize, kills: usize) -> (Vec<Rec>, Vec<String>) {
     let of = |what: &str| bad.iter().filter(|b| b.starts_with(what)).count();
     println!(
         "{extra:?}: {} operations ({} SET NX/INCR/GETDEL), {acked} acknowledged, {killed} leader \
-         kills; violations: {} SET NX, {} INCR, {} GETDEL{}",
+         kills; violations: {} SET NX, {} INCR, {} GETDEL, {} WATCH/EXEC{}",
         h.len(),
         h.iter()
-            .filter(|r| !matches!(r.kind, Kind::Set { .. }))
+            .filter(|r| !matches!(r.kind, Kind::Set { .. } | Kind::Step))
             .count(),
         of("lock:"),
         of("ctr:"),
         of("tok:") + of("GETDEL"),
+        of("opt:"),
         bad.first()
             .map_or(String::new(), |b| format!("; first: {b}")),
     );
@@ -331,9 +397,33 @@ fn conditional_writes_are_atomic_across_the_cluster_and_the_negative_control_is_
     let (h, bad) = run(&[], rounds, common::scaled(3, 1));
     let counted = h
         .iter()
-        .filter(|r| !matches!(r.kind, Kind::Set { .. }))
+        .filter(|r| {
+            matches!(
+                r.kind,
+                Kind::SetNx { .. } | Kind::Incr { .. } | Kind::GetDel { .. }
+            )
+        })
         .count();
     assert!(counted >= CLIENTS * rounds * 3, "{counted} operations");
+    let execs = |ran: bool| {
+        h.iter()
+            .filter(|r| matches!(r.kind, Kind::WatchIncr { .. }))
+            .filter(|r| {
+                r.result
+                    .as_deref()
+                    .is_some_and(|a| (a == b"*1\r\n+OK\r\n") == ran)
+            })
+            .count()
+    };
+    println!(
+        "optimistic increments: {} EXECs ran, {} aborted",
+        execs(true),
+        execs(false)
+    );
+    assert!(
+        execs(true) > 0 && execs(false) > 0,
+        "the optimistic increments never raced"
+    );
     let acked = h.iter().filter(|r| r.ret.is_some()).count();
     assert!(
         acked * 10 >= h.len() * 7,

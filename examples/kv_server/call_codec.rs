@@ -2,10 +2,12 @@
 //! - arguments: u32 length + the replicated keyspace's name, then u8 change tag and its
 //!   fields: keys and values as u32 length + bytes, integers as 8 bytes little-endian,
 //!   floats as their IEEE bits, flags as one byte; a run (tag 11) is u32 count and that many
-//!   changes, none of them a run;
+//!   changes, an EXEC (tag 18) u32 count and that many watched keys (key, then its 128-bit
+//!   fingerprint, low half first), u32 count and that many changes; neither holds a run or
+//!   an EXEC;
 //! - answer: u8 tag, then `0` simple string / `1` error: u32 length + UTF-8; `2` integer:
-//!   i64; `3` bulk: u32 length + bytes; `4` null; `5` a run's array: u32 count and that many
-//!   answers, none an array.
+//!   i64; `3` bulk: u32 length + bytes; `4` null; `5` an array: u32 count and that many
+//!   answers, none an array; `6` a null array (an EXEC that ran nothing).
 //!
 //! Decoding checks every length and count against the bytes left, and refuses unknown tags
 //! and trailing bytes. A call whose arguments do not decode writes nothing and answers an
@@ -13,7 +15,7 @@
 
 use super::expire::Unit;
 use super::resp::Reply;
-use super::rmw::{Change, Cond, ExpireFlags, GetExOpt, SetExpiry};
+use super::rmw::{Change, Cond, ExpireFlags, GetExOpt, Pairs, SetExpiry};
 
 const INCR_BY: u8 = 1;
 const INCR_BY_FLOAT: u8 = 2;
@@ -29,6 +31,10 @@ const RUN: u8 = 11;
 const EXPIRE: u8 = 12;
 const PERSIST: u8 = 13;
 const GET_EX: u8 = 14;
+const GET: u8 = 15;
+const EXISTS: u8 = 16;
+const MSET: u8 = 17;
+const EXEC: u8 = 18;
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -103,18 +109,11 @@ fn put_change(out: &mut Vec<u8>, change: &Change) {
         }
         Change::Del { keys } => {
             out.push(DEL);
-            out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
-            for k in keys {
-                put_bytes(out, k);
-            }
+            put_keys(out, keys);
         }
         Change::MSetNx { pairs } => {
             out.push(MSET_NX);
-            out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
-            for (k, v) in pairs {
-                put_bytes(out, k);
-                put_bytes(out, v);
-            }
+            put_pairs(out, pairs);
         }
         Change::Rename { from, to, nx } => {
             out.push(RENAME);
@@ -151,6 +150,30 @@ fn put_change(out: &mut Vec<u8>, change: &Change) {
                 }
             }
         }
+        Change::Get { key } => {
+            out.push(GET);
+            put_bytes(out, key);
+        }
+        Change::Exists { keys } => {
+            out.push(EXISTS);
+            put_keys(out, keys);
+        }
+        Change::MSet { pairs } => {
+            out.push(MSET);
+            put_pairs(out, pairs);
+        }
+        Change::Exec { watched, commands } => {
+            out.push(EXEC);
+            out.extend_from_slice(&(watched.len() as u32).to_le_bytes());
+            for (k, f) in watched {
+                put_bytes(out, k);
+                out.extend_from_slice(&f.to_le_bytes());
+            }
+            out.extend_from_slice(&(commands.len() as u32).to_le_bytes());
+            for c in commands {
+                put_change(out, c);
+            }
+        }
         Change::Run(changes) => {
             out.push(RUN);
             out.extend_from_slice(&(changes.len() as u32).to_le_bytes());
@@ -159,6 +182,40 @@ fn put_change(out: &mut Vec<u8>, change: &Change) {
             }
         }
     }
+}
+
+fn put_keys(out: &mut Vec<u8>, keys: &[Vec<u8>]) {
+    out.extend_from_slice(&(keys.len() as u32).to_le_bytes());
+    for k in keys {
+        put_bytes(out, k);
+    }
+}
+
+fn put_pairs(out: &mut Vec<u8>, pairs: &Pairs) {
+    out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
+    for (k, v) in pairs {
+        put_bytes(out, k);
+        put_bytes(out, v);
+    }
+}
+
+/// `put_keys`'s keys. No capacity from the count: each key takes at least 4 bytes to decode.
+fn get_keys(c: &mut Cursor<'_>) -> Result<Vec<Vec<u8>>, String> {
+    let n = c.u32()?;
+    let mut keys = Vec::new();
+    for _ in 0..n {
+        keys.push(c.bytes()?);
+    }
+    Ok(keys)
+}
+
+fn get_pairs(c: &mut Cursor<'_>) -> Result<Pairs, String> {
+    let n = c.u32()?;
+    let mut pairs = Vec::new();
+    for _ in 0..n {
+        pairs.push((c.bytes()?, c.bytes()?));
+    }
+    Ok(pairs)
 }
 
 /// Reads `encode_call`'s bytes; every length is checked against the bytes left.
@@ -259,22 +316,31 @@ fn get_change(c: &mut Cursor<'_>, runs: bool) -> Result<Change, String> {
             }
         }
         GET_DEL => Change::GetDel { key: c.bytes()? },
-        DEL => {
+        DEL => Change::Del { keys: get_keys(c)? },
+        MSET_NX => Change::MSetNx {
+            pairs: get_pairs(c)?,
+        },
+        GET => Change::Get { key: c.bytes()? },
+        EXISTS => Change::Exists { keys: get_keys(c)? },
+        MSET => Change::MSet {
+            pairs: get_pairs(c)?,
+        },
+        EXEC if runs => {
             let n = c.u32()?;
-            // No capacity from the count: each key takes at least 4 bytes to decode.
-            let mut keys = Vec::new();
+            // No capacity from a count: each item takes at least a byte to decode.
+            let mut watched = Vec::new();
             for _ in 0..n {
-                keys.push(c.bytes()?);
+                let k = c.bytes()?;
+                let lo = c.u64()?;
+                let hi = c.u64()?;
+                watched.push((k, u128::from(lo) | (u128::from(hi) << 64)));
             }
-            Change::Del { keys }
-        }
-        MSET_NX => {
             let n = c.u32()?;
-            let mut pairs = Vec::new();
+            let mut commands = Vec::new();
             for _ in 0..n {
-                pairs.push((c.bytes()?, c.bytes()?));
+                commands.push(get_change(c, false)?);
             }
-            Change::MSetNx { pairs }
+            Change::Exec { watched, commands }
         }
         RENAME => Change::Rename {
             from: c.bytes()?,
@@ -351,6 +417,7 @@ pub fn encode_reply(r: &Reply) -> Vec<u8> {
             out.push(3);
             put_bytes(&mut out, b);
         }
+        Reply::NullArray => out.push(6),
         Reply::Array(items) => {
             out.push(5);
             out.extend_from_slice(&(items.len() as u32).to_le_bytes());
@@ -384,6 +451,7 @@ fn get_reply(c: &mut Cursor<'_>, arrays: bool) -> Result<Reply, String> {
         2 => Reply::Int(c.u64()? as i64),
         3 => Reply::Bulk(c.bytes()?),
         4 => Reply::Null,
+        6 => Reply::NullArray,
         5 if arrays => {
             let n = c.u32()?;
             let mut items = Vec::new();

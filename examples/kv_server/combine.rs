@@ -21,11 +21,12 @@ use std::thread::Thread;
 
 use lsm_bloom::KeyExpiry;
 
+use super::changes::counter;
 use super::expire;
 use super::resp::{Out, Proto, Reply};
 use super::rmw::{incremented, Change};
 use super::store::{Space, Store, StoreResult};
-use super::strings::{counter, is_counter, not_an_integer};
+use super::strings::{is_counter, not_an_integer};
 use super::values::{Values, Writes};
 
 /// One connection's run, waiting for a combiner.

@@ -233,10 +233,15 @@ impl Server {
     }
 
     fn values(&self, s: &Session) -> Values<'_> {
+        self.values_of(s.db)
+    }
+
+    /// The value commands on database `db`.
+    pub fn values_of(&self, db: usize) -> Values<'_> {
         Values {
             db: &self.db,
             writes: &self.writes,
-            index: s.db,
+            index: db,
         }
     }
 

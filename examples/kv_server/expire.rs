@@ -17,8 +17,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use lsm_bloom::KeyExpiry;
 
+use super::changes::change_of;
 use super::resp::{Out, Proto, Reply};
-use super::rmw::{Change, ExpireFlags, GetExOpt};
 use super::store::{Space, StoreResult};
 use super::values::Values;
 
@@ -192,68 +192,20 @@ impl Values<'_> {
                 self.set_with(k, v, opts, false, cmd, out, proto);
                 return true;
             }
-            ("GETEX", [k, opts @ ..]) => self.getex(k, opts),
-            ("EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT", [k, t, flags @ ..]) => {
-                self.expire(cmd, k, t, flags)
+            ("GETEX" | "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT" | "PERSIST", rest) => {
+                match change_of(cmd, rest) {
+                    Some(change) => change.map_or_else(|e| e, |c| self.run_change(c)),
+                    None => Reply::wrong_args(cmd),
+                }
             }
             ("TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME", [k]) => self.ttl(cmd, k),
-            ("PERSIST", [k]) => self.run_change(Change::Persist { key: k.to_vec() }),
-            (
-                "SETEX" | "PSETEX" | "GETEX" | "EXPIRE" | "PEXPIRE" | "EXPIREAT" | "PEXPIREAT"
-                | "TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME" | "PERSIST",
-                _,
-            ) => Reply::wrong_args(cmd),
+            ("SETEX" | "PSETEX" | "TTL" | "PTTL" | "EXPIRETIME" | "PEXPIRETIME", _) => {
+                Reply::wrong_args(cmd)
+            }
             _ => return false,
         };
         out.reply(&reply, proto);
         true
-    }
-
-    /// EXPIRE and its kin (Redis's `expireGenericCommand`): 1 when the expiry was set (or the
-    /// key deleted, the time being past), 0 when the key is absent or a flag refused it.
-    fn expire(&self, cmd: &str, k: &[u8], t: &[u8], flags: &[Vec<u8>]) -> Reply {
-        let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
-        for f in flags {
-            match f.to_ascii_uppercase().as_slice() {
-                b"NX" => nx = true,
-                b"XX" => xx = true,
-                b"GT" => gt = true,
-                b"LT" => lt = true,
-                _ => {
-                    let f = String::from_utf8_lossy(f);
-                    return Reply::err(format!("Unsupported option {f}"));
-                }
-            }
-        }
-        if nx && (xx || gt || lt) {
-            return Reply::err("NX and XX, GT or LT options at the same time are not compatible");
-        }
-        if gt && lt {
-            return Reply::err("GT and LT options at the same time are not compatible");
-        }
-        let Some(mut when) = parse_int(t) else {
-            return not_an_integer();
-        };
-        if matches!(cmd, "EXPIRE" | "EXPIREAT") {
-            if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {
-                return invalid_expire(cmd);
-            }
-            when *= 1000;
-        }
-        let now = now_ms();
-        let base = if matches!(cmd, "EXPIRE" | "PEXPIRE") {
-            now
-        } else {
-            0
-        };
-        let Some(when) = when.checked_add(base) else {
-            return invalid_expire(cmd);
-        };
-        self.run_change(Change::Expire {
-            key: k.to_vec(),
-            at: when,
-            flags: ExpireFlags { nx, xx, gt, lt },
-        })
     }
 
     /// TTL, PTTL, EXPIRETIME, PEXPIRETIME (Redis's `ttlGenericCommand`): -2 absent, -1 no
@@ -275,23 +227,6 @@ impl Values<'_> {
             Ok(if ms { t } else { (t + 500) / 1000 })
         };
         run().map_or_else(|e| e, Reply::Int)
-    }
-
-    /// GETEX (Redis's `getexCommand`): the value, then its expiry changed as the options say.
-    /// A missing key answers nil before its option's value is checked.
-    fn getex(&self, k: &[u8], opts: &[Vec<u8>]) -> Reply {
-        let opt = match parse_opts(opts, false) {
-            Err(e) => return e,
-            Ok(o) => match o.expire {
-                ExpireOpt::Unset | ExpireOpt::Keep => GetExOpt::Keep,
-                ExpireOpt::Persist => GetExOpt::Persist,
-                ExpireOpt::Given(unit, v) => GetExOpt::Given(unit, v),
-            },
-        };
-        self.run_change(Change::GetEx {
-            key: k.to_vec(),
-            opt,
-        })
     }
 }
 

@@ -31,6 +31,7 @@
 
 #[cfg(feature = "replication")]
 mod call_codec;
+mod changes;
 #[cfg(feature = "replication")]
 mod cluster;
 mod combine;
@@ -43,6 +44,8 @@ mod info;
 #[path = "../common/logging.rs"]
 mod logging;
 mod multi;
+#[cfg(feature = "replication")]
+mod multi_cluster;
 #[cfg(feature = "replication")]
 mod procs;
 mod resp;

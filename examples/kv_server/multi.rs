@@ -14,8 +14,8 @@
 //! database flushed. If one has, EXEC runs nothing and answers a null array. The check reads
 //! memtables only; if the writes since a WATCH are no longer all in memory (a flush wrote them
 //! out under a heavy write load), EXEC takes that as a change too: the client retries, as
-//! after any aborted EXEC. In cluster mode WATCH is refused: a node's check could not see
-//! the writes other nodes take.
+//! after any aborted EXEC. In cluster mode a transaction is one call in the log instead
+//! (`multi_cluster.rs`).
 
 use super::commands::{Server, Session};
 use super::resp::{Out, Reply};
@@ -33,6 +33,9 @@ pub struct Multi {
     queued_bytes: usize,
     /// One store transaction per WATCH call, each holding its keys' reads.
     watches: Vec<lsm_bloom::Transaction>,
+    /// In cluster mode, each watched key's database, key and fingerprint
+    /// (`multi_cluster.rs`).
+    pub cluster_watches: Vec<(usize, Vec<u8>, u128)>,
 }
 
 impl Multi {
@@ -111,6 +114,7 @@ impl Server {
             },
             "UNWATCH" if args.len() == 1 && !in_multi => {
                 s.multi.watches.clear();
+                s.multi.cluster_watches.clear();
                 Reply::ok()
             }
             "QUIT" => return Ok(None),
@@ -127,6 +131,15 @@ impl Server {
                 Some(a) if (a > 0 && args.len() as i64 != a) || (args.len() as i64) < -a => {
                     s.multi.dirty = true;
                     Reply::wrong_args(cmd)
+                }
+                #[cfg(feature = "replication")]
+                Some(_)
+                    if self.cluster_transactions(s.db) && !super::multi_cluster::queueable(cmd) =>
+                {
+                    s.multi.dirty = true;
+                    Reply::err(format!(
+                        "{cmd} is not supported inside MULTI in cluster mode (docs/kv-server.md)"
+                    ))
                 }
                 Some(_) => {
                     let bytes: usize = args.iter().map(|a| a.len() + QUEUED_OVERHEAD).sum();
@@ -158,12 +171,16 @@ impl Server {
                 "more than {MAX_WATCHES} WATCH calls open (UNWATCH, EXEC or DISCARD ends them)"
             ));
         }
+        #[cfg(feature = "replication")]
+        if self.cluster_transactions(s.db) {
+            return self.watch_cluster(&mut s.multi, s.db, keys);
+        }
         let space = match self.db.space_for_write(s.db) {
             Ok(space) => space,
             Err(e) => return e,
         };
         let Space::Local(d, ks) = &space else {
-            return Reply::err("WATCH is not supported in cluster mode");
+            return Reply::err("WATCH is not supported on a node deciding on its own");
         };
         let mut tx = d.store().transaction();
         for k in keys {
@@ -187,7 +204,13 @@ impl Server {
             );
             return Ok(true);
         }
-        let queued = multi.queued.unwrap_or_default();
+        let mut multi = multi;
+        let queued = multi.queued.take().unwrap_or_default();
+        #[cfg(feature = "replication")]
+        if self.cluster_transactions(s.db) {
+            out.reply(&self.exec_cluster(s.db, multi, queued), proto);
+            return Ok(true);
+        }
         let _order = self.writes.hold();
         if multi.watches.iter().any(|tx| tx.validate().is_err()) {
             out.reply(&Reply::NullArray, proto);

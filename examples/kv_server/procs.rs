@@ -8,11 +8,12 @@ use lsm_bloom::replication::{CallContext, Op, Procedures};
 use lsm_bloom::KeyExpiry;
 
 use super::call_codec::{decode_call, encode_call, encode_reply};
+use super::changes::counter;
 use super::combine::{plain_set, Written};
 use super::resp::Reply;
 use super::rmw::{Change, Cond, Found, Rmw, SetExpiry};
 use super::store::{Space, Store, StoreResult};
-use super::strings::{counter, is_counter};
+use super::strings::is_counter;
 
 /// The name of the server's one procedure.
 pub const KV: &str = "kv";

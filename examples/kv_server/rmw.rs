@@ -19,6 +19,9 @@ use super::resp::Reply;
 use super::store::{Space, StoreResult};
 use super::strings::{format_float, not_an_integer, too_long, MAX_STRING};
 
+/// Keys and values, in order.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A live value and its expiry (ms since the epoch; `None`: never), or absent.
 pub type Found = Option<(Vec<u8>, Option<u64>)>;
 
@@ -128,7 +131,7 @@ pub enum Change {
         keys: Vec<Vec<u8>>,
     },
     MSetNx {
-        pairs: Vec<(Vec<u8>, Vec<u8>)>,
+        pairs: Pairs,
     },
     /// RENAME, and RENAMENX (`nx`).
     Rename {
@@ -151,6 +154,31 @@ pub enum Change {
     GetEx {
         key: Vec<u8>,
         opt: GetExOpt,
+    },
+    /// GET (in a cluster's EXEC).
+    Get {
+        key: Vec<u8>,
+    },
+    /// EXISTS: counts every argument that exists (`EXISTS k k` is 2).
+    Exists {
+        keys: Vec<Vec<u8>>,
+    },
+    MSet {
+        pairs: Pairs,
+    },
+    /// A cluster's EXEC: nothing, answered with a null array, if a watched key's
+    /// fingerprint (`changes::fingerprint`) is not what WATCH saw; else the commands in
+    /// order, each seeing the ones before it, their replies in one array.
+    #[cfg_attr(
+        not(feature = "replication"),
+        expect(
+            dead_code,
+            reason = "a single server's EXEC runs its commands in multi.rs"
+        )
+    )]
+    Exec {
+        watched: Vec<(Vec<u8>, u128)>,
+        commands: Vec<Change>,
     },
     /// A pipeline's run of changes, in order, each seeing the ones before it: their replies
     /// as an array (one call for a run of counters and SETs in a cluster: `procs.rs`).
@@ -358,6 +386,32 @@ impl Change {
                     }
                 }
                 Reply::Bulk(value)
+            }
+            Change::Get { key } => rmw.get(&key)?.map_or(Reply::Null, |(v, _)| Reply::Bulk(v)),
+            Change::Exists { keys } => {
+                let mut n = 0;
+                for k in &keys {
+                    n += i64::from(rmw.exists(k)?);
+                }
+                Reply::Int(n)
+            }
+            Change::MSet { pairs } => {
+                for (k, v) in pairs {
+                    rmw.put(&k, v, None)?;
+                }
+                Reply::ok()
+            }
+            Change::Exec { watched, commands } => {
+                for (k, seen) in &watched {
+                    if super::changes::fingerprint(&rmw.get(k)?) != *seen {
+                        return Ok(Reply::NullArray);
+                    }
+                }
+                let mut replies = Vec::with_capacity(commands.len());
+                for c in commands {
+                    replies.push(c.run(rmw)?);
+                }
+                Reply::Array(replies)
             }
             Change::Run(changes) => {
                 let mut replies = Vec::with_capacity(changes.len());

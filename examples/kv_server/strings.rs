@@ -12,9 +12,9 @@
 
 use lsm_bloom::KeyExpiry;
 
+use super::changes::change_of;
 use super::expire::parse_int;
 use super::resp::{Out, Proto, Reply};
-use super::rmw::Change;
 use super::store::{Space, StoreResult};
 use super::values::Values;
 
@@ -30,6 +30,21 @@ pub fn too_long() -> Reply {
     Reply::err("string exceeds maximum allowed size (proto-max-bulk-len)")
 }
 
+/// This module's commands that are changes (`changes::change_of`).
+const CHANGES: [&str; 11] = [
+    "INCR",
+    "DECR",
+    "INCRBY",
+    "DECRBY",
+    "INCRBYFLOAT",
+    "APPEND",
+    "GETSET",
+    "SETRANGE",
+    "MSETNX",
+    "RENAME",
+    "RENAMENX",
+];
+
 impl Values<'_> {
     /// Runs `cmd` if it is one of this module's, its reply put in `out`; false if not.
     pub fn run_strings(
@@ -39,55 +54,18 @@ impl Values<'_> {
         out: &mut impl Out,
         proto: Proto,
     ) -> bool {
-        if let Some(change) = counter(cmd, rest) {
-            let reply = change.map_or_else(|e| e, |c| self.run_change(c));
+        if CHANGES.contains(&cmd) {
+            let reply = match change_of(cmd, rest) {
+                Some(change) => change.map_or_else(|e| e, |c| self.run_change(c)),
+                None => Reply::wrong_args(cmd),
+            };
             out.reply(&reply, proto);
             return true;
         }
         let reply = match (cmd, &mut *rest) {
-            ("INCRBYFLOAT", [k, n]) => match parse_float(n) {
-                None => Reply::err("value is not a valid float"),
-                Some(by) => self.run_change(Change::IncrByFloat {
-                    key: k.to_vec(),
-                    by,
-                }),
-            },
-            ("APPEND", [k, v]) => self.run_change(Change::Append {
-                key: k.to_vec(),
-                value: std::mem::take(v),
-            }),
-            ("GETSET", [k, v]) => self.run_change(Change::GetSet {
-                key: k.to_vec(),
-                value: std::mem::take(v),
-            }),
             ("GETRANGE", [k, start, end]) => self.getrange(k, start, end),
-            ("SETRANGE", [k, offset, v]) => match parse_int(offset) {
-                None => not_an_integer(),
-                Some(o) if o < 0 => Reply::err("offset is out of range"),
-                Some(o) => self.run_change(Change::SetRange {
-                    key: k.to_vec(),
-                    offset: o as u64,
-                    value: std::mem::take(v),
-                }),
-            },
-            ("MSETNX", pairs) if !pairs.is_empty() && pairs.len().is_multiple_of(2) => {
-                let pairs = pairs
-                    .chunks_exact_mut(2)
-                    .map(|p| (std::mem::take(&mut p[0]), std::mem::take(&mut p[1])))
-                    .collect();
-                self.run_change(Change::MSetNx { pairs })
-            }
-            ("RENAME" | "RENAMENX", [from, to]) => self.run_change(Change::Rename {
-                from: from.to_vec(),
-                to: to.to_vec(),
-                nx: cmd == "RENAMENX",
-            }),
             ("COPY", [from, to, opts @ ..]) => self.copy(from, to, opts),
-            (
-                "INCR" | "DECR" | "INCRBY" | "DECRBY" | "INCRBYFLOAT" | "APPEND" | "GETSET"
-                | "GETRANGE" | "SETRANGE" | "MSETNX" | "RENAME" | "RENAMENX" | "COPY",
-                _,
-            ) => Reply::wrong_args(cmd),
+            ("GETRANGE" | "COPY", _) => Reply::wrong_args(cmd),
             _ => return false,
         };
         out.reply(&reply, proto);
@@ -208,32 +186,6 @@ pub fn is_counter(args: &[Vec<u8>]) -> bool {
         3 => is("INCRBY") || is("DECRBY"),
         _ => false,
     }
-}
-
-/// The change of counter command `cmd` (upper case) with arguments `rest`, or its error
-/// (a count that is not an integer); `None` when it is not a counter command with its
-/// number of arguments.
-pub fn counter(cmd: &str, rest: &[Vec<u8>]) -> Option<Result<Change, Reply>> {
-    let incr = |k: &[u8], by: i64| {
-        Ok(Change::IncrBy {
-            key: k.to_vec(),
-            by,
-        })
-    };
-    Some(match (cmd, rest) {
-        ("INCR", [k]) => incr(k, 1),
-        ("DECR", [k]) => incr(k, -1),
-        ("INCRBY", [k, n]) => match parse_int(n) {
-            None => Err(not_an_integer()),
-            Some(n) => incr(k, n),
-        },
-        ("DECRBY", [k, n]) => match parse_int(n) {
-            None => Err(not_an_integer()),
-            Some(i64::MIN) => Err(Reply::err("decrement would overflow")),
-            Some(n) => incr(k, -n),
-        },
-        _ => return None,
-    })
 }
 
 /// Redis's `string2ld`: a float with nothing around it (no space), not NaN.

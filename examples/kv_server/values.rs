@@ -19,7 +19,8 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use lsm_bloom::KeyExpiry;
 
-use super::expire::{self, ExpireOpt};
+use super::changes::set_change;
+use super::expire;
 use super::resp::{Out, Proto, Reply};
 use super::rmw::{set_writes, Change, Cond, SetExpiry};
 use super::store::{Space, Store, StoreResult};
@@ -271,49 +272,41 @@ impl Values<'_> {
         out: &mut impl Out,
         proto: Proto,
     ) {
-        let at = match &o.expire {
-            ExpireOpt::Given(unit, t) => match expire::expire_ms(*unit, t, cmd, expire::now_ms()) {
-                Ok(at) => Some(at),
-                Err(e) => {
-                    out.reply(&e, proto);
-                    return;
-                }
-            },
-            _ => None,
+        let change = match set_change(k, v, &o, nx_int, cmd) {
+            Ok(change) => change,
+            Err(e) => {
+                out.reply(&e, proto);
+                return;
+            }
         };
-        let keep = o.expire == ExpireOpt::Keep;
-        let conditional = o.nx || o.xx || o.get || keep;
-        let cond = match (o.nx, o.xx) {
-            (true, _) => Cond::Absent,
-            (false, true) => Cond::Present,
-            (false, false) => Cond::Always,
+        let Change::Set {
+            cond, get, expiry, ..
+        } = &change
+        else {
+            return;
         };
+        let (cond, keep) = (*cond, *expiry == SetExpiry::Keep);
+        let at = match expiry {
+            SetExpiry::At(at) => Some(*at),
+            SetExpiry::Never | SetExpiry::Keep => None,
+        };
+        let conditional = cond != Cond::Always || *get || keep;
         // Decided as a change (`rmw.rs`), but a single server's SET … GET: that one puts the
         // old value into `out` straight from the store, below.
-        if conditional && (!o.get || self.changes_are_calls()) {
-            let expiry = match (keep, at) {
-                (true, _) => SetExpiry::Keep,
-                (false, Some(at)) => SetExpiry::At(at.max(0) as u64),
-                (false, None) => SetExpiry::Never,
-            };
-            let reply = self.run_change(Change::Set {
-                key: k.to_vec(),
-                value: v,
-                cond,
-                get: o.get,
-                expiry,
-                int: nx_int,
-            });
-            out.reply(&reply, proto);
+        if conditional && (!*get || self.changes_are_calls()) {
+            out.reply(&self.run_change(change), proto);
             return;
         }
+        let Change::Set { value: v, .. } = change else {
+            return;
+        };
         let Some(space) = self.space_for_write(out, proto) else {
             return;
         };
         let _exclusive = conditional.then(|| self.writes.exclusive());
         let _shared = (!conditional).then(|| self.writes.plain());
         let mark = out.mark();
-        let existed = if o.nx || o.xx || o.get {
+        let existed = if conditional {
             let found = if o.get {
                 space.get_with(k, |old| out.bulk(old))
             } else {
@@ -337,7 +330,7 @@ impl Values<'_> {
                     KeyExpiry::At(ms) => Some(ms),
                     KeyExpiry::Absent | KeyExpiry::Never => None,
                 }),
-                false => Ok(at.map(|at| at.max(0) as u64)),
+                false => Ok(at),
             };
             let mut batch = space.batch();
             let now = expire::now_ms().max(0) as u64;

@@ -191,12 +191,18 @@ pub fn read_reply(s: &mut TcpStream) -> Result<Vec<u8>, String> {
             Err(e) => return Err(e.to_string()),
         }
     }
-    if head[0] == b'$' {
+    if head[0] == b'$' || head[0] == b'*' {
         let n: i64 = std::str::from_utf8(&head[1..head.len() - 2])
             .ok()
             .and_then(|v| v.parse().ok())
-            .ok_or("a bad bulk length")?;
-        if n >= 0 {
+            .ok_or("a bad length")?;
+        if head[0] == b'*' {
+            // An array: its elements follow, each a reply of its own.
+            for _ in 0..n.max(0) {
+                let item = read_reply(s)?;
+                head.extend_from_slice(&item);
+            }
+        } else if n >= 0 {
             let mut body = vec![0u8; n as usize + 2];
             s.read_exact(&mut body).map_err(|e| e.to_string())?;
             head.extend_from_slice(&body);
