@@ -531,6 +531,11 @@ fn a_clusters_counters_and_transactions_are_replicated() {
     assert_eq!(call(&mut w, &[b"INCR", b"n"]), b"+QUEUED\r\n");
     assert_eq!(call(&mut w, &[b"GET", b"n"]), b"+QUEUED\r\n");
     assert_eq!(call(&mut w, &[b"EXEC"]), b"*2\r\n:101\r\n$3\r\n101\r\n");
+    // Watched keys are bounded: past 65,536 the WATCH is refused.
+    let many: Vec<Vec<u8>> = (0..65_537).map(|i| format!("w{i}").into_bytes()).collect();
+    let mut watch: Vec<&[u8]> = vec![b"WATCH"];
+    watch.extend(many.iter().map(Vec::as_slice));
+    assert!(call(&mut w, &watch).starts_with(b"-ERR more than 65536 keys"));
     // A command that is not a change cannot be queued in a cluster transaction.
     assert_eq!(call(&mut w, &[b"MULTI"]), b"+OK\r\n");
     assert!(call(&mut w, &[b"PING"]).starts_with(b"-ERR PING is not supported inside MULTI"));

@@ -22,8 +22,10 @@ use super::store::{Space, StoreResult};
 use super::values::Values;
 
 /// Keys a session may have watched at once in cluster mode (each kept until EXEC, DISCARD or
-/// UNWATCH, with its fingerprint).
+/// UNWATCH, with its fingerprint), and their bytes: a client that never sends EXEC must not
+/// make the server hold unbounded memory.
 pub const MAX_WATCHED_KEYS: usize = 65_536;
+pub const MAX_WATCHED_BYTES: usize = 16 << 20;
 
 /// Whether `cmd` may be queued in a cluster transaction (it is a change: `change_of`).
 pub fn queueable(cmd: &str) -> bool {
@@ -67,9 +69,15 @@ impl Server {
 
     /// WATCH `keys` of database `db`: each read after a read barrier, its fingerprint kept.
     pub fn watch_cluster(&self, multi: &mut Multi, db: usize, keys: &[Vec<u8>]) -> Reply {
-        if multi.cluster_watches.len() + keys.len() > MAX_WATCHED_KEYS {
+        let bytes = |keys: &mut dyn Iterator<Item = &Vec<u8>>| keys.map(Vec::len).sum::<usize>();
+        let held = bytes(&mut multi.cluster_watches.iter().map(|(_, k, _)| k));
+        if multi.cluster_watches.len() + keys.len() > MAX_WATCHED_KEYS
+            || held + bytes(&mut keys.iter()) > MAX_WATCHED_BYTES
+        {
             return Reply::err(format!(
-                "more than {MAX_WATCHED_KEYS} keys watched (UNWATCH, EXEC or DISCARD ends them)"
+                "more than {MAX_WATCHED_KEYS} keys or {} MiB of keys watched (UNWATCH, EXEC or \
+                 DISCARD ends them)",
+                MAX_WATCHED_BYTES >> 20
             ));
         }
         let read = || -> StoreResult<Vec<(usize, Vec<u8>, u128)>> {
