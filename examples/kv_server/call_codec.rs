@@ -1,4 +1,5 @@
-//! The bytes of a kv_server call (`procs.rs`), read only by kv_server itself:
+//! The bytes of a kv_server call (`procs.rs`), read only by kv_server itself (FORMAT.md
+//! §7.5):
 //! - arguments: u32 length + the replicated keyspace's name, then u8 change tag and its
 //!   fields: keys and values as u32 length + bytes, integers as 8 bytes little-endian,
 //!   floats as their IEEE bits, flags as one byte; a run (tag 11) is u32 count and that many
