@@ -44,6 +44,9 @@ fn not_leader(id: u64, addr: &str) -> Vec<u8> {
     p
 }
 
+/// A forwarded write's answer when it was applied: tag 0x84, no calls' answers (FORMAT.md §8).
+const APPLIED: [u8; 5] = [0x84, 0, 0, 0, 0];
+
 pub async fn a_forward_resent_to_the_new_leader_is_applied_once() {
     let c = TcpCluster::start(3, fast_config()).await;
     c.put("warm".into(), "up".into()).await;
@@ -71,7 +74,11 @@ pub async fn a_forward_resent_to_the_new_leader_is_applied_once() {
         let mut real = auth.connect(&moved_to, lid).await.unwrap();
         real.write_all(&frame(&forwarded)).await.unwrap();
         real.flush().await.unwrap();
-        assert_eq!(read_frame(&mut real).await, [0x84], "the first copy failed");
+        assert_eq!(
+            read_frame(&mut real).await,
+            APPLIED,
+            "the first copy failed"
+        );
         // ... another client writes after it ...
         fake_leader.put("k", "b").await.unwrap();
         // ... and the forwarder hears "not the leader".
@@ -108,7 +115,7 @@ pub async fn a_forward_resent_to_the_new_leader_is_applied_once() {
     let mut s = c.auth(follower).connect(&moved_addr, lid).await.unwrap();
     s.write_all(&frame(&forwarded)).await.unwrap();
     s.flush().await.unwrap();
-    assert_eq!(read_frame(&mut s).await, [0x84]);
+    assert_eq!(read_frame(&mut s).await, APPLIED);
     assert_eq!(
         leader.state_machine().get(b"k").unwrap(),
         Some(b"b".to_vec())
