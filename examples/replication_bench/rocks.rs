@@ -496,11 +496,15 @@ impl RaftService for RocksNode {
         Ok(ChunkAnswer::Taken(r.vote))
     }
 
-    async fn write(&self, request: Request) -> lsm_bloom::replication::Result<()> {
+    /// A forwarded write; this store runs no procedures, so there are no answers.
+    async fn write(
+        &self,
+        request: Request,
+    ) -> lsm_bloom::replication::Result<Vec<Option<Vec<u8>>>> {
         self.raft
             .client_write(request)
             .await
-            .map(|_| ())
+            .map(|_| Vec::new())
             .map_err(|e| Error::Raft(e.to_string()))
     }
 
