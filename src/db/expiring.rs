@@ -140,18 +140,16 @@ impl View<'_> {
             };
             return Ok(path.get(state, seen, key)?.map(|v| (v, None)));
         }
-        let now = Reading(at_millis);
-        let range = KeyRange::new(Bound::Included(key.to_vec()), Bound::Included(key.to_vec()));
-        let scan = ScanSetup::new(&inner.counters, state.rule, inner.cache.clone(), range, now);
-        let merge = merge_of(state, seen, &scan, Direction::Forward)?;
-        Ok(match merge.entry() {
-            Some((_, Some(v))) => match merge.expiry() {
-                NEVER => Some((v.to_vec(), None)),
-                at if now.expired(at) => None,
-                at => Some((v.to_vec(), Some(at))),
-            },
-            Some((_, None)) | None => None,
-        })
+        let (counters, cache) = (&inner.counters, inner.cache.clone());
+        newest_in_state(
+            counters,
+            cache,
+            state,
+            seen,
+            Reading(at_millis),
+            key,
+            |v, at| (v.to_vec(), (at != NEVER).then_some(at)),
+        )
     }
 }
 
@@ -202,8 +200,7 @@ impl SnapshotKeyspace<'_> {
     }
 }
 
-/// The expiry of `key` in `state` (seeing `mem_seen` batches of its memtable) at `now`: the
-/// newest entry of the key through a scan's merge of `[key, key]`.
+/// The expiry of `key` in `state` (seeing `mem_seen` batches of its memtable) at `now`.
 fn expiry_in_state(
     counters: &Arc<Counters>,
     cache: Option<Arc<BlockCache>>,
@@ -212,16 +209,42 @@ fn expiry_in_state(
     now: Reading,
     key: &[u8],
 ) -> Result<KeyExpiry> {
+    let found = newest_in_state(
+        counters,
+        cache,
+        state,
+        mem_seen,
+        now,
+        key,
+        |_, at| match at {
+            NEVER => KeyExpiry::Never,
+            at => KeyExpiry::At(at),
+        },
+    )?;
+    Ok(found.unwrap_or(KeyExpiry::Absent))
+}
+
+/// `f` of the value and stored expiry (`NEVER`: none) of `key`'s newest entry in `state`
+/// (seeing `mem_seen` batches of its memtable), through a scan's merge of `[key, key]`;
+/// `None` when that entry is a tombstone, or has expired at `now`, or there is none.
+fn newest_in_state<R>(
+    counters: &Arc<Counters>,
+    cache: Option<Arc<BlockCache>>,
+    state: &State,
+    mem_seen: u64,
+    now: Reading,
+    key: &[u8],
+    f: impl FnOnce(&[u8], u64) -> R,
+) -> Result<Option<R>> {
     let range = KeyRange::new(Bound::Included(key.to_vec()), Bound::Included(key.to_vec()));
     let scan = ScanSetup::new(counters, state.rule, cache, range, now);
     let merge = merge_of(state, mem_seen, &scan, Direction::Forward)?;
     Ok(match merge.entry() {
-        Some((_, Some(_))) => match merge.expiry() {
-            NEVER => KeyExpiry::Never,
-            at if now.expired(at) => KeyExpiry::Absent,
-            at => KeyExpiry::At(at),
+        Some((_, Some(v))) => match merge.expiry() {
+            at if now.expired(at) => None,
+            at => Some(f(v, at)),
         },
-        Some((_, None)) | None => KeyExpiry::Absent,
+        Some((_, None)) | None => None,
     })
 }
 
