@@ -64,12 +64,7 @@ pub fn expire_change(cmd: &str, k: &[u8], t: &[u8], flags: &[Vec<u8>]) -> Result
             "GT and LT options at the same time are not compatible",
         ));
     }
-    let invalid = || {
-        Reply::err(format!(
-            "invalid expire time in '{}' command",
-            cmd.to_ascii_lowercase()
-        ))
-    };
+    let invalid = || expire::invalid_expire(cmd);
     let mut when = parse_int(t).ok_or_else(not_an_integer)?;
     if matches!(cmd, "EXPIRE" | "EXPIREAT") {
         if !(i64::MIN / 1000..=i64::MAX / 1000).contains(&when) {

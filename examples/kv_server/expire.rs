@@ -137,7 +137,7 @@ fn not_an_integer() -> Reply {
     Reply::err("value is not an integer or out of range")
 }
 
-fn invalid_expire(cmd: &str) -> Reply {
+pub fn invalid_expire(cmd: &str) -> Reply {
     Reply::err(format!(
         "invalid expire time in '{}' command",
         cmd.to_ascii_lowercase()

@@ -16,10 +16,10 @@
 use super::changes::{change_of, fingerprint};
 use super::commands::Server;
 use super::multi::Multi;
+use super::procs::fill;
 use super::resp::Reply;
-use super::rmw::Change;
-use super::store::{Space, StoreResult};
-use super::values::Values;
+use super::rmw::{Change, Rmw, SpaceRmw};
+use super::store::StoreResult;
 
 /// Keys a session may have watched at once in cluster mode (each kept until EXEC, DISCARD or
 /// UNWATCH, with its fingerprint), and their bytes: a client that never sends EXEC must not
@@ -82,19 +82,10 @@ impl Server {
         }
         let read = || -> StoreResult<Vec<(usize, Vec<u8>, u128)>> {
             let space = self.db.space(db)?;
+            let mut rmw = SpaceRmw::new(&space, 0);
             let mut seen = Vec::with_capacity(keys.len());
             for k in keys {
-                let found = match &space {
-                    Space::Unmade => None,
-                    space => Values::read(space, k)?.map(|(v, e)| {
-                        let at = match e {
-                            lsm_bloom::KeyExpiry::At(at) => Some(at),
-                            _ => None,
-                        };
-                        (v, at)
-                    }),
-                };
-                seen.push((db, k.clone(), fingerprint(&found)));
+                seen.push((db, k.clone(), fingerprint(&rmw.get(k)?)));
             }
             Ok(seen)
         };
@@ -137,20 +128,9 @@ impl Server {
         let reply = self
             .values_of(db)
             .run_change(Change::Exec { watched, commands });
-        let mut items = match reply {
-            Reply::Array(items) => items,
-            other => return other,
-        };
-        let replies = slots
-            .into_iter()
-            .map(|s| match s {
-                Ok(r) => r,
-                Err(i) => items.get_mut(i).map_or_else(
-                    || Reply::err("internal: a transaction came back short"),
-                    |r| std::mem::replace(r, Reply::Null),
-                ),
-            })
-            .collect();
-        Reply::Array(replies)
+        match reply {
+            Reply::Array(items) => Reply::Array(fill(slots, items)),
+            other => other,
+        }
     }
 }

@@ -100,18 +100,26 @@ pub fn run_pipeline(db: &Store, index: usize, cmds: Vec<Vec<Vec<u8>>>) -> Vec<Re
         replies.push(Err(changes.len()));
         changes.push(change);
     }
-    let mut answers = match c.call(&keyspace, &Change::Run(changes)) {
-        Ok(Reply::Array(items)) => Ok(items),
-        Ok(other) => Err(other),
-        Err(e) => Err(e),
-    };
-    replies
+    match c.call(&keyspace, &Change::Run(changes)) {
+        Ok(Reply::Array(items)) => fill(replies, items),
+        // The run failed as a whole: its error is every sent command's reply.
+        Ok(e) | Err(e) => replies
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|_| e.clone()))
+            .collect(),
+    }
+}
+
+/// The replies of commands of which some were sent as changes: each command's own reply
+/// (`Ok`, known before anything was sent), or the `i`th of `items` (`Err(i)`), the replies
+/// of the changes sent, in order.
+pub fn fill(slots: Vec<Result<Reply, usize>>, mut items: Vec<Reply>) -> Vec<Reply> {
+    slots
         .into_iter()
-        .map(|r| match (r, &mut answers) {
-            (Ok(r), _) => r,
-            (Err(_), Err(e)) => e.clone(),
-            (Err(i), Ok(items)) => items.get_mut(i).map_or_else(
-                || Reply::err("internal: a run came back short"),
+        .map(|s| match s {
+            Ok(r) => r,
+            Err(i) => items.get_mut(i).map_or_else(
+                || Reply::err("internal: fewer replies came back than changes were sent"),
                 |r| std::mem::replace(r, Reply::Null),
             ),
         })
