@@ -71,11 +71,13 @@ impl StateMachine {
                     Ok(()) => {
                         // A call reads the store: the entries before its own must be in it
                         // (`calls.rs`); the overlay then holds this entry's writes only.
-                        let calls = req.ops.iter().any(|op| matches!(op, Op::Call { .. }));
-                        if calls && !batch.is_empty() {
-                            write(std::mem::take(&mut batch), &mut staged, &mut answers)?;
+                        let calls = req.calls() > 0;
+                        if calls {
+                            if !batch.is_empty() {
+                                write(std::mem::take(&mut batch), &mut staged, &mut answers)?;
+                            }
+                            overlay.clear();
                         }
-                        overlay.clear();
                         let to = Stage {
                             staged: &mut staged,
                             batch: &mut batch,
