@@ -8,7 +8,9 @@
 //!   an EXEC;
 //! - answer: u8 tag, then `0` simple string / `1` error: u32 length + UTF-8; `2` integer:
 //!   i64; `3` bulk: u32 length + bytes; `4` null; `5` an array: u32 count and that many
-//!   answers, none an array; `6` a null array (an EXEC that ran nothing).
+//!   answers, none an array; `6` a null array (an EXEC that ran nothing); `7` a boolean:
+//!   one byte, 0 or 1;
+//! - a Bloom filter change (tag 19): `bloom::encode_change`.
 //!
 //! Decoding checks every length and count against the bytes left, and refuses unknown tags
 //! and trailing bytes. A call whose arguments do not decode writes nothing and answers an
@@ -36,8 +38,9 @@ const GET: u8 = 15;
 const EXISTS: u8 = 16;
 const MSET: u8 = 17;
 const EXEC: u8 = 18;
+const BLOOM: u8 = 19;
 
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);
 }
@@ -175,6 +178,10 @@ fn put_change(out: &mut Vec<u8>, change: &Change) {
                 put_change(out, c);
             }
         }
+        Change::Bf(bf) => {
+            out.push(BLOOM);
+            bf.encode(out);
+        }
         Change::Run(changes) => {
             out.push(RUN);
             out.extend_from_slice(&(changes.len() as u32).to_le_bytes());
@@ -220,7 +227,7 @@ fn get_pairs(c: &mut Cursor<'_>) -> Result<Pairs, String> {
 }
 
 /// Reads `encode_call`'s bytes; every length is checked against the bytes left.
-struct Cursor<'a>(&'a [u8]);
+pub struct Cursor<'a>(pub &'a [u8]);
 
 impl Cursor<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8], String> {
@@ -231,23 +238,23 @@ impl Cursor<'_> {
         self.0 = rest;
         Ok(head)
     }
-    fn u8(&mut self) -> Result<u8, String> {
+    pub fn u8(&mut self) -> Result<u8, String> {
         Ok(self.take(1)?[0])
     }
-    fn u32(&mut self) -> Result<u32, String> {
+    pub fn u32(&mut self) -> Result<u32, String> {
         let b = self.take(4)?;
         Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
     }
-    fn u64(&mut self) -> Result<u64, String> {
+    pub fn u64(&mut self) -> Result<u64, String> {
         let mut a = [0u8; 8];
         a.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(a))
     }
-    fn bytes(&mut self) -> Result<Vec<u8>, String> {
+    pub fn bytes(&mut self) -> Result<Vec<u8>, String> {
         let n = self.u32()? as usize;
         Ok(self.take(n)?.to_vec())
     }
-    fn flag(&mut self) -> Result<bool, String> {
+    pub fn flag(&mut self) -> Result<bool, String> {
         match self.u8()? {
             0 => Ok(false),
             1 => Ok(true),
@@ -394,6 +401,7 @@ fn get_change(c: &mut Cursor<'_>, runs: bool) -> Result<Change, String> {
             }
             Change::Run(changes)
         }
+        BLOOM => Change::Bf(super::bloom::BfChange::decode(c)?),
         t => return Err(format!("change tag {t}")),
     })
 }
@@ -419,6 +427,10 @@ pub fn encode_reply(r: &Reply) -> Vec<u8> {
             put_bytes(&mut out, b);
         }
         Reply::NullArray => out.push(6),
+        Reply::Bool(b) => {
+            out.push(7);
+            out.push(u8::from(*b));
+        }
         Reply::Array(items) => {
             out.push(5);
             out.extend_from_slice(&(items.len() as u32).to_le_bytes());
@@ -453,6 +465,7 @@ fn get_reply(c: &mut Cursor<'_>, arrays: bool) -> Result<Reply, String> {
         3 => Reply::Bulk(c.bytes()?),
         4 => Reply::Null,
         6 => Reply::NullArray,
+        7 => Reply::Bool(c.flag()?),
         5 if arrays => {
             let n = c.u32()?;
             let mut items = Vec::new();

@@ -4,7 +4,8 @@
 
 use super::expire::{self, parse_int, ExpireOpt, SetOpts};
 use super::resp::Reply;
-use super::rmw::{Change, Cond, ExpireFlags, Found, GetExOpt, SetExpiry};
+use super::rmw::{Change, Cond, ExpireFlags, GetExOpt, SetExpiry};
+use super::rmw_view::{Located, Place};
 use super::strings::{not_an_integer, parse_float};
 
 /// SET's change (SETNX's with `nx_int`; SETEX's and PSETEX's, `cmd` naming them in errors),
@@ -203,14 +204,17 @@ fn no_opts(expire: ExpireOpt) -> SetOpts {
     }
 }
 
-/// What a cluster's WATCH keeps of a key: 0 if absent, else a 128-bit XXH3 of its value and
-/// expiry (stable across builds, so every node compares alike). An EXEC whose watched keys'
-/// fingerprints changed runs nothing.
-pub fn fingerprint(found: &Found) -> u128 {
+/// What a cluster's WATCH keeps of a key: 0 if absent, else a 128-bit XXH3 of its value (a
+/// filter's header, marked apart) and expiry (stable across builds, so every node compares
+/// alike). An EXEC whose watched keys' fingerprints changed runs nothing.
+pub fn fingerprint(found: &Located) -> u128 {
     match found {
         None => 0,
-        Some((value, expires)) => {
+        Some((place, value, expires)) => {
             let mut h = xxhash_rust::xxh3::Xxh3::new();
+            if *place == Place::Filters {
+                h.update(b"bloom filter header\0");
+            }
             h.update(value);
             h.update(&expires.unwrap_or(0).to_le_bytes());
             h.update(&[u8::from(expires.is_some())]);

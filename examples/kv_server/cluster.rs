@@ -171,7 +171,8 @@ impl Cluster {
         })
     }
 
-    fn barrier(&self) -> StoreResult<()> {
+    /// A linearizable read barrier: the reads after it see every write acknowledged before.
+    pub fn barrier(&self) -> StoreResult<()> {
         self.rt
             .block_on(self.fwd.read_barrier(&self.node))
             .map_err(fail)
@@ -186,6 +187,19 @@ impl Cluster {
         f: impl FnOnce(&[u8]) -> R,
     ) -> StoreResult<Option<R>> {
         self.barrier()?;
+        self.node
+            .state_machine()
+            .get_with_in(keyspace, key, f)
+            .map_err(|e| Reply::err(e.to_string()))
+    }
+
+    /// `key`'s value in `keyspace` lent to `f`, as applied on this node (after `barrier`).
+    pub fn peek_with<R>(
+        &self,
+        keyspace: &str,
+        key: &[u8],
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> StoreResult<Option<R>> {
         self.node
             .state_machine()
             .get_with_in(keyspace, key, f)

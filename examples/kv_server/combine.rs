@@ -24,7 +24,7 @@ use lsm_bloom::KeyExpiry;
 use super::changes::counter;
 use super::expire;
 use super::resp::{Out, Proto, Reply};
-use super::rmw::{incremented, Change};
+use super::rmw::{incremented, Change, Cond, SetExpiry};
 use super::store::{Space, Store, StoreResult};
 use super::strings::{is_counter, not_an_integer};
 use super::values::{Values, Writes};
@@ -106,6 +106,15 @@ impl Values<'_> {
             let replies = match self.changes_are_calls() {
                 #[cfg(feature = "replication")]
                 true => super::procs::run_pipeline(self.db, self.index, cmds),
+                // A counter on a filter's name must answer WRONGTYPE: one change each.
+                _ if self.has_filters() => {
+                    let now = expire::now_ms();
+                    let run = |args| match pipeline_change(args, now) {
+                        Ok(change) => self.run_change(change),
+                        Err(e) => e,
+                    };
+                    cmds.into_iter().map(run).collect()
+                }
                 _ => self.run_combined(cmds),
             };
             for r in replies {
@@ -132,9 +141,11 @@ impl Values<'_> {
         let now = expire::now_ms();
         for args in sets.drain(..) {
             match plain_set(args, now) {
-                (k, Written::Put(v, KeyExpiry::At(at))) => space.put_until(&mut batch, k, v, at),
+                (k, Written::Put(v, KeyExpiry::At(at))) => {
+                    space.put_string_until(&mut batch, k, v, at)
+                }
                 (k, Written::Put(v, _)) => space.put(&mut batch, k, v),
-                (k, Written::Gone) => space.delete(&mut batch, k),
+                (k, Written::Gone) => space.delete_string(&mut batch, k),
             }
         }
         let _shared = self.writes.plain();
@@ -230,9 +241,11 @@ fn apply(db: &Store, writes: &Writes, runs: &mut [Run]) -> Vec<Vec<Reply>> {
                     continue;
                 };
                 match state {
-                    Written::Put(v, KeyExpiry::At(at)) => space.put_until(&mut batch, k, v, at),
+                    Written::Put(v, KeyExpiry::At(at)) => {
+                        space.put_string_until(&mut batch, k, v, at)
+                    }
                     Written::Put(v, _) => space.put(&mut batch, k, v),
-                    Written::Gone => space.delete(&mut batch, k),
+                    Written::Gone => space.delete_string(&mut batch, k),
                 }
             }
             any.write(batch).err()
@@ -254,6 +267,32 @@ fn apply(db: &Store, writes: &Writes, runs: &mut [Run]) -> Vec<Vec<Reply>> {
 
 /// A plain SET's key, and what it leaves there (`values::is_plain_set` lets only a valid
 /// expiry through): the value, until its expiry, or nothing if that has passed.
+/// A pipelined plain SET or counter (`is_batchable`) as a change; a counter's error.
+pub fn pipeline_change(args: Vec<Vec<u8>>, now: i64) -> Result<Change, Reply> {
+    if is_counter(&args) {
+        let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
+        return match counter(&name, &args[1..]) {
+            Some(result) => result,
+            None => Err(Reply::wrong_args(&name)),
+        };
+    }
+    let (key, state) = plain_set(args, now);
+    let (value, expiry) = match state {
+        Written::Put(value, KeyExpiry::At(at)) => (value, SetExpiry::At(at)),
+        Written::Put(value, _) => (value, SetExpiry::Never),
+        // Its expiry has passed: the change deletes the key.
+        Written::Gone => (Vec::new(), SetExpiry::At(0)),
+    };
+    Ok(Change::Set {
+        key,
+        value,
+        cond: Cond::Always,
+        get: false,
+        expiry,
+        int: false,
+    })
+}
+
 pub fn plain_set(mut args: Vec<Vec<u8>>, now: i64) -> (Vec<u8>, Written) {
     let expiry = (args.len() == 5).then(|| (args.pop(), args.pop()));
     let v = args.pop().unwrap_or_default();

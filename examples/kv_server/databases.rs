@@ -23,6 +23,7 @@
 //! keyspace it unmapped before dropping it, so a command that started before the flush
 //! finishes on the data it started on — it is ordered before the flush.
 
+use std::collections::HashMap;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,19 @@ const PREFIX: &str = "db.";
 const DROP_WAIT: Duration = Duration::from_secs(10);
 /// Keys deleted per batch when the default keyspace is cleared.
 const CLEAR_BATCH: usize = 1000;
+/// Names of the keyspaces holding Bloom filter keys (`bloom.rs`) start with this.
+const FILTERS_PREFIX: &str = "bf.";
+
+/// The keyspace holding the Bloom filter keys of the database whose keyspace is `main`
+/// (local and replicated alike): made on a filter's first write, flushed, swapped and
+/// dropped with `main`.
+pub fn filters_name(main: &str) -> String {
+    if main == DEFAULT_KEYSPACE {
+        format!("{FILTERS_PREFIX}default")
+    } else {
+        format!("{FILTERS_PREFIX}{main}")
+    }
+}
 
 /// A database's keyspace, shared by the commands using it.
 pub type Slot = Option<Arc<Keyspace>>;
@@ -57,6 +71,9 @@ pub struct Databases {
     db: Arc<Db>,
     meta: Keyspace,
     map: RwLock<Map>,
+    /// The filters keyspace (`filters_name`) of each database keyspace that has one, by the
+    /// database keyspace's name.
+    filters: RwLock<HashMap<String, Arc<Keyspace>>>,
 }
 
 impl Databases {
@@ -108,10 +125,16 @@ impl Databases {
             ));
         }
         let mut slots: Vec<Slot> = vec![None; count];
+        let mut filters = HashMap::new();
         for (n, name) in &named {
             if live.iter().any(|l| l == name) {
                 let ks = db.keyspace(name).map_err(|e| e.to_string())?;
                 slots[*n] = Some(Arc::new(ks));
+                let side = filters_name(name);
+                if live.contains(&side) {
+                    let fs = db.keyspace(&side).map_err(|e| e.to_string())?;
+                    filters.insert(name.clone(), Arc::new(fs));
+                }
             } else {
                 tracing::warn!(database = n, keyspace = %name, "the map names a keyspace the store lacks: the database is empty");
             }
@@ -120,6 +143,7 @@ impl Databases {
             db: Arc::new(db),
             meta,
             map: RwLock::new(Map { slots, next }),
+            filters: RwLock::new(filters),
         };
         if fresh {
             dbs.save(&dbs.write_map())?;
@@ -168,6 +192,30 @@ impl Databases {
         Ok(ks)
     }
 
+    /// The filters keyspace of the database keyspace `main`, if it has one.
+    pub fn filters_of(&self, main: &str) -> Slot {
+        let map = self.filters.read().unwrap_or_else(|p| p.into_inner());
+        map.get(main).cloned()
+    }
+
+    /// The filters keyspace of the database keyspace `main`, made if it has none.
+    pub fn filters_for_write(&self, main: &str) -> Result<Arc<Keyspace>, String> {
+        if let Some(fs) = self.filters_of(main) {
+            return Ok(fs);
+        }
+        let mut map = self.filters.write().unwrap_or_else(|p| p.into_inner());
+        if let Some(fs) = map.get(main) {
+            return Ok(Arc::clone(fs));
+        }
+        let fs = Arc::new(
+            self.db
+                .keyspace(&filters_name(main))
+                .map_err(|e| e.to_string())?,
+        );
+        map.insert(main.to_string(), Arc::clone(&fs));
+        Ok(fs)
+    }
+
     /// `FLUSHDB` (`which` is the session's database) and `FLUSHALL` (every one): the
     /// databases emptied, with one map write; their keyspaces dropped before this returns,
     /// or, with `background`, by a thread (Redis's `ASYNC`).
@@ -186,7 +234,12 @@ impl Databases {
                 map.slots = before;
                 return Err(e);
             }
-            retired
+            let mut filters = self.filters.write().unwrap_or_else(|p| p.into_inner());
+            let sides: Vec<Arc<Keyspace>> = retired
+                .iter()
+                .filter_map(|ks| filters.remove(ks.name()))
+                .collect();
+            retired.into_iter().chain(sides).collect::<Vec<_>>()
         };
         let db = Arc::clone(&self.db);
         let work = move || {
@@ -270,7 +323,17 @@ impl Databases {
     fn tidy(&self, live: &[String]) {
         let map = self.read_map();
         let named = |name: &str| map.slots.iter().flatten().any(|ks| ks.name() == name);
-        for name in live.iter().filter(|n| n.starts_with(PREFIX) && !named(n)) {
+        let side_of_named = |name: &str| {
+            map.slots
+                .iter()
+                .flatten()
+                .any(|ks| filters_name(ks.name()) == name)
+        };
+        let unnamed = |n: &&String| {
+            (n.starts_with(PREFIX) && !named(n))
+                || (n.starts_with(FILTERS_PREFIX) && !side_of_named(n))
+        };
+        for name in live.iter().filter(unnamed) {
             match self.db.drop_keyspace(name) {
                 Ok(_) => tracing::info!(keyspace = %name, "dropped a keyspace no database names"),
                 Err(e) => {
@@ -371,81 +434,5 @@ fn parse(text: &[u8]) -> Result<(Vec<(usize, String)>, u64), String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A flush unmaps at once, but drops the keyspace only when the last command holding it
-    /// is done; that command keeps reading its data meanwhile.
-    #[test]
-    fn a_flush_waits_for_the_commands_on_its_keyspace() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::open(dir.path(), lsm_bloom::Options::default()).unwrap();
-        let dbs = Arc::new(Databases::open(db, 2).unwrap());
-        let ks = dbs.slot_for_write(1).unwrap();
-        ks.put("k", "v").unwrap();
-        let name = ks.name().to_string();
-        drop(ks);
-        let held = dbs.slot(1).unwrap(); // a command in flight
-        let flushing = {
-            let dbs = Arc::clone(&dbs);
-            std::thread::spawn(move || dbs.flush(&[1], false))
-        };
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(!flushing.is_finished(), "the flush did not wait");
-        assert!(
-            dbs.slot(1).is_none(),
-            "new commands must see the database empty"
-        );
-        assert_eq!(held.get("k").unwrap(), Some(b"v".to_vec()));
-        drop(held);
-        flushing.join().unwrap().unwrap();
-        assert!(!dbs.store().keyspace_names().contains(&name));
-        // Written again: a new keyspace, empty but for the new write.
-        let again = dbs.slot_for_write(1).unwrap();
-        assert_ne!(again.name(), name);
-        assert_eq!(again.get("k").unwrap(), None);
-    }
-
-    #[test]
-    fn map_text_round_trips_and_damage_is_named() {
-        let text = format!("{MAP_HEADER}\nnext 7\n0 default\n3 db.3.6\n");
-        let (named, next) = parse(text.as_bytes()).unwrap();
-        assert_eq!(next, 7);
-        assert_eq!(named, vec![(0, "default".into()), (3, "db.3.6".into())]);
-        for bad in [
-            "nonsense\nnext 1\n".to_string(),
-            format!("{MAP_HEADER}\nnext x\n"),
-            format!("{MAP_HEADER}\nnext 1\n3\n"),
-            format!("{MAP_HEADER}\nnext 1\n3 users\n"),
-            format!("{MAP_HEADER}\nnext 1\n3 db.3.1\n3 db.3.2\n"),
-            format!("{MAP_HEADER}\nnext 1\n99999999 db.1.1\n"),
-        ] {
-            let e = parse(bad.as_bytes()).unwrap_err();
-            assert!(e.contains("damaged"), "{e}");
-        }
-        // 20,000 damaged copies (bytes changed, cut, added): each parses or is refused by
-        // name, none panics, and whatever parses stays within the map's bounds.
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        for _ in 0..20_000 {
-            let mut b = text.clone().into_bytes();
-            for _ in 0..1 + next() % 4 {
-                let i = (next() % (b.len() as u64 + 1)) as usize;
-                match next() % 3 {
-                    0 if i < b.len() => b[i] = next() as u8,
-                    1 => b.truncate(i),
-                    _ => b.insert(i.min(b.len()), next() as u8),
-                }
-            }
-            match parse(&b) {
-                Ok((named, _)) => assert!(named.iter().all(|(n, _)| *n < MAX_DATABASES)),
-                Err(e) => assert!(e.contains("damaged"), "{e}"),
-            }
-        }
-    }
-}
+#[path = "databases_tests.rs"]
+mod tests;

@@ -162,7 +162,15 @@ pub fn expire_ms(unit: Unit, v: &[u8], cmd: &str, now: i64) -> Result<i64, Reply
 
 /// A key's expiry as Redis reports it: -2 absent, -1 none, else ms since the epoch.
 fn current(space: &Space<'_>, k: &[u8]) -> StoreResult<i64> {
-    Ok(match space.expiry_of(k)? {
+    let mut expiry = space.expiry_of(k)?;
+    if expiry == KeyExpiry::Absent {
+        // A filter's expiry is its header's.
+        let filters = space.filters(false)?;
+        if !matches!(filters, Space::Unmade) {
+            expiry = filters.expiry_of(&super::bloom::header_key(k))?;
+        }
+    }
+    Ok(match expiry {
         KeyExpiry::Absent => -2,
         KeyExpiry::Never => -1,
         KeyExpiry::At(ms) => i64::try_from(ms).unwrap_or(i64::MAX),

@@ -29,6 +29,8 @@
 //! mode). One thread per connection, at most `--max-clients`. Ctrl-C / SIGTERM stops accepting,
 //! lets connections finish their current request, and closes the store.
 
+mod bloom;
+mod bloom_commands;
 #[cfg(feature = "replication")]
 mod call_codec;
 mod changes;
@@ -50,6 +52,7 @@ mod multi_cluster;
 mod procs;
 mod resp;
 mod rmw;
+mod rmw_view;
 mod scan;
 mod store;
 mod strings;

@@ -5,15 +5,13 @@
 //! The bytes of a call and its answer: `call_codec.rs`.
 
 use lsm_bloom::replication::{CallContext, Op, Procedures};
-use lsm_bloom::KeyExpiry;
 
 use super::call_codec::{decode_call, encode_call, encode_reply};
-use super::changes::counter;
-use super::combine::{plain_set, Written};
+use super::combine::pipeline_change;
 use super::resp::Reply;
-use super::rmw::{Change, Cond, Found, Rmw, SetExpiry};
+use super::rmw::Change;
+use super::rmw_view::{Found, Place, Rmw};
 use super::store::{Space, Store, StoreResult};
-use super::strings::is_counter;
 
 /// The name of the server's one procedure.
 pub const KV: &str = "kv";
@@ -41,6 +39,7 @@ impl Procedures for KvProcedures {
         let mut rmw = CallRmw {
             ctx,
             keyspace: &keyspace,
+            filters: super::databases::filters_name(&keyspace),
             failed: None,
         };
         let reply = change.run(&mut rmw);
@@ -67,34 +66,11 @@ pub fn run_pipeline(db: &Store, index: usize, cmds: Vec<Vec<Vec<u8>>>) -> Vec<Re
     // Each command's reply when known now (a count's error), or its place in the run.
     let mut replies: Vec<Result<Reply, usize>> = Vec::with_capacity(n);
     for args in cmds {
-        let change = if is_counter(&args) {
-            let name = String::from_utf8_lossy(&args[0]).to_ascii_uppercase();
-            match counter(&name, &args[1..]) {
-                Some(Ok(change)) => change,
-                Some(Err(e)) => {
-                    replies.push(Ok(e));
-                    continue;
-                }
-                None => {
-                    replies.push(Ok(Reply::wrong_args(&name)));
-                    continue;
-                }
-            }
-        } else {
-            let (key, state) = plain_set(args, now);
-            let (value, expiry) = match state {
-                Written::Put(value, KeyExpiry::At(at)) => (value, SetExpiry::At(at)),
-                Written::Put(value, _) => (value, SetExpiry::Never),
-                // Its expiry has passed: the change deletes the key.
-                Written::Gone => (Vec::new(), SetExpiry::At(0)),
-            };
-            Change::Set {
-                key,
-                value,
-                cond: Cond::Always,
-                get: false,
-                expiry,
-                int: false,
+        let change = match pipeline_change(args, now) {
+            Ok(change) => change,
+            Err(e) => {
+                replies.push(Ok(e));
+                continue;
             }
         };
         replies.push(Err(changes.len()));
@@ -135,11 +111,13 @@ pub fn call_op(keyspace: &str, change: &Change) -> Op {
     }
 }
 
-/// A change's view of one replicated keyspace while its entry is applied. A store failure
-/// is kept, to fail the apply, and the change stopped with a placeholder error.
+/// A change's view of one replicated database while its entry is applied: its keyspace and
+/// its filters keyspace (`databases::filters_name`). A store failure is kept, to fail the
+/// apply, and the change stopped with a placeholder error.
 struct CallRmw<'c, 'a> {
     ctx: &'c mut CallContext<'a>,
     keyspace: &'c str,
+    filters: String,
     failed: Option<lsm_bloom::Error>,
 }
 
@@ -149,29 +127,39 @@ impl CallRmw<'_, '_> {
         self.failed = Some(e);
         reply
     }
+
+    fn keyspace(&self, place: Place) -> &str {
+        match place {
+            Place::Values => self.keyspace,
+            Place::Filters => &self.filters,
+        }
+    }
 }
 
 impl Rmw for CallRmw<'_, '_> {
-    fn get(&mut self, key: &[u8]) -> StoreResult<Found> {
-        match self.ctx.get(self.keyspace, key) {
+    fn read(&mut self, place: Place, key: &[u8]) -> StoreResult<Found> {
+        match self.ctx.get(self.keyspace(place), key) {
             Ok(found) => Ok(found.map(|s| (s.value, s.expires))),
             Err(e) => Err(self.fail(e)),
         }
     }
 
-    fn exists(&mut self, key: &[u8]) -> StoreResult<bool> {
-        Ok(self.get(key)?.is_some())
+    fn contains(&mut self, place: Place, key: &[u8]) -> StoreResult<bool> {
+        Ok(self.read(place, key)?.is_some())
     }
 
-    fn put(&mut self, key: &[u8], value: Vec<u8>, expires: Option<u64>) -> StoreResult<()> {
-        match self.ctx.put(self.keyspace, key, &value, expires) {
-            Ok(()) => Ok(()),
-            Err(e) => Err(self.fail(e)),
+    fn write(&mut self, place: Place, key: &[u8], to: Found) -> StoreResult<()> {
+        let keyspace = self.keyspace(place).to_string();
+        match to {
+            None => {
+                self.ctx.delete(&keyspace, key);
+                Ok(())
+            }
+            Some((value, expires)) => match self.ctx.put(&keyspace, key, &value, expires) {
+                Ok(()) => Ok(()),
+                Err(e) => Err(self.fail(e)),
+            },
         }
-    }
-
-    fn delete(&mut self, key: &[u8]) {
-        self.ctx.delete(self.keyspace, key);
     }
 
     fn now_ms(&self) -> u64 {

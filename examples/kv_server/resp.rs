@@ -184,6 +184,8 @@ pub enum Reply {
     /// `-CODE message` (the code included, e.g. "ERR ...", "NOAUTH ...").
     Error(String),
     Int(i64),
+    /// RESP3 boolean (`#t`, `#f`); the integer 1 or 0 in RESP2.
+    Bool(bool),
     Bulk(Vec<u8>),
     Null,
     /// A null array (`*-1` in RESP2): EXEC's answer when a watched key changed.
@@ -223,6 +225,7 @@ impl Reply {
         match self {
             Reply::Simple(s) | Reply::Error(s) => 1 + s.len() + 2,
             Reply::Int(i) => 1 + usize::from(*i < 0) + digits(i.unsigned_abs() as usize) + 2,
+            Reply::Bool(_) => 4,
             Reply::Bulk(b) => head(b.len()) + b.len() + 2,
             Reply::Null | Reply::NullArray => match proto {
                 Proto::Resp2 => 5,
@@ -260,6 +263,12 @@ impl Reply {
             Reply::Simple(s) => line(out, b'+', s),
             Reply::Error(s) => line(out, b'-', s),
             Reply::Int(i) => line(out, b':', &i.to_string()),
+            Reply::Bool(b) => out.extend_from_slice(match (proto, b) {
+                (Proto::Resp2, true) => b":1\r\n",
+                (Proto::Resp2, false) => b":0\r\n",
+                (Proto::Resp3, true) => b"#t\r\n",
+                (Proto::Resp3, false) => b"#f\r\n",
+            }),
             Reply::Bulk(b) => {
                 out.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
                 out.extend_from_slice(b);

@@ -10,34 +10,17 @@
 //! A change's reads see its own earlier writes (a run's commands see the ones before them),
 //! and it decides only from its arguments, its reads and `Rmw::now_ms`.
 
-use std::collections::HashMap;
-
-use lsm_bloom::KeyExpiry;
-
 use super::expire::{expire_ms, Unit};
 use super::resp::Reply;
-use super::store::{Space, StoreResult};
+#[cfg(feature = "replication")]
+use super::store::Space;
+use super::store::StoreResult;
 use super::strings::{format_float, not_an_integer, too_long, MAX_STRING};
 
 /// Keys and values, in order.
 pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// A live value and its expiry (ms since the epoch; `None`: never), or absent.
-pub type Found = Option<(Vec<u8>, Option<u64>)>;
-
-/// Where a change reads and writes one database; its reads see its writes.
-pub trait Rmw {
-    /// `key`'s value and expiry (ms since the epoch; `None`: never), if it is live.
-    fn get(&mut self, key: &[u8]) -> StoreResult<Found>;
-    /// Whether `key` is live (no value copied).
-    fn exists(&mut self, key: &[u8]) -> StoreResult<bool>;
-    /// Sets `key` to `value` until `expires` (`None`: never).
-    fn put(&mut self, key: &[u8], value: Vec<u8>, expires: Option<u64>) -> StoreResult<()>;
-    /// Removes `key`.
-    fn delete(&mut self, key: &[u8]);
-    /// The time the change is decided at, in ms since the epoch.
-    fn now_ms(&self) -> u64;
-}
+pub use super::rmw_view::{Rmw, SpaceRmw};
 
 /// What `SET` does when the key exists or not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,6 +173,8 @@ pub enum Change {
         )
     )]
     Run(Vec<Change>),
+    /// A write to a Bloom filter (`bloom.rs`).
+    Bf(super::bloom::BfChange),
 }
 
 /// Whether a SET under `cond` writes, the key existing or not.
@@ -299,7 +284,7 @@ impl Change {
                         SetExpiry::Keep => old.as_ref().and_then(|(_, e)| *e),
                     };
                     match expires {
-                        Some(at) if at <= rmw.now_ms() => rmw.delete(&key),
+                        Some(at) if at <= rmw.now_ms() => rmw.delete(&key)?,
                         expires => rmw.put(&key, value, expires)?,
                     }
                 }
@@ -314,7 +299,7 @@ impl Change {
             Change::GetDel { key } => match rmw.get(&key)? {
                 None => Reply::Null,
                 Some((v, _)) => {
-                    rmw.delete(&key);
+                    rmw.delete(&key)?;
                     Reply::Bulk(v)
                 }
             },
@@ -328,7 +313,7 @@ impl Change {
                     }
                 }
                 for k in &gone {
-                    rmw.delete(k);
+                    rmw.delete(k)?;
                 }
                 Reply::Int(gone.len() as i64)
             }
@@ -344,7 +329,7 @@ impl Change {
                 Reply::Int(1)
             }
             Change::Expire { key, at, flags } => {
-                let Some((value, expires)) = rmw.get(&key)? else {
+                let Some((place, value, expires)) = rmw.locate(&key)? else {
                     return Ok(Reply::Int(0));
                 };
                 let cur = expires.map_or(-1, |e| i64::try_from(e).unwrap_or(i64::MAX));
@@ -352,14 +337,14 @@ impl Change {
                     return Ok(Reply::Int(0));
                 }
                 match u64::try_from(at) {
-                    Ok(at) if at > rmw.now_ms() => rmw.put(&key, value, Some(at))?,
-                    _ => rmw.delete(&key),
+                    Ok(at) if at > rmw.now_ms() => rmw.put_at(place, &key, value, Some(at))?,
+                    _ => rmw.delete(&key)?,
                 }
                 Reply::Int(1)
             }
-            Change::Persist { key } => match rmw.get(&key)? {
-                Some((value, Some(_))) => {
-                    rmw.put(&key, value, None)?;
+            Change::Persist { key } => match rmw.locate(&key)? {
+                Some((place, value, Some(_))) => {
+                    rmw.put_at(place, &key, value, None)?;
                     Reply::Int(1)
                 }
                 _ => Reply::Int(0),
@@ -380,7 +365,7 @@ impl Change {
                         };
                         let absolute = matches!(unit, Unit::ExAt | Unit::PxAt);
                         match absolute && at <= now {
-                            true => rmw.delete(&key),
+                            true => rmw.delete(&key)?,
                             false => rmw.put(&key, value.clone(), Some(at as u64))?,
                         }
                     }
@@ -403,7 +388,7 @@ impl Change {
             }
             Change::Exec { watched, commands } => {
                 for (k, seen) in &watched {
-                    if super::changes::fingerprint(&rmw.get(k)?) != *seen {
+                    if super::changes::fingerprint(&rmw.locate(k)?) != *seen {
                         return Ok(Reply::NullArray);
                     }
                 }
@@ -413,6 +398,7 @@ impl Change {
                 }
                 Reply::Array(replies)
             }
+            Change::Bf(bf) => bf.run(rmw)?,
             Change::Run(changes) => {
                 let mut replies = Vec::with_capacity(changes.len());
                 for c in changes {
@@ -421,7 +407,7 @@ impl Change {
                 Reply::Array(replies)
             }
             Change::Rename { from, to, nx } => {
-                let Some((value, expires)) = rmw.get(&from)? else {
+                let Some((place, value, expires)) = rmw.locate(&from)? else {
                     return Ok(Reply::err("no such key"));
                 };
                 if from == to {
@@ -430,8 +416,9 @@ impl Change {
                 if nx && rmw.exists(&to)? {
                     return Ok(Reply::Int(0));
                 }
-                rmw.delete(&from);
-                rmw.put(&to, value, expires)?;
+                rmw.delete(&from)?;
+                rmw.delete(&to)?;
+                rmw.put_at(place, &to, value, expires)?;
                 if nx {
                     Reply::Int(1)
                 } else {
@@ -447,77 +434,6 @@ fn split(found: Option<(Vec<u8>, Option<u64>)>) -> (Option<Vec<u8>>, Option<u64>
     match found {
         None => (None, None),
         Some((v, e)) => (Some(v), e),
-    }
-}
-
-/// A change's view of one database of the local store (or, as the negative control of the
-/// cluster tests, a cluster node's own reads): reads now, writes batched until `finish`.
-pub struct SpaceRmw<'s, 'a> {
-    space: &'s Space<'a>,
-    now: u64,
-    /// What the change wrote, for its later reads and then the batch: each key's last value
-    /// and expiry, or deleted.
-    written: HashMap<Vec<u8>, Found>,
-}
-
-impl<'s, 'a> SpaceRmw<'s, 'a> {
-    pub fn new(space: &'s Space<'a>, now: u64) -> Self {
-        SpaceRmw {
-            space,
-            now,
-            written: HashMap::new(),
-        }
-    }
-
-    /// Writes the change's writes as one batch, if it made any.
-    pub fn finish(self) -> StoreResult<()> {
-        if self.written.is_empty() {
-            return Ok(());
-        }
-        let mut batch = self.space.batch();
-        for (key, w) in self.written {
-            match w {
-                None => self.space.delete(&mut batch, key),
-                Some((value, None)) => self.space.put(&mut batch, key, value),
-                Some((value, Some(at))) => self.space.put_until(&mut batch, key, value, at),
-            }
-        }
-        self.space.write(batch)
-    }
-}
-
-impl Rmw for SpaceRmw<'_, '_> {
-    fn get(&mut self, key: &[u8]) -> StoreResult<Found> {
-        if let Some(w) = self.written.get(key) {
-            return Ok(w.clone());
-        }
-        Ok(super::values::Values::read(self.space, key)?.map(|(v, e)| {
-            let at = match e {
-                KeyExpiry::At(at) => Some(at),
-                KeyExpiry::Never | KeyExpiry::Absent => None,
-            };
-            (v, at)
-        }))
-    }
-
-    fn exists(&mut self, key: &[u8]) -> StoreResult<bool> {
-        if let Some(w) = self.written.get(key) {
-            return Ok(w.is_some());
-        }
-        Ok(self.space.get_with(key, |_| ())?.is_some())
-    }
-
-    fn put(&mut self, key: &[u8], value: Vec<u8>, expires: Option<u64>) -> StoreResult<()> {
-        self.written.insert(key.to_vec(), Some((value, expires)));
-        Ok(())
-    }
-
-    fn delete(&mut self, key: &[u8]) {
-        self.written.insert(key.to_vec(), None);
-    }
-
-    fn now_ms(&self) -> u64 {
-        self.now
     }
 }
 
@@ -546,7 +462,7 @@ impl super::values::Values<'_> {
             }
             let _w = self.writes.exclusive();
             let now = super::expire::now_ms().max(0) as u64;
-            let mut rmw = SpaceRmw::new(&space, now);
+            let mut rmw = SpaceRmw::new(&space, now)?;
             let reply = change.run(&mut rmw)?;
             rmw.finish()?;
             Ok(reply)

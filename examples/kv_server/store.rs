@@ -126,10 +126,12 @@ impl Store {
             #[cfg(feature = "replication")]
             Store::Cluster(c, _) => {
                 let _ = background;
-                let clear = |&n: &usize| Op::Clear {
-                    keyspace: cluster_keyspace(n),
+                let clear = |&n: &usize| {
+                    let main = cluster_keyspace(n);
+                    let side = super::databases::filters_name(&main);
+                    [Op::Clear { keyspace: main }, Op::Clear { keyspace: side }]
                 };
-                c.write(which.iter().map(clear).collect())
+                c.write(which.iter().flat_map(clear).collect())
             }
         }
     }
@@ -139,10 +141,17 @@ impl Store {
         match self {
             Store::Local(d) => d.swap(a, b).map_err(Reply::err),
             #[cfg(feature = "replication")]
-            Store::Cluster(c, _) => c.write(vec![Op::Swap {
-                a: cluster_keyspace(a),
-                b: cluster_keyspace(b),
-            }]),
+            Store::Cluster(c, _) => {
+                let (a, b) = (cluster_keyspace(a), cluster_keyspace(b));
+                let side = super::databases::filters_name;
+                c.write(vec![
+                    Op::Swap {
+                        a: side(&a),
+                        b: side(&b),
+                    },
+                    Op::Swap { a, b },
+                ])
+            }
         }
     }
 
@@ -186,6 +195,44 @@ impl Store {
     }
 }
 
+impl<'a> Space<'a> {
+    /// This database's Bloom filter keys (`bloom.rs`): its filters keyspace, made with
+    /// `create` if it has none (else `Unmade`).
+    pub fn filters(&self, create: bool) -> StoreResult<Space<'a>> {
+        match self {
+            Space::Local(d, ks) => {
+                let fs = match create {
+                    true => Some(d.filters_for_write(ks.name()).map_err(Reply::err)?),
+                    false => d.filters_of(ks.name()),
+                };
+                Ok(fs.map_or(Space::Unmade, |fs| Space::Local(d, fs)))
+            }
+            Space::Unmade => Ok(Space::Unmade),
+            #[cfg(feature = "replication")]
+            Space::Cluster(c, name) => Ok(Space::Cluster(c, super::databases::filters_name(name))),
+        }
+    }
+
+    /// Makes the reads that follow (`peek_with`) linearizable: in cluster mode one read
+    /// barrier; nothing on a single server.
+    pub fn sync(&self) -> StoreResult<()> {
+        match self {
+            #[cfg(feature = "replication")]
+            Space::Cluster(c, _) => c.barrier(),
+            _ => Ok(()),
+        }
+    }
+
+    /// `get_with` without a read barrier of its own (after `sync`).
+    pub fn peek_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> StoreResult<Option<R>> {
+        match self {
+            #[cfg(feature = "replication")]
+            Space::Cluster(c, name) => c.peek_with(name, key, f),
+            _ => self.get_with(key, f),
+        }
+    }
+}
+
 impl Space<'_> {
     /// `key`'s value lent to `f` (in cluster mode after a linearizable read barrier).
     pub fn get_with<R>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> R) -> StoreResult<Option<R>> {
@@ -222,6 +269,37 @@ impl Space<'_> {
                 key,
                 value,
                 at,
+            }),
+            _ => {}
+        }
+    }
+
+    /// `put_until` of a string written without a change (`rmw_view.rs`): a dead filter
+    /// header under `key` is deleted with it, so it cannot come back when the string expires.
+    pub fn put_string_until(&self, b: &mut Batch, key: Vec<u8>, value: Vec<u8>, at: u64) {
+        self.drop_header(b, &key);
+        self.put_until(b, key, value, at);
+    }
+
+    /// `delete` of a string without a change: a filter of that name goes too.
+    pub fn delete_string(&self, b: &mut Batch, key: Vec<u8>) {
+        self.drop_header(b, &key);
+        self.delete(b, key);
+    }
+
+    /// Adds "delete the filter header of `key`" to `b`, where this database may have one.
+    fn drop_header(&self, b: &mut Batch, key: &[u8]) {
+        let header = super::bloom::header_key(key);
+        match (self, b) {
+            (Space::Local(d, ks), Batch::Local(b)) => {
+                if let Some(fs) = d.filters_of(ks.name()) {
+                    b.delete_in(&fs, header);
+                }
+            }
+            #[cfg(feature = "replication")]
+            (Space::Cluster(_, name), Batch::Cluster(ops)) => ops.push(Op::DeleteIn {
+                keyspace: super::databases::filters_name(name),
+                key: header,
             }),
             _ => {}
         }

@@ -96,7 +96,7 @@ impl Values<'_> {
     ) -> StoreResult<()> {
         let mut b = space.batch();
         match expiry {
-            KeyExpiry::At(at) => space.put_until(&mut b, k.to_vec(), v, at),
+            KeyExpiry::At(at) => space.put_string_until(&mut b, k.to_vec(), v, at),
             KeyExpiry::Never | KeyExpiry::Absent => space.put(&mut b, k.to_vec(), v),
         }
         space.write(b)
@@ -130,7 +130,12 @@ impl Values<'_> {
             }
         };
         match space.get_with(k, cut) {
-            Ok(found) => Reply::Bulk(found.unwrap_or_default()),
+            Ok(Some(found)) => Reply::Bulk(found),
+            Ok(None) => match Values::is_filter(&space, k) {
+                Ok(true) => super::rmw_view::wrong_type(),
+                Ok(false) => Reply::Bulk(Vec::new()),
+                Err(e) => e,
+            },
             Err(e) => e,
         }
     }
@@ -164,10 +169,14 @@ impl Values<'_> {
             let source = self.db.space(self.index)?;
             let _w = self.writes.exclusive();
             let Some((value, expiry)) = Self::read(&source, from)? else {
+                if Values::is_filter(&source, from)? {
+                    return Ok(Reply::err("COPY of a Bloom filter is not supported"));
+                }
                 return Ok(Reply::Int(0));
             };
             let dest = self.db.space_for_write(db)?;
-            if !replace && dest.get_with(to, |_| ())?.is_some() {
+            let taken = dest.get_with(to, |_| ())?.is_some() || Values::is_filter(&dest, to)?;
+            if !replace && taken {
                 return Ok(Reply::Int(0));
             }
             Self::write_keeping(&dest, to, value, expiry)?;

@@ -19,10 +19,12 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use lsm_bloom::KeyExpiry;
 
+use super::bloom;
 use super::changes::set_change;
 use super::expire;
 use super::resp::{Out, Proto, Reply};
 use super::rmw::{set_writes, Change, Cond, SetExpiry};
+use super::rmw_view::wrong_type;
 use super::store::{Space, Store, StoreResult};
 
 /// Orders conditional writes against all others (see the module docs), and combines
@@ -116,7 +118,10 @@ impl Values<'_> {
         out: &mut impl Out,
         proto: Proto,
     ) -> std::io::Result<bool> {
-        if self.run_expiry(cmd, rest, out, proto) || self.run_strings(cmd, rest, out, proto) {
+        if self.run_expiry(cmd, rest, out, proto)
+            || self.run_strings(cmd, rest, out, proto)
+            || self.run_bloom(cmd, rest, out, proto)
+        {
             return Ok(true);
         }
         match (cmd, rest) {
@@ -127,7 +132,8 @@ impl Values<'_> {
                     return Ok(true);
                 };
                 let reply = match space.get_with(k, <[u8]>::len) {
-                    Ok(len) => Reply::Int(len.unwrap_or(0) as i64),
+                    Ok(Some(len)) => Reply::Int(len as i64),
+                    Ok(None) => or_filter(&space, k, Reply::Int(0), wrong_type()),
                     Err(e) => db_err(e),
                 };
                 out.reply(&reply, proto);
@@ -136,10 +142,10 @@ impl Values<'_> {
                 let Some(space) = self.space(out, proto) else {
                     return Ok(true);
                 };
+                let name = |n: &str| Reply::Simple(n.into());
                 let reply = match space.get_with(k, |_| ()) {
-                    Ok(found) => {
-                        Reply::Simple(if found.is_some() { "string" } else { "none" }.into())
-                    }
+                    Ok(Some(())) => name("string"),
+                    Ok(None) => or_filter(&space, k, name("none"), name(bloom::TYPE_NAME)),
                     Err(e) => db_err(e),
                 };
                 out.reply(&reply, proto);
@@ -192,7 +198,7 @@ impl Values<'_> {
         match space.get_with(k, |v| out.bulk(v)) {
             Ok(Some(_)) => {} // put in `out`, or refused (`out` knows)
             Ok(None) => {
-                out.reply(&Reply::Null, proto);
+                out.reply(&or_filter(&space, k, Reply::Null, wrong_type()), proto);
             }
             Err(e) => {
                 out.reply(&db_err(e), proto);
@@ -216,7 +222,7 @@ impl Values<'_> {
         match space.get_with(k, |v| out.bulk(v)) {
             Ok(Some(true)) => {
                 let mut b = space.batch();
-                space.delete(&mut b, k.to_vec());
+                space.delete_string(&mut b, k.to_vec());
                 if let Err(e) = space.write(b) {
                     out.undo(mark);
                     out.reply(&db_err(e), proto);
@@ -224,7 +230,7 @@ impl Values<'_> {
             }
             Ok(Some(false)) => {} // refused: nothing deleted
             Ok(None) => {
-                out.reply(&Reply::Null, proto);
+                out.reply(&or_filter(&space, k, Reply::Null, wrong_type()), proto);
             }
             Err(e) => {
                 out.reply(&db_err(e), proto);
@@ -293,7 +299,7 @@ impl Values<'_> {
         let conditional = cond != Cond::Always || *get || keep;
         // Decided as a change (`rmw.rs`), but a single server's SET … GET: that one puts the
         // old value into `out` straight from the store, below.
-        if conditional && (!*get || self.changes_are_calls()) {
+        if conditional && (!*get || self.changes_are_calls() || self.has_filters()) {
             out.reply(&self.run_change(change), proto);
             return;
         }
@@ -336,8 +342,8 @@ impl Values<'_> {
             let now = expire::now_ms().max(0) as u64;
             match kept {
                 Ok(None) => space.put(&mut batch, k.to_vec(), v),
-                Ok(Some(at)) if at <= now => space.delete(&mut batch, k.to_vec()),
-                Ok(Some(at)) => space.put_until(&mut batch, k.to_vec(), v, at),
+                Ok(Some(at)) if at <= now => space.delete_string(&mut batch, k.to_vec()),
+                Ok(Some(at)) => space.put_string_until(&mut batch, k.to_vec(), v, at),
                 Err(e) => {
                     out.undo(mark);
                     out.reply(&db_err(e), proto);
@@ -377,7 +383,13 @@ impl Values<'_> {
         for k in keys {
             match space.get_with(k, |_| ()) {
                 Ok(Some(())) => count += 1,
-                Ok(None) => {}
+                Ok(None) => match Values::is_filter(&space, k) {
+                    Ok(found) => count += i64::from(found),
+                    Err(e) => {
+                        out.reply(&db_err(e), proto);
+                        return;
+                    }
+                },
                 Err(e) => {
                     out.reply(&db_err(e), proto);
                     return;
@@ -435,6 +447,9 @@ impl Values<'_> {
             let from = self.db.space(self.index)?;
             let _w = self.writes.exclusive();
             let Some(value) = from.get_with(k, <[u8]>::to_vec)? else {
+                if Values::is_filter(&from, k)? {
+                    return Err(Reply::err("MOVE of a Bloom filter is not supported"));
+                }
                 return Ok(false);
             };
             // The key keeps its expiry, as in Redis.
@@ -445,14 +460,35 @@ impl Values<'_> {
             }
             let mut b = dest.batch();
             match expiry {
-                KeyExpiry::At(at) => dest.put_until(&mut b, k.to_vec(), value, at),
+                KeyExpiry::At(at) => dest.put_string_until(&mut b, k.to_vec(), value, at),
                 KeyExpiry::Absent | KeyExpiry::Never => dest.put(&mut b, k.to_vec(), value),
             }
-            from.delete(&mut b, k.to_vec());
+            from.delete_string(&mut b, k.to_vec());
             dest.write(b)?;
             Ok(true)
         };
         moved().map_or_else(db_err, |m| Reply::Int(i64::from(m)))
+    }
+}
+
+/// `absent`, or `filter` if `key`, not a string in `space`, names a filter there.
+fn or_filter(space: &Space<'_>, key: &[u8], absent: Reply, filter: Reply) -> Reply {
+    match Values::is_filter(space, key) {
+        Ok(true) => filter,
+        Ok(false) => absent,
+        Err(e) => e,
+    }
+}
+
+impl Values<'_> {
+    /// Whether the session's database holds (or held) filters on a single server, where
+    /// its string commands then run as changes, which know a filter's name (in a cluster
+    /// they always do).
+    pub fn has_filters(&self) -> bool {
+        match self.db.space(self.index) {
+            Ok(space) => !matches!(space.filters(false), Ok(Space::Unmade)),
+            Err(_) => false,
+        }
     }
 }
 

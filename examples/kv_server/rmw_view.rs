@@ -1,0 +1,212 @@
+//! What a change (`rmw.rs`) sees of one database: its string values and its Bloom filter
+//! keys (`bloom.rs`), each in a place of its own, and the rules that make the two one set of
+//! keys with a type each.
+//!
+//! A key is a string if the values place holds it, else a Bloom filter if the filters place
+//! holds its header (`bloom::header_key`), else absent. A plain `SET` or `MSET` writes the
+//! values place without looking (they stay as fast as before filters existed), so a filter's
+//! header may lie under a string of the same name: it is dead, never read while the string
+//! lives, and every change that removes or expires a string removes it too (`put`, `delete`,
+//! and `Space::put_until` / `Space::delete` for the writes that bypass changes).
+
+use std::collections::HashMap;
+
+use lsm_bloom::KeyExpiry;
+
+use super::bloom::header_key;
+use super::resp::Reply;
+use super::store::{Space, StoreResult};
+
+/// A live value and its expiry (ms since the epoch; `None`: never), or absent.
+pub type Found = Option<(Vec<u8>, Option<u64>)>;
+
+/// A key wherever it lives: its place and what it holds there (a filter's header), or
+/// absent.
+pub type Located = Option<(Place, Vec<u8>, Option<u64>)>;
+
+/// Where a change reads and writes in its database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Place {
+    /// String values, under their keys.
+    Values,
+    /// Bloom filter keys: headers, items and the generation counter (`bloom.rs`).
+    Filters,
+}
+
+/// Redis's answer to a command on a key of another type.
+pub fn wrong_type() -> Reply {
+    Reply::Error("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+}
+
+/// Where a change reads and writes one database; its reads see its writes.
+pub trait Rmw {
+    /// `key`'s value and expiry in `place`, if it is live there.
+    fn read(&mut self, place: Place, key: &[u8]) -> StoreResult<Found>;
+    /// Whether `key` is live in `place` (no value copied where the store allows).
+    fn contains(&mut self, place: Place, key: &[u8]) -> StoreResult<bool>;
+    /// Sets `key` in `place` to a value and expiry, or deletes it (`None`).
+    fn write(&mut self, place: Place, key: &[u8], to: Found) -> StoreResult<()>;
+    /// The time the change is decided at, in ms since the epoch.
+    fn now_ms(&self) -> u64;
+
+    /// The string `key`'s value and expiry, if it is live; `WRONGTYPE` for a filter.
+    fn get(&mut self, key: &[u8]) -> StoreResult<Found> {
+        match self.read(Place::Values, key)? {
+            Some(found) => Ok(Some(found)),
+            None if self.contains(Place::Filters, &header_key(key))? => Err(wrong_type()),
+            None => Ok(None),
+        }
+    }
+
+    /// `key` wherever it lives: the place and what it holds there (a filter's header).
+    fn locate(&mut self, key: &[u8]) -> StoreResult<Located> {
+        if let Some((v, e)) = self.read(Place::Values, key)? {
+            return Ok(Some((Place::Values, v, e)));
+        }
+        Ok(self
+            .read(Place::Filters, &header_key(key))?
+            .map(|(v, e)| (Place::Filters, v, e)))
+    }
+
+    /// Whether `key` is live, of any type.
+    fn exists(&mut self, key: &[u8]) -> StoreResult<bool> {
+        Ok(
+            self.contains(Place::Values, key)?
+                || self.contains(Place::Filters, &header_key(key))?,
+        )
+    }
+
+    /// Sets the string `key` to `value` until `expires` (`None`: never), replacing a filter
+    /// of that name.
+    fn put(&mut self, key: &[u8], value: Vec<u8>, expires: Option<u64>) -> StoreResult<()> {
+        self.drop_filter(key)?;
+        self.write(Place::Values, key, Some((value, expires)))
+    }
+
+    /// Writes what `locate` found back to its place (`key` as the command names it).
+    fn put_at(
+        &mut self,
+        place: Place,
+        key: &[u8],
+        value: Vec<u8>,
+        expires: Option<u64>,
+    ) -> StoreResult<()> {
+        match place {
+            Place::Values => self.put(key, value, expires),
+            Place::Filters => self.write(Place::Filters, &header_key(key), Some((value, expires))),
+        }
+    }
+
+    /// Removes `key`, of any type (a filter's items stay behind, unreachable: `bloom.rs`).
+    fn delete(&mut self, key: &[u8]) -> StoreResult<()> {
+        self.drop_filter(key)?;
+        self.write(Place::Values, key, None)
+    }
+
+    /// Removes the filter named `key`, if there is one.
+    fn drop_filter(&mut self, key: &[u8]) -> StoreResult<()> {
+        let h = header_key(key);
+        if self.contains(Place::Filters, &h)? {
+            self.write(Place::Filters, &h, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// A change's view of one database of the local store (or, as the negative control of the
+/// cluster tests, a cluster node's own reads): reads now, writes batched until `finish`.
+pub struct SpaceRmw<'s, 'a> {
+    space: &'s Space<'a>,
+    /// The database's filters keyspace as it was when the change began (`Unmade`: none).
+    filters: Space<'a>,
+    now: u64,
+    /// What the change wrote, for its later reads and then the batch: each key's last value
+    /// and expiry, or deleted.
+    written: [HashMap<Vec<u8>, Found>; 2],
+}
+
+impl Place {
+    fn index(self) -> usize {
+        match self {
+            Place::Values => 0,
+            Place::Filters => 1,
+        }
+    }
+}
+
+impl<'s, 'a> SpaceRmw<'s, 'a> {
+    pub fn new(space: &'s Space<'a>, now: u64) -> StoreResult<Self> {
+        Ok(SpaceRmw {
+            space,
+            filters: space.filters(false)?,
+            now,
+            written: [HashMap::new(), HashMap::new()],
+        })
+    }
+
+    fn space(&self, place: Place) -> &Space<'a> {
+        match place {
+            Place::Values => self.space,
+            Place::Filters => &self.filters,
+        }
+    }
+
+    /// Writes the change's writes as one batch, if it made any (the filters keyspace made
+    /// if a filter is written and the database has none).
+    pub fn finish(mut self) -> StoreResult<()> {
+        if self.written.iter().all(HashMap::is_empty) {
+            return Ok(());
+        }
+        let writes_filters = self.written[Place::Filters.index()]
+            .values()
+            .any(Option::is_some);
+        if writes_filters && matches!(self.filters, Space::Unmade) {
+            self.filters = self.space.filters(true)?;
+        }
+        let mut batch = self.space.batch();
+        let written = std::mem::take(&mut self.written);
+        for (place, writes) in [Place::Values, Place::Filters].into_iter().zip(written) {
+            let space = self.space(place);
+            for (key, w) in writes {
+                match w {
+                    None => space.delete(&mut batch, key),
+                    Some((value, None)) => space.put(&mut batch, key, value),
+                    Some((value, Some(at))) => space.put_until(&mut batch, key, value, at),
+                }
+            }
+        }
+        self.space.write(batch)
+    }
+}
+
+impl Rmw for SpaceRmw<'_, '_> {
+    fn read(&mut self, place: Place, key: &[u8]) -> StoreResult<Found> {
+        if let Some(w) = self.written[place.index()].get(key) {
+            return Ok(w.clone());
+        }
+        let space = self.space(place);
+        Ok(super::values::Values::read(space, key)?.map(|(v, e)| {
+            let at = match e {
+                KeyExpiry::At(at) => Some(at),
+                KeyExpiry::Never | KeyExpiry::Absent => None,
+            };
+            (v, at)
+        }))
+    }
+
+    fn contains(&mut self, place: Place, key: &[u8]) -> StoreResult<bool> {
+        if let Some(w) = self.written[place.index()].get(key) {
+            return Ok(w.is_some());
+        }
+        Ok(self.space(place).get_with(key, |_| ())?.is_some())
+    }
+
+    fn write(&mut self, place: Place, key: &[u8], to: Found) -> StoreResult<()> {
+        self.written[place.index()].insert(key.to_vec(), to);
+        Ok(())
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.now
+    }
+}
