@@ -1,0 +1,499 @@
+//! kv_server's RedisBloom commands (`examples/kv_server/bloom.rs`):
+//! - a model test: a random stream of BF.RESERVE, BF.ADD, BF.MADD, BF.INSERT, BF.EXISTS,
+//!   BF.MEXISTS, BF.CARD with SET, DEL, TYPE, EXISTS, GET, RENAME and EXPIRE among them, each
+//!   reply equal byte for byte to what a set per filter answers; the server restarted half
+//!   way loses nothing;
+//! - errors and replies (RESP2 and RESP3) byte for byte as RedisBloom gives them;
+//! - a cluster (feature `replication`): two clients on two nodes `BF.MADD` the same items at
+//!   once, and each item is answered "newly added" exactly once.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::kv::*;
+use common::Rng;
+
+/// A filter of the model: its items, and its capacity if it does not scale.
+#[derive(Default)]
+struct Model {
+    items: BTreeSet<String>,
+    fixed: Option<usize>,
+}
+
+enum Key {
+    String,
+    Filter(Model),
+}
+
+fn int(n: i64) -> Vec<u8> {
+    format!(":{n}\r\n").into_bytes()
+}
+
+fn array(items: &[Vec<u8>]) -> Vec<u8> {
+    let mut r = format!("*{}\r\n", items.len()).into_bytes();
+    items.iter().for_each(|i| r.extend_from_slice(i));
+    r
+}
+
+const WRONGTYPE: &[u8] = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+const FULL: &[u8] = b"-ERR non scaling filter is full\r\n";
+
+/// Adds `items` to the model's filter `k` (made as `make` says if absent): the reply.
+fn add(
+    keys: &mut BTreeMap<String, Key>,
+    k: &str,
+    items: &[String],
+    make: Option<Option<usize>>,
+    many: bool,
+) -> Vec<u8> {
+    if matches!(keys.get(k), Some(Key::String)) {
+        return WRONGTYPE.to_vec();
+    }
+    if !keys.contains_key(k) {
+        match make {
+            None => return b"-ERR not found\r\n".to_vec(),
+            Some(fixed) => {
+                keys.insert(
+                    k.into(),
+                    Key::Filter(Model {
+                        items: BTreeSet::new(),
+                        fixed,
+                    }),
+                );
+            }
+        }
+    }
+    let Some(Key::Filter(m)) = keys.get_mut(k) else {
+        unreachable!()
+    };
+    let mut answers = Vec::new();
+    for item in items {
+        if m.items.contains(item) {
+            answers.push(int(0));
+        } else if m.fixed.is_some_and(|cap| m.items.len() >= cap) {
+            answers.push(FULL.to_vec());
+            break;
+        } else {
+            m.items.insert(item.clone());
+            answers.push(int(1));
+        }
+    }
+    match many {
+        true => array(&answers),
+        false => answers.pop().unwrap(),
+    }
+}
+
+/// One random command and the model's reply to it.
+fn step(rng: &mut Rng, keys: &mut BTreeMap<String, Key>) -> (Vec<String>, Vec<u8>) {
+    let k = format!("f{}", rng.below(6));
+    let item = |rng: &mut Rng| format!("i{}", rng.below(24));
+    let items =
+        |rng: &mut Rng| -> Vec<String> { (0..1 + rng.below(5)).map(|_| item(rng)).collect() };
+    let cmd = |parts: &[&str], rest: &[String]| -> Vec<String> {
+        parts
+            .iter()
+            .map(|s| s.to_string())
+            .chain(rest.iter().cloned())
+            .collect()
+    };
+    match rng.below(14) {
+        0 => {
+            let i = item(rng);
+            let r = add(keys, &k, std::slice::from_ref(&i), Some(None), false);
+            (cmd(&["BF.ADD", &k], &[i]), r)
+        }
+        1 | 2 => {
+            let is = items(rng);
+            let r = add(keys, &k, &is, Some(None), true);
+            (cmd(&["BF.MADD", &k], &is), r)
+        }
+        3 => {
+            let is = items(rng);
+            let (opts, make): (Vec<&str>, _) = match rng.below(3) {
+                0 => (vec!["NOCREATE"], None),
+                1 => (vec!["CAPACITY", "3", "NONSCALING"], Some(Some(3))),
+                _ => (vec!["ERROR", "0.001"], Some(None)),
+            };
+            let r = add(keys, &k, &is, make, true);
+            let mut c = cmd(&["BF.INSERT", &k], &[]);
+            c.extend(opts.iter().map(|s| s.to_string()));
+            c.push("ITEMS".into());
+            c.extend(is);
+            (c, r)
+        }
+        4 => {
+            let r = match keys.get(&k) {
+                Some(Key::String) => WRONGTYPE.to_vec(),
+                Some(Key::Filter(_)) => b"-ERR item exists\r\n".to_vec(),
+                None => {
+                    keys.insert(
+                        k.clone(),
+                        Key::Filter(Model {
+                            items: BTreeSet::new(),
+                            fixed: Some(2),
+                        }),
+                    );
+                    b"+OK\r\n".to_vec()
+                }
+            };
+            (cmd(&["BF.RESERVE", &k, "0.01", "2", "NONSCALING"], &[]), r)
+        }
+        5 | 6 => {
+            let is = items(rng);
+            let answers: Vec<Vec<u8>> = is
+                .iter()
+                .map(|i| {
+                    int(i64::from(
+                        matches!(keys.get(&k), Some(Key::Filter(m)) if m.items.contains(i)),
+                    ))
+                })
+                .collect();
+            (cmd(&["BF.MEXISTS", &k], &is), array(&answers))
+        }
+        7 => {
+            let i = item(rng);
+            let hit = matches!(keys.get(&k), Some(Key::Filter(m)) if m.items.contains(&i));
+            (cmd(&["BF.EXISTS", &k], &[i]), int(i64::from(hit)))
+        }
+        8 => {
+            let r = match keys.get(&k) {
+                Some(Key::String) => WRONGTYPE.to_vec(),
+                Some(Key::Filter(m)) => int(m.items.len() as i64),
+                None => int(0),
+            };
+            (cmd(&["BF.CARD", &k], &[]), r)
+        }
+        9 => {
+            keys.insert(k.clone(), Key::String);
+            (cmd(&["SET", &k, "v"], &[]), b"+OK\r\n".to_vec())
+        }
+        10 => {
+            let r = int(i64::from(keys.remove(&k).is_some()));
+            (cmd(&["DEL", &k], &[]), r)
+        }
+        11 => {
+            let r: &[u8] = match keys.get(&k) {
+                Some(Key::String) => b"+string\r\n",
+                Some(Key::Filter(_)) => b"+MBbloom--\r\n",
+                None => b"+none\r\n",
+            };
+            (cmd(&["TYPE", &k], &[]), r.to_vec())
+        }
+        12 => {
+            let r = match keys.get(&k) {
+                Some(Key::String) => b"$1\r\nv\r\n".to_vec(),
+                Some(Key::Filter(_)) => WRONGTYPE.to_vec(),
+                None => b"$-1\r\n".to_vec(),
+            };
+            (cmd(&["GET", &k], &[]), r)
+        }
+        _ => {
+            let to = format!("f{}", rng.below(6));
+            let r = match keys.remove(&k) {
+                None => b"-ERR no such key\r\n".to_vec(),
+                Some(v) => {
+                    keys.insert(to.clone(), v);
+                    b"+OK\r\n".to_vec()
+                }
+            };
+            (cmd(&["RENAME", &k, &to], &[]), r)
+        }
+    }
+}
+
+fn send(s: &mut std::net::TcpStream, args: &[String]) -> Vec<u8> {
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    call(s, &args)
+}
+
+#[test]
+fn bf_commands_answer_as_a_set_per_filter_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut server = start(dir.path(), port);
+    let mut rng = Rng::new(59);
+    let mut keys = BTreeMap::new();
+    let steps = common::scaled(6000, 2000);
+    let mut s = connect(port);
+    for n in 0..steps {
+        if n == steps / 2 {
+            drop(s);
+            stop(server);
+            server = start(dir.path(), port);
+            s = connect(port);
+        }
+        let (args, want) = step(&mut rng, &mut keys);
+        let got = send(&mut s, &args);
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+            "step {n}: {args:?}"
+        );
+    }
+    // DBSIZE-free check of every key's type and every filter's items after the run.
+    for (k, v) in &keys {
+        let t = send(&mut s, &["TYPE".into(), k.clone()]);
+        match v {
+            Key::String => assert_eq!(t, b"+string\r\n"),
+            Key::Filter(m) => {
+                assert_eq!(t, b"+MBbloom--\r\n");
+                let card = send(&mut s, &["BF.CARD".into(), k.clone()]);
+                assert_eq!(card, int(m.items.len() as i64), "{k}");
+            }
+        }
+    }
+    stop(server);
+}
+
+/// The whole reply to `args`, whatever its shape (a RESP3 map too): read through to the
+/// answer of a PING sent after it.
+fn whole(s: &mut std::net::TcpStream, args: &[&[u8]]) -> Vec<u8> {
+    use std::io::{Read, Write};
+    s.write_all(&command(args)).unwrap();
+    s.write_all(&command(&[b"PING"])).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.ends_with(b"+PONG\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed");
+        got.extend_from_slice(&buf[..n]);
+    }
+    got.truncate(got.len() - 7);
+    got
+}
+
+#[test]
+fn bf_replies_and_errors_are_redisblooms() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(dir.path(), port);
+    let mut s = connect(port);
+    let cases: &[(&[&str], &[u8])] = &[
+        (&["BF.RESERVE", "r", "x", "10"], b"-ERR bad error rate\r\n"),
+        (
+            &["BF.RESERVE", "r", "1", "10"],
+            b"-ERR error rate must be in the range (0.000000, 1.000000)\r\n",
+        ),
+        (&["BF.RESERVE", "r", "0.1", "x"], b"-ERR bad capacity\r\n"),
+        (
+            &["BF.RESERVE", "r", "0.1", "0"],
+            b"-ERR capacity must be in the range [1, 1073741824]\r\n",
+        ),
+        (
+            &["BF.RESERVE", "r", "0.1", "1073741825"],
+            b"-ERR capacity must be in the range [1, 1073741824]\r\n",
+        ),
+        (
+            &["BF.RESERVE", "r", "0.1", "10", "EXPANSION"],
+            b"-ERR no expansion\r\n",
+        ),
+        (
+            &["BF.RESERVE", "r", "0.1", "10", "EXPANSION", "x"],
+            b"-ERR bad expansion\r\n",
+        ),
+        (
+            &["BF.RESERVE", "r", "0.1", "10", "EXPANSION", "32769"],
+            b"-ERR expansion must be in the range [0, 32768]\r\n",
+        ),
+        (
+            &[
+                "BF.RESERVE",
+                "r",
+                "0.1",
+                "10",
+                "NONSCALING",
+                "EXPANSION",
+                "2",
+            ],
+            b"-Nonscaling filters cannot expand\r\n",
+        ),
+        (
+            &["BF.RESERVE", "r"],
+            b"-ERR wrong number of arguments for 'bf.reserve' command\r\n",
+        ),
+        (&["EXISTS", "r"], b":0\r\n"),
+        (
+            &["BF.RESERVE", "r", "0.1", "10", "EXPANSION", "0"],
+            b"+OK\r\n",
+        ),
+        (&["BF.RESERVE", "r", "0.1", "10"], b"-ERR item exists\r\n"),
+        (&["BF.INFO", "r", "EXPANSION"], b"*1\r\n$-1\r\n"),
+        (&["BF.INFO", "r", "CAPACITY"], b"*1\r\n:10\r\n"),
+        (
+            &["BF.INFO", "r", "BOGUS"],
+            b"-Invalid information value\r\n",
+        ),
+        (&["BF.INFO", "nope"], b"-ERR not found\r\n"),
+        (&["BF.CARD", "nope"], b":0\r\n"),
+        (&["BF.EXISTS", "nope", "a"], b":0\r\n"),
+        (
+            &["BF.INSERT", "i", "NOCREATE", "ITEMS", "a"],
+            b"-ERR not found\r\n",
+        ),
+        (
+            &["BF.INSERT", "i", "CAPACITY", "0", "ITEMS", "a"],
+            b"-Bad capacity\r\n",
+        ),
+        (
+            &["BF.INSERT", "i", "ERROR", "2", "ITEMS", "a"],
+            b"-Bad error rate\r\n",
+        ),
+        (
+            &["BF.INSERT", "i", "EXPANSION", "x", "ITEMS", "a"],
+            b"-Bad expansion\r\n",
+        ),
+        (
+            &["BF.INSERT", "i", "WAT", "ITEMS", "a"],
+            b"-Unknown argument received\r\n",
+        ),
+        (
+            &["BF.INSERT", "i", "CAPACITY", "10"],
+            b"-ERR wrong number of arguments for 'bf.insert' command\r\n",
+        ),
+        (
+            &[
+                "BF.INSERT",
+                "i",
+                "CAPACITY",
+                "2",
+                "NONSCALING",
+                "ITEMS",
+                "a",
+                "b",
+                "a",
+                "c",
+                "d",
+            ],
+            b"*4\r\n:1\r\n:1\r\n:0\r\n-ERR non scaling filter is full\r\n",
+        ),
+        (&["BF.CARD", "i"], b":2\r\n"),
+        (
+            &["BF.ADD", "i", "c"],
+            b"-ERR non scaling filter is full\r\n",
+        ),
+        (&["BF.ADD", "i", "a"], b":0\r\n"),
+        (&["SET", "s", "1"], b"+OK\r\n"),
+        (&["BF.ADD", "s", "a"], WRONGTYPE),
+        (&["BF.INFO", "s"], WRONGTYPE),
+        (&["BF.EXISTS", "s", "a"], b":0\r\n"),
+        (&["INCR", "i"], WRONGTYPE),
+        (&["APPEND", "i", "x"], WRONGTYPE),
+        (&["STRLEN", "i"], WRONGTYPE),
+        (&["SETNX", "i", "x"], b":0\r\n"),
+        (&["EXPIRE", "i", "100"], b":1\r\n"),
+        (&["TTL", "i"], b":100\r\n"),
+        (&["PERSIST", "i"], b":1\r\n"),
+        (&["TTL", "i"], b":-1\r\n"),
+        (&["SET", "i", "now a string"], b"+OK\r\n"),
+        (&["TYPE", "i"], b"+string\r\n"),
+        (&["DEL", "i"], b":1\r\n"),
+        (&["TYPE", "i"], b"+none\r\n"),
+        (&["BF.ADD", "i", "a"], b":1\r\n"),
+        (&["BF.CARD", "i"], b":1\r\n"),
+    ];
+    for (args, want) in cases {
+        let got = call(
+            &mut s,
+            args.iter()
+                .map(|a| a.as_bytes())
+                .collect::<Vec<_>>()
+                .as_slice(),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "{args:?}"
+        );
+    }
+    // RESP3: booleans, and BF.INFO as a map.
+    assert_eq!(whole(&mut s, &[b"HELLO", b"3"])[0], b'%');
+    assert_eq!(call(&mut s, &[b"BF.ADD", b"i", b"z"]), b"#t\r\n");
+    assert_eq!(
+        call(&mut s, &[b"BF.MEXISTS", b"i", b"z", b"y"]),
+        b"*2\r\n#t\r\n#f\r\n"
+    );
+    let info = whole(&mut s, &[b"BF.INFO", b"i"]);
+    assert!(
+        info.starts_with(b"%5\r\n+Capacity\r\n:100\r\n+Size\r\n:"),
+        "{}",
+        String::from_utf8_lossy(&info)
+    );
+    stop(server);
+}
+
+#[cfg(feature = "replication")]
+#[test]
+fn concurrent_adds_on_two_nodes_answer_newly_added_once() {
+    use common::cluster::Cluster;
+    let root = tempfile::tempdir().unwrap();
+    let c = Cluster::new(root.path());
+    for i in 0..3 {
+        c.start(i, i == 0);
+    }
+    c.wait_for_leader();
+    let ports = c.ports();
+    let n = common::scaled(10_000, 2_000);
+    let items: Vec<String> = (0..n).map(|i| format!("url:{i}")).collect();
+    let added: Vec<Vec<i64>> = std::thread::scope(|s| {
+        let clients: Vec<_> = [1usize, 2]
+            .into_iter()
+            .map(|node| {
+                let items = &items;
+                let ports = &ports;
+                s.spawn(move || {
+                    let port = ports[node];
+                    let mut conn = None;
+                    let mut got = vec![0i64; items.len()];
+                    // The two clients walk the items in opposite orders, 100 at a time.
+                    let mut order: Vec<usize> = (0..items.len()).collect();
+                    if node == 2 {
+                        order.reverse();
+                    }
+                    for chunk in order.chunks(100) {
+                        let mut args: Vec<&[u8]> = vec![b"BF.MADD", b"crawled"];
+                        args.extend(chunk.iter().map(|&i| items[i].as_bytes()));
+                        // Until the cluster takes writes (an error before its first leader).
+                        let wait = std::time::Duration::from_secs(10);
+                        let r = loop {
+                            match try_call(port, &mut conn, &args, wait) {
+                                Ok(r) if r.starts_with(b"*") => break r,
+                                _ => std::thread::sleep(std::time::Duration::from_millis(50)),
+                            }
+                        };
+                        let text = String::from_utf8_lossy(&r).into_owned();
+                        let answers: Vec<i64> = text
+                            .split("\r\n")
+                            .skip(1)
+                            .filter(|l| !l.is_empty())
+                            .map(|l| l.trim_start_matches(':').parse().unwrap())
+                            .collect();
+                        assert_eq!(answers.len(), chunk.len(), "{text}");
+                        for (&i, a) in chunk.iter().zip(answers) {
+                            got[i] = a;
+                        }
+                    }
+                    got
+                })
+            })
+            .collect();
+        clients.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, (a, b)) in added[0].iter().zip(&added[1]).enumerate() {
+        assert_eq!(a + b, 1, "item {i} answered newly added {a} + {b} times");
+    }
+    // Every node answers the whole set, and nothing else.
+    for port in &ports {
+        let mut conn = connect(*port);
+        assert_eq!(call(&mut conn, &[b"BF.CARD", b"crawled"]), int(n as i64));
+        assert_eq!(
+            call(&mut conn, &[b"BF.EXISTS", b"crawled", b"url:0"]),
+            b":1\r\n"
+        );
+        assert_eq!(
+            call(&mut conn, &[b"BF.EXISTS", b"crawled", b"nope"]),
+            b":0\r\n"
+        );
+    }
+}
