@@ -497,3 +497,51 @@ fn concurrent_adds_on_two_nodes_answer_newly_added_once() {
         );
     }
 }
+
+/// Deleting a filter deletes its items too (a range delete of its generation), and SET over
+/// one and FLUSHDB leave none behind; a renamed or moved filter keeps its items. Counted in
+/// the store itself once the server has stopped.
+#[test]
+fn removed_filters_leave_no_items_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(dir.path(), port);
+    let mut s = connect(port);
+    assert_eq!(call(&mut s, &[b"SELECT", b"1"]), b"+OK\r\n");
+    let items: Vec<String> = (0..1000).map(|i| format!("item:{i}")).collect();
+    for k in ["big", "over", "moved"] {
+        let mut args: Vec<&[u8]> = vec![b"BF.MADD", k.as_bytes()];
+        args.extend(items.iter().map(|i| i.as_bytes()));
+        assert!(call(&mut s, &args).starts_with(b"*1000\r\n:1\r\n"));
+    }
+    assert_eq!(call(&mut s, &[b"BF.ADD", b"keep", b"x"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"DEL", b"big"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"SET", b"over", b"v", b"XX"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"RENAME", b"keep", b"kept"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"MOVE", b"moved", b"2"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"BF.EXISTS", b"kept", b"x"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"DBSIZE"]), b":2\r\n");
+    let scan = call(&mut s, &[b"SCAN", b"0", b"TYPE", b"MBbloom--"]);
+    assert!(
+        scan.ends_with(b"*1\r\n$4\r\nkept\r\n"),
+        "{}",
+        String::from_utf8_lossy(&scan)
+    );
+    assert_eq!(call(&mut s, &[b"SELECT", b"2"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"BF.CARD", b"moved"]), b":1000\r\n");
+    assert_eq!(
+        call(&mut s, &[b"BF.EXISTS", b"moved", b"item:999"]),
+        b":1\r\n"
+    );
+    assert_eq!(call(&mut s, &[b"BF.ADD", b"gone", b"x"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"FLUSHDB"]), b"+OK\r\n");
+    drop(s);
+    stop(server);
+    let db = lsm_bloom::Db::open(dir.path(), lsm_bloom::Options::default()).unwrap();
+    let mut items_left = 0;
+    for name in db.keyspace_names().iter().filter(|n| n.starts_with("bf.")) {
+        let ks = db.keyspace(name).unwrap();
+        items_left += ks.scan_prefix(b"i").unwrap().count();
+    }
+    assert_eq!(items_left, 1, "only kept's item is left");
+}

@@ -8,11 +8,11 @@
 //!   and its generation; the filter's expiry is the header's;
 //! - one empty value per item, under `item_key(generation, item)`.
 //!
-//! Items are keyed by generation, not by name: removing a filter removes its header only
-//! (DEL, FLUSHDB's drop aside, is one tombstone, not one per item), its items become
-//! unreachable, and a filter made later under the same name takes the next generation
-//! (`GENERATION_KEY`), so it starts empty. RENAME moves the header alone. The unreachable
-//! items stay on disk until the database is flushed.
+//! Items are keyed by generation, not by name: removing a filter removes its header and
+//! range-deletes its generation's items (two writes, whatever its size), and a filter made
+//! later under the same name takes the next generation (`GENERATION_KEY`), so it starts
+//! empty even where items were left behind: those of a filter that expired stay on disk,
+//! unreachable, until its database is flushed. RENAME moves the header alone.
 //!
 //! The changes (`BfChange`) run like every other read-modify-write (`rmw.rs`): on a single
 //! server under the exclusive write order, in a cluster as one call decided at apply, so
@@ -26,8 +26,8 @@ use super::store::StoreResult;
 
 /// `TYPE`'s answer for a filter, RedisBloom's type name.
 pub const TYPE_NAME: &str = "MBbloom--";
-/// Where the next generation number is kept, in the filters keyspace.
-const GENERATION_KEY: &[u8] = b"g";
+/// Where the last generation number given is kept, in the filters keyspace.
+pub const GENERATION_KEY: &[u8] = b"g";
 /// A header's bytes: version, error rate, capacity, expansion, items, item bytes,
 /// generation.
 const HEADER_LEN: usize = 1 + 8 + 8 + 4 + 8 + 8 + 8;
@@ -51,6 +51,16 @@ pub fn item_key(generation: u64, item: &[u8]) -> Vec<u8> {
     k.extend_from_slice(&generation.to_be_bytes());
     k.extend_from_slice(item);
     k
+}
+
+/// The keys of every item of the filter of generation `generation`: from, and up to
+/// (excluded).
+pub fn items_range(generation: u64) -> (Vec<u8>, Vec<u8>) {
+    let end = match generation.checked_add(1) {
+        Some(next) => item_key(next, b""),
+        None => b"j".to_vec(),
+    };
+    (item_key(generation, b""), end)
 }
 
 /// What a filter is made with (`BF.RESERVE`, `BF.INSERT`, or the defaults of `BF.ADD`).
@@ -181,15 +191,21 @@ fn filter_of(rmw: &mut dyn Rmw, key: &[u8]) -> StoreResult<Option<(Header, Optio
     }
 }
 
+/// The generation after the last one given (`GENERATION_KEY`'s value, if any).
+pub fn next_generation(last: Option<&[u8]>) -> StoreResult<u64> {
+    match last {
+        None => Ok(1),
+        Some(b) => match <[u8; 8]>::try_from(b) {
+            Ok(a) => Ok(u64::from_le_bytes(a).wrapping_add(1)),
+            Err(_) => Err(damaged("a damaged Bloom filter generation".into())),
+        },
+    }
+}
+
 /// A new filter's header: the next generation taken.
 fn made(rmw: &mut dyn Rmw, params: Params) -> StoreResult<Header> {
-    let generation = match rmw.read(Place::Filters, GENERATION_KEY)? {
-        None => 1,
-        Some((b, _)) => match <[u8; 8]>::try_from(b.as_slice()) {
-            Ok(a) => u64::from_le_bytes(a).wrapping_add(1),
-            Err(_) => return Err(damaged("a damaged Bloom filter generation".into())),
-        },
-    };
+    let last = rmw.read(Place::Filters, GENERATION_KEY)?;
+    let generation = next_generation(last.as_ref().map(|(b, _)| b.as_slice()))?;
     rmw.write(
         Place::Filters,
         GENERATION_KEY,

@@ -62,7 +62,10 @@ pub fn run(db: &Store, s: &mut Session, cmd: &str, args: &[Vec<u8>]) -> Option<R
             (Ok(a), Ok(b)) => done(db.swap(a, b)),
             (Err(e), _) | (_, Err(e)) => e,
         },
-        ("DBSIZE", []) => match db.space(s.db).and_then(|space| space.size()) {
+        ("DBSIZE", []) => match db
+            .space(s.db)
+            .and_then(|space| Ok(space.size()? + super::values::Values::filter_count(&space)?))
+        {
             Ok(n) => Reply::Int(i64::try_from(n).unwrap_or(i64::MAX)),
             Err(e) => e,
         },

@@ -162,6 +162,12 @@ impl Rmw for CallRmw<'_, '_> {
         }
     }
 
+    fn delete_range(&mut self, place: Place, start: &[u8], end: &[u8]) -> StoreResult<()> {
+        let keyspace = self.keyspace(place).to_string();
+        self.ctx.delete_range(&keyspace, start, end);
+        Ok(())
+    }
+
     fn now_ms(&self) -> u64 {
         self.ctx.now_millis()
     }

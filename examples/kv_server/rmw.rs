@@ -20,6 +20,8 @@ use super::strings::{format_float, not_an_integer, too_long, MAX_STRING};
 /// Keys and values, in order.
 pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
+use super::bloom::header_key;
+use super::rmw_view::Place;
 pub use super::rmw_view::{Rmw, SpaceRmw};
 
 /// What `SET` does when the key exists or not.
@@ -416,7 +418,11 @@ impl Change {
                 if nx && rmw.exists(&to)? {
                     return Ok(Reply::Int(0));
                 }
-                rmw.delete(&from)?;
+                match place {
+                    // The header moves; the items, keyed by its generation, stay.
+                    Place::Filters => rmw.write(Place::Filters, &header_key(&from), None)?,
+                    Place::Values => rmw.delete(&from)?,
+                }
                 rmw.delete(&to)?;
                 rmw.put_at(place, &to, value, expires)?;
                 if nx {

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use lsm_bloom::KeyExpiry;
 
-use super::bloom::header_key;
+use super::bloom::{header_key, items_range, Header};
 use super::resp::Reply;
 use super::store::{Space, StoreResult};
 
@@ -46,6 +46,8 @@ pub trait Rmw {
     fn contains(&mut self, place: Place, key: &[u8]) -> StoreResult<bool>;
     /// Sets `key` in `place` to a value and expiry, or deletes it (`None`).
     fn write(&mut self, place: Place, key: &[u8], to: Found) -> StoreResult<()>;
+    /// Deletes every key of `place` from `start` up to `end` (excluded).
+    fn delete_range(&mut self, place: Place, start: &[u8], end: &[u8]) -> StoreResult<()>;
     /// The time the change is decided at, in ms since the epoch.
     fn now_ms(&self) -> u64;
 
@@ -103,10 +105,15 @@ pub trait Rmw {
         self.write(Place::Values, key, None)
     }
 
-    /// Removes the filter named `key`, if there is one.
+    /// Removes the filter named `key`, if there is one: its header, and its items (a
+    /// damaged header goes alone).
     fn drop_filter(&mut self, key: &[u8]) -> StoreResult<()> {
         let h = header_key(key);
-        if self.contains(Place::Filters, &h)? {
+        if let Some((header, _)) = self.read(Place::Filters, &h)? {
+            if let Ok(header) = Header::decode(&header) {
+                let (start, end) = items_range(header.generation);
+                self.delete_range(Place::Filters, &start, &end)?;
+            }
             self.write(Place::Filters, &h, None)?;
         }
         Ok(())
@@ -123,6 +130,9 @@ pub struct SpaceRmw<'s, 'a> {
     /// What the change wrote, for its later reads and then the batch: each key's last value
     /// and expiry, or deleted.
     written: [HashMap<Vec<u8>, Found>; 2],
+    /// The ranges the change deleted, from and up to (excluded), by place: written before
+    /// its other writes (which `written` keeps only if made after the range's delete).
+    deleted: [Vec<(Vec<u8>, Vec<u8>)>; 2],
 }
 
 impl Place {
@@ -141,6 +151,7 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
             filters: space.filters(false)?,
             now,
             written: [HashMap::new(), HashMap::new()],
+            deleted: [Vec::new(), Vec::new()],
         })
     }
 
@@ -154,7 +165,7 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
     /// Writes the change's writes as one batch, if it made any (the filters keyspace made
     /// if a filter is written and the database has none).
     pub fn finish(mut self) -> StoreResult<()> {
-        if self.written.iter().all(HashMap::is_empty) {
+        if self.written.iter().all(HashMap::is_empty) && self.deleted.iter().all(Vec::is_empty) {
             return Ok(());
         }
         let writes_filters = self.written[Place::Filters.index()]
@@ -165,8 +176,16 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
         }
         let mut batch = self.space.batch();
         let written = std::mem::take(&mut self.written);
-        for (place, writes) in [Place::Values, Place::Filters].into_iter().zip(written) {
+        let deleted = std::mem::take(&mut self.deleted);
+        let places = [Place::Values, Place::Filters]
+            .into_iter()
+            .zip(written)
+            .zip(deleted);
+        for ((place, writes), ranges) in places {
             let space = self.space(place);
+            for (start, end) in ranges {
+                space.delete_range(&mut batch, start, end);
+            }
             for (key, w) in writes {
                 match w {
                     None => space.delete(&mut batch, key),
@@ -179,10 +198,23 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
     }
 }
 
+impl SpaceRmw<'_, '_> {
+    /// Whether a range the change deleted holds `key`.
+    fn in_deleted(&self, place: Place, key: &[u8]) -> bool {
+        let ranges = &self.deleted[place.index()];
+        ranges
+            .iter()
+            .any(|(s, e)| s.as_slice() <= key && key < e.as_slice())
+    }
+}
+
 impl Rmw for SpaceRmw<'_, '_> {
     fn read(&mut self, place: Place, key: &[u8]) -> StoreResult<Found> {
         if let Some(w) = self.written[place.index()].get(key) {
             return Ok(w.clone());
+        }
+        if self.in_deleted(place, key) {
+            return Ok(None);
         }
         let space = self.space(place);
         Ok(super::values::Values::read(space, key)?.map(|(v, e)| {
@@ -198,11 +230,21 @@ impl Rmw for SpaceRmw<'_, '_> {
         if let Some(w) = self.written[place.index()].get(key) {
             return Ok(w.is_some());
         }
+        if self.in_deleted(place, key) {
+            return Ok(false);
+        }
         Ok(self.space(place).get_with(key, |_| ())?.is_some())
     }
 
     fn write(&mut self, place: Place, key: &[u8], to: Found) -> StoreResult<()> {
         self.written[place.index()].insert(key.to_vec(), to);
+        Ok(())
+    }
+
+    fn delete_range(&mut self, place: Place, start: &[u8], end: &[u8]) -> StoreResult<()> {
+        let inside = |k: &[u8]| start <= k && k < end;
+        self.written[place.index()].retain(|k, _| !inside(k));
+        self.deleted[place.index()].push((start.to_vec(), end.to_vec()));
         Ok(())
     }
 

@@ -23,7 +23,8 @@ use std::collections::{HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Mutex;
 
-use super::store::Space;
+use super::bloom::{header_key, TYPE_NAME};
+use super::store::{Space, StoreIter};
 use lsm_bloom::prefix::prefix_end;
 
 use super::resp::{Out, Reply};
@@ -222,7 +223,7 @@ pub fn scan(db: &Space<'_>, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl 
     };
     let mut glob = None;
     let mut count = 10u64;
-    let mut only_strings = true;
+    let mut only = Only::All;
     let mut opts = args[1..].chunks(2);
     for pair in &mut opts {
         let [name, value] = pair else {
@@ -248,7 +249,9 @@ pub fn scan(db: &Space<'_>, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl 
                 Some(_) => return Reply::err("syntax error: COUNT must be at least 1"),
                 None => return Reply::err("value is not an integer or out of range"),
             },
-            b"TYPE" => only_strings = value.eq_ignore_ascii_case(b"string"),
+            b"TYPE" if value.eq_ignore_ascii_case(b"string") => only = Only::Strings,
+            b"TYPE" if value.eq_ignore_ascii_case(TYPE_NAME.as_bytes()) => only = Only::Filters,
+            b"TYPE" => only = Only::Nothing,
             _ => return Reply::err("syntax error"),
         }
     }
@@ -267,7 +270,7 @@ pub fn scan(db: &Space<'_>, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl 
     // From cursor 0 this is exactly `Db::scan_prefix(prefix)`; a resumed range still lies
     // inside the prefix, so the store's prefix filters apply to both.
     let end = prefix_end(&prefix).map_or(Bound::Unbounded, Bound::Excluded);
-    let mut iter = match db.scan(start, end) {
+    let mut iter = match Merged::new(db, start, end) {
         Ok(it) => it,
         Err(reply) => return reply,
     };
@@ -275,9 +278,9 @@ pub fn scan(db: &Space<'_>, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl 
     let mut next = None;
     let mut work = 0u64;
     for (examined, item) in (&mut iter).enumerate() {
-        let key = match item {
-            Ok((k, _)) => k,
-            Err(e) => return Reply::err(e.to_string()),
+        let (key, filter) = match item {
+            Ok(found) => found,
+            Err(e) => return e,
         };
         if examined as u64 == count || work > MATCH_WORK {
             next = Some(key);
@@ -286,7 +289,13 @@ pub fn scan(db: &Space<'_>, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl 
         if let Some(g) = &glob {
             work += (g.0.len().max(1) * key.len().max(1)) as u64;
         }
-        if only_strings && glob.as_ref().is_none_or(|g| g.matches(&key)) {
+        let wanted = match only {
+            Only::All => true,
+            Only::Strings => !filter,
+            Only::Filters => filter,
+            Only::Nothing => false,
+        };
+        if wanted && glob.as_ref().is_none_or(|g| g.matches(&key)) {
             // Its encoding, and its place in the list.
             if !out.hold(key.len() + 16 + std::mem::size_of::<Reply>()) {
                 return Reply::Null; // refused: the connection closes with the error
@@ -299,6 +308,72 @@ pub fn scan(db: &Space<'_>, cursors: &Cursors, args: &[Vec<u8>], out: &mut impl 
         Reply::Bulk(cursor.to_string().into_bytes()),
         Reply::Array(keys),
     ])
+}
+
+/// `SCAN … TYPE`'s choice.
+enum Only {
+    All,
+    Strings,
+    /// Bloom filters (`TYPE MBbloom--`).
+    Filters,
+    /// A type no key here has.
+    Nothing,
+}
+
+/// A database's keys in order, strings and filters (`bloom.rs`) merged: each key with
+/// whether it names a filter. A key held by both is a string (the header under it is dead:
+/// `rmw_view.rs`).
+struct Merged {
+    strings: std::iter::Peekable<StoreIter>,
+    filters: std::iter::Peekable<StoreIter>,
+}
+
+impl Merged {
+    /// The keys from `start` up to `end`.
+    fn new(db: &Space<'_>, start: Vec<u8>, end: Bound<Vec<u8>>) -> Result<Merged, Reply> {
+        let headers = |k: &[u8]| header_key(k);
+        let fs = db.filters(false)?;
+        let filters_end = match &end {
+            Bound::Excluded(e) => Bound::Excluded(headers(e)),
+            // Every header: keys of the form `h…`, below `i`.
+            _ => Bound::Excluded(b"i".to_vec()),
+        };
+        Ok(Merged {
+            strings: db.scan(start.clone(), end)?.peekable(),
+            filters: fs.scan(headers(&start), filters_end)?.peekable(),
+        })
+    }
+}
+
+impl Iterator for Merged {
+    type Item = Result<(Vec<u8>, bool), Reply>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let fail = |e: lsm_bloom::Error| Some(Err(Reply::err(e.to_string())));
+        // A header's key without its `h`.
+        let name = |k: &[u8]| k.get(1..).unwrap_or_default().to_vec();
+        let order = match (self.strings.peek(), self.filters.peek()) {
+            (None, None) => return None,
+            (Some(Err(_)), _) | (_, None) => std::cmp::Ordering::Less,
+            (None, Some(_)) | (_, Some(Err(_))) => std::cmp::Ordering::Greater,
+            (Some(Ok((s, _))), Some(Ok((f, _)))) => {
+                s.as_slice().cmp(f.get(1..).unwrap_or_default())
+            }
+        };
+        if order == std::cmp::Ordering::Equal {
+            self.filters.next(); // a dead header
+        }
+        match order {
+            std::cmp::Ordering::Greater => match self.filters.next()? {
+                Ok((k, _)) => Some(Ok((name(&k), true))),
+                Err(e) => fail(e),
+            },
+            _ => match self.strings.next()? {
+                Ok((k, _)) => Some(Ok((k, false))),
+                Err(e) => fail(e),
+            },
+        }
+    }
 }
 
 #[cfg(test)]

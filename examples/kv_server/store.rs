@@ -305,6 +305,22 @@ impl Space<'_> {
         }
     }
 
+    /// Adds "delete every key from `start` up to `end` (excluded) here" to `b`.
+    pub fn delete_range(&self, b: &mut Batch, start: Vec<u8>, end: Vec<u8>) {
+        match (self, b) {
+            (Space::Local(_, ks), Batch::Local(b)) => {
+                b.delete_range_in(ks, start..end);
+            }
+            #[cfg(feature = "replication")]
+            (Space::Cluster(_, name), Batch::Cluster(ops)) => ops.push(Op::DeleteRange {
+                keyspace: name.clone(),
+                start: Bound::Included(start),
+                end: Bound::Excluded(end),
+            }),
+            _ => {}
+        }
+    }
+
     /// An empty batch of the kind this space's writes go in (one per store: a batch may
     /// hold writes to several databases of it, as MOVE's does).
     pub fn batch(&self) -> Batch {

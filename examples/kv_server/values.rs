@@ -448,14 +448,14 @@ impl Values<'_> {
             let _w = self.writes.exclusive();
             let Some(value) = from.get_with(k, <[u8]>::to_vec)? else {
                 if Values::is_filter(&from, k)? {
-                    return Err(Reply::err("MOVE of a Bloom filter is not supported"));
+                    return Values::move_filter(&from, &self.db.space_for_write(to)?, k);
                 }
                 return Ok(false);
             };
             // The key keeps its expiry, as in Redis.
             let expiry = from.expiry_of(k)?;
             let dest = self.db.space_for_write(to)?;
-            if dest.get_with(k, |_| ())?.is_some() {
+            if dest.get_with(k, |_| ())?.is_some() || Values::is_filter(&dest, k)? {
                 return Ok(false);
             }
             let mut b = dest.batch();

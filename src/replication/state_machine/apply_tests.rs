@@ -136,12 +136,18 @@ fn only_the_skipped_part_of_a_merged_entry_is_left_out() {
 
 /// A counter: `args` is a key of the default keyspace; adds one to its integer value
 /// (absent: 0), keeping its expiry, and answers the new value; a value that is not an
-/// integer is answered `NaN` and left alone.
+/// integer is answered `NaN` and left alone. `clear` with `start..end` deletes that range.
 #[derive(Debug)]
 struct Counter;
 
 impl Procedures for Counter {
     fn call(&self, name: &str, args: &[u8], ctx: &mut CallContext<'_>) -> crate::Result<Vec<u8>> {
+        if name == "clear" {
+            let text = String::from_utf8_lossy(args).into_owned();
+            let (start, end) = text.split_once("..").unwrap();
+            ctx.delete_range("", start.as_bytes(), end.as_bytes());
+            return Ok(Vec::new());
+        }
         assert_eq!(name, "incr");
         let (n, expires) = match ctx.get("", args)? {
             None => (0, None),
@@ -243,6 +249,36 @@ fn calls_read_the_writes_before_them() {
     assert_eq!(db.get(b"da").unwrap(), Some(b"1".to_vec()));
     assert_eq!(db.get(b"db").unwrap(), Some(b"x".to_vec()));
     assert_eq!(db.get(b"dc").unwrap(), Some(b"1".to_vec()));
+}
+
+/// A call's range delete removes the range from the batch and from the reads after it in
+/// its entry, and nothing outside it.
+#[test]
+fn a_call_deletes_a_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(crate::Db::open(dir.path(), crate::Options::default()).unwrap());
+    let mut sessions = Sessions::default();
+    let clear = Op::Call {
+        name: "clear".into(),
+        args: "a..b".into(),
+        at: 5,
+    };
+    let out = apply_all(
+        &db,
+        &mut sessions,
+        vec![
+            Request::new(vec![put("a", "1"), put("ab", "7"), put("b", "3")]),
+            Request::new(vec![put("aa", "4"), clear, incr("ab", 5), incr("b", 5)]),
+        ],
+    );
+    assert_eq!(
+        answers(&out[1]),
+        [Some(String::new()), Some("1".into()), Some("4".into())]
+    );
+    assert_eq!(db.get(b"da").unwrap(), None);
+    assert_eq!(db.get(b"daa").unwrap(), None);
+    assert_eq!(db.get(b"dab").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(db.get(b"db").unwrap(), Some(b"4".to_vec()));
 }
 
 /// Expiry is judged at the call's time, not the store's clock: a key expiring at 1,000 ms

@@ -173,6 +173,19 @@ impl CallContext<'_> {
             delete_at(self.batch, &place, key);
         }
     }
+
+    /// Removes every key of `keyspace` from `start` up to `end` (excluded), as
+    /// `Op::DeleteRange` does; the call's later reads see them gone.
+    pub fn delete_range(&mut self, keyspace: &str, start: &[u8], end: &[u8]) {
+        if let Some(place) = self.staged.resolve(keyspace) {
+            let range = (
+                Bound::Included(start.to_vec()),
+                Bound::Excluded(end.to_vec()),
+            );
+            self.overlay.delete_range(&place, &range.0, &range.1);
+            delete_range_at(self.batch, &place, range);
+        }
+    }
 }
 
 /// A put into `place` (the batch's form of one).
