@@ -545,3 +545,9 @@ fn removed_filters_leave_no_items_on_disk() {
     }
     assert_eq!(items_left, 1, "only kept's item is left");
 }
+
+/// redis-py's `r.bf()` and node-redis's `client.bf` (`tests/clients/bloom.py`, `bloom.js`).
+#[test]
+fn redis_py_and_node_redis_use_the_bf_commands() {
+    run_client_scripts("bloom.py", "bloom.js");
+}

@@ -407,76 +407,7 @@ fn database_changes_survive_sigkill() {
     }
 }
 
-/// The first of `candidates` that runs `probe` successfully (a client library installed).
-fn runner(candidates: &[&str], probe: &[&str], env: &[(&str, String)]) -> Option<String> {
-    candidates
-        .iter()
-        .find(|c| {
-            std::process::Command::new(c)
-                .args(probe)
-                .envs(env.iter().cloned())
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .map(|c| c.to_string())
-}
-
-/// redis-py (Debian's python3-redis) and node-redis (node-redis), the scripts in
-/// `tests/clients/`: databases chosen at connect, SELECT, FLUSHDB while another connection
-/// scans, SWAPDB, MOVE, FLUSHALL ASYNC. Skipped when a library is missing, unless
-/// `LSM_BLOOM_REQUIRE_REDIS_CLIENTS` is set (as `.ci/run`, which installs them, sets it).
 #[test]
 fn redis_py_and_node_redis_choose_and_change_databases() {
-    let require = std::env::var_os("LSM_BLOOM_REQUIRE_REDIS_CLIENTS").is_some();
-    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
-    let node_path = match std::env::var("NODE_PATH") {
-        Ok(p) if !p.is_empty() => format!("{p}:/usr/share/nodejs:/usr/lib/nodejs"),
-        _ => "/usr/share/nodejs:/usr/lib/nodejs".to_string(),
-    };
-    let node_env = [("NODE_PATH", node_path)];
-    let clients = [
-        (
-            "redis-py",
-            runner(
-                &["/usr/bin/python3", "python3"],
-                &["-c", "import redis"],
-                &[],
-            ),
-            "databases.py",
-            &[][..],
-        ),
-        (
-            "node-redis",
-            runner(&["node", "nodejs"], &["-e", "require('redis')"], &node_env),
-            "databases.js",
-            &node_env[..],
-        ),
-    ];
-    for (name, run, script, env) in clients {
-        let Some(run) = run else {
-            assert!(
-                !require,
-                "{name} is not installed (apt-get install python3-redis node-redis)"
-            );
-            eprintln!("note: {name} not installed; skipping it");
-            continue;
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let port = free_port();
-        let server = start(dir.path(), port);
-        let out = std::process::Command::new(&run)
-            .arg(scripts.join(script))
-            .arg(port.to_string())
-            .envs(env.iter().cloned())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{name}: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
-        stop(server);
-    }
+    run_client_scripts("databases.py", "databases.js");
 }

@@ -210,3 +210,76 @@ pub fn read_reply(s: &mut TcpStream) -> Result<Vec<u8>, String> {
     }
     Ok(head)
 }
+
+/// The first of `candidates` that runs `probe` successfully (a client library installed).
+fn runner(candidates: &[&str], probe: &[&str], env: &[(&str, String)]) -> Option<String> {
+    candidates
+        .iter()
+        .find(|c| {
+            Command::new(c)
+                .args(probe)
+                .envs(env.iter().cloned())
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .map(|c| c.to_string())
+}
+
+/// Runs the redis-py script `py` and the node-redis script `js` of `tests/clients/`, each
+/// against a fresh server (`script PORT`; a failed check makes its exit status not 0).
+/// Skipped when a library is missing, unless `LSM_BLOOM_REQUIRE_REDIS_CLIENTS` is set (as
+/// `.ci/run`, which installs Debian's python3-redis and node-redis, sets it).
+pub fn run_client_scripts(py: &str, js: &str) {
+    let require = std::env::var_os("LSM_BLOOM_REQUIRE_REDIS_CLIENTS").is_some();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients");
+    let node_path = match std::env::var("NODE_PATH") {
+        Ok(p) if !p.is_empty() => format!("{p}:/usr/share/nodejs:/usr/lib/nodejs"),
+        _ => "/usr/share/nodejs:/usr/lib/nodejs".to_string(),
+    };
+    let node_env = [("NODE_PATH", node_path)];
+    let clients = [
+        (
+            "redis-py",
+            runner(
+                &["/usr/bin/python3", "python3"],
+                &["-c", "import redis"],
+                &[],
+            ),
+            py,
+            &[][..],
+        ),
+        (
+            "node-redis",
+            runner(&["node", "nodejs"], &["-e", "require('redis')"], &node_env),
+            js,
+            &node_env[..],
+        ),
+    ];
+    for (name, run, script, env) in clients {
+        let Some(run) = run else {
+            assert!(
+                !require,
+                "{name} is not installed (apt-get install python3-redis node-redis)"
+            );
+            eprintln!("note: {name} not installed; skipping it");
+            continue;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let server = start(dir.path(), port);
+        let out = Command::new(&run)
+            .arg(scripts.join(script))
+            .arg(port.to_string())
+            .envs(env.iter().cloned())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
+        stop(server);
+    }
+}
