@@ -551,3 +551,73 @@ fn removed_filters_leave_no_items_on_disk() {
 fn redis_py_and_node_redis_use_the_bf_commands() {
     run_client_scripts("bloom.py", "bloom.js");
 }
+
+/// Crawler dedup end to end: a stream of URLs of which half repeat earlier ones, in
+/// pipelined batches of BF.MEXISTS then BF.MADD (the crawler's "seen?" and "mark seen"):
+/// every answer exact against a set; the server killed (SIGKILL) half way and started
+/// again loses no URL it acknowledged.
+#[test]
+fn crawler_dedup_is_exact_across_a_kill() {
+    use std::collections::HashSet;
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut server = start(dir.path(), port);
+    let total = common::scaled(1_000_000u64, 100_000);
+    let mut rng = Rng::new(7);
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut next_new = 0u64;
+    let mut s = connect(port);
+    let batch = 1000;
+    let (mut sent, mut killed) = (0, false);
+    while sent < total {
+        if sent >= total / 2 && !killed {
+            killed = true;
+            // Kill without warning, then start again on the same directory.
+            drop(s);
+            drop(server);
+            server = start(dir.path(), port);
+            s = connect(port);
+        }
+        // Half new URLs, half repeats of earlier ones (or of this batch's).
+        let ids: Vec<u64> = (0..batch)
+            .map(|_| {
+                if next_new == 0 || rng.below(2) == 0 {
+                    next_new += 1;
+                    next_new - 1
+                } else {
+                    rng.below(next_new)
+                }
+            })
+            .collect();
+        let urls: Vec<String> = ids
+            .iter()
+            .map(|i| format!("https://site{}.example/page/{i}", i % 97))
+            .collect();
+        let mut args: Vec<&[u8]> = vec![b"BF.MEXISTS", b"crawled"];
+        args.extend(urls.iter().map(|u| u.as_bytes()));
+        let mut madd: Vec<&[u8]> = vec![b"BF.MADD", b"crawled"];
+        madd.extend(urls.iter().map(|u| u.as_bytes()));
+        // Pipelined: both sent, then both read.
+        s.write_all(&[command(&args), command(&madd)].concat())
+            .unwrap();
+        let exists = reply(&mut s);
+        let added = reply(&mut s);
+        let mut want_exists = vec![b"*1000\r\n".to_vec()];
+        let mut want_added = vec![b"*1000\r\n".to_vec()];
+        let mut batch_seen = HashSet::new();
+        for id in &ids {
+            let before = seen.contains(id);
+            want_exists.push(int(i64::from(before)));
+            want_added.push(int(i64::from(!before && batch_seen.insert(*id))));
+        }
+        assert_eq!(exists, want_exists.concat(), "BF.MEXISTS at {sent}");
+        assert_eq!(added, want_added.concat(), "BF.MADD at {sent}");
+        seen.extend(batch_seen);
+        sent += batch;
+    }
+    let card = call(&mut s, &[b"BF.CARD", b"crawled"]);
+    assert_eq!(card, int(seen.len() as i64));
+    drop(s);
+    stop(server);
+}
