@@ -12,7 +12,9 @@
 //! PERSIST (`expire.rs`, in cluster mode too); read-modify-write on strings: INCR, DECR,
 //! INCRBY, DECRBY, INCRBYFLOAT, APPEND, GETSET, SETRANGE, GETRANGE, MSETNX, COPY, RENAME,
 //! RENAMENX (`strings.rs`); MULTI, EXEC, DISCARD, WATCH, UNWATCH (`multi.rs`); numbered
-//! databases (`--databases`, 16 by default): SELECT, FLUSHDB, FLUSHALL, SWAPDB, MOVE, DBSIZE.
+//! databases (`--databases`, 16 by default): SELECT, FLUSHDB, FLUSHALL, SWAPDB, MOVE, DBSIZE;
+//! RedisBloom's BF.RESERVE, BF.ADD, BF.MADD, BF.INSERT, BF.EXISTS, BF.MEXISTS, BF.CARD,
+//! BF.INFO over exact sets (`bloom.rs`, `bloom_commands.rs`).
 //! Anything else, and every option not supported (CONFIG SET), gets a precise `-ERR`.
 //!
 //! Modules: `resp.rs` (parser, reply encoding), `commands.rs` (dispatch, sessions, auth),
@@ -21,7 +23,8 @@
 //! counters combined across connections), `multi.rs` (transactions), `databases.rs` and
 //! `db_commands.rs` (numbered databases as keyspaces), `store.rs` (local or cluster),
 //! `scan.rs` (SCAN cursors and glob), `conn.rs` (one connection, shared memory budget),
-//! `info.rs` (INFO text).
+//! `info.rs` (INFO text), `rmw_view.rs` (a database's strings and filters as one set of
+//! typed keys), `bloom.rs` and `bloom_commands.rs` (Bloom filters).
 //!
 //! Access: with a password every command but AUTH, HELLO and QUIT needs authentication first;
 //! passwords are compared as SHA-256 digests in constant time. Without a password the server
