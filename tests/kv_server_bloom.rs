@@ -625,3 +625,42 @@ fn crawler_dedup_is_exact_across_a_kill() {
     drop(s);
     stop(server);
 }
+
+/// A BF.MADD or BF.INSERT longer than one change (`ADD_CHUNK`, 10,000 items) answers every
+/// item as one would: repeats across the parts answered 0, and a non-scaling filter's
+/// refusal ends the reply where it falls, whichever part it is in.
+#[test]
+fn long_adds_run_in_parts_and_answer_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start_with(dir.path(), port, &["--max-request-mib", "8"]);
+    let mut s = connect(port);
+    // 25,000 items: 0..20,000, then 5,000 repeats of the first ones.
+    let items: Vec<String> = (0..25_000).map(|i| format!("{}", i % 20_000)).collect();
+    let mut args: Vec<&[u8]> = vec![b"BF.MADD", b"long"];
+    args.extend(items.iter().map(|i| i.as_bytes()));
+    let mut want = vec![b"*25000\r\n".to_vec()];
+    want.extend((0..25_000).map(|i| int(i64::from(i < 20_000))));
+    assert!(call(&mut s, &args) == want.concat(), "BF.MADD of 25,000");
+    assert_eq!(call(&mut s, &[b"BF.CARD", b"long"]), int(20_000));
+    // A non-scaling filter of 15,000 refuses the 15,001st new item, in the second part; the
+    // third part (repeats, which would answer 0) is not run.
+    let mut args: Vec<&[u8]> = vec![
+        b"BF.INSERT",
+        b"fixed",
+        b"CAPACITY",
+        b"15000",
+        b"NONSCALING",
+        b"ITEMS",
+    ];
+    args.extend(items.iter().map(|i| i.as_bytes()));
+    let mut want = vec![b"*15001\r\n".to_vec()];
+    want.extend((0..15_000).map(|_| int(1)));
+    want.push(FULL.to_vec());
+    assert!(
+        call(&mut s, &args) == want.concat(),
+        "BF.INSERT past capacity"
+    );
+    assert_eq!(call(&mut s, &[b"BF.CARD", b"fixed"]), int(15_000));
+    stop(server);
+}
