@@ -481,6 +481,7 @@ fn get_reply(c: &mut Cursor<'_>, arrays: bool) -> Result<Reply, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bloom::{BfChange, Params};
 
     /// Every change survives its encoding, and every cut or extended encoding is refused
     /// with a reason, never a panic.
@@ -547,6 +548,26 @@ mod tests {
                 key: b"g".to_vec(),
                 opt: GetExOpt::Persist,
             },
+            Change::Bf(BfChange::Reserve {
+                key: b"bf".to_vec(),
+                params: Params {
+                    error_rate: 0.001,
+                    capacity: 1 << 30,
+                    expansion: 0,
+                },
+            }),
+            Change::Bf(BfChange::Add {
+                key: b"bf".to_vec(),
+                items: vec![b"i".to_vec(), Vec::new()],
+                create: Some(crate::bloom::DEFAULTS),
+                many: true,
+            }),
+            Change::Bf(BfChange::Add {
+                key: b"bf".to_vec(),
+                items: vec![b"j".to_vec()],
+                create: None,
+                many: false,
+            }),
         ];
         let run = Change::Run(changes.to_vec());
         let nested = Change::Run(vec![run.clone()]);
@@ -573,9 +594,22 @@ mod tests {
             Reply::Int(-3),
             Reply::Bulk(b"v".to_vec()),
             Reply::Null,
+            Reply::Bool(true),
+            Reply::Bool(false),
         ] {
             assert_eq!(decode_reply(&encode_reply(&r)), r);
         }
+        // Parameters out of RedisBloom's bounds are refused as they are decoded.
+        let bad = Change::Bf(BfChange::Reserve {
+            key: b"bf".to_vec(),
+            params: Params {
+                error_rate: 1.5,
+                capacity: 10,
+                expansion: 2,
+            },
+        });
+        let e = decode_call(&encode_call("", &bad)).unwrap_err();
+        assert!(e.contains("error rate 1.5"), "{e}");
         assert!(matches!(decode_reply(&[9]), Reply::Error(_)));
     }
 
@@ -591,9 +625,19 @@ mod tests {
             Change::Del {
                 keys: vec![b"x".to_vec(); 3],
             },
+            Change::Bf(BfChange::Add {
+                key: b"bf".to_vec(),
+                items: vec![b"i".to_vec(); 3],
+                create: Some(crate::bloom::DEFAULTS),
+                many: true,
+            }),
         ]);
         let call = encode_call("", &run);
-        let answer = encode_reply(&Reply::Array(vec![Reply::Bulk(b"v".to_vec()), Reply::Null]));
+        let answer = encode_reply(&Reply::Array(vec![
+            Reply::Bulk(b"v".to_vec()),
+            Reply::Null,
+            Reply::Bool(true),
+        ]));
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || {
             x ^= x << 13;
