@@ -471,9 +471,12 @@ fn concurrent_adds_on_two_nodes_answer_newly_added_once() {
                         conn.write_all(&sent).unwrap();
                         for &i in chunk {
                             let r = reply(&mut conn);
+                            // An error (a leader change under load): applied or not,
+                            // unknown (-1).
                             got[i] = match r.as_slice() {
                                 b":1\r\n" => 1,
                                 b":0\r\n" => 0,
+                                e if e.starts_with(b"-") => -1,
                                 other => panic!("BF.ADD: {}", String::from_utf8_lossy(other)),
                             };
                         }
@@ -484,13 +487,30 @@ fn concurrent_adds_on_two_nodes_answer_newly_added_once() {
             .collect();
         clients.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    for (i, (a, b)) in added[0].iter().zip(&added[1]).enumerate() {
-        assert_eq!(a + b, 1, "item {i} answered newly added {a} + {b} times");
+    let mut unknown = 0;
+    for (i, (&a, &b)) in added[0].iter().zip(&added[1]).enumerate() {
+        if a < 0 || b < 0 {
+            unknown += 1;
+            assert!(
+                a.max(0) + b.max(0) <= 1,
+                "item {i} answered newly added twice"
+            );
+        } else {
+            assert_eq!(a + b, 1, "item {i} answered newly added {a} + {b} times");
+        }
     }
+    eprintln!("{n} items, {unknown} with an answer lost to an error");
+    let card = if unknown == 0 { n } else { n - unknown };
     // Every node answers the whole set, and nothing else.
     for port in &ports {
         let mut conn = connect(*port);
-        assert_eq!(call(&mut conn, &[b"BF.CARD", b"crawled"]), int(n as i64));
+        // Items whose every answer was lost may or may not have been added.
+        let got = call(&mut conn, &[b"BF.CARD", b"crawled"]);
+        let got: usize = String::from_utf8_lossy(&got[1..]).trim().parse().unwrap();
+        assert!(
+            (card..=n).contains(&got),
+            "BF.CARD {got}, {card} to {n} expected"
+        );
         assert_eq!(
             call(&mut conn, &[b"BF.EXISTS", b"crawled", b"url:0"]),
             b":1\r\n"

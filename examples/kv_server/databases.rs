@@ -49,7 +49,8 @@ const FILTERS_PREFIX: &str = "bf.";
 /// (local and replicated alike): made on a filter's first write, flushed, swapped and
 /// dropped with `main`.
 pub fn filters_name(main: &str) -> String {
-    if main == DEFAULT_KEYSPACE {
+    // A cluster names its default keyspace "" (database 0).
+    if main == DEFAULT_KEYSPACE || main.is_empty() {
         format!("{FILTERS_PREFIX}default")
     } else {
         format!("{FILTERS_PREFIX}{main}")
