@@ -375,3 +375,24 @@ impl Values<'_> {
         Ok(filters.peek_with(&header_key(key), |_| ())?.is_some())
     }
 }
+
+/// `absent`, or `filter` if `key`, not a string in `space`, names a filter there.
+pub fn or_filter(space: &Space<'_>, key: &[u8], absent: Reply, filter: Reply) -> Reply {
+    match Values::is_filter(space, key) {
+        Ok(true) => filter,
+        Ok(false) => absent,
+        Err(e) => e,
+    }
+}
+
+impl Values<'_> {
+    /// Whether the session's database holds (or held) filters on a single server, where
+    /// its string commands then run as changes, which know a filter's name (in a cluster
+    /// they always do).
+    pub fn has_filters(&self) -> bool {
+        match self.db.space(self.index) {
+            Ok(space) => !matches!(space.filters(false), Ok(Space::Unmade)),
+            Err(_) => false,
+        }
+    }
+}

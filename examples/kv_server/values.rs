@@ -133,7 +133,9 @@ impl Values<'_> {
                 };
                 let reply = match space.get_with(k, <[u8]>::len) {
                     Ok(Some(len)) => Reply::Int(len as i64),
-                    Ok(None) => or_filter(&space, k, Reply::Int(0), wrong_type()),
+                    Ok(None) => {
+                        super::bloom_commands::or_filter(&space, k, Reply::Int(0), wrong_type())
+                    }
                     Err(e) => db_err(e),
                 };
                 out.reply(&reply, proto);
@@ -145,7 +147,12 @@ impl Values<'_> {
                 let name = |n: &str| Reply::Simple(n.into());
                 let reply = match space.get_with(k, |_| ()) {
                     Ok(Some(())) => name("string"),
-                    Ok(None) => or_filter(&space, k, name("none"), name(bloom::TYPE_NAME)),
+                    Ok(None) => super::bloom_commands::or_filter(
+                        &space,
+                        k,
+                        name("none"),
+                        name(bloom::TYPE_NAME),
+                    ),
                     Err(e) => db_err(e),
                 };
                 out.reply(&reply, proto);
@@ -198,7 +205,10 @@ impl Values<'_> {
         match space.get_with(k, |v| out.bulk(v)) {
             Ok(Some(_)) => {} // put in `out`, or refused (`out` knows)
             Ok(None) => {
-                out.reply(&or_filter(&space, k, Reply::Null, wrong_type()), proto);
+                out.reply(
+                    &super::bloom_commands::or_filter(&space, k, Reply::Null, wrong_type()),
+                    proto,
+                );
             }
             Err(e) => {
                 out.reply(&db_err(e), proto);
@@ -230,7 +240,10 @@ impl Values<'_> {
             }
             Ok(Some(false)) => {} // refused: nothing deleted
             Ok(None) => {
-                out.reply(&or_filter(&space, k, Reply::Null, wrong_type()), proto);
+                out.reply(
+                    &super::bloom_commands::or_filter(&space, k, Reply::Null, wrong_type()),
+                    proto,
+                );
             }
             Err(e) => {
                 out.reply(&db_err(e), proto);
@@ -468,27 +481,6 @@ impl Values<'_> {
             Ok(true)
         };
         moved().map_or_else(db_err, |m| Reply::Int(i64::from(m)))
-    }
-}
-
-/// `absent`, or `filter` if `key`, not a string in `space`, names a filter there.
-fn or_filter(space: &Space<'_>, key: &[u8], absent: Reply, filter: Reply) -> Reply {
-    match Values::is_filter(space, key) {
-        Ok(true) => filter,
-        Ok(false) => absent,
-        Err(e) => e,
-    }
-}
-
-impl Values<'_> {
-    /// Whether the session's database holds (or held) filters on a single server, where
-    /// its string commands then run as changes, which know a filter's name (in a cluster
-    /// they always do).
-    pub fn has_filters(&self) -> bool {
-        match self.db.space(self.index) {
-            Ok(space) => !matches!(space.filters(false), Ok(Space::Unmade)),
-            Err(_) => false,
-        }
     }
 }
 
