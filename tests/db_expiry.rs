@@ -711,23 +711,36 @@ fn reads_skip_tables_expired_whole_unread() {
     assert_eq!(skips(&db), 53);
     assert!(probes(&db).0 > checks, "the d table was probed");
     // Scans pass over the e table unopened (no older table overlaps it), and read the a and
-    // d tables, which hide older values.
+    // d tables, which hide older values. The background may drop the e table, expired whole,
+    // at any moment now (a wake-up of `wait_for_compactions` can reach a compaction thread
+    // after the clock moved): a scan that began after that has no table to pass over, so the
+    // counts are exact only while the table is still there once the reads are done.
+    let e_table = |db: &Db| {
+        db.levels()
+            .iter()
+            .flatten()
+            .any(|t| t.min_key().starts_with(b"e"))
+    };
+    let passed = |db: &Db, from: u64, want: u64, what: &str| {
+        let got = skips(db) - from;
+        match e_table(db) {
+            true => assert_eq!(got, want, "{what}"),
+            false => assert!(got <= want, "{what}: {got} skips, the table dropped"),
+        }
+    };
     let scan_blocks = |db: &Db| db.stats().total.scan_block_reads;
     let blocks = scan_blocks(&db);
     assert_eq!(db.scan("e".."f").unwrap().count(), 0);
     assert_eq!(db.scan("e".."f").unwrap().rev().count(), 0);
     assert_eq!(db.expiry_of("e005").unwrap(), KeyExpiry::Absent);
-    assert_eq!(skips(&db), 56, "two scans and expiry_of");
+    passed(&db, 53, 3, "two scans and expiry_of");
     assert_eq!(scan_blocks(&db), blocks, "no block of the e table read");
+    let from = skips(&db);
     let all: Vec<Vec<u8>> = db.iter().map(|e| e.unwrap().0).collect();
     let mut want: Vec<Vec<u8>> = (0..100).map(|i| format!("b{i:03}").into_bytes()).collect();
     want.insert(0, b"a050z".to_vec());
     assert_eq!(all, want);
-    assert_eq!(
-        skips(&db),
-        57,
-        "the whole scan passed over the e table only"
-    );
+    passed(&db, from, 1, "the whole scan passed over the e table only");
 }
 
 /// A store of 200 keys on one level, every other one (or 3 in 5) expiring at 1,005,000, on a
