@@ -431,10 +431,7 @@ fn concurrent_adds_on_two_nodes_answer_newly_added_once() {
     use common::cluster::Cluster;
     let root = tempfile::tempdir().unwrap();
     let c = Cluster::new(root.path());
-    for i in 0..3 {
-        c.start(i, i == 0);
-    }
-    c.wait_for_leader();
+    c.start_all();
     let ports = c.ports();
     // Until the cluster takes writes (an error before its first leader).
     let mut conn = None;
@@ -519,6 +516,84 @@ fn concurrent_adds_on_two_nodes_answer_newly_added_once() {
             call(&mut conn, &[b"BF.EXISTS", b"crawled", b"nope"]),
             b":0\r\n"
         );
+    }
+    moves_are_decided_in_the_log(&ports);
+}
+
+/// MOVE in a cluster is one call decided at apply: a filter moves with its items, read the
+/// same from every node; two nodes moving the same strings to two databases at once leave
+/// each in exactly one, answered 1 once.
+#[cfg(feature = "replication")]
+fn moves_are_decided_in_the_log(ports: &[u16]) {
+    let card = call(&mut connect(ports[0]), &[b"BF.CARD", b"crawled"]);
+    let mut c = connect(ports[2]);
+    assert_eq!(call(&mut c, &[b"MOVE", b"crawled", b"3"]), b":1\r\n");
+    assert_eq!(call(&mut c, &[b"MOVE", b"crawled", b"3"]), b":0\r\n");
+    for port in ports {
+        let mut conn = connect(*port);
+        assert_eq!(call(&mut conn, &[b"EXISTS", b"crawled"]), b":0\r\n");
+        assert_eq!(call(&mut conn, &[b"SELECT", b"3"]), b"+OK\r\n");
+        assert_eq!(call(&mut conn, &[b"BF.CARD", b"crawled"]), card);
+        assert_eq!(
+            call(&mut conn, &[b"BF.MEXISTS", b"crawled", b"url:0", b"nope"]),
+            array(&[int(1), int(0)])
+        );
+    }
+    let mut c = connect(ports[1]);
+    assert_eq!(call(&mut c, &[b"SELECT", b"3"]), b"+OK\r\n");
+    assert_eq!(call(&mut c, &[b"BF.ADD", b"crawled", b"url:1"]), b":0\r\n");
+    assert_eq!(call(&mut c, &[b"BF.ADD", b"crawled", b"new"]), b":1\r\n");
+
+    let keys: Vec<String> = (0..200).map(|i| format!("mv:{i}")).collect();
+    let mut mset: Vec<&[u8]> = vec![b"MSET"];
+    for k in &keys {
+        mset.extend([k.as_bytes(), b"v".as_slice()]);
+    }
+    assert_eq!(call(&mut connect(ports[0]), &mset), b"+OK\r\n");
+    let answers: Vec<Vec<i64>> = std::thread::scope(|s| {
+        let movers: Vec<_> = [1usize, 2]
+            .into_iter()
+            .map(|node| {
+                let keys = &keys;
+                s.spawn(move || {
+                    use std::io::Write;
+                    let mut conn = connect(ports[node]);
+                    let to = node.to_string();
+                    let sent: Vec<u8> = keys
+                        .iter()
+                        .flat_map(|k| command(&[b"MOVE", k.as_bytes(), to.as_bytes()]))
+                        .collect();
+                    conn.write_all(&sent).unwrap();
+                    keys.iter()
+                        .map(|_| match reply(&mut conn).as_slice() {
+                            b":1\r\n" => 1,
+                            b":0\r\n" => 0,
+                            e if e.starts_with(b"-") => -1,
+                            other => panic!("MOVE: {}", String::from_utf8_lossy(other)),
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        movers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut conn = connect(ports[0]);
+    let mut exists_in = |db: &[u8], k: &str| {
+        assert_eq!(call(&mut conn, &[b"SELECT", db]), b"+OK\r\n");
+        call(&mut conn, &[b"EXISTS", k.as_bytes()]) == b":1\r\n"
+    };
+    for (i, k) in keys.iter().enumerate() {
+        let (a, b) = (answers[0][i], answers[1][i]);
+        assert!(a.max(0) + b.max(0) <= 1, "{k} moved twice ({a}, {b})");
+        assert!(a < 0 || b < 0 || a + b == 1, "{k} moved {a} + {b} times");
+        let places = [b"0", b"1", b"2"].map(|db| exists_in(db, k));
+        assert_eq!(
+            places.iter().filter(|&&p| p).count(),
+            1,
+            "{k} is in databases 0, 1, 2: {places:?}"
+        );
+        // Both answers lost: it may not have moved.
+        assert!(a.max(b) < 0 || !places[0], "{k} was not moved");
     }
 }
 

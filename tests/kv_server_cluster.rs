@@ -377,10 +377,7 @@ fn int(reply: &[u8]) -> i64 {
 fn a_clusters_keys_expire_alike_on_every_node() {
     let root = tempfile::tempdir().unwrap();
     let c = Cluster::new(root.path());
-    for i in 0..3 {
-        c.start(i, i == 0);
-    }
-    c.wait_for_leader();
+    c.start_all();
     let ports = c.ports();
     let conn = |i: usize| {
         let s = TcpStream::connect(("127.0.0.1", ports[i])).unwrap();
@@ -486,10 +483,7 @@ fn a_clusters_keys_expire_alike_on_every_node() {
 fn a_clusters_counters_and_transactions_are_replicated() {
     let root = tempfile::tempdir().unwrap();
     let c = Cluster::new(root.path());
-    for i in 0..3 {
-        c.start(i, i == 0);
-    }
-    c.wait_for_leader();
+    c.start_all();
     let ports = c.ports();
     let conn = |i: usize| {
         let s = TcpStream::connect(("127.0.0.1", ports[i])).unwrap();

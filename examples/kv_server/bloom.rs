@@ -36,6 +36,9 @@ const HEADER_VERSION: u8 = 1;
 pub const MAX_CAPACITY: u64 = 1 << 30;
 pub const MAX_EXPANSION: u32 = 32768;
 
+/// The end (excluded) of every header: a header is `h…`, and nothing else starts with `h`.
+pub const HEADERS_END: &[u8] = b"i";
+
 /// The key of `key`'s header in the filters keyspace.
 pub fn header_key(key: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + key.len());
@@ -202,8 +205,8 @@ pub fn next_generation(last: Option<&[u8]>) -> StoreResult<u64> {
     }
 }
 
-/// A new filter's header: the next generation taken.
-fn made(rmw: &mut dyn Rmw, params: Params) -> StoreResult<Header> {
+/// Takes the database's next generation (`GENERATION_KEY`) for a new filter.
+pub fn take_generation(rmw: &mut dyn Rmw) -> StoreResult<u64> {
     let last = rmw.read(Place::Filters, GENERATION_KEY)?;
     let generation = next_generation(last.as_ref().map(|(b, _)| b.as_slice()))?;
     rmw.write(
@@ -211,11 +214,16 @@ fn made(rmw: &mut dyn Rmw, params: Params) -> StoreResult<Header> {
         GENERATION_KEY,
         Some((generation.to_le_bytes().to_vec(), None)),
     )?;
+    Ok(generation)
+}
+
+/// A new filter's header: the next generation taken.
+fn made(rmw: &mut dyn Rmw, params: Params) -> StoreResult<Header> {
     Ok(Header {
         params,
         items: 0,
         item_bytes: 0,
-        generation,
+        generation: take_generation(rmw)?,
     })
 }
 

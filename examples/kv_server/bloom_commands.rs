@@ -291,15 +291,11 @@ impl Values<'_> {
         })
     }
 
-    /// `MOVE` of the filter `k` from `from` to `dest` (on a single server, under the
-    /// exclusive write order): 0 if `dest` holds `k`; its header and items in one batch,
-    /// the items under a new generation of `dest`'s. At most `MAX_MOVE_ITEMS` items.
+    /// `MOVE` of the filter `k` from `from` to `dest` on a single server, under the
+    /// exclusive write order (a cluster's: `move_call.rs`): 0 if `dest` holds `k`; its
+    /// header and items in one batch, the items under a new generation of `dest`'s. At most
+    /// `MAX_MOVE_ITEMS` items.
     pub fn move_filter(from: &Space<'_>, dest: &Space<'_>, k: &[u8]) -> StoreResult<bool> {
-        if !matches!(from, Space::Local(..)) {
-            return Err(Reply::err(
-                "MOVE of a Bloom filter is not supported in cluster mode",
-            ));
-        }
         let fs = from.filters(false)?;
         let h = header_key(k);
         let Some(bytes) = fs.get_with(&h, <[u8]>::to_vec)? else {
@@ -349,8 +345,8 @@ impl Values<'_> {
             return Ok(0);
         }
         let mut n = 0;
-        let end = std::ops::Bound::Excluded(b"i".to_vec());
-        for e in filters.scan(b"h".to_vec(), end)? {
+        let end = std::ops::Bound::Excluded(super::bloom::HEADERS_END.to_vec());
+        for e in filters.scan(header_key(b""), end)? {
             let (k, _) = e.map_err(|e| Reply::err(e.to_string()))?;
             // A header under a string is dead (`rmw_view.rs`).
             let name = k.get(1..).unwrap_or_default();

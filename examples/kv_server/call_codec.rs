@@ -10,7 +10,9 @@
 //!   i64; `3` bulk: u32 length + bytes; `4` null; `5` an array: u32 count and that many
 //!   answers, none an array; `6` a null array (an EXEC that ran nothing); `7` a boolean:
 //!   one byte, 0 or 1;
-//! - a Bloom filter change (tag 19): `bloom::encode_change`.
+//! - a Bloom filter change (tag 19): `bloom::encode_change`;
+//! - a cluster's MOVE (tag 20, never inside a run or an EXEC): the key, then the
+//!   destination database's keyspace name, each u32 length + bytes (`move_call.rs`).
 //!
 //! Decoding checks every length and count against the bytes left, and refuses unknown tags
 //! and trailing bytes. A call whose arguments do not decode writes nothing and answers an
@@ -39,6 +41,7 @@ const EXISTS: u8 = 16;
 const MSET: u8 = 17;
 const EXEC: u8 = 18;
 const BLOOM: u8 = 19;
+const MOVE: u8 = 20;
 
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -181,6 +184,11 @@ fn put_change(out: &mut Vec<u8>, change: &Change) {
         Change::Bf(bf) => {
             out.push(BLOOM);
             bf.encode(out);
+        }
+        Change::Move { key, to } => {
+            out.push(MOVE);
+            put_bytes(out, key);
+            put_bytes(out, to.as_bytes());
         }
         Change::Run(changes) => {
             out.push(RUN);
@@ -402,6 +410,10 @@ fn get_change(c: &mut Cursor<'_>, runs: bool) -> Result<Change, String> {
             Change::Run(changes)
         }
         BLOOM => Change::Bf(super::bloom::BfChange::decode(c)?),
+        MOVE if runs => Change::Move {
+            key: c.bytes()?,
+            to: String::from_utf8(c.bytes()?).map_err(|_| "MOVE's keyspace not UTF-8")?,
+        },
         t => return Err(format!("change tag {t}")),
     })
 }

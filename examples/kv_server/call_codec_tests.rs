@@ -98,7 +98,18 @@ fn calls_round_trip_and_damaged_ones_are_refused() {
         decode_call(&b).unwrap_err().contains("change tag 11"),
         "a run in a run"
     );
-    for change in changes.into_iter().chain([run]) {
+    let moved = Change::Move {
+        key: b"k".to_vec(),
+        to: "db5".to_string(),
+    };
+    let mut b = Vec::new();
+    put_bytes(&mut b, b"");
+    put_change(&mut b, &Change::Run(vec![moved.clone()]));
+    assert!(
+        decode_call(&b).unwrap_err().contains("change tag 20"),
+        "a MOVE in a run"
+    );
+    for change in changes.into_iter().chain([run, moved]) {
         let b = encode_call("db3", &change);
         assert_eq!(decode_call(&b), Ok(("db3".to_string(), change.clone())));
         for n in 0..b.len() {
@@ -153,6 +164,13 @@ fn mutated_calls_and_answers_never_panic() {
         }),
     ]);
     let call = encode_call("", &run);
+    let moved = encode_call(
+        "db1",
+        &Change::Move {
+            key: b"k".to_vec(),
+            to: "db2".to_string(),
+        },
+    );
     let answer = encode_reply(&Reply::Array(vec![
         Reply::Bulk(b"v".to_vec()),
         Reply::Null,
@@ -175,5 +193,9 @@ fn mutated_calls_and_answers_never_panic() {
         }
         let _ = decode_call(&c);
         let _ = decode_reply(&a);
+        let mut m = moved.clone();
+        let i = (next() % m.len() as u64) as usize;
+        m[i] = next() as u8;
+        let _ = decode_call(&m);
     }
 }

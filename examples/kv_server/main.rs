@@ -48,6 +48,8 @@ mod expire;
 mod info;
 #[path = "../common/logging.rs"]
 mod logging;
+#[cfg(feature = "replication")]
+mod move_call;
 mod multi;
 #[cfg(feature = "replication")]
 mod multi_cluster;

@@ -36,13 +36,15 @@ impl Procedures for KvProcedures {
             Ok(c) => c,
             Err(m) => return Ok(encode_reply(&Reply::err(format!("bad call: {m}")))),
         };
-        let mut rmw = CallRmw {
-            ctx,
-            keyspace: &keyspace,
-            filters: super::databases::filters_name(&keyspace),
-            failed: None,
+        let (change, to) = match change {
+            Change::Move { key, to } => (Err(key), to),
+            change => (Ok(change), String::new()),
         };
-        let reply = change.run(&mut rmw);
+        let mut rmw = CallRmw::new(ctx, &keyspace);
+        let reply = match change {
+            Ok(change) => change.run(&mut rmw),
+            Err(key) => super::move_call::run_move(&mut rmw, &keyspace, &to, &key),
+        };
         if let Some(e) = rmw.failed {
             return Err(e);
         }
@@ -114,11 +116,46 @@ pub fn call_op(keyspace: &str, change: &Change) -> Op {
 /// A change's view of one replicated database while its entry is applied: its keyspace and
 /// its filters keyspace (`databases::filters_name`). A store failure is kept, to fail the
 /// apply, and the change stopped with a placeholder error.
-struct CallRmw<'c, 'a> {
+pub struct CallRmw<'c, 'a> {
     ctx: &'c mut CallContext<'a>,
     keyspace: &'c str,
     filters: String,
     failed: Option<lsm_bloom::Error>,
+}
+
+impl<'c, 'a> CallRmw<'c, 'a> {
+    fn new(ctx: &'c mut CallContext<'a>, keyspace: &'c str) -> Self {
+        CallRmw {
+            ctx,
+            keyspace,
+            filters: super::databases::filters_name(keyspace),
+            failed: None,
+        }
+    }
+
+    /// Views the database of `keyspace` from now on (MOVE's two: `move_call.rs`).
+    pub fn switch(&mut self, keyspace: &'c str) {
+        if self.keyspace != keyspace {
+            self.keyspace = keyspace;
+            self.filters = super::databases::filters_name(keyspace);
+        }
+    }
+
+    /// The live keys of `place` from `start` up to `end` (excluded), at most `limit`, and
+    /// whether more follow.
+    pub fn keys(
+        &mut self,
+        place: Place,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> StoreResult<(Vec<Vec<u8>>, bool)> {
+        let keyspace = self.keyspace(place).to_string();
+        match self.ctx.scan(&keyspace, start, end, limit) {
+            Ok((found, more)) => Ok((found.into_iter().map(|(k, _)| k).collect(), more)),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
 }
 
 impl CallRmw<'_, '_> {

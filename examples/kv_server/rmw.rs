@@ -177,6 +177,16 @@ pub enum Change {
     Run(Vec<Change>),
     /// A write to a Bloom filter (`bloom.rs`).
     Bf(super::bloom::BfChange),
+    /// A cluster's MOVE of `key` from the call's database to that of the keyspace `to`: a
+    /// call of its own, run by `move_call.rs` (it sees two databases; a change sees one).
+    #[cfg_attr(
+        not(feature = "replication"),
+        expect(dead_code, reason = "a single server's MOVE runs in values.rs")
+    )]
+    Move {
+        key: Vec<u8>,
+        to: String,
+    },
 }
 
 /// Whether a SET under `cond` writes, the key existing or not.
@@ -401,6 +411,7 @@ impl Change {
                 Reply::Array(replies)
             }
             Change::Bf(bf) => bf.run(rmw)?,
+            Change::Move { .. } => Reply::err("internal: MOVE runs as a call of its own"),
             Change::Run(changes) => {
                 let mut replies = Vec::with_capacity(changes.len());
                 for c in changes {

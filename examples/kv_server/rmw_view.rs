@@ -124,8 +124,9 @@ pub trait Rmw {
 /// cluster tests, a cluster node's own reads): reads now, writes batched until `finish`.
 pub struct SpaceRmw<'s, 'a> {
     space: &'s Space<'a>,
-    /// The database's filters keyspace as it was when the change began (`Unmade`: none).
-    filters: Space<'a>,
+    /// The database's filters keyspace as the change first looked for it (`Unmade`: none);
+    /// not looked up by a change that never touches filters.
+    filters: std::cell::OnceCell<Space<'a>>,
     now: u64,
     /// What the change wrote, for its later reads and then the batch: each key's last value
     /// and expiry, or deleted.
@@ -148,17 +149,23 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
     pub fn new(space: &'s Space<'a>, now: u64) -> StoreResult<Self> {
         Ok(SpaceRmw {
             space,
-            filters: space.filters(false)?,
+            filters: std::cell::OnceCell::new(),
             now,
             written: [HashMap::new(), HashMap::new()],
             deleted: [Vec::new(), Vec::new()],
         })
     }
 
-    fn space(&self, place: Place) -> &Space<'a> {
+    fn space(&self, place: Place) -> StoreResult<&Space<'a>> {
         match place {
-            Place::Values => self.space,
-            Place::Filters => &self.filters,
+            Place::Values => Ok(self.space),
+            Place::Filters => {
+                if let Some(fs) = self.filters.get() {
+                    return Ok(fs);
+                }
+                let fs = self.space.filters(false)?;
+                Ok(self.filters.get_or_init(|| fs))
+            }
         }
     }
 
@@ -171,8 +178,8 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
         let writes_filters = self.written[Place::Filters.index()]
             .values()
             .any(Option::is_some);
-        if writes_filters && matches!(self.filters, Space::Unmade) {
-            self.filters = self.space.filters(true)?;
+        if writes_filters && matches!(self.space(Place::Filters)?, Space::Unmade) {
+            self.filters = std::cell::OnceCell::from(self.space.filters(true)?);
         }
         let mut batch = self.space.batch();
         let written = std::mem::take(&mut self.written);
@@ -182,7 +189,10 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
             .zip(written)
             .zip(deleted);
         for ((place, writes), ranges) in places {
-            let space = self.space(place);
+            if writes.is_empty() && ranges.is_empty() {
+                continue;
+            }
+            let space = self.space(place)?;
             for (start, end) in ranges {
                 space.delete_range(&mut batch, start, end);
             }
@@ -216,7 +226,7 @@ impl Rmw for SpaceRmw<'_, '_> {
         if self.in_deleted(place, key) {
             return Ok(None);
         }
-        let space = self.space(place);
+        let space = self.space(place)?;
         Ok(super::values::Values::read(space, key)?.map(|(v, e)| {
             let at = match e {
                 KeyExpiry::At(at) => Some(at),
@@ -233,7 +243,7 @@ impl Rmw for SpaceRmw<'_, '_> {
         if self.in_deleted(place, key) {
             return Ok(false);
         }
-        Ok(self.space(place).get_with(key, |_| ())?.is_some())
+        Ok(self.space(place)?.get_with(key, |_| ())?.is_some())
     }
 
     fn write(&mut self, place: Place, key: &[u8], to: Found) -> StoreResult<()> {

@@ -335,8 +335,7 @@ impl Merged {
         let fs = db.filters(false)?;
         let filters_end = match &end {
             Bound::Excluded(e) => Bound::Excluded(headers(e)),
-            // Every header: keys of the form `h…`, below `i`.
-            _ => Bound::Excluded(b"i".to_vec()),
+            _ => Bound::Excluded(super::bloom::HEADERS_END.to_vec()),
         };
         Ok(Merged {
             strings: db.scan(start.clone(), end)?.peekable(),

@@ -456,6 +456,15 @@ impl Values<'_> {
         if to == self.index {
             return Reply::err("source and destination objects are the same");
         }
+        #[cfg(feature = "replication")]
+        if let (Ok(Space::Cluster(c, from)), Ok(Space::Cluster(_, to))) =
+            (self.db.space(self.index), self.db.space(to))
+        {
+            let key = k.to_vec();
+            return c
+                .call(&from, &super::rmw::Change::Move { key, to })
+                .unwrap_or_else(|e| e);
+        }
         let moved = || -> StoreResult<bool> {
             let from = self.db.space(self.index)?;
             let _w = self.writes.exclusive();

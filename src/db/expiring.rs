@@ -154,6 +154,22 @@ impl View<'_> {
 }
 
 #[cfg(feature = "replication")]
+impl View<'_> {
+    /// The live keys and values of `range` as they stand now, judged live or expired at
+    /// `at_millis` rather than by the store's clock (as `entry_at`).
+    pub(crate) fn scan_at(
+        &self,
+        range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+        at_millis: u64,
+    ) -> Result<super::DbIter> {
+        let published = self.inner.read_state();
+        let state = self.state(&published)?;
+        let now = Reading(at_millis.clamp(1, NEVER - 1));
+        Ok(super::keyspace::iter_at(self.inner, state, range, || now))
+    }
+}
+
+#[cfg(feature = "replication")]
 impl Db {
     /// `View::entry_at` in the default keyspace.
     pub(crate) fn entry_at(
@@ -162,6 +178,20 @@ impl Db {
         at_millis: u64,
     ) -> Result<Option<(Vec<u8>, Option<u64>)>> {
         self.view().entry_at(key, at_millis)
+    }
+}
+
+/// `View::scan_at` in `keyspace` of `db`, or in its default keyspace (`None`).
+#[cfg(feature = "replication")]
+pub(crate) fn scan_at(
+    db: &Db,
+    keyspace: Option<&Keyspace>,
+    range: (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    at_millis: u64,
+) -> Result<super::DbIter> {
+    match keyspace {
+        Some(k) => k.view().scan_at(range, at_millis),
+        None => db.view().scan_at(range, at_millis),
     }
 }
 

@@ -294,9 +294,20 @@ pub(super) fn iter_in(
     start: Bound<Vec<u8>>,
     end: Bound<Vec<u8>>,
 ) -> DbIter {
+    // The clock read after the count (`Inner::reading`).
+    iter_at(inner, state, (start, end), || inner.reading())
+}
+
+/// `iter_in`, judging expiry at the reading `now` gives, taken once the memtable's count
+/// has been read.
+pub(super) fn iter_at(
+    inner: &Inner,
+    state: &State,
+    (start, end): (Bound<Vec<u8>>, Bound<Vec<u8>>),
+    now: impl FnOnce() -> crate::expiry::Reading,
+) -> DbIter {
     let seen = state.mem.visible();
-    // Taken after the count (`Inner::reading`).
-    let now = inner.reading();
+    let now = now();
     DbIter::new(
         &inner.counters,
         state.rule,

@@ -48,6 +48,8 @@ mod cover;
 mod cursor;
 mod exists;
 mod expiring;
+#[cfg(feature = "replication")]
+pub(crate) use expiring::scan_at;
 mod files;
 mod filter_checks;
 mod filters;

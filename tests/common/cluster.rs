@@ -81,6 +81,14 @@ impl Cluster {
         ]
     }
 
+    /// Starts the three nodes (the first initialises the cluster) and waits for a leader.
+    pub fn start_all(&self) {
+        for i in 0..self.nodes.len() {
+            self.start(i, i == 0);
+        }
+        self.wait_for_leader();
+    }
+
     pub fn start(&self, i: usize, init: bool) {
         self.start_with(i, init, &[]);
     }

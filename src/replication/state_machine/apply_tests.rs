@@ -148,6 +148,26 @@ impl Procedures for Counter {
             ctx.delete_range("", start.as_bytes(), end.as_bytes());
             return Ok(Vec::new());
         }
+        if let Some(text) = name.strip_prefix("list ") {
+            let (range, limit) = text.split_once(' ').unwrap();
+            let (start, end) = range.split_once("..").unwrap();
+            let limit = limit.parse().unwrap();
+            let (found, more) = ctx.scan("", start.as_bytes(), end.as_bytes(), limit)?;
+            let mut out: Vec<String> = found
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}={}",
+                        String::from_utf8_lossy(k),
+                        String::from_utf8_lossy(v)
+                    )
+                })
+                .collect();
+            if more {
+                out.push("more".into());
+            }
+            return Ok(out.join(",").into_bytes());
+        }
         assert_eq!(name, "incr");
         let (n, expires) = match ctx.get("", args)? {
             None => (0, None),
@@ -279,6 +299,53 @@ fn a_call_deletes_a_range() {
     assert_eq!(db.get(b"daa").unwrap(), None);
     assert_eq!(db.get(b"dab").unwrap(), Some(b"1".to_vec()));
     assert_eq!(db.get(b"db").unwrap(), Some(b"4".to_vec()));
+}
+
+/// A call's scan sees the store and its entry's earlier writes (puts, deletes, range
+/// deletes), judges expiry at the call's time, and stops at its limit saying more follow.
+#[test]
+fn a_call_scans_a_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(crate::Db::open(dir.path(), crate::Options::default()).unwrap());
+    let mut sessions = Sessions::default();
+    let call = |name: &str, args: &str, at: u64| Op::Call {
+        name: name.into(),
+        args: args.into(),
+        at,
+    };
+    let until = Op::PutUntil {
+        keyspace: String::new(),
+        key: "ad".into(),
+        value: "9".into(),
+        at: 1000,
+    };
+    let out = apply_all(
+        &db,
+        &mut sessions,
+        vec![
+            Request::new(vec![put("a", "1"), put("ab", "7"), put("b", "3"), until]),
+            Request::new(vec![
+                put("aa", "4"),
+                put("ac", "5"),
+                call("clear", "a..aa", 5),
+                incr("ab", 5),
+                call("clear", "ac..ad", 5),
+                call("list a..b 10", "", 999),
+                call("list a..b 2", "", 999),
+                call("list a..b 3", "", 1000),
+                call("list b..c 1", "", 5),
+            ]),
+        ],
+    );
+    assert_eq!(
+        answers(&out[1])[3..],
+        [
+            Some("aa=4,ab=8,ad=9".into()),
+            Some("aa=4,ab=8,more".into()),
+            Some("aa=4,ab=8".into()),
+            Some("b=3".into()),
+        ]
+    );
 }
 
 /// Expiry is judged at the call's time, not the store's clock: a key expiring at 1,000 ms

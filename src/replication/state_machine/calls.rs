@@ -67,6 +67,9 @@ pub(super) struct Overlay {
     ranges: Vec<(PlaceId, KeyBounds)>,
 }
 
+/// Keys and their values, in key order.
+pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A range's two bounds.
 type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
@@ -149,6 +152,63 @@ impl CallContext<'_> {
             }
         };
         Ok(found.filter(|s| s.expires.is_none_or(|at| at > self.at)))
+    }
+
+    /// The live keys and values of `keyspace` from `start` up to `end` (excluded), in key
+    /// order, at most `limit` of them, and whether more follow: as `get` reads them, the
+    /// entry's earlier writes included. The work is bounded by `limit` plus the keys the
+    /// entry deleted in the range.
+    pub fn scan(
+        &self,
+        keyspace: &str,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> crate::Result<(Pairs, bool)> {
+        let Some(place) = self.staged.resolve(keyspace) else {
+            return Ok((Vec::new(), false));
+        };
+        let inside = |k: &[u8]| start <= k && k < end;
+        let range = (
+            Bound::Included(start.to_vec()),
+            Bound::Excluded(end.to_vec()),
+        );
+        // The store's entries not decided by the entry's writes, up to one past the limit.
+        let (own, range, strip) = match &place {
+            Place::Default => (
+                None,
+                data_range(Bound::Included(start), Bound::Excluded(end)),
+                1,
+            ),
+            Place::Own(k) => (Some(k), range, 0),
+        };
+        let iter = crate::db::scan_at(self.staged.db(), own, range, self.at)?;
+        let mut found = std::collections::BTreeMap::new();
+        for e in iter {
+            let (key, value) = e?;
+            let key = key.get(strip..).unwrap_or_default().to_vec();
+            if self.overlay.get(&place, &key).is_some() {
+                continue;
+            }
+            found.insert(key, value);
+            if found.len() > limit {
+                break;
+            }
+        }
+        // The entry's own live writes in the range.
+        let id = place_id(&place);
+        for ((p, k), v) in &self.overlay.keys {
+            if *p == id && inside(k) {
+                if let Some(s) = v
+                    .as_ref()
+                    .filter(|s| s.expires.is_none_or(|at| at > self.at))
+                {
+                    found.insert(k.clone(), s.value.clone());
+                }
+            }
+        }
+        let more = found.len() > limit;
+        Ok((found.into_iter().take(limit).collect(), more))
     }
 
     /// Sets `key` to `value` in `keyspace` until `expires` (ms since the epoch; `None`:
