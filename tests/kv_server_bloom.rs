@@ -520,9 +520,9 @@ fn concurrent_adds_on_two_nodes_answer_newly_added_once() {
     moves_are_decided_in_the_log(&ports);
 }
 
-/// MOVE in a cluster is one call decided at apply: a filter moves with its items, read the
-/// same from every node; two nodes moving the same strings to two databases at once leave
-/// each in exactly one, answered 1 once.
+/// MOVE and COPY in a cluster are calls decided at apply: a filter moves or is copied with
+/// its items, read the same from every node; two nodes moving the same strings to two
+/// databases at once leave each in exactly one, answered 1 once.
 #[cfg(feature = "replication")]
 fn moves_are_decided_in_the_log(ports: &[u16]) {
     let card = call(&mut connect(ports[0]), &[b"BF.CARD", b"crawled"]);
@@ -542,7 +542,20 @@ fn moves_are_decided_in_the_log(ports: &[u16]) {
     let mut c = connect(ports[1]);
     assert_eq!(call(&mut c, &[b"SELECT", b"3"]), b"+OK\r\n");
     assert_eq!(call(&mut c, &[b"BF.ADD", b"crawled", b"url:1"]), b":0\r\n");
+    assert_eq!(
+        call(&mut c, &[b"COPY", b"crawled", b"copy", b"DB", b"4"]),
+        b":1\r\n"
+    );
     assert_eq!(call(&mut c, &[b"BF.ADD", b"crawled", b"new"]), b":1\r\n");
+    for port in ports {
+        let mut conn = connect(*port);
+        assert_eq!(call(&mut conn, &[b"SELECT", b"4"]), b"+OK\r\n");
+        assert_eq!(call(&mut conn, &[b"BF.CARD", b"copy"]), card);
+        assert_eq!(
+            call(&mut conn, &[b"BF.MEXISTS", b"copy", b"url:0", b"new"]),
+            array(&[int(1), int(0)])
+        );
+    }
 
     let keys: Vec<String> = (0..200).map(|i| format!("mv:{i}")).collect();
     let mut mset: Vec<&[u8]> = vec![b"MSET"];
@@ -595,6 +608,80 @@ fn moves_are_decided_in_the_log(ports: &[u16]) {
         // Both answers lost: it may not have moved.
         assert!(a.max(b) < 0 || !places[0], "{k} was not moved");
     }
+}
+
+/// COPY and MOVE take a filter with its items and expiry, under a generation of its own (the
+/// copy and the original change apart); REPLACE replaces a string or a filter; a filter of
+/// more items than a transfer takes is refused with nothing written.
+#[test]
+fn copy_and_move_take_filters_with_their_items() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let server = start(dir.path(), port);
+    let mut s = connect(port);
+    let bools = |v: &[i64]| array(&v.iter().map(|&b| int(b)).collect::<Vec<_>>());
+    assert_eq!(
+        call(&mut s, &[b"BF.MADD", b"f", b"a", b"b", b"c"]),
+        bools(&[1, 1, 1])
+    );
+    assert_eq!(call(&mut s, &[b"PEXPIRE", b"f", b"100000"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"COPY", b"f", b"g"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"TYPE", b"g"]), b"+MBbloom--\r\n");
+    let ttl = call(&mut s, &[b"PTTL", b"g"]);
+    let ttl: i64 = String::from_utf8_lossy(&ttl[1..]).trim().parse().unwrap();
+    assert!((90_000..=100_000).contains(&ttl), "the copy's PTTL {ttl}");
+    assert_eq!(call(&mut s, &[b"BF.ADD", b"g", b"d"]), b":1\r\n");
+    assert_eq!(
+        call(&mut s, &[b"BF.MEXISTS", b"g", b"a", b"b", b"c", b"d", b"z"]),
+        bools(&[1, 1, 1, 1, 0])
+    );
+    assert_eq!(call(&mut s, &[b"BF.EXISTS", b"f", b"d"]), b":0\r\n");
+    assert_eq!(call(&mut s, &[b"COPY", b"f", b"g"]), b":0\r\n");
+    assert_eq!(call(&mut s, &[b"COPY", b"f", b"g", b"REPLACE"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"BF.CARD", b"g"]), b":3\r\n");
+    assert_eq!(call(&mut s, &[b"SET", b"s", b"v"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"COPY", b"f", b"s", b"REPLACE"]), b":1\r\n");
+    assert!(call(&mut s, &[b"GET", b"s"]).starts_with(b"-WRONGTYPE"));
+    assert_eq!(call(&mut s, &[b"BF.EXISTS", b"s", b"c"]), b":1\r\n");
+    assert_eq!(
+        call(&mut s, &[b"COPY", b"f", b"s2", b"DB", b"2"]),
+        b":1\r\n"
+    );
+    assert_eq!(call(&mut s, &[b"MOVE", b"g", b"2"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"SET", b"g", b"string"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"MOVE", b"g", b"2"]), b":0\r\n", "2 has one");
+    assert_eq!(call(&mut s, &[b"DBSIZE"]), b":3\r\n");
+    assert_eq!(call(&mut s, &[b"SELECT", b"2"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"BF.CARD", b"s2"]), b":3\r\n");
+    assert_eq!(call(&mut s, &[b"BF.EXISTS", b"g", b"b"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"DBSIZE"]), b":2\r\n");
+    // One item more than a transfer takes: refused, nothing written.
+    // (Parts under the test server's 1 MiB request limit, each argument charged 64 bytes.)
+    for part in 0..8 {
+        let items: Vec<String> = (0..12_501)
+            .map(|i| format!("{}", part * 12_501 + i))
+            .collect();
+        let mut args: Vec<&[u8]> = vec![b"BF.MADD", b"big"];
+        args.extend(items.iter().map(|i| i.as_bytes()));
+        let r = call(&mut s, &args);
+        assert!(r.starts_with(b"*12501\r\n:1\r\n"));
+    }
+    for args in [
+        &[b"MOVE".as_slice(), b"big", b"3"][..],
+        &[b"COPY", b"big", b"big2"],
+    ] {
+        let e = call(&mut s, args);
+        assert!(
+            e.starts_with(b"-ERR MOVE or COPY of a Bloom filter of more than 100000 items"),
+            "{}",
+            String::from_utf8_lossy(&e)
+        );
+    }
+    assert_eq!(call(&mut s, &[b"BF.CARD", b"big"]), b":100008\r\n");
+    assert_eq!(call(&mut s, &[b"EXISTS", b"big2"]), b":0\r\n");
+    assert_eq!(call(&mut s, &[b"SELECT", b"3"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"DBSIZE"]), b":0\r\n");
+    stop(server);
 }
 
 /// Deleting a filter deletes its items too (a range delete of its generation), and SET over

@@ -7,8 +7,7 @@
 //! which an exact set does not have.
 
 use super::bloom::{
-    header_key, item_key, items_range, next_generation, BfChange, Header, Params, DEFAULTS,
-    GENERATION_KEY, MAX_CAPACITY, MAX_EXPANSION,
+    header_key, item_key, BfChange, Header, Params, DEFAULTS, MAX_CAPACITY, MAX_EXPANSION,
 };
 use super::expire::parse_int;
 use super::resp::{Out, Proto, Reply};
@@ -17,9 +16,6 @@ use super::rmw_view::wrong_type;
 use super::store::{Space, StoreResult};
 use super::strings::parse_float;
 use super::values::Values;
-
-/// Most items `MOVE` takes with a filter (one batch).
-pub const MAX_MOVE_ITEMS: usize = 100_000;
 
 /// The index of the argument equal to `word` (any case), as RedisBloom's `RMUtil_ArgIndex`.
 fn arg_index(args: &[Vec<u8>], word: &str) -> Option<usize> {
@@ -289,52 +285,6 @@ impl Values<'_> {
             (_, Found::Absent) => Reply::err("not found"),
             (_, Found::Filter(h)) => info(&h, rest.get(1).map(Vec::as_slice)),
         })
-    }
-
-    /// `MOVE` of the filter `k` from `from` to `dest` on a single server, under the
-    /// exclusive write order (a cluster's: `move_call.rs`): 0 if `dest` holds `k`; its
-    /// header and items in one batch, the items under a new generation of `dest`'s. At most
-    /// `MAX_MOVE_ITEMS` items.
-    pub fn move_filter(from: &Space<'_>, dest: &Space<'_>, k: &[u8]) -> StoreResult<bool> {
-        let fs = from.filters(false)?;
-        let h = header_key(k);
-        let Some(bytes) = fs.get_with(&h, <[u8]>::to_vec)? else {
-            return Ok(false);
-        };
-        let mut header = Header::decode(&bytes).map_err(Reply::err)?;
-        let expiry = fs.expiry_of(&h)?;
-        if dest.get_with(k, |_| ())?.is_some() || Values::is_filter(dest, k)? {
-            return Ok(false);
-        }
-        let old = header.generation;
-        let (start, end) = items_range(old);
-        let mut items = Vec::new();
-        for e in fs.scan(start, std::ops::Bound::Excluded(end))? {
-            let (key, _) = e.map_err(|e| Reply::err(e.to_string()))?;
-            if items.len() == MAX_MOVE_ITEMS {
-                return Err(Reply::err(format!(
-                    "MOVE of a Bloom filter of more than {MAX_MOVE_ITEMS} items is not supported"
-                )));
-            }
-            items.push(key.get(9..).unwrap_or_default().to_vec());
-        }
-        let ds = dest.filters(true)?;
-        header.generation =
-            next_generation(ds.get_with(GENERATION_KEY, <[u8]>::to_vec)?.as_deref())?;
-        let mut b = dest.batch();
-        let generation = header.generation.to_le_bytes().to_vec();
-        ds.put(&mut b, GENERATION_KEY.to_vec(), generation);
-        match expiry {
-            lsm_bloom::KeyExpiry::At(at) => ds.put_until(&mut b, h.clone(), header.encode(), at),
-            _ => ds.put(&mut b, h.clone(), header.encode()),
-        }
-        for item in items {
-            ds.put(&mut b, item_key(header.generation, &item), Vec::new());
-            fs.delete(&mut b, item_key(old, &item));
-        }
-        fs.delete(&mut b, h);
-        dest.write(b)?;
-        Ok(true)
     }
 
     /// The filters in `space`, for `DBSIZE`: counted exactly up to `EXACT_DBSIZE`, and

@@ -11,8 +11,9 @@
 //!   answers, none an array; `6` a null array (an EXEC that ran nothing); `7` a boolean:
 //!   one byte, 0 or 1;
 //! - a Bloom filter change (tag 19): `bloom::encode_change`;
-//! - a cluster's MOVE (tag 20, never inside a run or an EXEC): the key, then the
-//!   destination database's keyspace name, each u32 length + bytes (`move_call.rs`).
+//! - a cluster's MOVE or COPY (tag 20, never inside a run or an EXEC): the key, the
+//!   destination key, the destination database's keyspace name, each u32 length + bytes,
+//!   then u8 `0` MOVE, `1` COPY, `2` COPY … REPLACE (`transfer.rs`).
 //!
 //! Decoding checks every length and count against the bytes left, and refuses unknown tags
 //! and trailing bytes. A call whose arguments do not decode writes nothing and answers an
@@ -21,6 +22,7 @@
 use super::expire::Unit;
 use super::resp::Reply;
 use super::rmw::{Change, Cond, ExpireFlags, GetExOpt, Pairs, SetExpiry};
+use super::transfer::How;
 
 const INCR_BY: u8 = 1;
 const INCR_BY_FLOAT: u8 = 2;
@@ -41,7 +43,7 @@ const EXISTS: u8 = 16;
 const MSET: u8 = 17;
 const EXEC: u8 = 18;
 const BLOOM: u8 = 19;
-const MOVE: u8 = 20;
+const TRANSFER: u8 = 20;
 
 pub fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -185,10 +187,21 @@ fn put_change(out: &mut Vec<u8>, change: &Change) {
             out.push(BLOOM);
             bf.encode(out);
         }
-        Change::Move { key, to } => {
-            out.push(MOVE);
+        Change::Transfer {
+            key,
+            to_key,
+            to,
+            how,
+        } => {
+            out.push(TRANSFER);
             put_bytes(out, key);
+            put_bytes(out, to_key);
             put_bytes(out, to.as_bytes());
+            out.push(match how {
+                How::Move => 0,
+                How::Copy { replace: false } => 1,
+                How::Copy { replace: true } => 2,
+            });
         }
         Change::Run(changes) => {
             out.push(RUN);
@@ -410,9 +423,16 @@ fn get_change(c: &mut Cursor<'_>, runs: bool) -> Result<Change, String> {
             Change::Run(changes)
         }
         BLOOM => Change::Bf(super::bloom::BfChange::decode(c)?),
-        MOVE if runs => Change::Move {
+        TRANSFER if runs => Change::Transfer {
             key: c.bytes()?,
+            to_key: c.bytes()?,
             to: String::from_utf8(c.bytes()?).map_err(|_| "MOVE's keyspace not UTF-8")?,
+            how: match c.u8()? {
+                0 => How::Move,
+                1 => How::Copy { replace: false },
+                2 => How::Copy { replace: true },
+                b => return Err(format!("MOVE or COPY kind {b}")),
+            },
         },
         t => return Err(format!("change tag {t}")),
     })

@@ -98,9 +98,11 @@ fn calls_round_trip_and_damaged_ones_are_refused() {
         decode_call(&b).unwrap_err().contains("change tag 11"),
         "a run in a run"
     );
-    let moved = Change::Move {
+    let moved = Change::Transfer {
         key: b"k".to_vec(),
+        to_key: b"k2".to_vec(),
         to: "db5".to_string(),
+        how: crate::transfer::How::Copy { replace: true },
     };
     let mut b = Vec::new();
     put_bytes(&mut b, b"");
@@ -166,9 +168,11 @@ fn mutated_calls_and_answers_never_panic() {
     let call = encode_call("", &run);
     let moved = encode_call(
         "db1",
-        &Change::Move {
+        &Change::Transfer {
             key: b"k".to_vec(),
+            to_key: b"k".to_vec(),
             to: "db2".to_string(),
+            how: crate::transfer::How::Move,
         },
     );
     let answer = encode_reply(&Reply::Array(vec![

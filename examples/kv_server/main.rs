@@ -48,8 +48,7 @@ mod expire;
 mod info;
 #[path = "../common/logging.rs"]
 mod logging;
-#[cfg(feature = "replication")]
-mod move_call;
+mod memory;
 mod multi;
 #[cfg(feature = "replication")]
 mod multi_cluster;
@@ -63,6 +62,7 @@ mod store;
 mod strings;
 #[cfg(feature = "tls")]
 mod tls;
+mod transfer;
 mod values;
 
 use std::io::Write;
@@ -243,6 +243,7 @@ fn init_logging() {
 }
 
 fn main() {
+    memory::give_back_large_frees();
     let args = Args::parse();
     init_logging();
     if let Err(e) = run(args) {

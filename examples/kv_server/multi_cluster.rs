@@ -82,7 +82,7 @@ impl Server {
         }
         let read = || -> StoreResult<Vec<(usize, Vec<u8>, u128)>> {
             let space = self.db.space(db)?;
-            let mut rmw = SpaceRmw::new(&space, 0)?;
+            let mut rmw = SpaceRmw::new(&space, 0);
             let mut seen = Vec::with_capacity(keys.len());
             for k in keys {
                 seen.push((db, k.clone(), fingerprint(&rmw.locate(k)?)));

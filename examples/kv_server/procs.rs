@@ -12,6 +12,7 @@ use super::resp::Reply;
 use super::rmw::Change;
 use super::rmw_view::{Found, Place, Rmw};
 use super::store::{Space, Store, StoreResult};
+use super::transfer::{transfer, Listed, Side, TwoRmw};
 
 /// The name of the server's one procedure.
 pub const KV: &str = "kv";
@@ -36,16 +37,27 @@ impl Procedures for KvProcedures {
             Ok(c) => c,
             Err(m) => return Ok(encode_reply(&Reply::err(format!("bad call: {m}")))),
         };
-        let (change, to) = match change {
-            Change::Move { key, to } => (Err(key), to),
-            change => (Ok(change), String::new()),
+        let (reply, failed) = match change {
+            Change::Transfer {
+                key,
+                to_key,
+                to,
+                how,
+            } => {
+                let mut pair = CallPair {
+                    rmw: CallRmw::new(ctx, &keyspace),
+                    from: &keyspace,
+                    to: &to,
+                };
+                let reply = transfer(&mut pair, &key, &to_key, how);
+                (reply, pair.rmw.failed)
+            }
+            change => {
+                let mut rmw = CallRmw::new(ctx, &keyspace);
+                (change.run(&mut rmw), rmw.failed)
+            }
         };
-        let mut rmw = CallRmw::new(ctx, &keyspace);
-        let reply = match change {
-            Ok(change) => change.run(&mut rmw),
-            Err(key) => super::move_call::run_move(&mut rmw, &keyspace, &to, &key),
-        };
-        if let Some(e) = rmw.failed {
+        if let Some(e) = failed {
             return Err(e);
         }
         Ok(encode_reply(&reply.unwrap_or_else(|e| e)))
@@ -116,7 +128,7 @@ pub fn call_op(keyspace: &str, change: &Change) -> Op {
 /// A change's view of one replicated database while its entry is applied: its keyspace and
 /// its filters keyspace (`databases::filters_name`). A store failure is kept, to fail the
 /// apply, and the change stopped with a placeholder error.
-pub struct CallRmw<'c, 'a> {
+struct CallRmw<'c, 'a> {
     ctx: &'c mut CallContext<'a>,
     keyspace: &'c str,
     filters: String,
@@ -130,30 +142,6 @@ impl<'c, 'a> CallRmw<'c, 'a> {
             keyspace,
             filters: super::databases::filters_name(keyspace),
             failed: None,
-        }
-    }
-
-    /// Views the database of `keyspace` from now on (MOVE's two: `move_call.rs`).
-    pub fn switch(&mut self, keyspace: &'c str) {
-        if self.keyspace != keyspace {
-            self.keyspace = keyspace;
-            self.filters = super::databases::filters_name(keyspace);
-        }
-    }
-
-    /// The live keys of `place` from `start` up to `end` (excluded), at most `limit`, and
-    /// whether more follow.
-    pub fn keys(
-        &mut self,
-        place: Place,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-    ) -> StoreResult<(Vec<Vec<u8>>, bool)> {
-        let keyspace = self.keyspace(place).to_string();
-        match self.ctx.scan(&keyspace, start, end, limit) {
-            Ok((found, more)) => Ok((found.into_iter().map(|(k, _)| k).collect(), more)),
-            Err(e) => Err(self.fail(e)),
         }
     }
 }
@@ -207,5 +195,41 @@ impl Rmw for CallRmw<'_, '_> {
 
     fn now_ms(&self) -> u64 {
         self.ctx.now_millis()
+    }
+}
+
+/// A transfer's two replicated databases (`transfer.rs`): one view, switched between them.
+struct CallPair<'c, 'a> {
+    rmw: CallRmw<'c, 'a>,
+    from: &'c str,
+    to: &'c str,
+}
+
+impl TwoRmw for CallPair<'_, '_> {
+    fn side(&mut self, side: Side) -> &mut dyn Rmw {
+        let keyspace = match side {
+            Side::Source => self.from,
+            Side::Dest => self.to,
+        };
+        if self.rmw.keyspace != keyspace {
+            self.rmw.keyspace = keyspace;
+            self.rmw.filters = super::databases::filters_name(keyspace);
+        }
+        &mut self.rmw
+    }
+
+    fn keys(
+        &mut self,
+        side: Side,
+        place: Place,
+        (start, end): (&[u8], &[u8]),
+        limit: usize,
+    ) -> StoreResult<Listed> {
+        self.side(side);
+        let keyspace = self.rmw.keyspace(place).to_string();
+        match self.rmw.ctx.scan(&keyspace, start, end, limit) {
+            Ok((found, more)) => Ok((found.into_iter().map(|(k, _)| k).collect(), more)),
+            Err(e) => Err(self.rmw.fail(e)),
+        }
     }
 }

@@ -177,15 +177,18 @@ pub enum Change {
     Run(Vec<Change>),
     /// A write to a Bloom filter (`bloom.rs`).
     Bf(super::bloom::BfChange),
-    /// A cluster's MOVE of `key` from the call's database to that of the keyspace `to`: a
-    /// call of its own, run by `move_call.rs` (it sees two databases; a change sees one).
+    /// A cluster's MOVE or COPY of `key` from the call's database to `to_key` in that of
+    /// the keyspace `to`: a call of its own, run by `transfer.rs` (it sees two databases; a
+    /// change sees one).
     #[cfg_attr(
         not(feature = "replication"),
-        expect(dead_code, reason = "a single server's MOVE runs in values.rs")
+        expect(dead_code, reason = "a single server's MOVE and COPY run a LocalPair")
     )]
-    Move {
+    Transfer {
         key: Vec<u8>,
+        to_key: Vec<u8>,
         to: String,
+        how: super::transfer::How,
     },
 }
 
@@ -411,7 +414,9 @@ impl Change {
                 Reply::Array(replies)
             }
             Change::Bf(bf) => bf.run(rmw)?,
-            Change::Move { .. } => Reply::err("internal: MOVE runs as a call of its own"),
+            Change::Transfer { .. } => {
+                Reply::err("internal: MOVE and COPY run as calls of their own")
+            }
             Change::Run(changes) => {
                 let mut replies = Vec::with_capacity(changes.len());
                 for c in changes {
@@ -479,7 +484,7 @@ impl super::values::Values<'_> {
             }
             let _w = self.writes.exclusive();
             let now = super::expire::now_ms().max(0) as u64;
-            let mut rmw = SpaceRmw::new(&space, now)?;
+            let mut rmw = SpaceRmw::new(&space, now);
             let reply = change.run(&mut rmw)?;
             rmw.finish()?;
             Ok(reply)

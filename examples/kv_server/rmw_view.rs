@@ -146,17 +146,18 @@ impl Place {
 }
 
 impl<'s, 'a> SpaceRmw<'s, 'a> {
-    pub fn new(space: &'s Space<'a>, now: u64) -> StoreResult<Self> {
-        Ok(SpaceRmw {
+    pub fn new(space: &'s Space<'a>, now: u64) -> Self {
+        SpaceRmw {
             space,
             filters: std::cell::OnceCell::new(),
             now,
             written: [HashMap::new(), HashMap::new()],
             deleted: [Vec::new(), Vec::new()],
-        })
+        }
     }
 
-    fn space(&self, place: Place) -> StoreResult<&Space<'a>> {
+    /// The database's space of `place` (`Unmade` where it has none).
+    pub fn space_of(&self, place: Place) -> StoreResult<&Space<'a>> {
         match place {
             Place::Values => Ok(self.space),
             Place::Filters => {
@@ -171,17 +172,31 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
 
     /// Writes the change's writes as one batch, if it made any (the filters keyspace made
     /// if a filter is written and the database has none).
-    pub fn finish(mut self) -> StoreResult<()> {
+    pub fn finish(self) -> StoreResult<()> {
+        let (mut batch, space) = self.batch();
+        match self.fill(&mut batch)? {
+            true => space.write(batch),
+            false => Ok(()),
+        }
+    }
+
+    /// A new batch of the store, and the database it writes through.
+    pub fn batch(&self) -> (super::store::Batch, &'s Space<'a>) {
+        (self.space.batch(), self.space)
+    }
+
+    /// Adds the change's writes to `batch` (the filters keyspace made if a filter is
+    /// written and the database has none): whether it made any.
+    pub fn fill(mut self, batch: &mut super::store::Batch) -> StoreResult<bool> {
         if self.written.iter().all(HashMap::is_empty) && self.deleted.iter().all(Vec::is_empty) {
-            return Ok(());
+            return Ok(false);
         }
         let writes_filters = self.written[Place::Filters.index()]
             .values()
             .any(Option::is_some);
-        if writes_filters && matches!(self.space(Place::Filters)?, Space::Unmade) {
+        if writes_filters && matches!(self.space_of(Place::Filters)?, Space::Unmade) {
             self.filters = std::cell::OnceCell::from(self.space.filters(true)?);
         }
-        let mut batch = self.space.batch();
         let written = std::mem::take(&mut self.written);
         let deleted = std::mem::take(&mut self.deleted);
         let places = [Place::Values, Place::Filters]
@@ -192,19 +207,36 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
             if writes.is_empty() && ranges.is_empty() {
                 continue;
             }
-            let space = self.space(place)?;
+            let space = self.space_of(place)?;
             for (start, end) in ranges {
-                space.delete_range(&mut batch, start, end);
+                space.delete_range(batch, start, end);
             }
             for (key, w) in writes {
                 match w {
-                    None => space.delete(&mut batch, key),
-                    Some((value, None)) => space.put(&mut batch, key, value),
-                    Some((value, Some(at))) => space.put_until(&mut batch, key, value, at),
+                    None => space.delete(batch, key),
+                    Some((value, None)) => space.put(batch, key, value),
+                    Some((value, Some(at))) => space.put_until(batch, key, value, at),
                 }
             }
         }
-        self.space.write(batch)
+        Ok(true)
+    }
+
+    /// Whether the change's writes decide `key` in `place`: `Some(live)` if they do.
+    pub fn decided(&self, place: Place, key: &[u8]) -> Option<bool> {
+        if let Some(w) = self.written[place.index()].get(key) {
+            return Some(w.is_some());
+        }
+        self.in_deleted(place, key).then_some(false)
+    }
+
+    /// The keys the change wrote live in `place` from `start` up to `end` (excluded).
+    pub fn written_in(&self, place: Place, start: &[u8], end: &[u8]) -> Vec<Vec<u8>> {
+        self.written[place.index()]
+            .iter()
+            .filter(|(k, w)| w.is_some() && start <= k.as_slice() && k.as_slice() < end)
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 }
 
@@ -226,7 +258,7 @@ impl Rmw for SpaceRmw<'_, '_> {
         if self.in_deleted(place, key) {
             return Ok(None);
         }
-        let space = self.space(place)?;
+        let space = self.space_of(place)?;
         Ok(super::values::Values::read(space, key)?.map(|(v, e)| {
             let at = match e {
                 KeyExpiry::At(at) => Some(at),
@@ -243,7 +275,7 @@ impl Rmw for SpaceRmw<'_, '_> {
         if self.in_deleted(place, key) {
             return Ok(false);
         }
-        Ok(self.space(place)?.get_with(key, |_| ())?.is_some())
+        Ok(self.space_of(place)?.get_with(key, |_| ())?.is_some())
     }
 
     fn write(&mut self, place: Place, key: &[u8], to: Found) -> StoreResult<()> {

@@ -16,6 +16,7 @@ use super::changes::change_of;
 use super::expire::parse_int;
 use super::resp::{Out, Proto, Reply};
 use super::store::{Space, StoreResult};
+use super::transfer::How;
 use super::values::Values;
 
 /// The largest value a command here makes (Redis's `proto-max-bulk-len` is 512 MB; the
@@ -86,22 +87,6 @@ impl Values<'_> {
         }
         Ok(Some((v, space.expiry_of(k)?)))
     }
-
-    /// Writes `v` to `k` in `space`, until `expiry` if it has one.
-    fn write_keeping(
-        space: &Space<'_>,
-        k: &[u8],
-        v: Vec<u8>,
-        expiry: KeyExpiry,
-    ) -> StoreResult<()> {
-        let mut b = space.batch();
-        match expiry {
-            KeyExpiry::At(at) => space.put_string_until(&mut b, k.to_vec(), v, at),
-            KeyExpiry::Never | KeyExpiry::Absent => space.put(&mut b, k.to_vec(), v),
-        }
-        space.write(b)
-    }
-
     /// GETRANGE, with Redis's reading of negative and out-of-range offsets.
     fn getrange(&self, k: &[u8], start: &[u8], end: &[u8]) -> Reply {
         let (Some(mut start), Some(mut end)) = (parse_int(start), parse_int(end)) else {
@@ -165,24 +150,7 @@ impl Values<'_> {
         if db == self.index && from == to {
             return Reply::err("source and destination objects are the same");
         }
-        let run = || -> StoreResult<Reply> {
-            let source = self.db.space(self.index)?;
-            let _w = self.writes.exclusive();
-            let Some((value, expiry)) = Self::read(&source, from)? else {
-                if Values::is_filter(&source, from)? {
-                    return Ok(Reply::err("COPY of a Bloom filter is not supported"));
-                }
-                return Ok(Reply::Int(0));
-            };
-            let dest = self.db.space_for_write(db)?;
-            let taken = dest.get_with(to, |_| ())?.is_some() || Values::is_filter(&dest, to)?;
-            if !replace && taken {
-                return Ok(Reply::Int(0));
-            }
-            Self::write_keeping(&dest, to, value, expiry)?;
-            Ok(Reply::Int(1))
-        };
-        run().unwrap_or_else(|e| e)
+        self.transfer(from, to, db, How::Copy { replace })
     }
 }
 

@@ -26,6 +26,7 @@ use super::resp::{Out, Proto, Reply};
 use super::rmw::{set_writes, Change, Cond, SetExpiry};
 use super::rmw_view::wrong_type;
 use super::store::{Space, Store, StoreResult};
+use super::transfer::{transfer, How, LocalPair};
 
 /// Orders conditional writes against all others (see the module docs), and combines
 /// connections' runs of counters (`combine.rs`).
@@ -442,7 +443,8 @@ impl Values<'_> {
 
 /// `MOVE key db`'s checks and answer: 1 if `key` moved from the session's database to `to`,
 /// 0 if it is not in the session's database or already in `to`. The delete and the put are
-/// one batch: the key is in one database or the other, never both or neither.
+/// one batch (one call in a cluster): the key is in one database or the other, never both
+/// or neither.
 impl Values<'_> {
     fn move_key(&self, k: &[u8], to: &[u8]) -> Reply {
         let to = match std::str::from_utf8(to)
@@ -456,40 +458,39 @@ impl Values<'_> {
         if to == self.index {
             return Reply::err("source and destination objects are the same");
         }
+        self.transfer(k, k, to, How::Move)
+    }
+
+    /// `MOVE` or `COPY` of `key` from the session's database to `to_key` in database `to`
+    /// (`transfer.rs`): on a single server under the exclusive write order, its writes one
+    /// batch; in a cluster one call decided in the log.
+    pub fn transfer(&self, key: &[u8], to_key: &[u8], to: usize, how: How) -> Reply {
         #[cfg(feature = "replication")]
         if let (Ok(Space::Cluster(c, from)), Ok(Space::Cluster(_, to))) =
             (self.db.space(self.index), self.db.space(to))
         {
-            let key = k.to_vec();
-            return c
-                .call(&from, &super::rmw::Change::Move { key, to })
-                .unwrap_or_else(|e| e);
+            let change = super::rmw::Change::Transfer {
+                key: key.to_vec(),
+                to_key: to_key.to_vec(),
+                to,
+                how,
+            };
+            return c.call(&from, &change).unwrap_or_else(|e| e);
         }
-        let moved = || -> StoreResult<bool> {
+        let run = || -> StoreResult<Reply> {
             let from = self.db.space(self.index)?;
             let _w = self.writes.exclusive();
-            let Some(value) = from.get_with(k, <[u8]>::to_vec)? else {
-                if Values::is_filter(&from, k)? {
-                    return Values::move_filter(&from, &self.db.space_for_write(to)?, k);
-                }
-                return Ok(false);
+            let dest = match to == self.index {
+                true => None,
+                false => Some(self.db.space_for_write(to)?),
             };
-            // The key keeps its expiry, as in Redis.
-            let expiry = from.expiry_of(k)?;
-            let dest = self.db.space_for_write(to)?;
-            if dest.get_with(k, |_| ())?.is_some() || Values::is_filter(&dest, k)? {
-                return Ok(false);
-            }
-            let mut b = dest.batch();
-            match expiry {
-                KeyExpiry::At(at) => dest.put_string_until(&mut b, k.to_vec(), value, at),
-                KeyExpiry::Absent | KeyExpiry::Never => dest.put(&mut b, k.to_vec(), value),
-            }
-            from.delete_string(&mut b, k.to_vec());
-            dest.write(b)?;
-            Ok(true)
+            let now = super::expire::now_ms().max(0) as u64;
+            let mut pair = LocalPair::new(&from, dest.as_ref(), now);
+            let reply = transfer(&mut pair, key, to_key, how)?;
+            pair.finish()?;
+            Ok(reply)
         };
-        moved().map_or_else(db_err, |m| Reply::Int(i64::from(m)))
+        run().unwrap_or_else(|e| e)
     }
 }
 
