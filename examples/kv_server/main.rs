@@ -470,6 +470,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         server.output_bytes.clone(),
     ));
     let server = Arc::new(server);
+    let watched = Arc::clone(&server);
+    memory::trim_when_settled(move || {
+        let s = watched.db.stats();
+        s.flushes + s.compactions
+    });
     let listener = TcpListener::bind(&addrs[..])?;
     listener.set_nonblocking(true)?;
     let tls = tls_listener(&args)?;

@@ -19,3 +19,43 @@ pub fn give_back_large_frees() {
         }
     }
 }
+
+/// How long the store's background work must have been quiet before freed memory is given
+/// back.
+const QUIET: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Gives the allocator's free pages back to the system (`malloc_trim`) each time the store's
+/// background work — `work()`, the flushes and compactions done so far — has stopped for
+/// `QUIET`: after a write burst, the freed memtables and compaction buffers that the fixed
+/// threshold did not return (fragments of heap pages). Never while work goes on: a trim
+/// walks the heap holding malloc's locks. Measured with `bf_bench` after loading 10^7 items:
+/// malloc's in-use bytes were 61 MB of the 99 MB it held.
+pub fn trim_when_settled(work: impl Fn() -> u64 + Send + 'static) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let trim = move || {
+            let (mut last, mut since, mut trimmed) = (work(), std::time::Instant::now(), true);
+            loop {
+                std::thread::sleep(QUIET / 4);
+                let now = work();
+                if now != last {
+                    (last, since, trimmed) = (now, std::time::Instant::now(), false);
+                } else if !trimmed && since.elapsed() >= QUIET {
+                    let t = std::time::Instant::now();
+                    // SAFETY: `malloc_trim` only returns free pages; any thread may call it.
+                    #[expect(unsafe_code, reason = "glibc's malloc_trim has no safe wrapper")]
+                    unsafe {
+                        libc::malloc_trim(0);
+                    }
+                    tracing::debug!(micros = t.elapsed().as_micros() as u64, "malloc_trim");
+                    trimmed = true;
+                }
+            }
+        };
+        if let Err(e) = std::thread::Builder::new().name("trim".into()).spawn(trim) {
+            tracing::warn!(error = %e, "no thread to give freed memory back");
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    drop(work);
+}
