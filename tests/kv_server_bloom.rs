@@ -431,7 +431,10 @@ fn concurrent_adds_on_two_nodes_answer_newly_added_once() {
     use common::cluster::Cluster;
     let root = tempfile::tempdir().unwrap();
     let c = Cluster::new(root.path());
-    c.start_all();
+    for i in 0..3 {
+        c.start_with(i, i == 0, &["--bloom-sweep-secs", "1"]);
+    }
+    c.wait_for_leader();
     let ports = c.ports();
     // Until the cluster takes writes (an error before its first leader).
     let mut conn = None;
@@ -518,6 +521,19 @@ fn concurrent_adds_on_two_nodes_answer_newly_added_once() {
         );
     }
     moves_are_decided_in_the_log(&ports);
+    // An expired filter's items are swept by a call from the leader.
+    let mut conn = connect(ports[0]);
+    assert_eq!(
+        call(&mut conn, &[b"BF.MADD", b"exp", b"a", b"b"]),
+        array(&[int(1), int(1)])
+    );
+    assert_eq!(call(&mut conn, &[b"PEXPIRE", b"exp", b"100"]), b":1\r\n");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let swept = || (0..3).any(|i| c.stderr_tail(i).contains("swept Bloom filter items"));
+    while !swept() {
+        assert!(std::time::Instant::now() < deadline, "no sweep logged");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// MOVE and COPY in a cluster are calls decided at apply: a filter moves or is copied with
@@ -723,13 +739,56 @@ fn removed_filters_leave_no_items_on_disk() {
     assert_eq!(call(&mut s, &[b"FLUSHDB"]), b"+OK\r\n");
     drop(s);
     stop(server);
-    let db = lsm_bloom::Db::open(dir.path(), lsm_bloom::Options::default()).unwrap();
-    let mut items_left = 0;
+    let items_left = items_on_disk(dir.path());
+    assert_eq!(items_left, 1, "only kept's item is left");
+}
+
+/// The items of filters that expired are range-deleted by the periodic sweep
+/// (`--bloom-sweep-secs`), before, between and after live filters' generations and in
+/// every database; live filters, and one made after the sweeps, keep theirs.
+#[test]
+fn expired_filters_items_are_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let args = ["--max-request-mib", "1", "--bloom-sweep-secs", "1"];
+    let server = start_with(dir.path(), port, &args);
+    let mut s = connect(port);
+    let items: Vec<String> = (0..500).map(|i| format!("item:{i}")).collect();
+    let cases: [(&[u8], &[u8], bool); 4] = [
+        (b"0", b"first", true),
+        (b"0", b"kept", false),
+        (b"0", b"last", true),
+        (b"1", b"other", true),
+    ];
+    for (db, key, expires) in cases {
+        assert_eq!(call(&mut s, &[b"SELECT", db]), b"+OK\r\n");
+        let mut args: Vec<&[u8]> = vec![b"BF.MADD", key];
+        args.extend(items.iter().map(|i| i.as_bytes()));
+        assert!(call(&mut s, &args).starts_with(b"*500\r\n:1\r\n"));
+        if expires {
+            assert_eq!(call(&mut s, &[b"PEXPIRE", key, b"200"]), b":1\r\n");
+        }
+    }
+    // Past the expiry, then past two sweeps.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(call(&mut s, &[b"SELECT", b"0"]), b"+OK\r\n");
+    assert_eq!(call(&mut s, &[b"BF.ADD", b"late", b"x"]), b":1\r\n");
+    assert_eq!(call(&mut s, &[b"BF.CARD", b"kept"]), b":500\r\n");
+    assert_eq!(call(&mut s, &[b"EXISTS", b"first", b"last"]), b":0\r\n");
+    stop(server);
+    let items_left = items_on_disk(dir.path());
+    assert_eq!(items_left, 501, "kept's items and late's one are left");
+}
+
+/// The filter items in the stopped server's store at `dir`, in every database.
+fn items_on_disk(dir: &std::path::Path) -> usize {
+    let db = lsm_bloom::Db::open(dir, lsm_bloom::Options::default()).unwrap();
+    let mut items = 0;
     for name in db.keyspace_names().iter().filter(|n| n.starts_with("bf.")) {
         let ks = db.keyspace(name).unwrap();
-        items_left += ks.scan_prefix(b"i").unwrap().count();
+        items += ks.scan_prefix(b"i").unwrap().count();
     }
-    assert_eq!(items_left, 1, "only kept's item is left");
+    items
 }
 
 /// redis-py's `r.bf()` and node-redis's `client.bf` (`tests/clients/bloom.py`, `bloom.js`).

@@ -12,7 +12,8 @@
 //! range-deletes its generation's items (two writes, whatever its size), and a filter made
 //! later under the same name takes the next generation (`GENERATION_KEY`), so it starts
 //! empty even where items were left behind: those of a filter that expired stay on disk,
-//! unreachable, until its database is flushed. RENAME moves the header alone.
+//! unreachable, until a sweep range-deletes them (`bloom_sweep.rs`). RENAME moves the
+//! header alone.
 //!
 //! The changes (`BfChange`) run like every other read-modify-write (`rmw.rs`): on a single
 //! server under the exclusive write order, in a cluster as one call decided at apply, so
@@ -175,6 +176,8 @@ pub enum BfChange {
         create: Option<Params>,
         many: bool,
     },
+    /// Range-deletes the items no live filter names (`bloom_sweep.rs`).
+    Sweep,
 }
 
 /// A store failure or a damaged header, as the reply.
@@ -231,6 +234,7 @@ impl BfChange {
     /// Decides the change against `rmw` (`Change::run`).
     pub fn run(self, rmw: &mut dyn Rmw) -> StoreResult<Reply> {
         match self {
+            BfChange::Sweep => super::bloom_sweep::sweep(rmw),
             BfChange::Reserve { key, params } => {
                 if filter_of(rmw, &key)?.is_some() {
                     return Ok(Reply::err("item exists"));
@@ -321,6 +325,7 @@ impl BfChange {
                     put_bytes(out, item);
                 }
             }
+            BfChange::Sweep => out.push(3),
         }
     }
 
@@ -362,6 +367,7 @@ impl BfChange {
                     many: flags & 1 == 1,
                 })
             }
+            3 => Ok(BfChange::Sweep),
             k => Err(format!("Bloom filter change kind {k}")),
         }
     }

@@ -88,6 +88,7 @@ fn calls_round_trip_and_damaged_ones_are_refused() {
             create: None,
             many: false,
         }),
+        Change::Bf(BfChange::Sweep),
     ];
     let run = Change::Run(changes.to_vec());
     let nested = Change::Run(vec![run.clone()]);

@@ -269,6 +269,12 @@ impl Cluster {
             .map_err(|e| Reply::err(e.to_string()))
     }
 
+    /// Whether this node leads now.
+    pub fn leads(&self) -> bool {
+        let m = self.node.metrics();
+        m.current_leader == Some(m.id)
+    }
+
     pub fn stats(&self) -> DbStats {
         self.node.state_machine().db().stats()
     }

@@ -10,9 +10,9 @@ use super::call_codec::{decode_call, encode_call, encode_reply};
 use super::combine::pipeline_change;
 use super::resp::Reply;
 use super::rmw::Change;
-use super::rmw_view::{Found, Place, Rmw};
+use super::rmw_view::{Found, Listed, Place, Rmw};
 use super::store::{Space, Store, StoreResult};
-use super::transfer::{transfer, Listed, Side, TwoRmw};
+use super::transfer::{transfer, Side, TwoRmw};
 
 /// The name of the server's one procedure.
 pub const KV: &str = "kv";
@@ -193,6 +193,19 @@ impl Rmw for CallRmw<'_, '_> {
         Ok(())
     }
 
+    fn keys(
+        &mut self,
+        place: Place,
+        (start, end): (&[u8], &[u8]),
+        limit: usize,
+    ) -> StoreResult<Listed> {
+        let keyspace = self.keyspace(place).to_string();
+        match self.ctx.scan(&keyspace, start, end, limit) {
+            Ok((found, more)) => Ok((found.into_iter().map(|(k, _)| k).collect(), more)),
+            Err(e) => Err(self.fail(e)),
+        }
+    }
+
     fn now_ms(&self) -> u64 {
         self.ctx.now_millis()
     }
@@ -216,20 +229,5 @@ impl TwoRmw for CallPair<'_, '_> {
             self.rmw.filters = super::databases::filters_name(keyspace);
         }
         &mut self.rmw
-    }
-
-    fn keys(
-        &mut self,
-        side: Side,
-        place: Place,
-        (start, end): (&[u8], &[u8]),
-        limit: usize,
-    ) -> StoreResult<Listed> {
-        self.side(side);
-        let keyspace = self.rmw.keyspace(place).to_string();
-        match self.rmw.ctx.scan(&keyspace, start, end, limit) {
-            Ok((found, more)) => Ok((found.into_iter().map(|(k, _)| k).collect(), more)),
-            Err(e) => Err(self.rmw.fail(e)),
-        }
     }
 }

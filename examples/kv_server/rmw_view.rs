@@ -24,6 +24,10 @@ pub type Found = Option<(Vec<u8>, Option<u64>)>;
 /// absent.
 pub type Located = Option<(Place, Vec<u8>, Option<u64>)>;
 
+/// A range's keys as a change lists them: at most a limit of them, and whether more
+/// follow.
+pub type Listed = (Vec<Vec<u8>>, bool);
+
 /// Where a change reads and writes in its database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Place {
@@ -48,6 +52,9 @@ pub trait Rmw {
     fn write(&mut self, place: Place, key: &[u8], to: Found) -> StoreResult<()>;
     /// Deletes every key of `place` from `start` up to `end` (excluded).
     fn delete_range(&mut self, place: Place, start: &[u8], end: &[u8]) -> StoreResult<()>;
+    /// The live keys of `place` from `start` up to `end` (excluded), in order, at most
+    /// `limit` of them.
+    fn keys(&mut self, place: Place, range: (&[u8], &[u8]), limit: usize) -> StoreResult<Listed>;
     /// The time the change is decided at, in ms since the epoch.
     fn now_ms(&self) -> u64;
 
@@ -288,6 +295,30 @@ impl Rmw for SpaceRmw<'_, '_> {
         self.written[place.index()].retain(|k, _| !inside(k));
         self.deleted[place.index()].push((start.to_vec(), end.to_vec()));
         Ok(())
+    }
+
+    fn keys(
+        &mut self,
+        place: Place,
+        (start, end): (&[u8], &[u8]),
+        limit: usize,
+    ) -> StoreResult<Listed> {
+        let mut found = std::collections::BTreeSet::new();
+        let stored = self
+            .space_of(place)?
+            .scan(start.to_vec(), std::ops::Bound::Excluded(end.to_vec()))?;
+        for e in stored {
+            let (k, _) = e.map_err(|e| Reply::err(e.to_string()))?;
+            if self.decided(place, &k).is_none() {
+                found.insert(k);
+                if found.len() > limit {
+                    break;
+                }
+            }
+        }
+        found.extend(self.written_in(place, start, end));
+        let more = found.len() > limit;
+        Ok((found.into_iter().take(limit).collect(), more))
     }
 
     fn now_ms(&self) -> u64 {

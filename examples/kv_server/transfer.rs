@@ -8,9 +8,6 @@
 //! at most `MAX_TRANSFER_ITEMS`, counted from the data the change reads, so a cluster's
 //! nodes all refuse alike.
 
-use std::collections::BTreeSet;
-use std::ops::Bound;
-
 use super::bloom::{header_key, item_key, items_range, take_generation, Header};
 use super::resp::Reply;
 use super::rmw_view::{Place, Rmw, SpaceRmw};
@@ -33,24 +30,11 @@ pub enum How {
     Copy { replace: bool },
 }
 
-/// A filter's items as a transfer lists them: at most a limit of keys, and whether more
-/// follow.
-pub type Listed = (Vec<Vec<u8>>, bool);
-
 /// Where a transfer reads and writes: two databases (the same one twice for a COPY within a
 /// database), its reads seeing its writes.
 pub trait TwoRmw {
     /// `side`'s database.
     fn side(&mut self, side: Side) -> &mut dyn Rmw;
-    /// The live keys of `place` in `side`'s database from `start` up to `end` (excluded), at
-    /// most `limit`.
-    fn keys(
-        &mut self,
-        side: Side,
-        place: Place,
-        range: (&[u8], &[u8]),
-        limit: usize,
-    ) -> StoreResult<Listed>;
 }
 
 /// Takes `key` of the source database to `to_key` of the destination: 1 if done; 0 if the
@@ -67,7 +51,8 @@ pub fn transfer(pair: &mut impl TwoRmw, key: &[u8], to_key: &[u8], how: How) -> 
             let (start, end) = items_range(header.generation);
             let range = (start.as_slice(), end.as_slice());
             let (items, more) =
-                pair.keys(Side::Source, Place::Filters, range, MAX_TRANSFER_ITEMS)?;
+                pair.side(Side::Source)
+                    .keys(Place::Filters, range, MAX_TRANSFER_ITEMS)?;
             if more {
                 return Ok(Reply::err(format!(
                     "MOVE or COPY of a Bloom filter of more than {MAX_TRANSFER_ITEMS} items \
@@ -143,31 +128,5 @@ impl<'s, 'a> LocalPair<'s, 'a> {
 impl TwoRmw for LocalPair<'_, '_> {
     fn side(&mut self, side: Side) -> &mut dyn Rmw {
         self.view(side)
-    }
-
-    fn keys(
-        &mut self,
-        side: Side,
-        place: Place,
-        (start, end): (&[u8], &[u8]),
-        limit: usize,
-    ) -> StoreResult<Listed> {
-        let view = self.view(side);
-        let mut found = BTreeSet::new();
-        let stored = view
-            .space_of(place)?
-            .scan(start.to_vec(), Bound::Excluded(end.to_vec()))?;
-        for e in stored {
-            let (k, _) = e.map_err(|e| Reply::err(e.to_string()))?;
-            if view.decided(place, &k).is_none() {
-                found.insert(k);
-                if found.len() > limit {
-                    break;
-                }
-            }
-        }
-        found.extend(view.written_in(place, start, end));
-        let more = found.len() > limit;
-        Ok((found.into_iter().take(limit).collect(), more))
     }
 }
