@@ -863,6 +863,16 @@ fn crawler_dedup_is_exact_across_a_kill() {
     }
     let card = call(&mut s, &[b"BF.CARD", b"crawled"]);
     assert_eq!(card, int(seen.len() as i64));
+    // INFO counts the tables and filters of the filters keyspace too (the default keyspace,
+    // database 0's strings, holds none here).
+    let info = String::from_utf8_lossy(&call(&mut s, &[b"INFO"])).into_owned();
+    let field = |name: &str| -> u64 {
+        let line = info
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")));
+        line.and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    };
+    assert!(field("tables") > 0 && field("filter_bytes") > 0, "{info}");
     drop(s);
     stop(server);
 }

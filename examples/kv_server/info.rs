@@ -96,6 +96,11 @@ fn stats(
 ) -> [(&'static str, String); 4] {
     let s = db.stats();
     let t = &s.total;
+    // Tables and filters of every keyspace (`s.total`'s are the default keyspace's; its
+    // counters are the whole store's).
+    let all = |f: fn(&lsm_bloom::KeyspaceStats) -> u64| s.keyspaces.iter().map(f).sum::<u64>();
+    let (tables, table_bytes) = (all(|k| k.tables), all(|k| k.table_bytes));
+    let filter_bytes = all(|k| k.filter_bytes);
     let mut server = format!(
         "# Server\r\nredis_version:{REDIS_VERSION}\r\nlsm_bloom_version:{}\r\n",
         env!("CARGO_PKG_VERSION")
@@ -116,7 +121,7 @@ fn stats(
     filters += &format!(
         "gets:{}\r\nfilter_checks:{}\r\nfilter_useful:{}\r\nfilter_positive:{}\r\nfilter_true_positive:{}\r\nobserved_fpr:{:.6}\r\nexpected_fpr_sum:{:.6}\r\nfilter_bytes:{}\r\nfilter_validation_failures:{}\r\ndata_block_reads:{}\r\nbytes_read:{}\r\ntables_probed:{}\r\n",
         s.gets, t.filter_checks, t.filter_useful, t.filter_positive, t.filter_true_positive, t.observed_fpr(), t.expected_fpr_sum,
-        t.filter_bytes, s.filter_validation_failures, t.data_block_reads, t.bytes_read, s.tables_probed
+        filter_bytes, s.filter_validation_failures, t.data_block_reads, t.bytes_read, s.tables_probed
     );
     filters += &format!(
         "prefix_scans:{}\r\nprefix_checks:{}\r\nprefix_useful:{}\r\nprefix_unfiltered:{}\r\nprefix_filter_bytes:{}\r\nscan_block_reads:{}\r\n",
@@ -124,8 +129,8 @@ fn stats(
     );
     let mut storage = format!(
         "\r\n# Storage\r\ntables:{}\r\ntable_bytes:{}\r\nblock_cache_hits:{}\r\nblock_cache_misses:{}\r\nblock_cache_bytes:{}\r\nblock_cache_capacity:{}\r\nflushes:{}\r\ncompactions:{}\r\nread_only_error:{}\r\n",
-        t.tables,
-        t.table_bytes,
+        tables,
+        table_bytes,
         s.block_cache_hits,
         s.block_cache_misses,
         s.block_cache_bytes,

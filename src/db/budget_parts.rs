@@ -128,6 +128,7 @@ impl Inner {
                     },
                     id,
                     tables: tables.clone().count() as u64,
+                    table_bytes: tables.clone().map(|t| t.file_size()).sum(),
                     entries: s.version.entries(),
                     filter_bytes: tables
                         .map(|t| {

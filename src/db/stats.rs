@@ -297,6 +297,8 @@ pub struct KeyspaceStats {
     pub id: u32,
     /// Live tables.
     pub tables: u64,
+    /// Bytes of its live tables' files.
+    pub table_bytes: u64,
     /// Entries in its tables.
     pub entries: u64,
     /// Bytes of its tables' filter blocks (whole-key, prefix and range).
