@@ -364,7 +364,13 @@ fn main() {
     );
     let (rr2, kr2) = (rss_mib(redis.0.id()), rss_mib(kv.0.id()));
     println!(
-        "resident memory after the lookups: redis {rr2:.0} MiB, kv_server {kr2:.0} MiB: {:.3}x",
+        "resident memory just after the lookups: redis {rr2:.0} MiB, kv_server {kr2:.0} MiB: {:.3}x",
+        kr2 / rr2
+    );
+    std::thread::sleep(Duration::from_secs(5));
+    let (rr2, kr2) = (rss_mib(redis.0.id()), rss_mib(kv.0.id()));
+    println!(
+        "resident memory 5 s after the lookups: redis {rr2:.0} MiB, kv_server {kr2:.0} MiB: {:.3}x",
         kr2 / rr2
     );
     // The same store served by a fresh process: what a server holds to serve lookups, without

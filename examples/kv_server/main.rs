@@ -325,7 +325,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let watched = Arc::clone(&server);
     memory::trim_when_settled(move || {
         let s = watched.db.stats();
-        s.flushes + s.compactions
+        s.flushes + s.compactions + s.gets + s.scans
     });
     let listener = TcpListener::bind(&addrs[..])?;
     listener.set_nonblocking(true)?;
