@@ -30,20 +30,18 @@ pub fn sweep(rmw: &mut dyn Rmw) -> StoreResult<Reply> {
         return Ok(Reply::err("a damaged Bloom filter generation"));
     };
     let start = header_key(b"");
-    let (headers, more) = rmw.keys(Place::Filters, (&start, HEADERS_END), MAX_SWEEP_FILTERS)?;
+    let (headers, more) = rmw.entries(Place::Filters, (&start, HEADERS_END), MAX_SWEEP_FILTERS)?;
     if more {
         return Ok(Reply::err(format!(
             "more than {MAX_SWEEP_FILTERS} Bloom filters: not swept"
         )));
     }
     let mut live = Vec::with_capacity(headers.len());
-    for h in headers {
-        if let Some((bytes, _)) = rmw.read(Place::Filters, &h)? {
-            // A damaged header's items cannot be told apart: sweep nothing.
-            match Header::decode(&bytes) {
-                Ok(header) => live.push(header.generation),
-                Err(e) => return Ok(Reply::err(e)),
-            }
+    for (_, bytes) in headers {
+        // A damaged header's items cannot be told apart: sweep nothing.
+        match Header::decode(&bytes) {
+            Ok(header) => live.push(header.generation),
+            Err(e) => return Ok(Reply::err(e)),
         }
     }
     live.sort_unstable();
@@ -63,7 +61,7 @@ pub fn sweep(rmw: &mut dyn Rmw) -> StoreResult<Reply> {
         if next.is_none_or(|g| g > from) && from <= last {
             let gap_start = item_key(from, b"");
             if !rmw
-                .keys(Place::Filters, (&gap_start, &gap_end), 1)?
+                .entries(Place::Filters, (&gap_start, &gap_end), 1)?
                 .0
                 .is_empty()
             {

@@ -144,6 +144,14 @@ impl<'c, 'a> CallRmw<'c, 'a> {
             failed: None,
         }
     }
+
+    /// Views the database of `keyspace` from now on.
+    fn view(&mut self, keyspace: &'c str) {
+        if self.keyspace != keyspace {
+            self.keyspace = keyspace;
+            self.filters = super::databases::filters_name(keyspace);
+        }
+    }
 }
 
 impl CallRmw<'_, '_> {
@@ -193,17 +201,16 @@ impl Rmw for CallRmw<'_, '_> {
         Ok(())
     }
 
-    fn keys(
+    fn entries(
         &mut self,
         place: Place,
         (start, end): (&[u8], &[u8]),
         limit: usize,
     ) -> StoreResult<Listed> {
         let keyspace = self.keyspace(place).to_string();
-        match self.ctx.scan(&keyspace, start, end, limit) {
-            Ok((found, more)) => Ok((found.into_iter().map(|(k, _)| k).collect(), more)),
-            Err(e) => Err(self.fail(e)),
-        }
+        self.ctx
+            .scan(&keyspace, start, end, limit)
+            .map_err(|e| self.fail(e))
     }
 
     fn now_ms(&self) -> u64 {
@@ -224,10 +231,7 @@ impl TwoRmw for CallPair<'_, '_> {
             Side::Source => self.from,
             Side::Dest => self.to,
         };
-        if self.rmw.keyspace != keyspace {
-            self.rmw.keyspace = keyspace;
-            self.rmw.filters = super::databases::filters_name(keyspace);
-        }
+        self.rmw.view(keyspace);
         &mut self.rmw
     }
 }

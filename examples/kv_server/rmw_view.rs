@@ -24,9 +24,9 @@ pub type Found = Option<(Vec<u8>, Option<u64>)>;
 /// absent.
 pub type Located = Option<(Place, Vec<u8>, Option<u64>)>;
 
-/// A range's keys as a change lists them: at most a limit of them, and whether more
-/// follow.
-pub type Listed = (Vec<Vec<u8>>, bool);
+/// A range's live keys and values as a change lists them: at most a limit of them, and
+/// whether more follow.
+pub type Listed = (Vec<(Vec<u8>, Vec<u8>)>, bool);
 
 /// Where a change reads and writes in its database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,9 +52,10 @@ pub trait Rmw {
     fn write(&mut self, place: Place, key: &[u8], to: Found) -> StoreResult<()>;
     /// Deletes every key of `place` from `start` up to `end` (excluded).
     fn delete_range(&mut self, place: Place, start: &[u8], end: &[u8]) -> StoreResult<()>;
-    /// The live keys of `place` from `start` up to `end` (excluded), in order, at most
-    /// `limit` of them.
-    fn keys(&mut self, place: Place, range: (&[u8], &[u8]), limit: usize) -> StoreResult<Listed>;
+    /// The live keys of `place` from `start` up to `end` (excluded) and their values, in
+    /// order, at most `limit` of them.
+    fn entries(&mut self, place: Place, range: (&[u8], &[u8]), limit: usize)
+        -> StoreResult<Listed>;
     /// The time the change is decided at, in ms since the epoch.
     fn now_ms(&self) -> u64;
 
@@ -230,19 +231,21 @@ impl<'s, 'a> SpaceRmw<'s, 'a> {
     }
 
     /// Whether the change's writes decide `key` in `place`: `Some(live)` if they do.
-    pub fn decided(&self, place: Place, key: &[u8]) -> Option<bool> {
+    fn decided(&self, place: Place, key: &[u8]) -> Option<bool> {
         if let Some(w) = self.written[place.index()].get(key) {
             return Some(w.is_some());
         }
         self.in_deleted(place, key).then_some(false)
     }
 
-    /// The keys the change wrote live in `place` from `start` up to `end` (excluded).
-    pub fn written_in(&self, place: Place, start: &[u8], end: &[u8]) -> Vec<Vec<u8>> {
+    /// The keys the change wrote live in `place` from `start` up to `end` (excluded), and
+    /// their values.
+    fn written_in(&self, place: Place, start: &[u8], end: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let inside = |k: &Vec<u8>| start <= k.as_slice() && k.as_slice() < end;
         self.written[place.index()]
             .iter()
-            .filter(|(k, w)| w.is_some() && start <= k.as_slice() && k.as_slice() < end)
-            .map(|(k, _)| k.clone())
+            .filter(|(k, _)| inside(k))
+            .filter_map(|(k, w)| w.as_ref().map(|(v, _)| (k.clone(), v.clone())))
             .collect()
     }
 }
@@ -276,11 +279,8 @@ impl Rmw for SpaceRmw<'_, '_> {
     }
 
     fn contains(&mut self, place: Place, key: &[u8]) -> StoreResult<bool> {
-        if let Some(w) = self.written[place.index()].get(key) {
-            return Ok(w.is_some());
-        }
-        if self.in_deleted(place, key) {
-            return Ok(false);
+        if let Some(live) = self.decided(place, key) {
+            return Ok(live);
         }
         Ok(self.space_of(place)?.get_with(key, |_| ())?.is_some())
     }
@@ -297,20 +297,20 @@ impl Rmw for SpaceRmw<'_, '_> {
         Ok(())
     }
 
-    fn keys(
+    fn entries(
         &mut self,
         place: Place,
         (start, end): (&[u8], &[u8]),
         limit: usize,
     ) -> StoreResult<Listed> {
-        let mut found = std::collections::BTreeSet::new();
+        let mut found = std::collections::BTreeMap::new();
         let stored = self
             .space_of(place)?
             .scan(start.to_vec(), std::ops::Bound::Excluded(end.to_vec()))?;
         for e in stored {
-            let (k, _) = e.map_err(|e| Reply::err(e.to_string()))?;
+            let (k, v) = e.map_err(|e| Reply::err(e.to_string()))?;
             if self.decided(place, &k).is_none() {
-                found.insert(k);
+                found.insert(k, v);
                 if found.len() > limit {
                     break;
                 }

@@ -52,14 +52,14 @@ pub fn transfer(pair: &mut impl TwoRmw, key: &[u8], to_key: &[u8], how: How) -> 
             let range = (start.as_slice(), end.as_slice());
             let (items, more) =
                 pair.side(Side::Source)
-                    .keys(Place::Filters, range, MAX_TRANSFER_ITEMS)?;
+                    .entries(Place::Filters, range, MAX_TRANSFER_ITEMS)?;
             if more {
                 return Ok(Reply::err(format!(
                     "MOVE or COPY of a Bloom filter of more than {MAX_TRANSFER_ITEMS} items \
                      is not supported"
                 )));
             }
-            let tail = |k: Vec<u8>| k.get(start.len()..).unwrap_or_default().to_vec();
+            let tail = |(k, _): (Vec<u8>, _)| k.get(start.len()..).unwrap_or_default().to_vec();
             Some((header, items.into_iter().map(tail).collect::<Vec<_>>()))
         }
     };
