@@ -20,6 +20,7 @@ use super::level_cursor::ScanSetup;
 use super::read::ReadPath;
 use super::snapshot::{Snapshot, SnapshotKeyspace};
 use super::state::State;
+use super::transaction::Transaction;
 use super::{Db, WriteBatch};
 use crate::error::{Error, Result};
 #[cfg(feature = "replication")]
@@ -62,6 +63,36 @@ impl Db {
     pub fn expiry_of(&self, key: impl AsRef<[u8]>) -> Result<KeyExpiry> {
         self.view().expiry_of(key.as_ref())
     }
+
+    /// Makes `key` expire at `at` (`None`: never) and keeps its value, which the caller need
+    /// not read or write: `Ok(false)` and nothing written if `key` is absent (or expired). An
+    /// `at` already past deletes it. Atomic: a transaction (`Transaction::set_expiry`) run
+    /// again while another write of `key` comes between its read and its commit, so no
+    /// concurrent write is lost or undone. Redis's `EXPIRE`, `EXPIREAT` and `PERSIST`.
+    pub fn set_expiry(&self, key: impl AsRef<[u8]>, at: Option<SystemTime>) -> Result<bool> {
+        set_expiry(&self.inner, None, key.as_ref(), at)
+    }
+}
+
+/// `Db::set_expiry` of `key` in `keyspace` (the default one for `None`).
+fn set_expiry(
+    inner: &Arc<Inner>,
+    keyspace: Option<&Keyspace>,
+    key: &[u8],
+    at: Option<SystemTime>,
+) -> Result<bool> {
+    loop {
+        let mut tx = Transaction::begin(Arc::clone(inner));
+        let live = match keyspace {
+            None => tx.set_expiry(key, at)?,
+            Some(k) => tx.set_expiry_in(k, key, at)?,
+        };
+        match tx.commit() {
+            // Another write of the key came first: read it again.
+            Err(Error::Conflict { .. }) => continue,
+            done => return done.map(|()| live),
+        }
+    }
 }
 
 impl Keyspace {
@@ -90,6 +121,11 @@ impl Keyspace {
     /// `Db::expiry_of` in this keyspace.
     pub fn expiry_of(&self, key: impl AsRef<[u8]>) -> Result<KeyExpiry> {
         self.view().expiry_of(key.as_ref())
+    }
+
+    /// `Db::set_expiry` in this keyspace.
+    pub fn set_expiry(&self, key: impl AsRef<[u8]>, at: Option<SystemTime>) -> Result<bool> {
+        set_expiry(self.inner(), Some(self), key.as_ref(), at)
     }
 }
 

@@ -82,7 +82,7 @@ impl Keyspace {
     }
 
     /// The store it is a keyspace of.
-    pub(super) fn inner(&self) -> &Inner {
+    pub(super) fn inner(&self) -> &Arc<Inner> {
         &self.inner
     }
 

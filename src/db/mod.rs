@@ -85,6 +85,7 @@ pub(crate) mod stored_options;
 mod throttle;
 mod transaction;
 mod transaction_iter;
+mod transaction_writes;
 pub(crate) mod version;
 pub(crate) mod wal;
 mod wal_range;

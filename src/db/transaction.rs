@@ -14,12 +14,11 @@
 //! `Transaction::with_limit`. The snapshot it holds keeps the memtables and tables of its
 //! moment (as `Snapshot` does) until it commits or is dropped.
 
-use std::collections::{BTreeMap, VecDeque};
 use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::batch::{WriteBatch, WriteOptions};
+use super::batch::WriteOptions;
 use super::conflicts::{Condition, Read};
 use super::inner::Inner;
 use super::iter::own_bounds;
@@ -27,6 +26,7 @@ use super::keyspace::Keyspace;
 use super::memtable::range_is_empty;
 use super::snapshot::{Snapshot, SnapshotKeyspace};
 use super::transaction_iter::TransactionIter;
+use super::transaction_writes::{Hidden, Overlay, Own, OwnWrites, Pending};
 use crate::error::{Error, Result};
 use crate::expiry::{self, millis_of, KeyExpiry, NEVER};
 
@@ -36,15 +36,6 @@ pub const DEFAULT_TRANSACTION_LIMIT: usize = 64 << 20;
 
 /// Bytes counted per read or write on top of its keys and value.
 const OVERHEAD: usize = 64;
-
-/// A write the transaction holds for its commit.
-#[derive(Debug)]
-struct Pending {
-    /// `None`: a delete.
-    value: Option<Vec<u8>>,
-    /// A put's stored expiry, or `NEVER`.
-    expiry: u64,
-}
 
 /// An optimistic transaction (`Db::transaction`). Reads see the store as of the moment it
 /// began, plus its own writes; writes are held until `commit`, which applies them all in one
@@ -75,10 +66,8 @@ struct Pending {
 pub struct Transaction {
     inner: Arc<Inner>,
     snap: Snapshot,
-    /// Own writes by keyspace id, then key.
-    writes: BTreeMap<u32, BTreeMap<Vec<u8>, Pending>>,
-    /// A handle of each keyspace written other than the default (the batch needs them).
-    keyspaces: Vec<Keyspace>,
+    /// Its puts, deletes and deleted ranges (`transaction_writes.rs`).
+    writes: OwnWrites,
     reads: Vec<Read>,
     /// Bytes of `reads` and `writes`.
     bytes: usize,
@@ -91,10 +80,7 @@ impl std::fmt::Debug for Transaction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transaction")
             .field("reads", &self.reads.len())
-            .field(
-                "writes",
-                &self.writes.values().map(BTreeMap::len).sum::<usize>(),
-            )
+            .field("writes", &self.writes.key_count())
             .field("bytes", &self.bytes)
             .finish_non_exhaustive()
     }
@@ -107,8 +93,7 @@ impl Transaction {
         Transaction {
             inner,
             snap,
-            writes: BTreeMap::new(),
-            keyspaces: Vec::new(),
+            writes: OwnWrites::default(),
             reads: Vec::new(),
             bytes: 0,
             limit: DEFAULT_TRANSACTION_LIMIT,
@@ -232,6 +217,42 @@ impl Transaction {
         self.write(Some(keyspace), key.into(), None, NEVER)
     }
 
+    /// Deletes every key of the default keyspace in `range` (any bounds), at commit, as one
+    /// operation (`WriteBatch::delete_range`, docs/range-deletes.md). From now on the
+    /// transaction reads the keys in it as absent, its own earlier writes there included; a
+    /// later own put inside it stays. Deleting reads nothing, so it fails no commit by
+    /// itself. An empty range does nothing.
+    pub fn delete_range<K: AsRef<[u8]>, R: RangeBounds<K>>(&mut self, range: R) -> Result<()> {
+        self.write_range(None, &range)
+    }
+
+    /// `delete_range` in `keyspace`.
+    pub fn delete_range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &mut self,
+        keyspace: &Keyspace,
+        range: R,
+    ) -> Result<()> {
+        self.write_range(Some(keyspace), &range)
+    }
+
+    /// Makes `key` of the default keyspace expire at `at` (`None`: never), keeping its value,
+    /// at commit: `false` and nothing written if the transaction sees no live value there.
+    /// It reads the key (so a write of it since the transaction began fails the commit) and
+    /// puts its value back with the new expiry. An `at` already past deletes the key.
+    pub fn set_expiry(&mut self, key: impl AsRef<[u8]>, at: Option<SystemTime>) -> Result<bool> {
+        self.change_expiry(None, key.as_ref(), at)
+    }
+
+    /// `set_expiry` in `keyspace`.
+    pub fn set_expiry_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        at: Option<SystemTime>,
+    ) -> Result<bool> {
+        self.change_expiry(Some(keyspace), key.as_ref(), at)
+    }
+
     /// Applies its writes as one batch if nothing it read was written since it began, else
     /// `Error::Conflict` and nothing written. A transaction that wrote nothing commits at
     /// once (its reads all saw one moment).
@@ -241,22 +262,7 @@ impl Transaction {
 
     /// `commit` as `opts` says (`WriteOptions::synced()`: durable before `Ok`).
     pub fn commit_opt(self, opts: WriteOptions) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        for (&id, writes) in &self.writes {
-            let keyspace = self.keyspaces.iter().find(|k| k.id() == id);
-            for (key, p) in writes {
-                let key = key.as_slice();
-                let at = || std::time::UNIX_EPOCH + std::time::Duration::from_millis(p.expiry);
-                match (keyspace, &p.value) {
-                    (None, None) => batch.delete(key),
-                    (None, Some(v)) if p.expiry == NEVER => batch.put(key, v.as_slice()),
-                    (None, Some(v)) => batch.put_with_expiry(key, v.as_slice(), at()),
-                    (Some(k), None) => batch.delete_in(k, key),
-                    (Some(k), Some(v)) if p.expiry == NEVER => batch.put_in(k, key, v.as_slice()),
-                    (Some(k), Some(v)) => batch.put_in_with_expiry(k, key, v.as_slice(), at()),
-                };
-            }
-        }
+        let batch = self.writes.to_batch();
         if batch.is_empty() {
             return Ok(());
         }
@@ -295,10 +301,14 @@ impl Transaction {
         }
     }
 
-    /// An own write of `key` in keyspace `id`: `Some(value or None)` if there is one.
+    /// An own write of `key` in keyspace `id` (a put, a delete or a deleted range over it):
+    /// `Some(value or None)` if there is one.
     fn own(&self, id: u32, key: &[u8]) -> Option<Option<Vec<u8>>> {
-        let p = self.writes.get(&id)?.get(key)?;
-        Some(p.value.clone().filter(|_| !self.expired(p)))
+        match self.writes.of(id, key) {
+            Own::Unwritten => None,
+            Own::Deleted => Some(None),
+            Own::Put(p) => Some(p.value.clone().filter(|_| !self.expired(p))),
+        }
     }
 
     fn expired(&self, p: &Pending) -> bool {
@@ -382,29 +392,28 @@ impl Transaction {
     ) -> Result<TransactionIter> {
         let id = keyspace.map_or(0, Keyspace::id);
         let (start, end) = own_bounds(range);
-        let bound_len = |b: &Bound<Vec<u8>>| match b {
-            Bound::Included(k) | Bound::Excluded(k) => k.len(),
-            Bound::Unbounded => 0,
-        };
         self.charge(bound_len(&start) + bound_len(&end))?;
         let base = self.view(keyspace)?.scan((start.clone(), end.clone()))?;
         let empty = range_is_empty(
             start.as_ref().map(Vec::as_slice),
             end.as_ref().map(Vec::as_slice),
         );
-        let own: VecDeque<(Vec<u8>, Option<Vec<u8>>)> = match self.writes.get(&id) {
-            Some(writes) if !empty => writes
-                .range::<Vec<u8>, _>((start.clone(), end.clone()))
+        let range = (start.clone(), end.clone());
+        let own: Overlay = match empty {
+            false => self
+                .writes
+                .in_range(id, range)
                 .map(|(k, p)| (k.clone(), p.value.clone().filter(|_| !self.expired(p))))
                 .collect(),
-            _ => VecDeque::new(),
+            true => Overlay::new(),
         };
+        let hidden = Hidden::new(self.writes.ranges_of(id));
         self.note(Read::Range {
             keyspace: id,
             start,
             end,
         });
-        Ok(TransactionIter::new(base, own))
+        Ok(TransactionIter::new(base, own, hidden))
     }
 
     fn write(
@@ -414,27 +423,60 @@ impl Transaction {
         value: Option<Vec<u8>>,
         expiry: u64,
     ) -> Result<()> {
-        let id = match keyspace {
-            None => 0,
-            Some(k) => {
-                if !k.of(&self.inner) {
-                    return Err(Error::InvalidArgument(format!(
-                        "the transaction writes keyspace {:?} of another store",
-                        k.name()
-                    )));
-                }
-                if !self.keyspaces.iter().any(|h| h.id() == k.id()) {
-                    self.keyspaces.push(k.clone());
-                }
-                k.id()
-            }
-        };
+        let id = self.written_id(keyspace)?;
         self.charge(key.len() + value.as_ref().map_or(0, Vec::len))?;
-        self.writes
-            .entry(id)
-            .or_default()
-            .insert(key, Pending { value, expiry });
+        self.writes.write(id, key, value, expiry);
         Ok(())
+    }
+
+    fn write_range<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &mut self,
+        keyspace: Option<&Keyspace>,
+        range: &R,
+    ) -> Result<()> {
+        let id = self.written_id(keyspace)?;
+        let (start, end) = own_bounds(range);
+        let bytes = bound_len(&start) + bound_len(&end);
+        if range_is_empty(
+            start.as_ref().map(Vec::as_slice),
+            end.as_ref().map(Vec::as_slice),
+        ) {
+            return Ok(());
+        }
+        self.charge(bytes)?;
+        self.writes.delete_range(id, (start, end));
+        Ok(())
+    }
+
+    /// The id of `keyspace`, which the commit will write (the default one for `None`); a
+    /// keyspace of another store is refused.
+    fn written_id(&mut self, keyspace: Option<&Keyspace>) -> Result<u32> {
+        let Some(k) = keyspace else { return Ok(0) };
+        if !k.of(&self.inner) {
+            return Err(Error::InvalidArgument(format!(
+                "the transaction writes keyspace {:?} of another store",
+                k.name()
+            )));
+        }
+        self.writes.note(k);
+        Ok(k.id())
+    }
+
+    /// Reads `key` with its expiry, then puts its value back until `at` (`None`: never).
+    fn change_expiry(
+        &mut self,
+        keyspace: Option<&Keyspace>,
+        key: &[u8],
+        at: Option<SystemTime>,
+    ) -> Result<bool> {
+        let Some(value) = self.read_key(keyspace, key)? else {
+            return Ok(false);
+        };
+        let expiry = at.map_or(NEVER, |at| expiry::stored(millis_of(at)));
+        // An expiry already past (on the clock the transaction began at) is a delete.
+        let value = Some(value).filter(|_| expiry == NEVER || expiry > self.began);
+        self.write(keyspace, key.to_vec(), value, expiry)?;
+        Ok(true)
     }
 
     /// Counts `bytes` more (plus `OVERHEAD`) against the limit, or refuses them.
@@ -453,5 +495,13 @@ impl Transaction {
 
     fn note(&mut self, read: Read) {
         self.reads.push(read);
+    }
+}
+
+/// The bytes of a bound's key (0 when unbounded).
+fn bound_len(b: &Bound<Vec<u8>>) -> usize {
+    match b {
+        Bound::Included(k) | Bound::Excluded(k) => k.len(),
+        Bound::Unbounded => 0,
     }
 }

@@ -1,11 +1,11 @@
 //! A transaction's scan (`Transaction::scan`): the snapshot's scan with the transaction's own
 //! writes in the range laid over it, in key order, both ways. An own put shows its value in
-//! place of the snapshot's, an own delete hides the snapshot's key.
+//! place of the snapshot's, an own delete or deleted range hides the snapshot's key.
 
 use std::cmp::Ordering;
-use std::collections::VecDeque;
 
 use super::iter::DbIter;
+use super::transaction_writes::{Hidden, Overlay};
 use crate::error::Result;
 
 type Item = Result<(Vec<u8>, Vec<u8>)>;
@@ -20,7 +20,9 @@ pub struct TransactionIter {
     /// The same from the back.
     back: Option<Item>,
     /// Own writes in the range, in key order (`None`: deleted).
-    own: VecDeque<(Vec<u8>, Option<Vec<u8>>)>,
+    own: Overlay,
+    /// The ranges the transaction deleted: the snapshot's entries inside them are skipped.
+    hidden: Hidden,
 }
 
 impl std::fmt::Debug for TransactionIter {
@@ -32,27 +34,42 @@ impl std::fmt::Debug for TransactionIter {
 }
 
 impl TransactionIter {
-    pub(super) fn new(base: DbIter, own: VecDeque<(Vec<u8>, Option<Vec<u8>>)>) -> Self {
+    pub(super) fn new(base: DbIter, own: Overlay, hidden: Hidden) -> Self {
         TransactionIter {
             base,
             front: None,
             back: None,
             own,
+            hidden,
         }
     }
 
-    /// The snapshot's next entry from the front: once `base` is spent from the front, the one
-    /// taken from the back is the last left.
+    /// The snapshot's next entry from the front that no own range hides: once `base` is spent
+    /// from the front, the one taken from the back is the last left.
     fn fill_front(&mut self) {
-        if self.front.is_none() {
-            self.front = self.base.next().or_else(|| self.back.take());
+        while self.front.is_none() {
+            let Some(item) = self.base.next().or_else(|| self.back.take()) else {
+                return;
+            };
+            self.front = self.shown(item);
         }
     }
 
     /// `fill_front` from the back.
     fn fill_back(&mut self) {
-        if self.back.is_none() {
-            self.back = self.base.next_back().or_else(|| self.front.take());
+        while self.back.is_none() {
+            let Some(item) = self.base.next_back().or_else(|| self.front.take()) else {
+                return;
+            };
+            self.back = self.shown(item);
+        }
+    }
+
+    /// `item`, unless an own range hides its key (an error always shows).
+    fn shown(&self, item: Item) -> Option<Item> {
+        match &item {
+            Ok((k, _)) if self.hidden.hides(k) => None,
+            _ => Some(item),
         }
     }
 }
