@@ -255,7 +255,11 @@ fn set_expiry_never_undoes_a_concurrent_write() {
         let changer = s.spawn(|| {
             let mut changes = 0u64;
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                let to = if changes.is_multiple_of(2) { Some(far) } else { None };
+                let to = if changes.is_multiple_of(2) {
+                    Some(far)
+                } else {
+                    None
+                };
                 assert!(db.set_expiry("n", to).expect("set_expiry"));
                 changes += 1;
             }

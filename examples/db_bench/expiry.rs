@@ -19,7 +19,9 @@
 //!    background asleep: absent gets over the store holding the expired tables (each skipped
 //!    unread, `expired_skips`) against the same store with them dropped whole by its
 //!    background (the live tables unchanged), and against it fully compacted (the live tables
-//!    rewritten, their filters given the bits the expired tables' filters held).
+//!    rewritten, their filters given the bits the expired tables' filters held). The three
+//!    stores are built anew each round (where a store lands in memory moves its rate) and
+//!    take turns in blocks of the round's keys.
 //! 3. **Live keys with an expiry.** Present and absent gets on a store whose every key has an
 //!    expiry far off against one whose keys have none, written alike.
 //!
@@ -188,6 +190,23 @@ fn gets(db: &Db, keys: &[([u8; 16], bool)], threads: usize) -> f64 {
     keys.len() as f64 / secs
 }
 
+/// Gets of `keys` on each of `stores` in turn, a block of them at a time (each block's turns
+/// starting with the next store), on `threads` threads: each store's keys per second over all
+/// its blocks. Taking turns in blocks of a few tens of milliseconds, the stores share this
+/// machine's drift, which moves a rate more from one second to the next than the stores
+/// differ.
+fn gets_alternating(stores: &[Db], keys: &[([u8; 16], bool)], threads: usize) -> Vec<f64> {
+    const BLOCKS: usize = 20;
+    let mut secs = vec![0.0; stores.len()];
+    for (b, block) in keys.chunks(keys.len().div_ceil(BLOCKS).max(1)).enumerate() {
+        for k in 0..stores.len() {
+            let s = (b + k) % stores.len();
+            secs[s] += block.len() as f64 / gets(&stores[s], block, threads);
+        }
+    }
+    secs.iter().map(|t| keys.len() as f64 / t).collect()
+}
+
 /// `n` absent keys (numbers from 2^40, drawn by `seed`).
 fn absent(n: u64, seed: u64) -> Vec<([u8; 16], bool)> {
     (0..n)
@@ -197,6 +216,72 @@ fn absent(n: u64, seed: u64) -> Vec<([u8; 16], bool)> {
 
 /// Part 2: see the module comment.
 fn expired_tables(args: &Args) {
+    // Per thread count: held, dropped, compacted.
+    let mut rates = vec![[Vec::new(), Vec::new(), Vec::new()]; args.threads.len()];
+    let mut skips = 0;
+    // Per store: filter positives (all false: every key is absent), gets, filter bytes.
+    let mut filtered = [(0u64, 0u64, 0u64); 3];
+    // Fresh stores each round: where a store's tables and filters land in memory moves its
+    // rate by up to ±10% here, the same way in every round it serves, so stores built once
+    // would compare that luck; built anew, each round draws it again.
+    for round in 0..args.rounds as u64 {
+        let (stores, dirs) = expired_stores(args, round == 0);
+        let keys = absent(args.ops, round + 1);
+        for (t, &threads) in args.threads.iter().enumerate() {
+            let each = gets_alternating(&stores, &keys, threads);
+            for (s, rate) in each.into_iter().enumerate() {
+                rates[t][s].push(rate);
+            }
+        }
+        skips += stores[0]
+            .stats()
+            .levels
+            .iter()
+            .map(|l| l.expired_skips)
+            .sum::<u64>();
+        for (f, db) in filtered.iter_mut().zip(&stores) {
+            let st = db.stats();
+            *f = (
+                f.0 + st.total.filter_positive,
+                f.1 + st.gets,
+                st.total.filter_bytes,
+            );
+        }
+        drop(stores); // closed before their directories go
+        drop(dirs);
+    }
+    for (t, &threads) in args.threads.iter().enumerate() {
+        let [h, d, c] = &rates[t];
+        // Ratios within a round (its stores measured one after another), then their median:
+        // this machine's rate drifts between rounds more than the stores differ.
+        let ratio = |a: &[f64], b: &[f64]| median(a.iter().zip(b).map(|(x, y)| x / y).collect());
+        println!(
+            "  {threads} thread(s): held {:.0} gets/s, dropped {:.0}, compacted {:.0} (medians); \
+             held / dropped {:.3}, held / compacted {:.3} (medians of the rounds' ratios)",
+            median(h.clone()),
+            median(d.clone()),
+            median(c.clone()),
+            ratio(h, d),
+            ratio(h, c)
+        );
+    }
+    println!("  held stores: {skips} table reads passed over as expired");
+    let fp = |(p, g, _): (u64, u64, u64)| p as f64 / g.max(1) as f64;
+    println!(
+        "  filter false positives per get: held {:.5}, dropped {:.5}, compacted {:.5}; filter \
+         bytes (last round) {} / {} / {}",
+        fp(filtered[0]),
+        fp(filtered[1]),
+        fp(filtered[2]),
+        filtered[0].2,
+        filtered[1].2,
+        filtered[2].2
+    );
+}
+
+/// Part 2's three stores (held, dropped, compacted) and their directories; `report`: print
+/// their table counts.
+fn expired_stores(args: &Args, report: bool) -> (Vec<Db>, Vec<tempfile::TempDir>) {
     let dirs: Vec<_> = (0..3)
         .map(|_| tempfile::tempdir().expect("tempdir"))
         .collect();
@@ -225,40 +310,18 @@ fn expired_tables(args: &Args) {
     let _ = stores[0].iter().next();
     stores[1].wait_for_compactions().expect("settle");
     stores[2].compact().expect("compact");
-    let tables = |db: &Db| db.stats().levels.iter().map(|l| l.tables).sum::<u64>();
-    println!(
-        "absent gets, half the tables expired whole: {} tables (held) against {} (dropped: {} \
-         expired tables dropped whole) and {} (compacted)",
-        tables(&stores[0]),
-        tables(&stores[1]),
-        stores[1].stats().expired_tables_dropped,
-        tables(&stores[2])
-    );
-    for &threads in &args.threads {
-        let mut rates = [Vec::new(), Vec::new(), Vec::new()];
-        for round in 0..args.rounds as u64 {
-            let keys = absent(args.ops, round + 1);
-            // Each round starts with the next store, so that no store always runs first.
-            for k in 0..stores.len() {
-                let s = (round as usize + k) % stores.len();
-                rates[s].push(gets(&stores[s], &keys, threads));
-            }
-        }
-        let [h, d, c] = rates.map(median);
+    if report {
+        let tables = |db: &Db| db.stats().levels.iter().map(|l| l.tables).sum::<u64>();
         println!(
-            "  {threads} thread(s): held {h:.0} gets/s, dropped {d:.0}, compacted {c:.0}; held / \
-             dropped {:.3}, held / compacted {:.3}",
-            h / d,
-            h / c
+            "absent gets, half the tables expired whole: {} tables (held) against {} (dropped: \
+             {} expired tables dropped whole) and {} (compacted); new stores each round",
+            tables(&stores[0]),
+            tables(&stores[1]),
+            stores[1].stats().expired_tables_dropped,
+            tables(&stores[2])
         );
     }
-    let skips: u64 = stores[0]
-        .stats()
-        .levels
-        .iter()
-        .map(|l| l.expired_skips)
-        .sum();
-    println!("  held store: {skips} table reads skipped as expired");
+    (stores, dirs)
 }
 
 /// Part 3: see the module comment.

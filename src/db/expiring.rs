@@ -173,6 +173,7 @@ impl View<'_> {
                 now: Now::fixed(at_millis),
                 seen: at_millis,
                 seen_at: None,
+                store: None,
             };
             return Ok(path.get(state, seen, key)?.map(|v| (v, None)));
         }

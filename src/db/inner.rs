@@ -249,6 +249,36 @@ impl Inner {
         r
     }
 
+    /// Leaves the tables a lookup may pass over by `at` out of every keyspace's search
+    /// (`Version::pruned`, `SearchSet`), after a lookup at `at` passed over one. `at` is a
+    /// time the store has seen (`seen_now`), so every lookup that loads the pruned state
+    /// reads a `seen` of at least `at` after it: none searches at an earlier time.
+    ///
+    /// Taken after the work lock, as a flush or compaction installing a version is, so that
+    /// none builds on the version from before and publishes it over this one. If one is
+    /// installing now, nothing is done: a later lookup passing over the table asks again.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn prune_lookups(&self, at: u64) {
+        let Ok(_work) = self.work.try_lock() else {
+            return;
+        };
+        let stale = self
+            .read_state()
+            .all()
+            .any(|(_, s)| s.version.next_passable() <= at);
+        if !stale {
+            return;
+        }
+        self.update_state(|p| {
+            for (_, s) in p.all_mut() {
+                if let Some(v) = s.version.pruned(at) {
+                    s.version = Arc::new(v);
+                }
+            }
+        });
+    }
+
     /// Keyspace `id`'s current table set; `None` once it is dropped.
     pub(super) fn version_of(&self, id: u32) -> Option<Arc<Version>> {
         self.read_state().get(id).map(|s| s.version.clone())

@@ -76,6 +76,7 @@ mod recovery;
 mod registry;
 mod report;
 mod running;
+mod search_set;
 mod snapshot;
 mod snapshot_list;
 mod spans;

@@ -23,7 +23,7 @@ use super::counters::{bump, ReadCounters};
 use super::filter_checks::{ask_filters, FilterTally, KeyPrefix, Verdict};
 use super::read::{in_memtables, prefetch_filter, Lookup, ReadPath};
 use super::state::State;
-use super::version::{InLevel, Version};
+use super::version::{InLevel, Version, MAX_LEVELS};
 use crate::coding::key_prefix;
 use crate::error::Result;
 use crate::filter::hash_key;
@@ -113,8 +113,15 @@ impl ReadPath<'_> {
         pending: &mut Vec<Pending<'k, 'v>>,
         out: &mut [Result<Option<Vec<u8>>>],
     ) {
-        let levels = state.version.levels();
-        for t in levels[0].iter().rev() {
+        // The tables a lookup searches (`SearchSet`): those passed over by the search are left
+        // out once the store has pruned the version.
+        let search = state.version.search();
+        // Once some table may have expired whole, the search passes over one that has and
+        // shadows nothing (`SearchSet::in_level_live_from`), unread; before then `seen` is 0
+        // and nothing is passed over.
+        let seen = state.version.passing_at(self.seen);
+        let passed = std::cell::Cell::new(false);
+        for t in search.level(0).iter().rev() {
             if pending.is_empty() {
                 return;
             }
@@ -126,34 +133,34 @@ impl ReadPath<'_> {
                 found
             });
         }
-        for (level, tables) in levels.iter().enumerate().skip(1) {
+        for level in 1..MAX_LEVELS {
             if pending.is_empty() {
-                return;
+                break;
             }
-            if tables.is_empty() {
+            if search.level(level).is_empty() {
                 continue;
             }
             let version = &state.version;
             // The level's searches for all pending keys run together (`partition_points`).
             let prefixes: SmallVec<[u64; CHUNK]> = pending.iter().map(|p| p.prefix_u64).collect();
             let mut positions: SmallVec<[usize; CHUNK]> = SmallVec::from_elem(0, pending.len());
-            version.positions_in_level(level, &prefixes, &mut positions);
-            // Once some table may have expired whole, the search passes over one that has
-            // and shadows nothing (`Version::in_level_live_from`), unread; before then `seen`
-            // is 0 and nothing is passed over.
-            let seen = version.passing_at(self.seen);
+            search.positions_in_level(level, &prefixes, &mut positions);
             let skips = &counters.levels[level].expired_skips;
             self.stage(counters, level, version, pending, out, |at, key, hash| {
                 let (position, p) = (positions[at], prefixes[at]);
-                match version.in_level_live_from(level, position, p, key, hash, seen) {
+                match search.in_level_live_from(level, position, p, key, hash, seen) {
                     InLevel::Table { table, .. } => Some(table),
                     InLevel::Passed => {
                         bump(skips, 1);
+                        passed.set(true);
                         None
                     }
                     InLevel::None => None,
                 }
             });
+        }
+        if passed.get() {
+            self.passed_over(&state.version, seen);
         }
     }
 
@@ -182,12 +189,13 @@ impl ReadPath<'_> {
             let Some(t) = p.table else { continue };
             // Expired whole by the time the store has seen, and nothing older holds the key:
             // "absent", unread (`find`).
-            if version.soonest_whole_expiry <= self.seen
+            if version.search().soonest_whole_expiry() <= self.seen
                 && t.expire_whole_by()
                     .is_some_and(|latest| latest <= self.seen)
                 && !version.older_covers(level, t, p.key)
             {
                 bump(&c.expired_skips, 1);
+                self.passed_over(version, self.seen);
                 (p.done, skipped) = (true, true);
                 continue;
             }

@@ -21,7 +21,7 @@ use super::counters::{bump, Counters, LevelCounters, ReadCounters};
 use super::filter_checks::{check_filters, KeyPrefix, Verdict};
 use super::inner::Inner;
 use super::state::State;
-use super::version::InLevel;
+use super::version::{InLevel, Version, MAX_LEVELS};
 use crate::error::Result;
 use crate::expiry::Now;
 use crate::filter::hash_key;
@@ -141,6 +141,9 @@ pub(super) struct ReadPath<'a> {
     pub(super) seen: u64,
     /// Where a reading this read takes is recorded for later reads (none for a snapshot).
     pub(super) seen_at: Option<&'a AtomicU64>,
+    /// The store whose current state this read searches, told when a search passes over a
+    /// table (`passed_over`); none for a snapshot or a read at a given time.
+    pub(super) store: Option<&'a Inner>,
 }
 
 /// How far a read's clock reading must pass `Inner::seen_now` before it is recorded: reads
@@ -181,6 +184,7 @@ impl Inner {
             now: Now::of(&*self.opts.clock),
             seen: self.seen_now.load(Ordering::Relaxed),
             seen_at: Some(&self.seen_now),
+            store: Some(self),
         }
     }
 }
@@ -236,29 +240,35 @@ impl ReadPath<'_> {
         // absent gets 1.04/1.16/1.10x at 2x10^6 keys, 0.98/1.25x at 10^7 (`db_bench --hold
         // absent`, interleaved pairs). On levels 1 and deeper the lines are requested from the
         // level's `FilterHint`s as soon as the search has the table's position, before the
-        // table itself is read (`Version::in_level_live`).
+        // table itself is read (`SearchSet::in_level_live`).
         let mut candidates: SmallVec<[(usize, &Table); 24]> = SmallVec::new();
         // Once some table has expired whole by the time the store has seen, a level's search
-        // passes over such a table that shadows nothing (`Version::in_level_live`), before it
+        // passes over such a table that shadows nothing (`SearchSet::in_level_live`), before it
         // requests the table's filter lines or reads it; before then `seen` is 0 and no table
         // is passed over (the look is one load and a branch taken alike every time).
         let seen = version.passing_at(self.seen);
+        let search = version.search();
         // Whether the last table of the list expired whole (`drop_expired_tail`).
         let mut tail_expired = false;
-        for (i, t) in version.levels()[0].iter().enumerate().rev() {
+        // Whether a level's search passed over a table (`passed_over`).
+        let mut passed = false;
+        for (i, t) in search.level(0).iter().enumerate().rev() {
             if t.covers(key) {
                 prefetch_filter(t, hash, CacheLevel::L1);
                 candidates.push((0, t));
-                tail_expired = version.expired_whole(0, i, seen);
+                tail_expired = search.expired_whole(0, i, seen);
             }
         }
-        for level in 1..version.levels().len() {
-            match version.in_level_live(level, key, hash, seen) {
+        for level in 1..MAX_LEVELS {
+            match search.in_level_live(level, key, hash, seen) {
                 InLevel::Table { table, expired } => {
                     candidates.push((level, table));
                     tail_expired = expired;
                 }
-                InLevel::Passed => bump(&counters.levels[level].expired_skips, 1),
+                InLevel::Passed => {
+                    bump(&counters.levels[level].expired_skips, 1);
+                    passed = true;
+                }
                 InLevel::None => {}
             }
         }
@@ -272,6 +282,10 @@ impl ReadPath<'_> {
         // expire (far off) 12% (`db_bench --workload expiry`).
         if tail_expired {
             self.drop_expired_tail(counters, &mut candidates);
+            passed = true;
+        }
+        if passed {
+            self.passed_over(version, seen);
         }
         // By reference: iterating the list by value moved all of it (368 bytes) into the
         // iterator first, a `memcpy` that was 1.9% of an absent get (`perf annotate`,
@@ -288,6 +302,22 @@ impl ReadPath<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// After a lookup at `seen` passed over a table of `version` that expired whole (in a
+    /// level's search, or at the end of its candidates): if `version`'s search still holds a
+    /// table passable by `seen`, the store's search sets are pruned
+    /// (`Inner::prune_lookups`), so that later lookups do not search such tables at all. Out
+    /// of line: once pruned, a lookup meets a table to pass over only when another one has
+    /// expired whole, or one that is not passable (it shadows an older table: one check).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn passed_over(&self, version: &Version, seen: u64) {
+        if let Some(store) = self.store {
+            if version.next_passable() <= seen {
+                store.prune_lookups(seen);
+            }
+        }
     }
 
     /// Removes the tables that expired whole from the end of `candidates` (`find`), counted:

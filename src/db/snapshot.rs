@@ -147,6 +147,7 @@ impl Snapshot {
             now: Now::fixed(self.reading.0),
             seen: self.reading.0,
             seen_at: None,
+            store: None,
         }
     }
 

@@ -64,7 +64,9 @@ pub struct LevelStats {
     /// Tables read without a filter (none written, or it failed validation).
     pub unfiltered_probes: u64,
     /// Tables a get or multi_get answered "absent" from unread, filter and all: every entry
-    /// had expired and no older table held the key (docs/expiry.md).
+    /// had expired and no older table held the key (docs/expiry.md). Scans count the tables
+    /// they pass over the same way. Once a get has passed over a table that hides nothing
+    /// older, later gets no longer search it, so they no longer count it.
     pub expired_skips: u64,
     /// Data blocks read from table files by `get`.
     pub data_block_reads: u64,

@@ -11,9 +11,7 @@
 
 use std::sync::Arc;
 
-use crate::coding::partition_points;
-use crate::filter::FilterHint;
-use crate::prefetch::CacheLevel;
+use super::search_set::SearchSet;
 use crate::table::{FilterState, Table};
 
 /// Levels the store uses (0..MAX_LEVELS): the manifest, compaction, the budget and the
@@ -39,32 +37,30 @@ pub(crate) enum InLevel<'a> {
 }
 
 /// Live tables per level: level 0 oldest first, other levels sorted by key.
-/// Changed only through `edit`, which keeps `max_prefixes` and `hints` in step with `levels`.
+/// Changed only through `edit`, which keeps `max_prefixes` and the search set in step with
+/// `levels`.
 #[derive(Clone, Debug)]
 pub(crate) struct Version {
     levels: Vec<Vec<Arc<Table>>>,
     /// Per level, each table's `max_prefix`, in the level's order: what a lookup's search for
     /// its table on a level reads (`Table::in_level_by`).
     max_prefixes: Vec<Vec<u64>>,
-    /// Per level, each table's whole-key `FilterHint` (`None`: no usable filter, or one with
-    /// its own seed), in the level's order: a lookup starts loading the filter's lines as soon
-    /// as the search has found the table's position, before it reads the table (whose
-    /// `covers` and filter reader are then loaded while the filter's lines are on their way).
-    hints: Vec<Vec<Option<FilterHint>>>,
-    /// The earliest time some table expires whole (`Table::expire_whole_by`; `NEVER`:
-    /// none does): a get looks for such a table only once the store has seen that time.
-    pub(crate) soonest_whole_expiry: u64,
     /// Per level, from when a lookup may pass each table by, in the level's order: its
     /// `expire_whole_by` if it shadows nothing (`shadows_nothing`), else `NEVER` (all `NEVER`,
     /// or empty, while no table expires whole). Such a table answers "absent" for every key
     /// of its range once expired, as the store without it would, so a search passes it over
     /// unread, before it requests the table's filter lines or reads the table
-    /// (`in_level_live`).
+    /// (`SearchSet::in_level_live`), and a pruned version leaves it out of the search
+    /// (`pruned`).
     passable_from: Vec<Vec<u64>>,
     /// Per level, each table's `expire_whole_by` (`NEVER`: none), in the level's order (empty
-    /// while no table expires whole): read in place of the table's own properties, which a
-    /// lookup would otherwise load only to learn the table has not expired.
+    /// while no table expires whole): what a search set is built with.
     whole_by: Vec<Vec<u64>>,
+    /// What point lookups search: the tables less those passable by its `pruned_at`.
+    search: SearchSet,
+    /// The earliest time a table the search still holds becomes passable (`NEVER`: none
+    /// does): before it, `pruned` has nothing to leave out.
+    next_passable: u64,
     /// Some table carries deleted ranges: a lookup then looks for the first table whose
     /// ranges cover its key (`range_deletes.rs`), and reads no table after it.
     pub(crate) range_deletes: bool,
@@ -75,10 +71,10 @@ impl Version {
         Version {
             levels: vec![Vec::new(); MAX_LEVELS],
             max_prefixes: vec![Vec::new(); MAX_LEVELS],
-            hints: vec![Vec::new(); MAX_LEVELS],
             passable_from: vec![Vec::new(); MAX_LEVELS],
             whole_by: vec![Vec::new(); MAX_LEVELS],
-            soonest_whole_expiry: crate::expiry::NEVER,
+            search: SearchSet::new(&[], &[], &[], 0),
+            next_passable: crate::expiry::NEVER,
             range_deletes: false,
         }
     }
@@ -96,20 +92,12 @@ impl Version {
             .iter()
             .map(|tables| tables.iter().map(|t| t.max_prefix()).collect())
             .collect();
-        self.hints = self
-            .levels
-            .iter()
-            .map(|tables| tables.iter().map(|t| filter_hint(t)).collect())
-            .collect();
-        self.soonest_whole_expiry = self
+        use crate::expiry::NEVER;
+        let expiring = self
             .levels
             .iter()
             .flatten()
-            .filter_map(|t| t.expire_whole_by())
-            .min()
-            .unwrap_or(crate::expiry::NEVER);
-        use crate::expiry::NEVER;
-        let expiring = self.soonest_whole_expiry != NEVER;
+            .any(|t| t.expire_whole_by().is_some());
         self.whole_by = self
             .levels
             .iter()
@@ -133,6 +121,7 @@ impl Version {
                 .collect()
             })
             .collect();
+        self.prune_search(self.search.pruned_at());
         self.range_deletes = self
             .levels
             .iter()
@@ -183,127 +172,51 @@ impl Version {
         first..last
     }
 
-    /// For each key prefix in `prefixes` (`key_prefix` of the keys), its search position on
-    /// `level` (1 and deeper), all searched together (`partition_points`): the `positions`
-    /// `in_level_live_from` takes.
-    pub(crate) fn positions_in_level(
-        &self,
-        level: usize,
-        prefixes: &[u64],
-        positions: &mut [usize],
-    ) {
-        partition_points(&self.max_prefixes[level], prefixes, positions);
-    }
-
     /// The `seen` a lookup passes to `in_level_live` and `expired_whole`: the latest time the
-    /// store has seen, once some table may have expired whole by it; before, 0 (nothing is
-    /// passed over).
+    /// store has seen, once some searched table may have expired whole by it; before, 0
+    /// (nothing is passed over).
     #[inline(always)]
     pub(crate) fn passing_at(&self, seen: u64) -> u64 {
-        match self.soonest_whole_expiry <= seen {
+        match self.search.soonest_whole_expiry() <= seen {
             true => seen,
             false => 0,
         }
     }
 
-    /// What `level` (1 and deeper) holds for `key` in a lookup at `seen` (the latest time the
-    /// store has seen; 0 before any table may have expired whole): the table whose range holds
-    /// it, with the lines its filter will read for `hash` (the key's `hash_key`) requested
-    /// first, from the level's hints, before the table is read (`get` and `multi_get` both
-    /// search this way); or `Passed`, a table that expired whole by `seen` and shadows nothing
-    /// (`passable_from`), neither its filter lines requested nor the table read.
-    ///
-    /// Measured: requesting the filter lines ahead, at 10^8 keys (`absent_ab time`, 10
-    /// interleaved pairs against the commit before), 0.975× the absent-get time, median,
-    /// within this machine's noise; the profile had shown the search's table read
-    /// (`Table::covers`) at ~5% of an absent get ahead of each prefetch (`db_bench --defaults
-    /// --hold absent`, 2×10^6 keys). Passing the expired table here rather than after the
-    /// search had read it (4×10^6 keys, half the tables expired whole, absent keys): 0.78× →
-    /// 0.96× the gets of the same store with those tables dropped (docs/expiry.md).
+    /// What point lookups search (`SearchSet`).
     #[inline(always)]
-    pub(crate) fn in_level_live(
-        &self,
-        level: usize,
-        key: &[u8],
-        hash: u64,
-        seen: u64,
-    ) -> InLevel<'_> {
-        let Some(i) =
-            Table::candidate_in_level(&self.levels[level], &self.max_prefixes[level], key)
-        else {
-            return InLevel::None;
-        };
-        self.live_at(level, i, key, hash, seen, CacheLevel::L1)
+    pub(crate) fn search(&self) -> &SearchSet {
+        &self.search
     }
 
-    /// `in_level_live` from the key's search position (`positions_in_level`) and `key_prefix`
-    /// `p`, for a batch (`multi_get`): the filter's lines are requested into L2 (`CacheLevel`).
-    #[inline(always)]
-    pub(crate) fn in_level_live_from(
-        &self,
-        level: usize,
-        position: usize,
-        p: u64,
-        key: &[u8],
-        hash: u64,
-        seen: u64,
-    ) -> InLevel<'_> {
-        let levels = (&self.levels[level], &self.max_prefixes[level]);
-        let Some(i) = Table::candidate_from(levels.0, levels.1, position, p, key) else {
-            return InLevel::None;
-        };
-        self.live_at(level, i, key, hash, seen, CacheLevel::L2)
-    }
-
-    /// `found_prefetched`, unless table `i` of `level` may be passed over at `seen`.
-    #[inline(always)]
-    fn live_at(
-        &self,
-        level: usize,
-        i: usize,
-        key: &[u8],
-        hash: u64,
-        seen: u64,
-        into: CacheLevel,
-    ) -> InLevel<'_> {
-        if self.passable_from[level]
-            .get(i)
-            .is_some_and(|&from| from <= seen)
-        {
-            return InLevel::Passed;
+    /// This version with the tables a lookup may pass over by `at` left out of its search
+    /// (`SearchSet`), or `None` if its search already leaves out every such table.
+    pub(crate) fn pruned(&self, at: u64) -> Option<Version> {
+        if self.next_passable > at {
+            return None;
         }
-        match self.found_prefetched(level, i, key, hash, into) {
-            Some(table) => InLevel::Table {
-                table,
-                expired: self.expired_whole(level, i, seen),
-            },
-            None => InLevel::None,
-        }
+        let mut v = self.clone();
+        v.prune_search(at);
+        Some(v)
     }
 
-    /// Whether table `i` of `level` expired whole by `seen` (from `whole_by`, without reading
-    /// the table).
+    /// The earliest time a table the search holds becomes passable (`NEVER`: none does).
     #[inline(always)]
-    pub(crate) fn expired_whole(&self, level: usize, i: usize, seen: u64) -> bool {
-        self.whole_by[level].get(i).is_some_and(|&by| by <= seen)
+    pub(crate) fn next_passable(&self) -> u64 {
+        self.next_passable
     }
 
-    /// The searches' common end: requests the lines table `i`'s filter will read for `hash`
-    /// into `into` (from the level's hint, before the table is read), then the table if its
-    /// range holds `key`.
-    #[inline(always)]
-    fn found_prefetched(
-        &self,
-        level: usize,
-        i: usize,
-        key: &[u8],
-        hash: u64,
-        into: CacheLevel,
-    ) -> Option<&Arc<Table>> {
-        if let Some(Some(hint)) = self.hints[level].get(i) {
-            hint.prefetch_into(hash, into);
-        }
-        self.levels[level].get(i).filter(|t| t.covers(key))
+    /// Builds the search set with the tables passable by `at` left out.
+    fn prune_search(&mut self, at: u64) {
+        self.search = SearchSet::new(&self.levels, &self.passable_from, &self.whole_by, at);
+        self.next_passable = self
+            .passable_from
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&from| from > at)
+            .min()
+            .unwrap_or(crate::expiry::NEVER);
     }
 
     /// Whether a table of a level below `level` may hold `key`: one whose range holds it, with
@@ -399,14 +312,6 @@ impl Version {
     /// Deepest level holding any table.
     pub(crate) fn deepest_nonempty(&self) -> Option<usize> {
         (0..MAX_LEVELS).rev().find(|&l| !self.levels[l].is_empty())
-    }
-}
-
-/// `t`'s whole-key filter hint, if it has a usable filter.
-fn filter_hint(t: &Table) -> Option<FilterHint> {
-    match t.filter() {
-        FilterState::Valid(f) => f.hint(),
-        _ => None,
     }
 }
 

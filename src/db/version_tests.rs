@@ -42,15 +42,15 @@ fn prefetching_search_agrees_with_the_plain_one_and_hints_follow_edits() {
         }
         levels[2].push(table(dir.path(), 10, 0, 3_999, Some(FilterKind::Ribbon)));
     });
-    let with_filter: Vec<bool> = v.hints[1].iter().map(Option::is_some).collect();
+    let with_filter: Vec<bool> = v.search().hints(1).iter().map(Option::is_some).collect();
     assert_eq!(with_filter, [true, true, false, true]);
-    assert_eq!(v.hints[2].len(), 1);
+    assert_eq!(v.search().hints(2).len(), 1);
     for k in (0..4_200u32).step_by(7).chain([u32::MAX]) {
         let key = format!("k{k:08}");
         let hash = crate::filter::hash_key(key.as_bytes());
         for level in 1..=2 {
             let plain = v.in_level(level, key.as_bytes()).map(|t| t.id());
-            let prefetched = found(v.in_level_live(level, key.as_bytes(), hash, 0));
+            let prefetched = found(v.search().in_level_live(level, key.as_bytes(), hash, 0));
             assert_eq!(prefetched, plain, "{key} level {level}");
         }
     }
@@ -65,17 +65,22 @@ fn prefetching_search_agrees_with_the_plain_one_and_hints_follow_edits() {
     let prefixes: Vec<u64> = keys.iter().map(|k| key_prefix(k.as_bytes())).collect();
     for level in 1..=2 {
         let mut positions = vec![0; keys.len()];
-        v.positions_in_level(level, &prefixes, &mut positions);
+        v.search()
+            .positions_in_level(level, &prefixes, &mut positions);
         for (key, &position) in keys.iter().zip(&positions) {
             let plain = v.in_level(level, key.as_bytes()).map(|t| t.id());
             let (k, p) = (key.as_bytes(), key_prefix(key.as_bytes()));
-            let batched = found(v.in_level_live_from(level, position, p, k, hash_key(k), 0));
+            let batched =
+                found(
+                    v.search()
+                        .in_level_live_from(level, position, p, k, hash_key(k), 0),
+                );
             assert_eq!(batched, plain, "{key} level {level}, batched");
         }
     }
     v.edit(|levels| levels[1].remove(0));
-    assert_eq!(v.hints[1].len(), 3);
-    assert_eq!(found(v.in_level_live(1, b"k00000100", 0, 0)), None);
+    assert_eq!(v.search().hints(1).len(), 3);
+    assert_eq!(found(v.search().in_level_live(1, b"k00000100", 0, 0)), None);
 }
 
 /// The id of the table a search found, `None` for none (no table passed over).
@@ -116,7 +121,7 @@ fn searches_pass_over_only_expired_tables_that_shadow_nothing() {
     });
     let look = |key: &str, seen: u64| {
         let k = key.as_bytes();
-        match v.in_level_live(1, k, hash_key(k), seen) {
+        match v.search().in_level_live(1, k, hash_key(k), seen) {
             InLevel::Table { table, expired } => format!("{} {expired}", table.id()),
             InLevel::Passed => "passed".to_string(),
             InLevel::None => "none".to_string(),
@@ -132,9 +137,61 @@ fn searches_pass_over_only_expired_tables_that_shadow_nothing() {
     // A key between the two tables meets table 2 as its candidate: passed over too, and
     // deeper levels are still searched (the caller goes on).
     assert_eq!(look("k00000120", at), "passed");
-    assert_eq!(v.soonest_whole_expiry, at);
+    assert_eq!(v.search().soonest_whole_expiry(), at);
     // Without expiring tables nothing is built and nothing passes.
     v.edit(|levels| levels[1].clear());
-    assert_eq!(v.soonest_whole_expiry, crate::expiry::NEVER);
+    assert_eq!(v.search().soonest_whole_expiry(), crate::expiry::NEVER);
     assert!(v.whole_by.iter().all(Vec::is_empty));
+    assert!(v.search().keeps_no_expiry());
+}
+
+/// A pruned version's search leaves out the tables passable by its time, and only those:
+/// a table that expires later, one that shadows an older table and every table of the
+/// scans' view stay. Edits keep the prune; pruning again at the same time finds nothing.
+#[test]
+fn a_pruned_search_leaves_out_only_the_tables_passable_by_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = 1_700_000_000_000;
+    let mut v = Version::empty();
+    v.edit(|levels| {
+        levels[1].push(expiring(dir.path(), 1, 0, 99, at)); // shadows table 4
+        levels[1].push(expiring(dir.path(), 2, 200, 299, at)); // passable from `at`
+        levels[1].push(expiring(dir.path(), 3, 400, 499, at + 10)); // passable later
+        levels[2].push(table(dir.path(), 4, 50, 149, None));
+    });
+    assert!(
+        v.pruned(at - 1).is_none(),
+        "nothing is passable before `at`"
+    );
+    let ids = |v: &Version, level: usize| -> Vec<u64> {
+        v.search().level(level).iter().map(|t| t.id()).collect()
+    };
+    let mut p = v.pruned(at).expect("table 2 is passable at `at`");
+    assert_eq!(ids(&p, 1), [1, 3]);
+    assert_eq!(ids(&p, 2), [4]);
+    assert_eq!(p.levels()[1].len(), 3, "the version still holds table 2");
+    assert!(p.pruned(at).is_none());
+    // Keys of table 2's range now find no table (absent, as with table 2 dropped); the
+    // others search as before, table 3 passed over once it has expired too.
+    let look = |v: &Version, k: &str, seen: u64| match v.search().in_level_live(
+        1,
+        k.as_bytes(),
+        hash_key(k.as_bytes()),
+        seen,
+    ) {
+        InLevel::Table { table, .. } => format!("{}", table.id()),
+        InLevel::Passed => "passed".to_string(),
+        InLevel::None => "none".to_string(),
+    };
+    assert_eq!(look(&p, "k00000250", at), "none");
+    assert_eq!(look(&v, "k00000250", at), "passed");
+    assert_eq!(look(&p, "k00000050", at), "1");
+    assert_eq!(look(&p, "k00000450", at), "3");
+    assert_eq!(look(&p, "k00000450", at + 10), "passed");
+    // An edit keeps the prune's time: a new table passable by then is left out at once.
+    p.edit(|levels| levels[1].push(expiring(dir.path(), 5, 600, 699, at - 5)));
+    assert_eq!(ids(&p, 1), [1, 3]);
+    assert_eq!(p.levels()[1].len(), 4);
+    let later = p.pruned(at + 10).expect("table 3 is passable later");
+    assert_eq!(ids(&later, 1), [1]);
 }
