@@ -54,7 +54,7 @@ pub(super) fn covers(range: &OwnRange, key: &[u8]) -> bool {
     fn b(b: &Bound<Vec<u8>>) -> Bound<&[u8]> {
         b.as_ref().map(Vec::as_slice)
     }
-    (b(&range.0), b(&range.1)).contains(&key)
+    RangeBounds::<&[u8]>::contains(&(b(&range.0), b(&range.1)), &key)
 }
 
 impl OwnWrites {
