@@ -22,12 +22,29 @@
 
 use std::sync::Arc;
 
-use super::version::{InLevel, MAX_LEVELS};
 use crate::coding::partition_points;
 use crate::expiry::NEVER;
 use crate::filter::FilterHint;
 use crate::prefetch::CacheLevel;
 use crate::table::{FilterState, Table};
+
+/// What a level's search found for a key (`SearchSet::in_level_live`).
+pub(crate) enum InLevel<'a> {
+    /// No table of the level holds the key in its range.
+    None,
+    /// The level's one candidate table for the key expired whole and shadows nothing: the
+    /// key is absent from it (whether or not in its range), and from older tables as far as
+    /// its range reaches; deeper levels are still searched.
+    Passed,
+    /// The table whose range holds the key, and whether it expired whole by the lookup's
+    /// time (it then may hide older values of the key: `read.rs` `drop_expired_tail`).
+    Table {
+        /// The table.
+        table: &'a Arc<Table>,
+        /// Expired whole (`Version::expired_whole`).
+        expired: bool,
+    },
+}
 
 /// What point lookups search: see the module comment.
 #[derive(Clone, Debug)]
@@ -57,26 +74,31 @@ pub(crate) struct SearchSet {
 
 impl SearchSet {
     /// `levels` less the tables passable by `pruned_at`; `passable_from` and `whole_by` are
-    /// per table of `levels` (empty levels where no table expires whole).
+    /// per table of `levels` (empty, or empty levels, where no table expires whole).
     pub(crate) fn new(
         levels: &[Vec<Arc<Table>>],
         passable_from: &[Vec<u64>],
         whole_by: &[Vec<u64>],
         pruned_at: u64,
     ) -> Self {
+        let n = levels.len();
         let mut s = SearchSet {
-            tables: vec![Vec::new(); MAX_LEVELS],
-            max_prefixes: vec![Vec::new(); MAX_LEVELS],
-            hints: vec![Vec::new(); MAX_LEVELS],
-            passable_from: vec![Vec::new(); MAX_LEVELS],
-            whole_by: vec![Vec::new(); MAX_LEVELS],
+            tables: vec![Vec::new(); n],
+            max_prefixes: vec![Vec::new(); n],
+            hints: vec![Vec::new(); n],
+            passable_from: vec![Vec::new(); n],
+            whole_by: vec![Vec::new(); n],
             pruned_at,
             soonest_whole_expiry: NEVER,
         };
-        let expiry = |level: usize, i: usize| {
-            let from = passable_from[level].get(i).copied().unwrap_or(NEVER);
-            (from, whole_by[level].get(i).copied().unwrap_or(NEVER))
+        let at = |times: &[Vec<u64>], level: usize, i: usize| {
+            times
+                .get(level)
+                .and_then(|t| t.get(i))
+                .copied()
+                .unwrap_or(NEVER)
         };
+        let expiry = |level: usize, i: usize| (at(passable_from, level, i), at(whole_by, level, i));
         for (level, tables) in levels.iter().enumerate() {
             for (i, t) in tables.iter().enumerate() {
                 let (from, by) = expiry(level, i);

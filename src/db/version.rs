@@ -11,30 +11,13 @@
 
 use std::sync::Arc;
 
+pub(crate) use super::search_set::InLevel;
 use super::search_set::SearchSet;
 use crate::table::{FilterState, Table};
 
 /// Levels the store uses (0..MAX_LEVELS): the manifest, compaction, the budget and the
 /// statistics all size their per-level arrays by it.
 pub const MAX_LEVELS: usize = 7;
-
-/// What a level's search found for a key (`Version::in_level_live`).
-pub(crate) enum InLevel<'a> {
-    /// No table of the level holds the key in its range.
-    None,
-    /// The level's one candidate table for the key expired whole and shadows nothing: the
-    /// key is absent from it (whether or not in its range), and from older tables as far as
-    /// its range reaches; deeper levels are still searched.
-    Passed,
-    /// The table whose range holds the key, and whether it expired whole by the lookup's
-    /// time (it then may hide older values of the key: `read.rs` `drop_expired_tail`).
-    Table {
-        /// The table.
-        table: &'a Arc<Table>,
-        /// Expired whole (`Version::expired_whole`).
-        expired: bool,
-    },
-}
 
 /// Live tables per level: level 0 oldest first, other levels sorted by key.
 /// Changed only through `edit`, which keeps `max_prefixes` and the search set in step with
@@ -73,7 +56,7 @@ impl Version {
             max_prefixes: vec![Vec::new(); MAX_LEVELS],
             passable_from: vec![Vec::new(); MAX_LEVELS],
             whole_by: vec![Vec::new(); MAX_LEVELS],
-            search: SearchSet::new(&[], &[], &[], 0),
+            search: SearchSet::new(&vec![Vec::new(); MAX_LEVELS], &[], &[], 0),
             next_passable: crate::expiry::NEVER,
             range_deletes: false,
         }
