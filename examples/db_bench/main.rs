@@ -53,8 +53,7 @@ use std::time::Instant;
 
 use clap::Parser;
 use engines::{
-    open_fjall, open_ours, open_rocks, ours_options, read_syscalls, rocks_options, Engine, Fjall,
-    Ours, Rocks,
+    open_fjall, open_ours, open_rocks, ours_options, read_syscalls, Engine, Fjall, Ours, Rocks,
 };
 use serde::Serialize;
 

@@ -26,7 +26,8 @@ use std::time::Instant;
 use lsm_bloom::inspect::rocksdb_sst::read_table_file;
 use rocksdb::statistics::{StatsLevel, Ticker};
 
-use super::{key, load, median, phase_keys, rocks_options, timed_parallel, Args, Rocks};
+use super::{key, load, median, phase_keys, timed_parallel, Args, Rocks};
+use crate::engines::rocks_options;
 
 struct Variant {
     label: String,
