@@ -12,7 +12,7 @@
 //! would, and meet them no more. With half of a store's tables expired whole and held
 //! (4×10^6 keys, absent gets, `db_bench --workload expiry --expiry-parts 2`): 0.99–1.01×
 //! the gets of the same store with them dropped, 7–15 tables passed over in 56 × 10^6
-//! gets; passing them in every search, 0.97–1.01× (within this machine's noise at this
+//! gets; passing them in every search, 0.97–1.02× (within this machine's noise at this
 //! size, where a search of 8 tables against 4 is one step of the binary search).
 //!
 //! A lookup that loads a pruned set reads the store's `seen_now` after it, which the prune's
