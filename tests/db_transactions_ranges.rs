@@ -6,31 +6,36 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use common::Rng;
 use lsm_bloom::{Db, Error, KeyExpiry, ManualClock, Options};
+
+mod common;
 
 fn k(i: u64) -> Vec<u8> {
     format!("k{i:03}").into_bytes()
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-    fn bound(&mut self) -> Bound<Vec<u8>> {
-        match self.below(5) {
-            0 => Bound::Unbounded,
-            1 | 2 => Bound::Included(k(self.below(60))),
-            _ => Bound::Excluded(k(self.below(60))),
-        }
+/// A random bound over keys `k000`..`k059`, or none.
+fn bound(rng: &mut Rng) -> Bound<Vec<u8>> {
+    match rng.below(5) {
+        0 => Bound::Unbounded,
+        1 | 2 => Bound::Included(k(rng.below(60))),
+        _ => Bound::Excluded(k(rng.below(60))),
     }
 }
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// The whole store equals `model`.
+fn assert_store(db: &Db, model: &Model, what: &str) {
+    let store: Vec<_> = db
+        .scan::<Vec<u8>, _>(..)
+        .expect("scan")
+        .map(|e| e.expect("entry"))
+        .collect();
+    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(store, want, "{what}");
+}
 
 fn in_model(model: &Model, range: &(Bound<Vec<u8>>, Bound<Vec<u8>>)) -> Vec<(Vec<u8>, Vec<u8>)> {
     let empty = match (&range.0, &range.1) {
@@ -57,7 +62,7 @@ fn a_transactions_ranges_hide_keys_from_its_reads_and_its_commit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Db::open(dir.path(), Options::default()).expect("open");
     let mut model = Model::new();
-    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let mut rng = Rng::new(57);
     let mut checked = 0;
     for round in 0..120u64 {
         // The store changes between transactions: some writes, sometimes a flush.
@@ -85,7 +90,7 @@ fn a_transactions_ranges_hide_keys_from_its_reads_and_its_commit() {
                     seen.remove(&k(i));
                 }
                 3 => {
-                    let r = (rng.bound(), rng.bound());
+                    let r = (bound(&mut rng), bound(&mut rng));
                     tx.delete_range(r.clone()).expect("delete_range");
                     for (key, _) in in_model(&seen, &r) {
                         seen.remove(&key);
@@ -94,7 +99,7 @@ fn a_transactions_ranges_hide_keys_from_its_reads_and_its_commit() {
                 _ => {
                     let i = rng.below(60);
                     assert_eq!(tx.get(k(i)).expect("get"), seen.get(&k(i)).cloned());
-                    let r = (rng.bound(), rng.bound());
+                    let r = (bound(&mut rng), bound(&mut rng));
                     let want = in_model(&seen, &r);
                     let fwd: Vec<_> = tx
                         .scan(r.clone())
@@ -119,42 +124,16 @@ fn a_transactions_ranges_hide_keys_from_its_reads_and_its_commit() {
             }
         }
         // Nothing is written before the commit.
-        let store: Vec<_> = db
-            .scan::<Vec<u8>, _>(..)
-            .expect("scan")
-            .map(|e| e.expect("entry"))
-            .collect();
-        assert_eq!(
-            store,
-            in_model(&model, &(Bound::Unbounded, Bound::Unbounded))
-        );
+        assert_store(&db, &model, "before the commit");
         // Its reads of single keys may conflict with nothing: only this thread writes.
         tx.commit().expect("commit");
         model = seen;
-        let store: Vec<_> = db
-            .scan::<Vec<u8>, _>(..)
-            .expect("scan")
-            .map(|e| e.expect("entry"))
-            .collect();
-        assert_eq!(
-            store,
-            in_model(&model, &(Bound::Unbounded, Bound::Unbounded)),
-            "round {round}"
-        );
+        assert_store(&db, &model, &format!("round {round}"));
     }
     assert!(checked > 100, "too few reads checked: {checked}");
     drop(db);
     let db = Db::open(dir.path(), Options::default()).expect("reopen");
-    let store: Vec<_> = db
-        .scan::<Vec<u8>, _>(..)
-        .expect("scan")
-        .map(|e| e.expect("entry"))
-        .collect();
-    assert_eq!(
-        store,
-        in_model(&model, &(Bound::Unbounded, Bound::Unbounded)),
-        "after reopening"
-    );
+    assert_store(&db, &model, "after reopening");
 }
 
 #[test]
