@@ -67,6 +67,7 @@ mod multi;
 mod phases;
 mod prefix;
 mod range_deletes;
+mod range_scans;
 use hold::hold;
 use phases::{
     bare_probes, load, load_each, median, median_sample, phase_keys, read_phase, timed_parallel,
@@ -130,6 +131,10 @@ struct Args {
     /// 3: live keys with an expiry); all by default.
     #[arg(long, value_delimiter = ',')]
     expiry_parts: Vec<u8>,
+    /// `--workload range-deletes`: run only these parts (1: gets beside ranges, 2: deleting
+    /// contiguous keys, 3: scans across a range); all by default.
+    #[arg(long, value_delimiter = ',')]
+    range_parts: Vec<u8>,
     /// Every engine at its own defaults instead of configured alike: ours
     /// `Options::default()`, fjall's defaults, RocksDB's defaults with a 10 bits/key Bloom
     /// filter (it has none by default). `--memtable-mib`, `--block-cache-mib` and

@@ -14,6 +14,7 @@
 //!    the same keys deleted one by one in batches of 1,000, on two stores loaded alike (and
 //!    RocksDB's `DeleteRange` against its per-key deletes); then ours' table bytes once flushed
 //!    and once compacted, against the bytes before.
+//! 3. **Scans across one large deleted range** (`range_scans.rs`).
 //!
 //! Rounds interleave the engines; each figure is the median of `--rounds` at each of
 //! `--threads`.
@@ -29,7 +30,7 @@ use crate::{median, mix, timed_parallel, value, Args};
 const RANGES: u64 = 10_000;
 
 /// Key `i`: ordered, 16 bytes; `absent` gives the key just above it, never written.
-fn key(i: u64, absent: bool) -> [u8; 16] {
+pub(crate) fn key(i: u64, absent: bool) -> [u8; 16] {
     let s = format!("{i:015}{}", u8::from(absent));
     let mut k = [0u8; 16];
     k.copy_from_slice(s.as_bytes());
@@ -58,12 +59,20 @@ pub(crate) fn run(args: &Args) {
         );
         std::process::exit(2);
     }
-    gets_beside_ranges(args);
-    contiguous(args);
+    let part = |n: u8| args.range_parts.is_empty() || args.range_parts.contains(&n);
+    if part(1) {
+        gets_beside_ranges(args);
+    }
+    if part(2) {
+        contiguous(args);
+    }
+    if part(3) {
+        crate::range_scans::run(args);
+    }
 }
 
 /// Loads keys `0..n` (those `keep` keeps) into `put` in batches, `value` as in `main.rs`.
-fn load(
+pub(crate) fn load(
     args: &Args,
     n: u64,
     keep: impl Fn(u64) -> bool,
@@ -81,7 +90,26 @@ fn load(
     put(batch);
 }
 
-fn ours_batch(db: &Db) -> impl FnMut(Vec<([u8; 16], Vec<u8>)>) + '_ {
+/// fjall at `dir` holding keys `0..n` (`load`), compacted.
+pub(crate) fn loaded_fjall(dir: &std::path::Path, args: &Args, n: u64) -> Fjall {
+    let fjall = open_fjall(dir, args);
+    load(
+        args,
+        n,
+        |_| true,
+        |kvs| {
+            let mut b = fjall.db.batch();
+            for (k, v) in kvs {
+                b.insert(&fjall.ks, k, v);
+            }
+            b.commit().expect("commit");
+        },
+    );
+    fjall.ks.major_compact().expect("compact");
+    fjall
+}
+
+pub(crate) fn ours_batch(db: &Db) -> impl FnMut(Vec<([u8; 16], Vec<u8>)>) + '_ {
     move |kvs| {
         let mut b = WriteBatch::new();
         for (k, v) in kvs {
@@ -91,7 +119,7 @@ fn ours_batch(db: &Db) -> impl FnMut(Vec<([u8; 16], Vec<u8>)>) + '_ {
     }
 }
 
-fn rocks_batch(db: &rocksdb::DB) -> impl FnMut(Vec<([u8; 16], Vec<u8>)>) + '_ {
+pub(crate) fn rocks_batch(db: &rocksdb::DB) -> impl FnMut(Vec<([u8; 16], Vec<u8>)>) + '_ {
     move |kvs| {
         let mut b = rocksdb::WriteBatch::default();
         for (k, v) in kvs {
@@ -172,20 +200,7 @@ fn gets_beside_ranges(args: &Args) {
         rocks.db.write(b).expect("delete_range");
     }
     rocks.db.flush().expect("flush");
-    let fjall: Fjall = open_fjall(dirs[3].path(), args);
-    load(
-        args,
-        n,
-        |_| true,
-        |kvs| {
-            let mut b = fjall.db.batch();
-            for (k, v) in kvs {
-                b.insert(&fjall.ks, k, v);
-            }
-            b.commit().expect("commit");
-        },
-    );
-    fjall.ks.major_compact().expect("compact");
+    let fjall = loaded_fjall(dirs[3].path(), args, n);
     let mut removed = 0u64;
     for r in 0..RANGES {
         let (start, end) = range_of(r, n);

@@ -278,7 +278,8 @@ pub(crate) fn run(
         let now = Now::of(&*opts.clock);
         while let Some(key) = merged.key() {
             if merged.covered() {
-                merged.step()?;
+                // Past the whole range, over the blocks it covers (`Merge::pass`).
+                merged.pass()?;
                 continue;
             }
             let expiry = merged.expiry();

@@ -9,11 +9,14 @@
 //! table is found by binary search, then asked). An entry's check is a binary search per
 //! newer source with ranges; a merge without any has no cover and pays one branch per entry.
 //! A scan's table cursors also ask it (`holds`) before they open a table: one a newer range
-//! holds whole is passed over unread (`level_cursor.rs`).
+//! holds whole is passed over unread (`level_cursor.rs`). And a merge that meets a covered
+//! entry asks which range covers it (`covering`) and moves that entry's source past the
+//! range's end in one jump (`Merge::pass`, `Cursor::skip_past`): a table cursor over whole
+//! data blocks, a memtable's by binary search.
 
 use std::sync::Arc;
 
-use crate::table::{RangeSet, Table};
+use crate::table::{DeletedRange, RangeSet, Table};
 
 /// One source's deleted ranges.
 enum Ranges {
@@ -31,6 +34,13 @@ impl Ranges {
             Ranges::Tables(ts) => {
                 Table::in_level(ts, key).is_some_and(|t| t.range_deletes().covers(key))
             }
+        }
+    }
+
+    fn covering(&self, key: &[u8]) -> Option<&DeletedRange> {
+        match self {
+            Ranges::Set(s) => s.covering(key),
+            Ranges::Tables(ts) => Table::in_level(ts, key)?.range_deletes().covering(key),
         }
     }
 
@@ -98,5 +108,14 @@ impl Cover {
             .iter()
             .take_while(|(s, _)| *s < source)
             .any(|(_, r)| r.covers(key))
+    }
+
+    /// The range of a source newer than `source` that deleted `key` (the newest such), if
+    /// any: what `Merge::pass` moves the key's source past.
+    pub(crate) fn covering(&self, key: &[u8], source: usize) -> Option<&DeletedRange> {
+        self.parts
+            .iter()
+            .take_while(|(s, _)| *s < source)
+            .find_map(|(_, r)| r.covering(key))
     }
 }

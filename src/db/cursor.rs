@@ -280,8 +280,8 @@ fn skip_tombstones(merge: &mut Merge<Source>, now: Reading) -> Result<bool> {
     loop {
         match merge.entry() {
             None => return Ok(false),
-            Some((_, None)) => merge.step()?,
-            Some((_, Some(_))) if now.expired(merge.expiry()) => merge.step()?,
+            Some((_, None)) => merge.pass()?,
+            Some((_, Some(_))) if now.expired(merge.expiry()) => merge.pass()?,
             Some((_, Some(_))) => return Ok(true),
         }
     }

@@ -43,7 +43,7 @@ use crate::error::Result;
 use crate::expiry::Reading;
 use crate::filter::hash_key;
 use crate::prefix::{prefix_end, PrefixExtractor};
-use crate::table::{BlockCache, Cursor, Direction, KeyRange, RangeSet};
+use crate::table::{BlockCache, Cursor, DeletedRange, Direction, KeyRange, RangeSet};
 
 /// The prefix every key in [`start`, `end`] has under `rule`, if there is one: the prefix `q`
 /// the rule gives the start key, when the end bound does not reach past the keys starting
@@ -222,6 +222,14 @@ impl Cursor for Source {
             Source::Level(c) => c.step(),
         }
     }
+
+    fn skip_past(&mut self, r: &DeletedRange) -> Result<()> {
+        match self {
+            Source::Mem(c) => c.skip_past(r),
+            Source::Level(c) => c.skip_past(r),
+        }
+    }
+
     #[inline]
     fn entry(&self) -> Option<(&[u8], Option<&[u8]>)> {
         match self {
@@ -367,7 +375,7 @@ fn next_live(
             side.handed_out = true;
             return Some(Ok((key.to_vec(), v.to_vec())));
         }
-        if let Err(e) = merge.step() {
+        if let Err(e) = merge.pass() {
             return Some(Err(e));
         }
     }

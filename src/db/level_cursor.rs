@@ -12,7 +12,7 @@
 //! (`Cover::holds`). Data blocks the tables' cursors read are added to the level's
 //! `scan_block_reads`.
 
-use std::ops::Range;
+use std::ops::{Bound, Range};
 use std::sync::Arc;
 
 use super::counters::{bump, Counters};
@@ -22,7 +22,8 @@ use crate::error::Result;
 use crate::expiry::Reading;
 use crate::prefix::PrefixExtractor;
 use crate::table::{
-    BlockCache, Cursor, Direction, KeyRange, PrefixCheck, RangeCheck, Table, TableCursor,
+    BlockCache, Cursor, DeletedRange, Direction, KeyRange, PrefixCheck, RangeCheck, Table,
+    TableCursor,
 };
 
 /// What every cursor of one scan shares.
@@ -39,6 +40,16 @@ pub(super) struct ScanSetup {
     /// The scan's clock reading: a table expired whole at it, over no older table, is
     /// passed over unopened (`Version::shadows_nothing`).
     pub(super) now: Reading,
+}
+
+/// Where a table's walk starts (`LevelCursor::start_past`).
+enum Start {
+    /// Where the scan's range says.
+    As,
+    /// Past a newer source's deleted range: this part of the scan's range.
+    Past(KeyRange),
+    /// Nowhere: the range covers the rest of the walk.
+    Nowhere,
 }
 
 /// One level's tables in a range, one open at a time (see the module comment).
@@ -94,6 +105,13 @@ impl LevelCursor {
     /// Opens the next table in the walk's direction that has a key in the range (the
     /// cursor is over when none is left).
     fn open_next(&mut self) -> Result<()> {
+        let range = Arc::clone(&self.scan.range);
+        self.open_next_in(&range)
+    }
+
+    /// `open_next`, the table cursor walking `range` (the scan's, or the part of it past a
+    /// deleted range: `skip_past`).
+    fn open_next_in(&mut self, range: &Arc<KeyRange>) -> Result<()> {
         self.table = None;
         while !self.left.is_empty() {
             let i = match self.dir {
@@ -113,24 +131,28 @@ impl LevelCursor {
             if self.passed_over(t) || self.expired_whole(i, t) || self.deleted_whole(t) {
                 continue;
             }
-            let range = match self.scan.ask_ranges {
+            let check = match self.scan.ask_ranges {
                 true => self.range_check(t),
                 false => RangeCheck::Unfiltered,
             };
-            if range == RangeCheck::Empty {
+            if check == RangeCheck::Empty {
                 continue;
             }
-            let c = TableCursor::new(
-                Arc::clone(t),
-                self.scan.cache.clone(),
-                Arc::clone(&self.scan.range),
-                self.dir,
-            )?;
+            // A walk that would start inside a newer source's deleted range starts past it.
+            let walk = match self.start_past(t, range) {
+                Start::As => Arc::clone(range),
+                Start::Past(rest) => Arc::new(rest),
+                Start::Nowhere => {
+                    self.left = 0..0;
+                    break;
+                }
+            };
+            let c = TableCursor::new(Arc::clone(t), self.scan.cache.clone(), walk, self.dir)?;
             self.counted = (0, 0);
             let found = c.key().is_some();
             self.table = Some(c);
             self.count();
-            if range == RangeCheck::Maybe && !found {
+            if check == RangeCheck::Maybe && !found {
                 let counters = self.scan.counters.reader();
                 bump(&counters.levels[self.level].range_false_positives, 1);
             }
@@ -171,6 +193,30 @@ impl LevelCursor {
         let counters = self.scan.counters.reader();
         bump(&counters.levels[self.level].expired_skips, 1);
         true
+    }
+
+    /// When a newer source's deleted range covers the first key of `t` the walk over `range`
+    /// would reach, `range` less what that range covers (`KeyRange::past`): the table's
+    /// cursor then starts past it, not on a covered entry it would read a block for and then
+    /// jump from (seek + 10 into a deleted range ran at 0.3× the same store without it).
+    fn start_past(&self, t: &Table, range: &KeyRange) -> Start {
+        let Some((cover, me)) = self.cover.as_ref() else {
+            return Start::As;
+        };
+        let first = match self.dir {
+            Direction::Forward => match range.start() {
+                Bound::Included(k) | Bound::Excluded(k) if k > t.min_key() => k,
+                _ => t.min_key(),
+            },
+            Direction::Backward => match range.end() {
+                Bound::Included(k) | Bound::Excluded(k) if k < t.max_key() => k,
+                _ => t.max_key(),
+            },
+        };
+        match cover.covering(first, *me) {
+            None => Start::As,
+            Some(r) => range.past(r, self.dir).map_or(Start::Nowhere, Start::Past),
+        }
     }
 
     /// True when a newer source's deleted range holds the table's whole key range.
@@ -255,6 +301,33 @@ impl Cursor for LevelCursor {
         });
         if moved.is_err() {
             // After an error the cursor is over.
+            self.table = None;
+            self.left = 0..0;
+        }
+        moved
+    }
+
+    /// The open table jumps past `r` (`TableCursor`'s `skip_past`); if that ends it, the
+    /// next table the range does not hold whole opens where the range ends, not at the
+    /// scan's start.
+    fn skip_past(&mut self, r: &DeletedRange) -> Result<()> {
+        let Some(t) = self.table.as_mut() else {
+            return Ok(());
+        };
+        let skipped = t.skip_past(r);
+        self.count();
+        let moved = skipped.and_then(|()| match self.key() {
+            Some(_) => Ok(()),
+            None => match self.scan.range.past(r, self.dir) {
+                Some(rest) => self.open_next_in(&Arc::new(rest)),
+                None => {
+                    self.table = None;
+                    self.left = 0..0;
+                    Ok(())
+                }
+            },
+        });
+        if moved.is_err() {
             self.table = None;
             self.left = 0..0;
         }

@@ -116,6 +116,12 @@ impl<S: Cursor> Merge<S> {
         // same key move past it.
         self.remove_top();
         let moved = self.skip_same(top).and_then(|()| self.sources[top].step());
+        self.put_back(top, moved)
+    }
+
+    /// Puts source `top`, taken out of the heap and moved (`moved`), back in if it has an
+    /// entry left; after an error the merge is over.
+    fn put_back(&mut self, top: usize, moved: Result<()>) -> Result<()> {
         if let Err(e) = moved {
             self.heap.clear();
             return Err(e);
@@ -126,6 +132,24 @@ impl<S: Cursor> Merge<S> {
             self.sift_up(self.heap.len() - 1);
         }
         Ok(())
+    }
+
+    /// Moves past the winning entry, which the caller passes over (deleted, or expired):
+    /// as `step`, unless a newer source's range covers it; then its source alone moves past
+    /// every entry that range covers (`Cursor::skip_past`: a table's over whole data blocks),
+    /// and the older sources holding covered keys do the same as each comes out on top. Each
+    /// of them would have read as deleted, so the merge yields what stepping would.
+    pub(crate) fn pass(&mut self) -> Result<()> {
+        let (Some(cover), Some(&top)) = (&self.cover, self.heap.first()) else {
+            return self.step();
+        };
+        let cover = Arc::clone(cover);
+        let Some(r) = self.sources[top].key().and_then(|k| cover.covering(k, top)) else {
+            return self.step();
+        };
+        self.remove_top();
+        let moved = self.sources[top].skip_past(r);
+        self.put_back(top, moved)
     }
 
     /// Moves every source in the heap whose key is `top`'s past it.

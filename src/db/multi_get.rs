@@ -21,9 +21,11 @@ use smallvec::SmallVec;
 
 use super::counters::{bump, ReadCounters};
 use super::filter_checks::{ask_filters, FilterTally, KeyPrefix, Verdict};
-use super::read::{in_memtables, prefetch_filter, Lookup, ReadPath};
+use super::read::{
+    in_memtables, memtables_delete, memtables_have_ranges, prefetch_filter, Lookup, ReadPath,
+};
 use super::state::State;
-use super::version::{InLevel, Version, MAX_LEVELS};
+use super::version::{InLevel, MAX_LEVELS};
 use crate::coding::key_prefix;
 use crate::error::Result;
 use crate::filter::hash_key;
@@ -100,7 +102,7 @@ impl ReadPath<'_> {
                     }
                 }
             }
-            self.tables(counters, state, &mut pending, &mut out);
+            self.tables(counters, (state, mem_seen), &mut pending, &mut out);
         }
         out
     }
@@ -109,7 +111,7 @@ impl ReadPath<'_> {
     fn tables<'k, 'v>(
         &self,
         counters: &ReadCounters,
-        state: &'v State,
+        (state, mem_seen): (&'v State, u64),
         pending: &mut Vec<Pending<'k, 'v>>,
         out: &mut [Result<Option<Vec<u8>>>],
     ) {
@@ -125,13 +127,20 @@ impl ReadPath<'_> {
             if pending.is_empty() {
                 return;
             }
-            self.stage(counters, 0, &state.version, pending, out, |_, key, hash| {
-                let found = t.covers(key).then_some(t);
-                if let Some(t) = found {
-                    prefetch_filter(t, hash, CacheLevel::L2);
-                }
-                found
-            });
+            self.stage(
+                counters,
+                0,
+                (state, mem_seen),
+                pending,
+                out,
+                |_, key, hash| {
+                    let found = t.covers(key).then_some(t);
+                    if let Some(t) = found {
+                        prefetch_filter(t, hash, CacheLevel::L2);
+                    }
+                    found
+                },
+            );
         }
         for level in 1..MAX_LEVELS {
             if pending.is_empty() {
@@ -140,24 +149,30 @@ impl ReadPath<'_> {
             if search.level(level).is_empty() {
                 continue;
             }
-            let version = &state.version;
             // The level's searches for all pending keys run together (`partition_points`).
             let prefixes: SmallVec<[u64; CHUNK]> = pending.iter().map(|p| p.prefix_u64).collect();
             let mut positions: SmallVec<[usize; CHUNK]> = SmallVec::from_elem(0, pending.len());
             search.positions_in_level(level, &prefixes, &mut positions);
             let skips = &counters.levels[level].expired_skips;
-            self.stage(counters, level, version, pending, out, |at, key, hash| {
-                let (position, p) = (positions[at], prefixes[at]);
-                match search.in_level_live_from(level, position, p, key, hash, seen) {
-                    InLevel::Table { table, .. } => Some(table),
-                    InLevel::Passed => {
-                        bump(skips, 1);
-                        passed.set(true);
-                        None
+            self.stage(
+                counters,
+                level,
+                (state, mem_seen),
+                pending,
+                out,
+                |at, key, hash| {
+                    let (position, p) = (positions[at], prefixes[at]);
+                    match search.in_level_live_from(level, position, p, key, hash, seen) {
+                        InLevel::Table { table, .. } => Some(table),
+                        InLevel::Passed => {
+                            bump(skips, 1);
+                            passed.set(true);
+                            None
+                        }
+                        InLevel::None => None,
                     }
-                    InLevel::None => None,
-                }
-            });
+                },
+            );
         }
         if passed.get() {
             self.passed_over(&state.version, seen);
@@ -173,7 +188,7 @@ impl ReadPath<'_> {
         &self,
         counters: &ReadCounters,
         level: usize,
-        version: &Version,
+        (state, mem_seen): (&State, u64),
         pending: &mut Vec<Pending<'k, 'v>>,
         out: &mut [Result<Option<Vec<u8>>>],
         find: impl Fn(usize, &[u8], u64) -> Option<&'v Arc<Table>>,
@@ -181,6 +196,8 @@ impl ReadPath<'_> {
         for (at, p) in pending.iter_mut().enumerate() {
             p.table = find(at, p.key, p.hash);
         }
+        let version = &*state.version;
+        let mem_ranges = memtables_have_ranges(state);
         let mut skipped = false;
         let c = &counters.levels[level];
         let mut reads: SmallVec<[BlockRead; 8]> = SmallVec::new();
@@ -202,8 +219,12 @@ impl ReadPath<'_> {
             let (verdict, answer) = ask_filters(t, p.key, p.hash, &mut p.prefix);
             tally.add(answer);
             if let Verdict::Maybe { filtered } = verdict {
-                // A key a newer table's range deletes is not read here (nor deeper).
-                if version.range_deletes && version.deleted_above(level, t, p.key) {
+                // A key a range of a memtable or a newer table deletes is not read here
+                // (nor deeper).
+                let mems = 1 + state.imm.len();
+                if (mem_ranges && memtables_delete(state, mem_seen, p.key, mems))
+                    || (version.range_deletes && version.deleted_above(level, t, p.key))
+                {
                     (p.done, skipped) = (true, true);
                     continue;
                 }

@@ -164,16 +164,31 @@ impl Drop for ReadPath<'_> {
     }
 }
 
-/// Whether a deleted range of one of `above` (the tables newer than the one about to be read,
-/// from a get's candidates) covers `key`: the key is then deleted in the table, which is not
-/// read. Asked only once a table's filter says "maybe", so an absent key (every filter says
-/// "absent") asks nothing: on a store holding 10^4 ranges, asking every table before its
-/// filter cost absent gets 2.3× even with the dense search (`db_bench --workload
-/// range-deletes`, 10^6 keys). Out of line: only stores with deleted ranges come here.
+/// What may delete a key above the table a get is about to read: the memtables' ranges and
+/// those of the newer tables among its candidates (`deleted_above`).
+#[derive(Clone, Copy)]
+pub(super) struct Above<'a> {
+    state: &'a State,
+    mem_seen: u64,
+    tables: &'a [(usize, &'a Table)],
+}
+
+/// Whether a deleted range of the memtables or of one of `above`'s tables (newer than the
+/// one about to be read, from a get's candidates) covers `key`: the key is then deleted in
+/// the table, which is not read. Asked only once a table's filter says "maybe", so an absent
+/// key (every filter says "absent") asks nothing: on a store holding 10^4 ranges, asking
+/// every table before its filter cost absent gets 2.3× even with the dense search
+/// (`db_bench --workload range-deletes`, 10^6 keys). Out of line: only stores with deleted
+/// ranges come here.
 #[cold]
 #[inline(never)]
-pub(super) fn deleted_above(above: &[(usize, &Table)], key: &[u8]) -> bool {
-    above.iter().any(|(_, t)| t.range_deletes().covers(key))
+pub(super) fn deleted_above(above: Above<'_>, key: &[u8]) -> bool {
+    let mems = 1 + above.state.imm.len();
+    memtables_delete(above.state, above.mem_seen, key, mems)
+        || above
+            .tables
+            .iter()
+            .any(|(_, t)| t.range_deletes().covers(key))
 }
 
 impl Inner {
@@ -290,11 +305,16 @@ impl ReadPath<'_> {
         // By reference: iterating the list by value moved all of it (368 bytes) into the
         // iterator first, a `memcpy` that was 1.9% of an absent get (`perf annotate`,
         // `db_bench --hold absent`).
-        let ranges = version.range_deletes;
+        let ranges = version.range_deletes || memtables_have_ranges(state);
         for (i, &(level, t)) in candidates.iter().enumerate() {
             // With deleted ranges in the store, a table whose filter says "maybe" is read
-            // only if no newer table's ranges cover the key (`deleted_above`).
-            let above = ranges.then(|| &candidates[..i]);
+            // only if no range of a memtable or a newer table covers the key
+            // (`deleted_above`).
+            let above = ranges.then(|| Above {
+                state,
+                mem_seen,
+                tables: &candidates[..i],
+            });
             match self.probe::<T>(counters, (level, t), key, hash, &mut prefix, above)? {
                 Lookup::Value(v) => return Ok(Some(v)),
                 Lookup::Tombstone => return Ok(None),
@@ -341,8 +361,8 @@ impl ReadPath<'_> {
         }
     }
 
-    /// Consults `t`, whose range holds `key`: filter, then (unless a range of a table `above`,
-    /// newer, covers the key) one data block. Always inlined into
+    /// Consults `t`, whose range holds `key`: filter, then (unless a range of a memtable or
+    /// of a table `above`, newer, covers the key) one data block. Always inlined into
     /// `get`'s loop (measured: outlined, absent gets lost 5-15%, `db_bench --hold absent`).
     #[inline(always)]
     fn probe<'s, T: Take<'s>>(
@@ -352,7 +372,7 @@ impl ReadPath<'_> {
         key: &[u8],
         hash: u64,
         prefix: &mut KeyPrefix,
-        above: Option<&[(usize, &Table)]>,
+        above: Option<Above<'_>>,
     ) -> Result<Lookup<T::Value>> {
         bump(&counters.tables_probed, 1);
         let c = &counters.levels[level];
@@ -415,11 +435,34 @@ pub(super) fn in_memtables<'s>(
     let newest = state.mem.get_at(key, hash, mem_seen, now);
     let older = state.imm.iter().rev();
     let older = older.map(|m| m.get_at(key, hash, m.visible(), now));
-    for found in std::iter::once(newest).chain(older) {
+    for (i, found) in std::iter::once(newest).chain(older).enumerate() {
         match Lookup::from(found) {
             Lookup::Absent => {}
+            // What an older memtable holds, a range of a newer one may have deleted.
+            _ if i > 0 && memtables_delete(state, mem_seen, key, i) => return Lookup::Tombstone,
             known => return known,
         }
     }
     Lookup::Absent
+}
+
+/// Whether the store's memtables hold deleted ranges (`State::mem` and `imm`): a get then
+/// asks them, as it asks newer tables' ranges, before it reads a table (`deleted_above`).
+#[inline(always)]
+pub(super) fn memtables_have_ranges(state: &State) -> bool {
+    state.mem.has_ranges() || state.imm.iter().any(|m| m.has_ranges())
+}
+
+/// Whether a range of one of the `upto` newest memtables of `state` (the active one seen
+/// through `mem_seen` batches, then the immutable ones newest first) covers `key`: every
+/// entry of an older memtable or table is older than those ranges. Out of line: asked only
+/// where a memtable does not hold the key and something older may.
+#[cold]
+#[inline(never)]
+pub(super) fn memtables_delete(state: &State, mem_seen: u64, key: &[u8], upto: usize) -> bool {
+    let older = state.imm.iter().rev().map(|m| (&**m, m.visible()));
+    std::iter::once((&*state.mem, mem_seen))
+        .chain(older)
+        .take(upto)
+        .any(|(m, seen)| m.has_ranges() && m.range_covers(key, 0, seen))
 }

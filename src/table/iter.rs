@@ -30,6 +30,7 @@ use std::sync::Arc;
 use super::block::{entry_at, seek, walk, Entry};
 use super::cache::BlockCache;
 use super::range::{Cursor, Direction, KeyRange};
+use super::range_set::DeletedRange;
 use super::reader::{Held, Table, TableReadStats};
 use super::scratch::Scratch;
 use crate::coding::{cmp_prefixed, key_prefix};
@@ -362,6 +363,10 @@ impl Cursor for TableCursor {
         }
         moved
     }
+
+    fn skip_past(&mut self, r: &DeletedRange) -> Result<()> {
+        self.jump_past(r)
+    }
 }
 
 impl Table {
@@ -424,5 +429,6 @@ impl Iterator for TableIter {
     }
 }
 
+mod skip;
 #[cfg(test)]
 mod tests;

@@ -5,6 +5,7 @@
 
 use std::ops::Bound;
 
+use super::range_set::{DeletedRange, End};
 use crate::coding::{cmp_prefixed, key_prefix};
 use crate::error::Result;
 
@@ -79,6 +80,35 @@ impl KeyRange {
         }
     }
 
+    /// This range less `r` and what lies before it in `dir`'s walk: forward, the keys above
+    /// `r`'s end; backward, those below its start. `None` when no key is left.
+    pub(crate) fn past(&self, r: &DeletedRange, dir: Direction) -> Option<KeyRange> {
+        match dir {
+            Direction::Forward => {
+                let start = match &r.end {
+                    End::Before(e) => Bound::Included(e.as_slice()),
+                    End::Through(e) => Bound::Excluded(e.as_slice()),
+                    End::Unbounded => return None,
+                };
+                // The higher of the two starts.
+                let start = match start {
+                    Bound::Included(k) | Bound::Excluded(k) if !self.after_start(k) => {
+                        self.start.clone()
+                    }
+                    b => b.map(<[u8]>::to_vec),
+                };
+                Some(KeyRange::new(start, self.end.clone()))
+            }
+            Direction::Backward => {
+                let end = match self.before_end(&r.start) {
+                    true => Bound::Excluded(r.start.clone()),
+                    false => self.end.clone(),
+                };
+                Some(KeyRange::new(self.start.clone(), end))
+            }
+        }
+    }
+
     /// `key_prefix` of the start bound's key (0 when unbounded).
     pub(crate) fn start_prefix(&self) -> u64 {
         self.start_prefix
@@ -120,5 +150,16 @@ pub(crate) trait Cursor {
     #[inline]
     fn entry(&self) -> Option<(&[u8], Option<&[u8]>)> {
         Some((self.key()?, self.value()))
+    }
+    /// Moves past every entry `r` covers from the current one on: forward to the first entry
+    /// after the range's end, backward to the last before its start. The entries passed are
+    /// deleted by a newer source's range (`db/cover.rs`), so none is looked at: a cursor that
+    /// can jump does (a table's over whole data blocks, a memtable's by binary search); this
+    /// default steps while the range covers the key.
+    fn skip_past(&mut self, r: &DeletedRange) -> Result<()> {
+        while self.key().is_some_and(|k| r.covers(k)) {
+            self.step()?;
+        }
+        Ok(())
     }
 }

@@ -207,13 +207,21 @@ impl RangeSet {
     /// keys of the ranges whose 8 bytes tie with the key's (if any).
     #[inline]
     pub fn covers(&self, key: &[u8]) -> bool {
+        self.covering(key).is_some()
+    }
+
+    /// The range `key` lies in, if any (`covers`' search): a scan or compaction that meets a
+    /// covered entry moves its source past the range's end in one jump
+    /// (`Cursor::skip_past`).
+    #[inline]
+    pub fn covering(&self, key: &[u8]) -> Option<&DeletedRange> {
         let n = self.common.len();
         match key[..n.min(key.len())].cmp(&self.common) {
             // Below every first key (so is a key shorter than `common` and a prefix of it).
-            Ordering::Less => false,
-            Ordering::Equal if key.len() < n => false,
+            Ordering::Less => None,
+            Ordering::Equal if key.len() < n => None,
             // Above every first key: the last range decides.
-            Ordering::Greater => self.ranges.last().is_some_and(|r| r.end.reaches(key)),
+            Ordering::Greater => self.ranges.last().filter(|r| r.end.reaches(key)),
             Ordering::Equal => {
                 let p = key_prefix(&key[n..]);
                 let below = self.below(p);
@@ -227,13 +235,11 @@ impl RangeSet {
                                 .partition_point(|r| r.start.as_slice() <= key)
                     }
                 };
-                if at == 0 {
-                    return false;
-                }
+                let r = self.ranges.get(at.checked_sub(1)?)?;
                 match p.cmp(&self.ends[at - 1]) {
-                    Ordering::Less => true,
-                    Ordering::Greater => false,
-                    Ordering::Equal => self.ranges[at - 1].end.reaches(key),
+                    Ordering::Less => Some(r),
+                    Ordering::Greater => None,
+                    Ordering::Equal => r.end.reaches(key).then_some(r),
                 }
             }
         }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use super::sorted::{span, Keys, View};
 use crate::error::Result;
-use crate::table::{Cursor, Direction, KeyRange};
+use crate::table::{Cursor, DeletedRange, Direction, End, KeyRange};
 
 /// What a cursor reads of its memtable (`Memtable` in `mod.rs`), beside its order (`Keys`).
 pub(crate) trait Versions: Keys {
@@ -157,6 +157,35 @@ impl<M: Versions> Cursor for MemCursor<M> {
         if self.current.is_some() {
             self.advance();
         }
+        Ok(())
+    }
+
+    /// Moves each run's walk past the range by one binary search (`Run::lower`), then on.
+    fn skip_past(&mut self, r: &DeletedRange) -> Result<()> {
+        if self.current.is_none() {
+            return Ok(());
+        }
+        let Some(view) = &self.view else {
+            return Ok(());
+        };
+        let mem = &*self.mem;
+        for (run, left) in view.runs.iter().zip(&mut self.left) {
+            match self.dir {
+                Direction::Forward => {
+                    let past = match &r.end {
+                        End::Before(e) => run.lower(e, false, mem),
+                        End::Through(e) => run.lower(e, true, mem),
+                        End::Unbounded => run.len(),
+                    };
+                    left.start = left.start.max(past).min(left.end);
+                }
+                Direction::Backward => {
+                    let below = run.lower(&r.start, false, mem);
+                    left.end = left.end.min(below).max(left.start);
+                }
+            }
+        }
+        self.advance();
         Ok(())
     }
 }

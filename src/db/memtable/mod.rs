@@ -330,8 +330,13 @@ impl Memtable {
     }
 
     /// `get` as of the first `seen` batches (at most the visible ones), the value lent where
-    /// it lies; `hash` is `hash_key(key)`. A put expired at `now` is `Some(None)`: it hides
-    /// older versions as a tombstone does.
+    /// it lies; `hash` is `hash_key(key)`. A put expired at `now`, or one a later range of
+    /// this memtable covers, is `Some(None)`: it hides older versions as a tombstone does.
+    /// `None` when no entry of the key is here, whether or not one of its ranges covers the
+    /// key: the reader asks that (`range_covers(key, 0, seen)`) only once an older memtable
+    /// or a table may hold the key (`read::deleted_above`), so an absent key, which every
+    /// filter turns away, asks no range. Asking here cost an absent get ~0.65 µs with 10^4
+    /// ranges in the memtable of a 10^6-key store.
     pub(crate) fn get_at(
         &self,
         key: &[u8],
@@ -342,11 +347,10 @@ impl Memtable {
         if seen == 0 {
             return None;
         }
-        let e = self.newest(key, hash, seen);
-        if self.has_ranges() && self.range_covers(key, e.map_or(0, |e| e.seq), seen) {
+        let e = self.newest(key, hash, seen)?;
+        if self.has_ranges() && self.range_covers(key, e.seq, seen) {
             return Some(None);
         }
-        let e = e?;
         Some(e.value.as_deref().filter(|_| !now.expired(e.expiry)))
     }
 

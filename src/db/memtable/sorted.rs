@@ -48,7 +48,7 @@ impl Run {
     }
 
     /// The first position whose key is above `key` (`strict`) or at or above it.
-    fn lower(&self, key: &[u8], strict: bool, keys: &impl Keys) -> usize {
+    pub(super) fn lower(&self, key: &[u8], strict: bool, keys: &impl Keys) -> usize {
         let p = key_prefix(key);
         let lo = self.prefixes.partition_point(|&x| x < p);
         let ties = self.prefixes[lo..].partition_point(|&x| x == p);

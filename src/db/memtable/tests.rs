@@ -272,3 +272,57 @@ fn memtables_sharing_a_count_show_a_batch_in_all_at_once() {
         1 + 20_000 / 3
     );
 }
+
+/// `skip_past` (binary searches per run) lands where stepping over the covered keys does,
+/// either way, for ranges of every end kind, over a view of several runs.
+#[test]
+fn a_cursor_skips_past_a_range_to_where_stepping_lands() {
+    use crate::table::{Cursor, DeletedRange, End};
+    let m = Arc::new(Memtable::new(1));
+    let key = |k: u32| format!("k{k:03}").into_bytes();
+    for b in 0..7u32 {
+        m.apply(
+            (0..50)
+                .map(|i| (key((i * 7 + b * 3) % 300), Some(vec![b as u8])))
+                .collect(),
+        );
+        // A view after each batch: the runs stay apart (merged as a binary counter).
+        m.view();
+    }
+    assert!(m.view().runs.len() > 1);
+    let seen = m.visible();
+    let all = KeyRange::all();
+    let mut skipped = 0;
+    for (lo, hi) in [(10, 40), (0, 299), (150, 151), (290, 310), (3, 4)] {
+        for end in [End::Before(key(hi)), End::Through(key(hi)), End::Unbounded] {
+            let r = DeletedRange {
+                start: key(lo),
+                end,
+            };
+            for dir in [Direction::Forward, Direction::Backward] {
+                let (mut a, mut b) = (m.cursor(&all, dir, seen), m.cursor(&all, dir, seen));
+                while a.key().is_some_and(|k| !r.covers(k)) {
+                    a.step().unwrap();
+                    b.step().unwrap();
+                }
+                if a.key().is_none() {
+                    continue;
+                }
+                a.skip_past(&r).unwrap();
+                while b.key().is_some_and(|k| r.covers(k)) {
+                    b.step().unwrap();
+                }
+                skipped += 1;
+                loop {
+                    assert_eq!(a.key(), b.key(), "{r:?} {dir:?}");
+                    if a.key().is_none() {
+                        break;
+                    }
+                    a.step().unwrap();
+                    b.step().unwrap();
+                }
+            }
+        }
+    }
+    assert!(skipped > 20, "{skipped}");
+}

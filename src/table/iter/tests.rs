@@ -159,3 +159,74 @@ fn a_damaged_block_ends_the_walk_with_its_error() {
         assert!(ok < model.len());
     }
 }
+
+/// `skip_past` (a jump over whole blocks) lands where stepping over the covered keys does,
+/// either way, for random scan ranges and deleted ranges of every end kind, and reads fewer
+/// blocks when the range spans some.
+#[test]
+fn skip_past_lands_where_stepping_does_and_reads_fewer_blocks() {
+    use crate::table::range_set::{DeletedRange, End};
+    let dir = tempfile::tempdir().unwrap();
+    let mut model = Model::new();
+    for i in (0..3000u32).step_by(3) {
+        model.insert(format!("key{i:05}").into_bytes(), Some(vec![1; 9]));
+    }
+    let t = table(dir.path(), &model);
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    let mut rand = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let (mut jumped, mut saved) = (0, 0);
+    for _ in 0..600 {
+        let key = |n: u64| format!("key{n:05}").into_bytes();
+        let (a, b) = (rand(3100), rand(3100));
+        let range = Arc::new(KeyRange::new(
+            bound(rand(3), key(a)),
+            bound(rand(3), key(b)),
+        ));
+        let lo = rand(3100);
+        let span = if rand(2) == 0 { 30 } else { 1500 };
+        let hi = lo + rand(span);
+        let end = match rand(3) {
+            0 => End::Before(key(hi)),
+            1 => End::Through(key(hi)),
+            _ => End::Unbounded,
+        };
+        let r = DeletedRange {
+            start: key(lo),
+            end,
+        };
+        for dir in [Direction::Forward, Direction::Backward] {
+            let open = || TableCursor::new(Arc::clone(&t), None, Arc::clone(&range), dir).unwrap();
+            let (mut a, mut b) = (open(), open());
+            while a.key().is_some_and(|k| !r.covers(k)) {
+                a.step().unwrap();
+                b.step().unwrap();
+            }
+            if a.key().is_none() {
+                continue;
+            }
+            let (before_a, before_b) = (a.stats.blocks, b.stats.blocks);
+            a.skip_past(&r).unwrap();
+            while b.key().is_some_and(|k| r.covers(k)) {
+                b.step().unwrap();
+            }
+            assert_eq!(a.key(), b.key(), "{range:?} {r:?} {dir:?}");
+            let (read_a, read_b) = (a.stats.blocks - before_a, b.stats.blocks - before_b);
+            assert!(
+                read_a <= read_b,
+                "{read_a} > {read_b} blocks: {r:?} {dir:?}"
+            );
+            jumped += 1;
+            saved += read_b - read_a;
+            assert_eq!(walk(a), walk(b), "{range:?} {r:?} {dir:?}");
+        }
+    }
+    assert!(
+        jumped > 300 && saved > 1000,
+        "{jumped} jumps saved {saved} blocks"
+    );
+}
