@@ -1,7 +1,8 @@
 //! `--workload expiry`: how soon expired data leaves our disk, and what expiry costs reads.
-//! Ours alone: RocksDB's TTL (`DBWithTTL`, or its `ttl` option) keeps one time to live per
-//! database and reads the wall clock, so it can take neither per-key expiries nor an hour
-//! simulated in minutes (docs/expiry.md).
+//! Parts 1–3 are ours alone: RocksDB's TTL (`DBWithTTL`, or its `ttl` option) keeps one time
+//! to live per database and reads the wall clock, so it can take neither per-key expiries nor
+//! an hour simulated on a `ManualClock`; part 4 runs part 1's stream into it on a compressed
+//! wall clock (docs/expiry.md).
 //!
 //! 1. **The bound.** `--keys` puts (16-byte keys, `--value-size` values), each expiring a
 //!    uniformly drawn time up to an hour after its write, written in 60 steps over an hour of
@@ -24,6 +25,8 @@
 //!    take turns in blocks of the round's keys.
 //! 3. **Live keys with an expiry.** Present and absent gets on a store whose every key has an
 //!    expiry far off against one whose keys have none, written alike.
+//! 4. **RocksDB's TTL on part 1's stream**, its hour compressed into a minute of wall clock
+//!    (`expiry_rocks.rs`): its write amplification and table bytes beside ours.
 //!
 //! Rounds interleave the compared stores; each figure is the median of `--rounds` at each of
 //! `--threads`.
@@ -58,6 +61,9 @@ pub(crate) fn run(args: &Args) {
     }
     if part(3) {
         live_with_expiry(args);
+    }
+    if part(4) {
+        crate::expiry_rocks::run(args);
     }
 }
 

@@ -60,6 +60,7 @@ use serde::Serialize;
 mod cursor;
 mod engines;
 mod expiry;
+mod expiry_rocks;
 mod hold;
 mod keyspaces;
 mod latency;
@@ -128,7 +129,7 @@ struct Args {
     #[arg(long, default_value_t = 1.0)]
     hold_skew: f64,
     /// `--workload expiry`: run only these parts (1: the bound, 2: tables expired whole,
-    /// 3: live keys with an expiry); all by default.
+    /// 3: live keys with an expiry, 4: RocksDB's TTL on part 1's stream); all by default.
     #[arg(long, value_delimiter = ',')]
     expiry_parts: Vec<u8>,
     /// `--workload range-deletes`: run only these parts (1: gets beside ranges, 2: deleting

@@ -73,34 +73,29 @@ pub(super) enum FilterAnswer {
     PrefixMaybe,
     /// No usable filter for the key.
     Unfiltered,
-    /// The table holds no key, only deleted ranges (a flush of range deletes alone): it
-    /// answers "absent" with nothing asked, and nothing is counted. Probed as a table
-    /// without a filter, it cost every absent get on a store whose 10^4 ranges lie in such a
-    /// table a lookup in an empty index: ~0.9× the same store without them (`db_bench
-    /// --workload range-deletes --range-parts 1`).
-    NoKeys,
 }
 
 impl FilterAnswer {
     /// The counters of `c` one such answer moves: the check (or unfiltered probe), and the
     /// outcome where one is counted. The one mapping `count` and `FilterTally::flush` share.
     #[inline(always)]
-    fn counters(self, c: &LevelCounters) -> [Option<&AtomicU64>; 2] {
+    fn counters(self, c: &LevelCounters) -> (&AtomicU64, Option<&AtomicU64>) {
         match self {
-            FilterAnswer::WholeAbsent => [Some(&c.filter_checks), Some(&c.filter_useful)],
-            FilterAnswer::WholeMaybe => [Some(&c.filter_checks), Some(&c.filter_positive)],
-            FilterAnswer::PrefixAbsent => [Some(&c.prefix_checks), Some(&c.prefix_useful)],
-            FilterAnswer::PrefixMaybe => [Some(&c.prefix_checks), None],
-            FilterAnswer::Unfiltered => [Some(&c.unfiltered_probes), None],
-            FilterAnswer::NoKeys => [None, None],
+            FilterAnswer::WholeAbsent => (&c.filter_checks, Some(&c.filter_useful)),
+            FilterAnswer::WholeMaybe => (&c.filter_checks, Some(&c.filter_positive)),
+            FilterAnswer::PrefixAbsent => (&c.prefix_checks, Some(&c.prefix_useful)),
+            FilterAnswer::PrefixMaybe => (&c.prefix_checks, None),
+            FilterAnswer::Unfiltered => (&c.unfiltered_probes, None),
         }
     }
 
     /// Adds this answer to `c`.
     #[inline(always)]
     fn count(self, c: &LevelCounters) {
-        for counter in self.counters(c).into_iter().flatten() {
-            bump(counter, 1);
+        let (check, outcome) = self.counters(c);
+        bump(check, 1);
+        if let Some(outcome) = outcome {
+            bump(outcome, 1);
         }
     }
 }
@@ -132,7 +127,6 @@ impl FilterTally {
             FilterAnswer::PrefixAbsent => &mut self.prefix_absent,
             FilterAnswer::PrefixMaybe => &mut self.prefix_maybe,
             FilterAnswer::Unfiltered => &mut self.unfiltered,
-            FilterAnswer::NoKeys => return,
         };
         *n += 1;
     }
@@ -152,8 +146,10 @@ impl FilterTally {
             (FilterAnswer::PrefixMaybe, self.prefix_maybe),
             (FilterAnswer::Unfiltered, self.unfiltered),
         ] {
-            for counter in answer.counters(c).into_iter().flatten() {
-                add(counter, n);
+            let (check, outcome) = answer.counters(c);
+            add(check, n);
+            if let Some(outcome) = outcome {
+                add(outcome, n);
             }
         }
     }
@@ -175,9 +171,6 @@ pub(super) fn ask_filters(
             (Verdict::Maybe { filtered: true }, FilterAnswer::WholeMaybe)
         }
         FilterState::None | FilterState::Invalid(_) => {
-            if t.properties().entries == 0 {
-                return (Verdict::Absent, FilterAnswer::NoKeys);
-            }
             let check = match prefix.get() {
                 Some((rule, p, h)) => t.check_prefix(rule, p, h),
                 None => PrefixCheck::Unfiltered,

@@ -182,13 +182,18 @@ pub(super) struct Above<'a> {
 /// ranges come here.
 #[cold]
 #[inline(never)]
-pub(super) fn deleted_above(above: Above<'_>, key: &[u8]) -> bool {
+pub(super) fn deleted_above(above: Above<'_>, (level, t): (usize, &Table), key: &[u8]) -> bool {
     let mems = 1 + above.state.imm.len();
+    let version = &above.state.version;
     memtables_delete(above.state, above.mem_seen, key, mems)
-        || above
-            .tables
-            .iter()
-            .any(|(_, t)| t.range_deletes().covers(key))
+        || match version.search().left_out_ranges() {
+            // A table of ranges alone is no candidate: the version's levels are asked.
+            true => version.deleted_above(level, t, key),
+            false => above
+                .tables
+                .iter()
+                .any(|(_, t)| t.range_deletes().covers(key)),
+        }
 }
 
 impl Inner {
@@ -379,7 +384,7 @@ impl ReadPath<'_> {
         let Verdict::Maybe { filtered } = check_filters(c, t, key, hash, prefix) else {
             return Ok(Lookup::Absent);
         };
-        if above.is_some_and(|above| deleted_above(above, key)) {
+        if above.is_some_and(|above| deleted_above(above, (level, t), key)) {
             return Ok(Lookup::Tombstone);
         }
         let mut reads = TableReadStats::default();
