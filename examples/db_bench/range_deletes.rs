@@ -168,6 +168,9 @@ fn rate(keys: &[([u8; 16], bool)], threads: usize, get: impl Fn(&[u8]) -> bool +
     keys.len() as f64 / secs
 }
 
+/// One engine's get: whether the key is there.
+type Get<'a> = dyn Fn(&[u8]) -> bool + Sync + 'a;
+
 /// Part 1: see the module comment.
 fn gets_beside_ranges(args: &Args) {
     let n = args.keys;
@@ -230,7 +233,7 @@ fn gets_beside_ranges(args: &Args) {
             ("absent", Kind::Absent),
             ("deleted", Kind::Deleted),
         ] {
-            let gets: [&(dyn Fn(&[u8]) -> bool + Sync); 4] = [
+            let gets: [&Get; 4] = [
                 &|k| ours.get(k).expect("get").is_some(),
                 &|k| plain.get(k).expect("get").is_some(),
                 &|k| rocks.db.get_pinned(k).expect("get").is_some(),
