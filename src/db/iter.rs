@@ -122,8 +122,7 @@ pub(super) fn merge_of(
     let level0 = &version.levels()[0];
     // The sources' deleted ranges, if any (`cover.rs`), gathered before the cursors: a table
     // cursor passes over a table a newer source's range holds whole.
-    let ranges =
-        version.range_deletes || state.mem.has_ranges() || state.imm.iter().any(|m| m.has_ranges());
+    let ranges = version.range_deletes || state.memtables_have_ranges();
     let cover = ranges.then(|| Arc::new(cover_of(state, mem_seen, range)));
     let mine = |n: usize| cover.as_ref().map(|c| (Arc::clone(c), n));
     let mut sources = Vec::with_capacity(2 + state.imm.len() + state.version.levels().len());
@@ -159,10 +158,8 @@ pub(super) fn merge_of(
 /// The deleted ranges of `merge_of`'s sources in `range`, numbered as it numbers them.
 fn cover_of(state: &State, mem_seen: u64, range: &KeyRange) -> Cover {
     let mut cover = Cover::default();
-    let mems = std::iter::once((&state.mem, mem_seen))
-        .chain(state.imm.iter().rev().map(|m| (m, m.visible())));
     let mut n = 0;
-    for (m, seen) in mems {
+    for (m, seen) in state.memtables(mem_seen) {
         if m.has_ranges() {
             cover.add_set(n, RangeSet::union(m.ranges_at(seen)));
         }

@@ -143,7 +143,7 @@ impl LevelCursor {
                 Start::As => Arc::clone(range),
                 Start::Past(rest) => Arc::new(rest),
                 Start::Nowhere => {
-                    self.left = 0..0;
+                    self.end();
                     break;
                 }
             };
@@ -193,6 +193,12 @@ impl LevelCursor {
         let counters = self.scan.counters.reader();
         bump(&counters.levels[self.level].expired_skips, 1);
         true
+    }
+
+    /// Ends the walk: no table open, none left.
+    fn end(&mut self) {
+        self.table = None;
+        self.left = 0..0;
     }
 
     /// When a newer source's deleted range covers the first key of `t` the walk over `range`
@@ -301,8 +307,7 @@ impl Cursor for LevelCursor {
         });
         if moved.is_err() {
             // After an error the cursor is over.
-            self.table = None;
-            self.left = 0..0;
+            self.end();
         }
         moved
     }
@@ -321,15 +326,13 @@ impl Cursor for LevelCursor {
             None => match self.scan.range.past(r, self.dir) {
                 Some(rest) => self.open_next_in(&Arc::new(rest)),
                 None => {
-                    self.table = None;
-                    self.left = 0..0;
+                    self.end();
                     Ok(())
                 }
             },
         });
         if moved.is_err() {
-            self.table = None;
-            self.left = 0..0;
+            self.end();
         }
         moved
     }

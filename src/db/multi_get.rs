@@ -21,9 +21,7 @@ use smallvec::SmallVec;
 
 use super::counters::{bump, ReadCounters};
 use super::filter_checks::{ask_filters, FilterTally, KeyPrefix, Verdict};
-use super::read::{
-    in_memtables, memtables_delete, memtables_have_ranges, prefetch_filter, Lookup, ReadPath,
-};
+use super::read::{in_memtables, memtables_delete, prefetch_filter, Lookup, ReadPath};
 use super::state::State;
 use super::version::{InLevel, MAX_LEVELS};
 use crate::coding::key_prefix;
@@ -197,7 +195,7 @@ impl ReadPath<'_> {
             p.table = find(at, p.key, p.hash);
         }
         let version = &*state.version;
-        let mem_ranges = memtables_have_ranges(state);
+        let mem_ranges = state.memtables_have_ranges();
         let mut skipped = false;
         let c = &counters.levels[level];
         let mut reads: SmallVec<[BlockRead; 8]> = SmallVec::new();
@@ -221,8 +219,7 @@ impl ReadPath<'_> {
             if let Verdict::Maybe { filtered } = verdict {
                 // A key a range of a memtable or a newer table deletes is not read here
                 // (nor deeper).
-                let mems = 1 + state.imm.len();
-                if (mem_ranges && memtables_delete(state, mem_seen, p.key, mems))
+                if (mem_ranges && memtables_delete(state, mem_seen, p.key, usize::MAX))
                     || (version.range_deletes && version.deleted_above(level, t, p.key))
                 {
                     (p.done, skipped) = (true, true);

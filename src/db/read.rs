@@ -183,9 +183,8 @@ pub(super) struct Above<'a> {
 #[cold]
 #[inline(never)]
 pub(super) fn deleted_above(above: Above<'_>, (level, t): (usize, &Table), key: &[u8]) -> bool {
-    let mems = 1 + above.state.imm.len();
     let version = &above.state.version;
-    memtables_delete(above.state, above.mem_seen, key, mems)
+    memtables_delete(above.state, above.mem_seen, key, usize::MAX)
         || match version.search().left_out_ranges() {
             // A table of ranges alone is no candidate: the version's levels are asked.
             true => version.deleted_above(level, t, key),
@@ -310,7 +309,7 @@ impl ReadPath<'_> {
         // By reference: iterating the list by value moved all of it (368 bytes) into the
         // iterator first, a `memcpy` that was 1.9% of an absent get (`perf annotate`,
         // `db_bench --hold absent`).
-        let ranges = version.range_deletes || memtables_have_ranges(state);
+        let ranges = version.range_deletes || state.memtables_have_ranges();
         for (i, &(level, t)) in candidates.iter().enumerate() {
             // With deleted ranges in the store, a table whose filter says "maybe" is read
             // only if no range of a memtable or a newer table covers the key
@@ -451,23 +450,15 @@ pub(super) fn in_memtables<'s>(
     Lookup::Absent
 }
 
-/// Whether the store's memtables hold deleted ranges (`State::mem` and `imm`): a get then
-/// asks them, as it asks newer tables' ranges, before it reads a table (`deleted_above`).
-#[inline(always)]
-pub(super) fn memtables_have_ranges(state: &State) -> bool {
-    state.mem.has_ranges() || state.imm.iter().any(|m| m.has_ranges())
-}
-
-/// Whether a range of one of the `upto` newest memtables of `state` (the active one seen
-/// through `mem_seen` batches, then the immutable ones newest first) covers `key`: every
-/// entry of an older memtable or table is older than those ranges. Out of line: asked only
-/// where a memtable does not hold the key and something older may.
+/// Whether a range of one of the `upto` newest memtables of `state` (`State::memtables`;
+/// `usize::MAX`: all of them) covers `key`: every entry of an older memtable or table is
+/// older than those ranges. Out of line: asked only where a memtable does not hold the key
+/// and something older may.
 #[cold]
 #[inline(never)]
 pub(super) fn memtables_delete(state: &State, mem_seen: u64, key: &[u8], upto: usize) -> bool {
-    let older = state.imm.iter().rev().map(|m| (&**m, m.visible()));
-    std::iter::once((&*state.mem, mem_seen))
-        .chain(older)
+    state
+        .memtables(mem_seen)
         .take(upto)
         .any(|(m, seen)| m.has_ranges() && m.range_covers(key, 0, seen))
 }

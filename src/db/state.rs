@@ -55,6 +55,20 @@ impl State {
             name: Arc::from(name),
         }
     }
+
+    /// The memtables newest first, each with the batches a reader of it sees: the active one
+    /// through `mem_seen`, then the immutable ones through all they hold.
+    pub(super) fn memtables(&self, mem_seen: u64) -> impl Iterator<Item = (&Memtable, u64)> {
+        let older = self.imm.iter().rev().map(|m| (&**m, m.visible()));
+        std::iter::once((&*self.mem, mem_seen)).chain(older)
+    }
+
+    /// Whether a memtable holds deleted ranges: reads then ask them
+    /// (`read::memtables_delete`, a scan's `Cover`).
+    #[inline(always)]
+    pub(super) fn memtables_have_ranges(&self) -> bool {
+        self.mem.has_ranges() || self.imm.iter().any(|m| m.has_ranges())
+    }
 }
 
 /// What readers load: every live keyspace's `State`, published together, so that one load

@@ -21,8 +21,7 @@ impl TableCursor {
         };
         let moved = jumped.and_then(|()| {
             while self.key().is_some_and(|k| r.covers(k)) {
-                self.advance()?;
-                self.settle()?;
+                self.step()?;
             }
             Ok(())
         });
