@@ -9,13 +9,14 @@
 //! phase, `/proc/self/io` `wchar`, ÷ the key and value bytes written). Engines run in turn,
 //! each round starting with the next one, on a fresh store each; medians of `--rounds`
 //! rounds, and ours ÷ the best peer per column. Ours also prints its write stalls and
-//! slowdowns (`DbStats`).
+//! slowdowns (`DbStats`). `--latency-ours-mib 64` runs ours in RocksDB's default shape
+//! (64 MiB memtables and tables, a 256 MiB level 1).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::{
-    key, load, median, mix, open_fjall, open_ours, open_rocks, value, Args, Engine, ABSENT,
+    key, load, median, mix, open_fjall, open_rocks, ours_options, value, Args, Engine, Ours, ABSENT,
 };
 
 /// One engine's figures from one round.
@@ -138,7 +139,14 @@ fn run_one(name: &str, args: &Args, threads: usize, secs: f64) -> Round {
     let dir = tempfile::tempdir().expect("tempdir");
     match name {
         "lsm-bloom" => {
-            let e = open_ours(dir.path(), args);
+            let mut opts = ours_options(args);
+            if let Some(mib) = args.latency_ours_mib {
+                opts = opts
+                    .with_memtable_size((mib << 20) as usize)
+                    .with_target_file_size(mib << 20)
+                    .with_level1_max_bytes(mib << 22);
+            }
+            let e = Ours(lsm_bloom::Db::open(dir.path(), opts).expect("open lsm-bloom"));
             load(&e, args, 1);
             let before = e.0.stats();
             let mut r = phase(&e, args, threads, secs);

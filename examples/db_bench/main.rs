@@ -184,6 +184,10 @@ struct Args {
     /// Latency workload: seconds of the timed phase per engine, round and thread count.
     #[arg(long, default_value_t = 20.0)]
     latency_secs: f64,
+    /// Latency workload: ours with memtables and tables of this many MiB and a level 1 four
+    /// times as large (64: RocksDB's default shape), the rest at its defaults.
+    #[arg(long)]
+    latency_ours_mib: Option<u64>,
     /// Ranges workload: bits per key of ours' range filters.
     #[arg(long, default_value_t = 16.0)]
     range_bits: f64,
