@@ -103,7 +103,7 @@ impl Inner {
             return Ok(false);
         };
         self.flush_generation(&first)?;
-        self.prepare_spare_wal()?;
+        self.prepare_spare(&first)?;
         Ok(true)
     }
 

@@ -2,7 +2,7 @@
 //!
 //! Locks, in the order they may be taken: `queue` (writes waiting for group commit; released
 //! before the leader takes `writer`) → `writer` (one writer appends to the WAL at a time)
-//! → `spare_wal`, `throttle` (the next log, the write slowdown, `throttle.rs`) → `work` (the
+//! → `spare`, `throttle` (the next log and memtable, the write slowdown, `throttle.rs`) → `work` (the
 //! running jobs and the manifest: held to pick a job, number a table and install a result,
 //! never while a table is written; every manifest write holds it) → `publish` (serialises
 //! replacing the published `State`, `version.rs`) → `signal` (background wake-ups and
@@ -105,9 +105,9 @@ pub(super) struct Inner {
     /// (`write.rs`).
     pub(super) groups_done: std::sync::atomic::AtomicU64,
     pub(super) writer: Mutex<WalWriter>,
-    /// An empty log created ahead by the flush thread for the next memtable rotation; taken
-    /// under `writer`.
-    pub(super) spare_wal: Mutex<Option<WalWriter>>,
+    /// An empty log and memtable made ahead by the flush thread for the next memtable
+    /// rotation; taken under `writer`.
+    pub(super) spare: Mutex<Option<super::write::Spare>>,
     /// The write slowdown; taken by a group's leader under `writer`.
     pub(super) throttle: Mutex<super::throttle::Throttle>,
     pub(super) work: Mutex<Work>,

@@ -483,7 +483,7 @@ pub(super) fn open(dir: &Path, given: Options) -> Result<Inner> {
         queue: Mutex::default(),
         groups_done: Default::default(),
         writer: Mutex::new(writer),
-        spare_wal: Mutex::default(),
+        spare: Mutex::default(),
         throttle: Mutex::default(),
         work: Mutex::new(work),
         signal: Mutex::new(Signal::default()),

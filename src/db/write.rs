@@ -40,6 +40,13 @@ use super::wal::{self, Batch, WalWriter};
 use super::write_queue::{take_group, Queued};
 use crate::error::{Error, Result};
 
+/// The next rotation's log and memtable, made ready by the flush thread (`prepare_spare`).
+pub(super) struct Spare {
+    wal: WalWriter,
+    /// Made after `wal`, outside the lock: `None` until then.
+    mem: Option<Memtable>,
+}
+
 /// A waiting write spins before it parks only while fewer writes than this wait.
 const SPIN_BELOW_WAITING: usize = 2;
 
@@ -276,14 +283,30 @@ impl Inner {
         Ok(())
     }
 
-    /// Creates an empty log for the next rotation to take, if none is waiting; run by the
-    /// flush thread. An empty log left by a crash or a close is replayed (nothing) and
+    /// Creates an empty log for the next rotation to take, if none is waiting, and an empty
+    /// memtable for it sized from `last` (the generation just flushed: `Memtable::sized`); run
+    /// by the flush thread. An empty log left by a crash or a close is replayed (nothing) and
     /// removed at the next open like any other.
-    pub(super) fn prepare_spare_wal(&self) -> Result<()> {
-        let mut spare = lock(&self.spare_wal);
-        if spare.is_none() {
-            let id = self.next_file.fetch_add(1, Ordering::SeqCst);
-            *spare = Some(WalWriter::create(&*self.opts.fs, &self.dir, id)?);
+    pub(super) fn prepare_spare(&self, last: &Memtable) -> Result<()> {
+        let id = {
+            let mut spare = lock(&self.spare);
+            match &*spare {
+                Some(Spare { mem: Some(_), .. }) => return Ok(()),
+                Some(Spare { wal, mem: None }) => wal.id(),
+                None => {
+                    let id = self.next_file.fetch_add(1, Ordering::SeqCst);
+                    let wal = WalWriter::create(&*self.opts.fs, &self.dir, id)?;
+                    *spare = Some(Spare { wal, mem: None });
+                    id
+                }
+            }
+        };
+        // Made outside the lock (zeroing the index takes milliseconds at 64 MiB): a rotation
+        // may take the log meanwhile, and the memtable goes only with the log it was made for.
+        let most = self.opts.memtable_size / super::memtable::ENTRY_OVERHEAD;
+        let mem = Memtable::sized(id, last.key_count().min(most));
+        if let Some(spare) = lock(&self.spare).as_mut().filter(|s| s.wal.id() == id) {
+            spare.mem = Some(mem);
         }
         Ok(())
     }
@@ -414,21 +437,26 @@ impl Inner {
         }
         self.errors.check()?;
         writer.sync().map_err(|e| self.errors.set(e))?;
-        // The log the flush thread made ready (`prepare_spare_wal`), or a new one. Log numbers
-        // are drawn only under the `spare_wal` lock, so each log a rotation starts has a
-        // higher number than the one before it: replay goes in that order.
-        let mut spare = lock(&self.spare_wal);
-        *writer = match spare.take() {
-            Some(w) => w,
+        // The log and memtable the flush thread made ready (`prepare_spare`), or new ones.
+        // Log numbers are drawn only under the `spare` lock, so each log a rotation starts has
+        // a higher number than the one before it: replay goes in that order.
+        let mut spare = lock(&self.spare);
+        let mem = match spare.take() {
+            Some(Spare { wal, mem }) => {
+                *writer = wal;
+                mem
+            }
             None => {
                 let id = self.next_file.fetch_add(1, Ordering::SeqCst);
-                WalWriter::create(&*self.opts.fs, &self.dir, id).map_err(|e| self.errors.set(e))?
+                *writer = WalWriter::create(&*self.opts.fs, &self.dir, id)
+                    .map_err(|e| self.errors.set(e))?;
+                None
             }
         };
         drop(spare);
         // Every keyspace's memtable retires together (`state::Published`); the default
         // one's leads the generation.
-        let lead = Arc::new(Memtable::new(writer.id()));
+        let lead = Arc::new(mem.unwrap_or_else(|| Memtable::new(writer.id())));
         let retired = self.update_state(|p| {
             let retire = |s: &mut State, mem| {
                 let old = std::mem::replace(&mut s.mem, mem);

@@ -69,6 +69,13 @@ impl Index {
         Index::with_slots(SMALL_SLOTS)
     }
 
+    /// An empty table that takes `keys` keys without growing (at least `INITIAL_SLOTS`
+    /// slots, at most 2^32).
+    pub(super) fn for_keys(keys: usize) -> Self {
+        let slots = keys.saturating_mul(2).saturating_add(2).next_power_of_two();
+        Index::with_slots(slots.clamp(INITIAL_SLOTS, u32::MAX as usize + 1))
+    }
+
     /// An empty table of `n` slots (a power of two, at most 2^32).
     fn with_slots(n: usize) -> Self {
         debug_assert!(n.is_power_of_two() && n.trailing_zeros() <= 32);

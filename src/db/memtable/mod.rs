@@ -5,7 +5,7 @@
 //! Use: the one writer (holding the store's writer lock) calls `apply(batch)`; readers call
 //! `get`, `get_at` and `cursor` at any time, without a lock. Each applied batch gets the next
 //! sequence number and each of its operations becomes one entry (key, value or tombstone,
-//! seq) at the end of the log (`boxcar::Vec`: appended in place, never moved, so a reader
+//! seq) at the end of the log (`log.rs`: appended in place, never moved, so a reader
 //! holds `&Entry` while the writer appends). The hash index (`index.rs`) maps a key to its
 //! newest entry, and each entry links to the key's previous one. The published batch
 //! count (`Counts`) is raised to a batch's number only once the whole batch is in, and readers
@@ -16,10 +16,10 @@
 //! once (`publish`) appears in all of them at once, for a reader that reads the count once and
 //! then any of them.
 //!
-//! Order is only built when asked for: a scan sorts the entries written since the last scan
-//! into a run and merges runs (a binary counter, `sorted.rs`), then walks the runs without
-//! copying (`cursor.rs`); a flush sorts each key's newest entry, taken from the index, once
-//! (`for_each_newest`).
+//! Order is only built when asked for (`ordered.rs`): a scan sorts the entries written since
+//! the last scan into a run and merges runs (a binary counter, `sorted.rs`), then walks the
+//! runs without copying (`cursor.rs`); a flush sorts each key's newest entry, taken from the
+//! index, once (`for_each_newest`).
 //!
 //! Why not the lock-free skip list (`crossbeam-skiplist`) this replaced: an insert into a
 //! 64 MiB memtable walked ~2 nodes on each of ~19 levels, most of them cache misses, and
@@ -35,25 +35,27 @@
 mod changes;
 mod cursor;
 mod index;
+mod log;
+mod ordered;
 mod ranges;
 mod sorted;
 
-use std::cmp::Ordering as CmpOrdering;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
 use super::wal::{Op, Ops};
-use crate::coding::{cmp_prefixed, key_prefix};
+use crate::coding::key_prefix;
 use crate::expiry::{Now, NEVER};
 use crate::filter::hash_key;
-use crate::table::{DeletedRange, Direction, KeyRange};
+use crate::table::DeletedRange;
 pub(crate) use changes::{meets, within};
-use cursor::{MemCursor, Versions};
 use index::Index;
-use sorted::{Keys, View};
+use log::Log;
+pub(crate) use ordered::MemtableCursor;
+use sorted::View;
 
 /// Bytes charged per entry on top of key and value, for the size estimate. Below the real
 /// cost (`Options::memtable_size`): measured, 248 bytes of resident memory per entry of a
@@ -80,52 +82,6 @@ struct Entry {
     expiry: u64,
 }
 
-impl Keys for Memtable {
-    fn cmp(&self, a: usize, b: usize) -> CmpOrdering {
-        let (a, b) = (self.entry(a), self.entry(b));
-        cmp_prefixed(a.prefix, &a.key, b.prefix, &b.key)
-    }
-    fn vs(&self, a: usize, key: &[u8]) -> CmpOrdering {
-        let a = self.entry(a);
-        cmp_prefixed(a.prefix, &a.key, key_prefix(key), key)
-    }
-    fn prefix(&self, a: usize) -> u64 {
-        self.entry(a).prefix
-    }
-    fn head(&self, a: usize) -> u128 {
-        let key = &self.entry(a).key;
-        let mut b = [0u8; 16];
-        let n = key.len().min(16);
-        b[..n].copy_from_slice(&key[..n]);
-        u128::from_be_bytes(b)
-    }
-}
-
-/// A scan's walk over a memtable (`Memtable::cursor`).
-pub(crate) type MemtableCursor = MemCursor<Memtable>;
-
-impl Versions for Memtable {
-    fn key(&self, e: usize) -> &[u8] {
-        &self.entry(e).key
-    }
-    fn value(&self, e: usize) -> Option<&[u8]> {
-        self.entry(e).value.as_deref()
-    }
-    fn expiry(&self, e: usize) -> u64 {
-        self.entry(e).expiry
-    }
-    fn version_at(&self, e: usize, seen: u64) -> Option<usize> {
-        self.version_index_at(e, seen)
-    }
-    #[inline]
-    fn covered(&self, e: usize, seen: u64) -> bool {
-        self.has_ranges() && {
-            let e = self.entry(e);
-            self.range_covers(&e.key, e.seq, seen)
-        }
-    }
-}
-
 /// The counts of a memtable generation (one memtable per keyspace, `state::Published`),
 /// kept by its first memtable, the default keyspace's (the *leader*): the batches published,
 /// which readers take once (`Memtable::visible`) to see, in every memtable of the generation,
@@ -143,7 +99,7 @@ struct Counts {
 /// A memtable and the WAL file that backs it.
 pub(crate) struct Memtable {
     /// The log, in the order applied (so sequence numbers never decrease along it).
-    entries: boxcar::Vec<Entry>,
+    entries: Log<Entry>,
     /// Key → newest entry; replaced whole when it grows.
     index: ArcSwap<Index>,
     /// Keys in `index` (the writer's count, deciding when it grows).
@@ -187,6 +143,15 @@ impl Memtable {
         Self::with(wal_id, Index::default(), None)
     }
 
+    /// `new`, its index sized for `keys` distinct keys (the last generation's count), made
+    /// by the flush thread ahead of a rotation: the index then does not grow on the writer's
+    /// path below that (doubling to 2^20 slots took a write 8 ms).
+    pub(crate) fn sized(wal_id: u64, keys: usize) -> Self {
+        // An eighth more than the last generation's, whose keys were of the same sizes.
+        let keys = keys.saturating_add(keys / 8).min(index::MAX_ENTRIES);
+        Self::with(wal_id, Index::for_keys(keys), None)
+    }
+
     /// An empty memtable of `leader`'s generation (another keyspace's): it reads and
     /// publishes the leader's counts. Its index starts small (`Index::small`): it may take
     /// few writes.
@@ -200,7 +165,7 @@ impl Memtable {
 
     fn with(wal_id: u64, index: Index, leader: Option<Arc<Memtable>>) -> Self {
         Memtable {
-            entries: boxcar::Vec::new(),
+            entries: Log::default(),
             index: ArcSwap::from_pointee(index),
             keys: AtomicUsize::new(0),
             expiring: AtomicUsize::new(0),
@@ -397,83 +362,6 @@ impl Memtable {
         self.len.load(Ordering::Acquire) == 0 && !self.has_ranges()
     }
 
-    /// The sorted view over every entry appended so far, built from the last one and
-    /// published for the next caller.
-    fn view(&self) -> Arc<View> {
-        let len = self.len.load(Ordering::Acquire);
-        let last = self.sorted.load_full();
-        if last.upto >= len {
-            return last;
-        }
-        let next = Arc::new(last.extended(len, self));
-        // Lost to another caller's view: use ours, keep theirs.
-        self.sorted.compare_and_swap(&last, Arc::clone(&next));
-        next
-    }
-
-    /// Calls `f` with the newest entry of each key, in key order, without copying (flushes).
-    /// The order is sorted once from the index (each key's newest entry) and kept while no
-    /// batch is added, so a flush's two passes (count, then write) sort once.
-    pub(crate) fn for_each_newest<E>(
-        &self,
-        mut f: impl FnMut(&[u8], Option<&[u8]>, u64) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let seen = self.visible();
-        let len = self.len.load(Ordering::Acquire);
-        let order = {
-            let mut kept = self
-                .flush_order
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            match &*kept {
-                Some((at, order)) if *at == len => Arc::clone(order),
-                _ => {
-                    let order =
-                        Arc::new(sorted::sorted_distinct(self.index.load().entries(), self));
-                    *kept = Some((len, Arc::clone(&order)));
-                    order
-                }
-            }
-        };
-        let ranges = self.has_ranges();
-        for &e in order.iter() {
-            let newest = self.entry(e);
-            if let Some(at) = self.version_at(newest, seen) {
-                // An entry a later range deleted goes: the table's ranges hide older tables'
-                // keys only (FORMAT.md §3).
-                if ranges && self.range_covers(&newest.key, at.seq, seen) {
-                    continue;
-                }
-                f(&newest.key, at.value.as_deref(), at.expiry)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// A walk over the keys in `range` in `dir`, as of the first `seen` batches (at most the
-    /// visible ones): `cursor.rs`.
-    pub(crate) fn cursor(
-        self: &Arc<Self>,
-        range: &KeyRange,
-        dir: Direction,
-        seen: u64,
-    ) -> MemtableCursor {
-        let view = (seen != 0).then(|| self.view());
-        MemCursor::new(Arc::clone(self), view, range, dir, seen)
-    }
-
-    /// Whether an entry (live or deleted) of the first `seen` batches may lie in `[start,
-    /// end]`: `false` only when none does (entries of later batches count as well).
-    pub(crate) fn may_hold(&self, start: Bound<&[u8]>, end: Bound<&[u8]>, seen: u64) -> bool {
-        if seen == 0 {
-            return false;
-        }
-        let view = self.view();
-        view.runs
-            .iter()
-            .any(|run| !sorted::span(run, start, end, self).is_empty())
-    }
-
     /// The position of the key's newest entry among the first `seen` batches (`newest`).
     fn newest_index(&self, key: &[u8], hash: u64, seen: u64) -> Option<usize> {
         let newest = self.index.load().find(hash, |e| self.entry(e).key == key)?;
@@ -490,41 +378,6 @@ impl Memtable {
             }
         }
         Some(i)
-    }
-
-    /// The newest visible entry of each key in `[start, end]` as of the first `seen` batches,
-    /// sorted, read through a cursor in `dir`: the tests' view of what a scan walks.
-    #[cfg(test)]
-    pub(crate) fn range_at(
-        self: &Arc<Self>,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-        seen: u64,
-        dir: Direction,
-    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        use crate::table::Cursor;
-        let range = KeyRange::new(start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
-        let mut c = self.cursor(&range, dir, seen);
-        let mut out = Vec::new();
-        while let Some(k) = c.key() {
-            out.push((k.to_vec(), c.value().map(<[u8]>::to_vec)));
-            #[expect(clippy::unwrap_used, reason = "a memtable cursor never fails")]
-            c.step().unwrap();
-        }
-        if dir == Direction::Backward {
-            out.reverse();
-        }
-        out
-    }
-
-    /// `range_at` of everything visible, forward.
-    #[cfg(test)]
-    pub(crate) fn range(
-        self: &Arc<Self>,
-        start: Bound<&[u8]>,
-        end: Bound<&[u8]>,
-    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
-        self.range_at(start, end, self.visible(), Direction::Forward)
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::table::{Direction, KeyRange};
 
 #[test]
 fn latest_write_wins_and_tombstones_are_kept() {
@@ -325,4 +326,34 @@ fn a_cursor_skips_past_a_range_to_where_stepping_lands() {
         }
     }
     assert!(skipped > 20, "{skipped}");
+}
+
+#[test]
+fn a_sized_memtable_takes_its_keys_without_growing_its_index() {
+    let keys = 20_000;
+    let m = Arc::new(Memtable::sized(1, keys));
+    let index = m.index.load_full();
+    for chunk in (0..keys as u32).collect::<Vec<_>>().chunks(1000) {
+        m.apply(
+            chunk
+                .iter()
+                .map(|i| (i.to_be_bytes().to_vec(), Some(vec![1])))
+                .collect(),
+        );
+    }
+    assert!(
+        Arc::ptr_eq(&index, &m.index.load_full()),
+        "the index grew below the keys it was sized for"
+    );
+    assert_eq!(m.key_count(), keys);
+    assert_eq!(m.get(&7u32.to_be_bytes()), Some(Some(vec![1])));
+    // A memtable made with `new` grows on the way (the case `sized` exists for).
+    let grown = Arc::new(Memtable::new(2));
+    let small = grown.index.load_full();
+    grown.apply(
+        (0..keys as u32)
+            .map(|i| (i.to_be_bytes().to_vec(), None))
+            .collect(),
+    );
+    assert!(!Arc::ptr_eq(&small, &grown.index.load_full()));
 }
