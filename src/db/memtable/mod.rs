@@ -319,9 +319,19 @@ impl Memtable {
         Some(e.value.as_deref().filter(|_| !now.expired(e.expiry)))
     }
 
-    /// The key's newest entry among the first `seen` batches.
+    /// The key's newest entry among the first `seen` batches. The entry the index names is
+    /// looked up in the log once, for the key's comparison, and kept.
     fn newest(&self, key: &[u8], hash: u64, seen: u64) -> Option<&Entry> {
-        self.newest_index(key, hash, seen).map(|i| self.entry(i))
+        let mut found = None;
+        self.index.load().find(hash, |e| {
+            let entry = self.entry(e);
+            let is_key = entry.key == key;
+            if is_key {
+                found = Some(entry);
+            }
+            is_key
+        })?;
+        self.version_at(found?, seen)
     }
 
     /// `e` or the newest earlier version of its key among the first `seen` batches.
@@ -360,12 +370,6 @@ impl Memtable {
     /// may have gone to other memtables only).
     pub(crate) fn is_empty(&self) -> bool {
         self.len.load(Ordering::Acquire) == 0 && !self.has_ranges()
-    }
-
-    /// The position of the key's newest entry among the first `seen` batches (`newest`).
-    fn newest_index(&self, key: &[u8], hash: u64, seen: u64) -> Option<usize> {
-        let newest = self.index.load().find(hash, |e| self.entry(e).key == key)?;
-        self.version_index_at(newest, seen)
     }
 
     /// The position of entry `i` or of the newest earlier version of its key among the first
