@@ -26,6 +26,15 @@ use super::version::Version;
 use super::wal::WalWriter;
 use crate::error::{Error, Result};
 
+/// The next rotation's log and memtable, made ready by the flush thread
+/// (`Inner::prepare_spare`, `write.rs`) and taken by a rotation (`Inner::rotate`).
+pub(super) struct Spare {
+    /// Created first, under the `spare` lock.
+    pub(super) wal: WalWriter,
+    /// Made after `wal`, outside the lock: `None` until then.
+    pub(super) mem: Option<super::memtable::Memtable>,
+}
+
 /// Guarded by `Inner::signal`: wake-ups of the background threads (`worker.rs`).
 #[derive(Default)]
 pub(super) struct Signal {
@@ -107,7 +116,7 @@ pub(super) struct Inner {
     pub(super) writer: Mutex<WalWriter>,
     /// An empty log and memtable made ahead by the flush thread for the next memtable
     /// rotation; taken under `writer`.
-    pub(super) spare: Mutex<Option<super::write::Spare>>,
+    pub(super) spare: Mutex<Option<Spare>>,
     /// The write slowdown; taken by a group's leader under `writer`.
     pub(super) throttle: Mutex<super::throttle::Throttle>,
     pub(super) work: Mutex<Work>,

@@ -32,20 +32,13 @@ use std::time::{Duration, Instant};
 
 use super::batch::WriteBatch;
 use super::conflicts::{self, Condition};
-use super::inner::{lock, Inner};
+use super::inner::{lock, Inner, Spare};
 use super::memtable::Memtable;
 use super::state::State;
 use super::throttle;
 use super::wal::{self, Batch, WalWriter};
 use super::write_queue::{take_group, Queued};
 use crate::error::{Error, Result};
-
-/// The next rotation's log and memtable, made ready by the flush thread (`prepare_spare`).
-pub(super) struct Spare {
-    wal: WalWriter,
-    /// Made after `wal`, outside the lock: `None` until then.
-    mem: Option<Memtable>,
-}
 
 /// A waiting write spins before it parks only while fewer writes than this wait.
 const SPIN_BELOW_WAITING: usize = 2;
