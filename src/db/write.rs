@@ -373,10 +373,10 @@ impl Inner {
     /// while flushes, level 0 or the compaction debt are behind. The retired log is synced
     /// before the new one takes writes, so a power loss cannot keep a newer log's records
     /// while losing an older one's. That sync is the rotation's cost (3 ms on average, up to
-    /// 16 ms at 8 MiB memtables and 35 ms at 64 MiB under `db_bench --workload latency`); it
+    /// 16 ms at 8 MiB memtables and 35 ms at 64 MiB under `db_bench --workload latency`). It
     /// cannot simply move to the flush thread: an older log that lost whole records at a page
-    /// boundary reads as intact, so recovery could not tell it lost anything without the new
-    /// log recording the old one's length (`tests/db_power_loss.rs` fails at once).
+    /// boundary reads as intact (`tests/db_power_loss.rs` fails at once); moved with marks in
+    /// the log that let recovery tell, it did not shorten the longest write (docs/design.md).
     /// Called with the writer lock held.
     pub(super) fn rotate(&self, writer: &mut WalWriter) -> Result<Arc<Memtable>> {
         let mut stalled: Option<(Instant, &str)> = None;
