@@ -231,6 +231,19 @@ fn power_loss_without_sync_recovers_a_point_in_time() {
     assert!(t.acked_lost_allowed > 0, "{t:?}");
 }
 
+/// Makes every write so far durable: with `Db::sync_wal`, or by writing `b` = `value` with
+/// `WriteOptions::synced()`.
+fn make_durable(db: &Db, by_sync_wal: bool, value: &str) {
+    if by_sync_wal {
+        db.sync_wal().unwrap();
+    } else {
+        let mut synced = lsm_bloom::WriteBatch::new();
+        synced.put("b", value);
+        db.write_opt(synced, lsm_bloom::WriteOptions::synced())
+            .unwrap();
+    }
+}
+
 /// Without `sync_writes`: a write made with `WriteOptions::synced()` is durable when it
 /// returns, with every write acknowledged before it; `Db::sync_wal` makes every write so far
 /// durable; writes after the last sync may be lost. Each is checked on its own power loss,
@@ -261,14 +274,7 @@ fn synced_writes_and_sync_wal_survive_a_power_loss_without_sync_writes() {
                 }
             };
             put("a");
-            if by_sync_wal {
-                db.sync_wal().unwrap();
-            } else {
-                let mut synced = lsm_bloom::WriteBatch::new();
-                synced.put("b", "synced");
-                db.write_opt(synced, lsm_bloom::WriteOptions::synced())
-                    .unwrap();
-            }
+            make_durable(&db, by_sync_wal, "synced");
             put("c");
             fs.cut_now();
             drop(db);
@@ -326,14 +332,7 @@ fn a_sync_right_after_a_rotation_makes_the_retired_log_durable() {
             let db = Db::open(&store, opts).unwrap();
             let value = vec![b'v'; 1000];
             let retired = put_until_a_rotation(&db, &value);
-            if by_sync_wal {
-                db.sync_wal().unwrap();
-            } else {
-                let mut synced = lsm_bloom::WriteBatch::new();
-                synced.put("b", "after the rotation");
-                db.write_opt(synced, lsm_bloom::WriteOptions::synced())
-                    .unwrap();
-            }
+            make_durable(&db, by_sync_wal, "after the rotation");
             fs.cut_now();
             let flushed = db.stats().flushes;
             drop(db);
